@@ -1,0 +1,73 @@
+/*
+ * hipress public API.
+ *
+ * Most users never include this header: preloading libhipress.so under mpirun
+ * is enough.  The calls below let a program (or a test) inspect the library
+ * and tune one communicator.  All of them may be called before MPI_Init
+ * except where noted.
+ */
+#ifndef HIPRESS_H
+#define HIPRESS_H
+
+#include <mpi.h>
+#include <stddef.h>
+#include "hipress_compressor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define HIPRESS_VERSION_MAJOR 0
+#define HIPRESS_VERSION_MINOR 1
+#define HIPRESS_VERSION_PATCH 0
+
+/* Status codes: 0 success, negative errors. */
+typedef enum {
+    HIPRESS_OK             = 0,
+    HIPRESS_ERR_INVALID    = -1, /* bad argument or setting */
+    HIPRESS_ERR_NOMEM      = -2,
+    HIPRESS_ERR_MPI        = -3, /* an MPI call failed */
+    HIPRESS_ERR_MESSAGE    = -4, /* a received message failed validation */
+    HIPRESS_ERR_PEER       = -5, /* another rank failed inside the collective */
+    HIPRESS_ERR_UNSUPPORTED= -6,
+    HIPRESS_ERR_STATE      = -7  /* called at the wrong time */
+} hipress_status_t;
+
+/* A short lowercase description of a status. */
+const char *hipress_status_string(int status);
+
+/* "0.1.0". */
+const char *hipress_version(void);
+
+/* Number of registered compressors (built-ins and loaded plugins), and the
+ * name of the i-th one (NULL when i is out of range). */
+int hipress_compressor_count(void);
+const char *hipress_compressor_name(int i);
+
+/* Override one HIPRESS_* setting for communicator `comm` only, e.g.
+ * hipress_comm_set(comm, "HIPRESS_COMPRESSOR", "fp16").  Every rank of comm
+ * must make the same call before its next MPI_Allreduce on comm (the values
+ * are part of what ranks agree on).  Needs MPI to be initialised.  The same
+ * is reachable without this header through MPI_Comm_set_info with the keys
+ * "hipress_compress" (true/false: opt the communicator out) and
+ * "hipress_<setting in lower case>" (for example "hipress_compressor").
+ * Returns HIPRESS_OK or HIPRESS_ERR_INVALID (unknown name, bad value). */
+int hipress_comm_set(MPI_Comm comm, const char *name, const char *value);
+
+/* Statistics of this process since MPI_Init (see doc/settings.md). */
+typedef struct hipress_stats {
+    unsigned long long calls;         /* MPI_Allreduce calls seen */
+    unsigned long long compressed;    /* of which took a compressed path */
+    unsigned long long passthrough;   /* of which went to PMPI_Allreduce */
+    unsigned long long bytes_raw;     /* raw bytes of compressed calls */
+    unsigned long long bytes_wire;    /* bytes this rank sent for them */
+    unsigned long long nonfinite;     /* partitions sent as NaN */
+    unsigned long long errors;        /* compressed calls that returned an error */
+} hipress_stats_t;
+
+void hipress_stats_get(hipress_stats_t *stats_p);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* HIPRESS_H */

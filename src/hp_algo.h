@@ -1,0 +1,54 @@
+/*
+ * CaSync: the compression-aware collectives, written against hp_transport.
+ * Every algorithm follows contract 1: the final value of each element comes
+ * from decoding one message that every rank decodes.
+ */
+#ifndef HP_ALGO_H
+#define HP_ALGO_H
+
+#include "hp_comp.h"
+#include "hp_residual.h"
+#include "hp_transport.h"
+
+/* One compressed allreduce in progress. */
+typedef struct hp_call {
+    hp_transport_t             *tp;
+    float                      *buf;        /* n floats: input on entry, result on exit */
+    size_t                      n;
+    int                         kind;       /* compressor */
+    const hipress_comp_params_t *params;
+    hp_residual_store_t        *res;        /* NULL: no error feedback */
+    uintptr_t                   res_addr;   /* residual key: recvbuf and count */
+    size_t                      res_count;
+    uint64_t                    seed, call_no;
+    size_t                      part_elems; /* pipeline partition, elements */
+    int                         corrupt;    /* test knob: corrupt first message */
+    /* scratch memory owned by the caller, valid until the call ends */
+    void                     *(*scratch)(void *ctx, size_t bytes);
+    void                       *scratch_ctx;
+    /* results */
+    double                      t_encode, t_decode;
+    unsigned long long          nonfinite;
+    hp_status_t                 err;        /* first local error (sticky) */
+} hp_call_t;
+
+/* Encode buf[off .. off+len) (an element range of the whole buffer) as one
+ * message into out (cap bytes), with error feedback when the compressor wants
+ * it.  `hop` keys the random generator.  Returns the message length; on a
+ * local failure writes an error message instead and records call->err. */
+size_t hp_call_encode(hp_call_t *call, size_t off, size_t len, int hop, void *out, size_t cap);
+
+/* Decode a message into buf[off .. off+len); records errors in call->err
+ * (a bad message is never applied). */
+void hp_call_decode(hp_call_t *call, const void *msg, size_t msg_len, size_t off, size_t len,
+                    int accumulate);
+
+/* Largest message for len elements. */
+static inline size_t hp_call_msg_cap(const hp_call_t *call, size_t len)
+{
+    return hp_msg_max_bytes(call->kind, len, call->params);
+}
+
+hp_status_t hp_algo_ring(hp_call_t *call);
+
+#endif

@@ -1,0 +1,139 @@
+/*
+ * Compressed ring: reduce-scatter in N-1 steps (receive, decode, merge with the
+ * local chunk, re-encode, send), then the owner of each chunk encodes the final
+ * chunk once and that message is forwarded N-1 steps around the ring; every
+ * rank, the owner included, decodes the same bytes.
+ *
+ * Each chunk is cut into P partitions that flow independently: partition p of
+ * step s+1 is sent as soon as partition p of step s is merged, so encoding,
+ * transfer and decoding of different partitions overlap.  Two buffer sets
+ * (step parity) for receives and two for sends.
+ */
+#include "hp_algo.h"
+#include "hp_eligible.h"
+#include <string.h>
+
+typedef struct {
+    void    *buf;
+    size_t   len;
+    hp_req_t req;
+} slot_t;
+
+static size_t mod(long long a, long long n)
+{
+    return (size_t)(((a % n) + n) % n);
+}
+
+hp_status_t hp_algo_ring(hp_call_t *call)
+{
+    hp_transport_t *tp = call->tp;
+    const int N = tp->size, r = tp->rank;
+    const int left = (r - 1 + N) % N, right = (r + 1) % N;
+    const size_t maxchunk = hp_chunk_len(call->n, (size_t)N, 0);
+    size_t P, cap, slots_bytes;
+    slot_t *rs[2], *ss[2];
+    unsigned char *mem;
+    const int steps = 2 * (N - 1);
+    hp_status_t st = HP_OK;
+
+    if (N < 2)
+        return HP_ERR_INVALID;
+    P = call->part_elems ? (maxchunk + call->part_elems - 1) / call->part_elems : 1;
+    if (P < 1)
+        P = 1;
+    cap = hp_call_msg_cap(call, hp_chunk_len(maxchunk, P, 0));
+    cap = (cap + 63) & ~(size_t)63;
+    slots_bytes = 4 * P * sizeof(slot_t);
+    mem = call->scratch(call->scratch_ctx, slots_bytes + 4 * P * cap);
+    if (mem == NULL)
+        return HP_ERR_NOMEM;
+    for (int k = 0; k < 2; k++) {
+        rs[k] = (slot_t *)mem + (size_t)k * P;
+        ss[k] = (slot_t *)mem + (size_t)(2 + k) * P;
+    }
+    for (size_t i = 0; i < 4 * P; i++) {
+        slot_t *sl = (slot_t *)mem + i;
+        sl->buf = mem + slots_bytes + i * cap;
+        sl->len = 0;
+        sl->req = HP_REQ_NULL;
+    }
+
+    /* chunk and partition geometry */
+#define CH_OFF(c) hp_chunk_off(call->n, (size_t)N, (c))
+#define CH_LEN(c) hp_chunk_len(call->n, (size_t)N, (c))
+#define PART_OFF(c, p) (CH_OFF(c) + hp_chunk_off(CH_LEN(c), P, (p)))
+#define PART_LEN(c, p) hp_chunk_len(CH_LEN(c), P, (p))
+
+    /* step 0: post receives, encode and send our own chunk */
+    for (size_t p = 0; p < P; p++)
+        if (hp_tp_irecv(tp, rs[0][p].buf, cap, left, &rs[0][p].req) != HP_OK)
+            st = HP_ERR_MPI;
+    for (size_t p = 0; p < P; p++) {
+        size_t c = (size_t)r;
+        slot_t *sl = &ss[0][p];
+        sl->len = hp_call_encode(call, PART_OFF(c, p), PART_LEN(c, p), 0, sl->buf, cap);
+        if (hp_tp_isend(tp, sl->buf, sl->len, right, &sl->req) != HP_OK)
+            st = HP_ERR_MPI;
+        hp_tp_progress(tp);
+    }
+
+    for (int s = 0; s < steps; s++) {
+        const int cur = s & 1, nxt = (s + 1) & 1;
+        const int last = (s == steps - 1);
+        /* chunk received at step s */
+        const size_t c = s < N - 1 ? mod((long long)r - s - 1, N) : mod((long long)r - (s - (N - 1)), N);
+        for (size_t p = 0; p < P; p++) {
+            slot_t *in = &rs[cur][p], *out = &ss[nxt][p];
+            size_t off = PART_OFF(c, p), len = PART_LEN(c, p), got = 0;
+
+            if (hp_tp_wait(tp, &in->req, &got) != HP_OK) {
+                st = HP_ERR_MPI;
+                got = 0;
+            }
+            /* this slot's previous send (step s-1) must be done before reuse */
+            if (!last && hp_tp_wait(tp, &out->req, NULL) != HP_OK)
+                st = HP_ERR_MPI;
+            if (s < N - 2) {
+                /* reduce-scatter: merge and re-encode for the next hop */
+                hp_call_decode(call, in->buf, got, off, len, 1);
+                out->len = hp_call_encode(call, off, len, s + 1, out->buf, cap);
+            } else if (s == N - 2) {
+                /* chunk c is complete here: encode it once, decode our own message */
+                hp_call_decode(call, in->buf, got, off, len, 1);
+                out->len = hp_call_encode(call, off, len, s + 1, out->buf, cap);
+                hp_call_decode(call, out->buf, out->len, off, len, 0);
+            } else {
+                /* allgather: decode the owner's message and forward the same bytes */
+                hp_call_decode(call, in->buf, got, off, len, 0);
+                if (!last) {
+                    void *t = out->buf;
+                    out->buf = in->buf;
+                    in->buf = t;
+                    out->len = got;
+                }
+            }
+            if (!last) {
+                /* a failed rank keeps the protocol going with error messages */
+                if (call->err != HP_OK)
+                    out->len = hp_msg_error(out->buf, len);
+                if (hp_tp_isend(tp, out->buf, out->len, right, &out->req) != HP_OK)
+                    st = HP_ERR_MPI;
+                if (s + 1 < steps &&
+                    hp_tp_irecv(tp, rs[nxt][p].buf, cap, left, &rs[nxt][p].req) != HP_OK)
+                    st = HP_ERR_MPI;
+            }
+            hp_tp_progress(tp);
+        }
+    }
+    for (int k = 0; k < 2; k++)
+        for (size_t p = 0; p < P; p++)
+            if (hp_tp_wait(tp, &ss[k][p].req, NULL) != HP_OK)
+                st = HP_ERR_MPI;
+#undef CH_OFF
+#undef CH_LEN
+#undef PART_OFF
+#undef PART_LEN
+    if (st == HP_OK)
+        st = call->err;
+    return st;
+}

@@ -1,0 +1,207 @@
+/* CompLL registry, plugin loading and the message header. */
+#include "hp_comp.h"
+#include <dlfcn.h>
+#include <math.h>
+#include <pthread.h>
+#include <string.h>
+
+/* Built-in compressors, each defined in its own hp_comp_*.c. */
+extern const hipress_compressor_v1_t hp_comp_none, hp_comp_fp16;
+
+static hp_comp_t *registry[HP_MAX_COMPRESSORS] = {
+    &hp_comp_none, &hp_comp_fp16,
+};
+static int registry_count = -1;
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+int hp_kind_none = 0;
+
+static void registry_init(void)
+{
+    if (registry_count >= 0)
+        return;
+    registry_count = 0;
+    while (registry_count < HP_MAX_COMPRESSORS && registry[registry_count] != NULL)
+        registry_count++;
+}
+
+int hp_comp_count(void)
+{
+    registry_init();
+    return registry_count;
+}
+
+hp_comp_t *hp_comp_get(int kind)
+{
+    registry_init();
+    return (kind >= 0 && kind < registry_count) ? registry[kind] : NULL;
+}
+
+int hp_comp_find(const char *name)
+{
+    registry_init();
+    for (int i = 0; i < registry_count; i++)
+        if (strcmp(registry[i]->name, name) == 0)
+            return i;
+    return -1;
+}
+
+int hp_comp_name_ok(const char *name)
+{
+    return hp_comp_find(name) >= 0;
+}
+
+hp_status_t hp_comp_register(hp_comp_t *c, char *err, size_t errlen)
+{
+    hp_status_t st = HP_OK;
+    if (c == NULL || c->abi_version != HIPRESS_COMPRESSOR_ABI_VERSION || c->name == NULL ||
+        c->max_payload == NULL || c->encode == NULL || c->decode == NULL) {
+        snprintf(err, errlen, "compressor struct is incomplete or of abi version %u (hipress knows %d)",
+                 c ? c->abi_version : 0, HIPRESS_COMPRESSOR_ABI_VERSION);
+        return HP_ERR_INVALID;
+    }
+    pthread_mutex_lock(&registry_lock);
+    registry_init();
+    if (hp_comp_find(c->name) >= 0) {
+        snprintf(err, errlen, "compressor '%s' is already registered", c->name);
+        st = HP_ERR_INVALID;
+    } else if (registry_count >= HP_MAX_COMPRESSORS) {
+        snprintf(err, errlen, "too many compressors (at most %d)", HP_MAX_COMPRESSORS);
+        st = HP_ERR_INVALID;
+    } else {
+        registry[registry_count++] = c;
+    }
+    pthread_mutex_unlock(&registry_lock);
+    return st;
+}
+
+hp_status_t hp_comp_load_plugin(const char *path, char *err, size_t errlen)
+{
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    hp_comp_t *one;
+    hp_comp_t *const *many;
+    hp_status_t st;
+
+    if (h == NULL) {
+        snprintf(err, errlen, "HIPRESS_PLUGIN='%s': %s", path, dlerror());
+        return HP_ERR_INVALID;
+    }
+    many = (hp_comp_t *const *)dlsym(h, "hipress_compressors_v1");
+    if (many != NULL) {
+        for (; *many != NULL; many++)
+            if ((st = hp_comp_register(*many, err, errlen)) != HP_OK)
+                return st;
+        return HP_OK;
+    }
+    one = (hp_comp_t *)dlsym(h, "hipress_compressor_v1");
+    if (one == NULL) {
+        snprintf(err, errlen, "HIPRESS_PLUGIN='%s': exports neither hipress_compressor_v1 nor hipress_compressors_v1", path);
+        dlclose(h);
+        return HP_ERR_INVALID;
+    }
+    return hp_comp_register(one, err, errlen);
+}
+
+size_t hp_msg_max_bytes(int kind, size_t n, const hipress_comp_params_t *p)
+{
+    hp_comp_t *c = hp_comp_get(kind);
+    size_t m = c ? c->max_payload(n, p) : 4 * n;
+    /* sparse compressors may fall back to a dense `none` message */
+    if (c && (c->flags & HIPRESS_COMP_SPARSE))
+        m = HP_MAX(m, 4 * n);
+    return HP_MSG_HEADER + m;
+}
+
+static void put_header(void *out, int kind, int flags, size_t n, size_t payload)
+{
+    unsigned char *o = (unsigned char *)out;
+    uint32_t n32 = (uint32_t)n, p32 = (uint32_t)payload;
+    o[0] = HP_MSG_MAGIC;
+    o[1] = (unsigned char)kind;
+    o[2] = (unsigned char)flags;
+    o[3] = HP_MSG_VERSION;
+    memcpy(o + 4, &n32, 4);
+    memcpy(o + 8, &p32, 4);
+}
+
+hp_status_t hp_msg_header(const void *msg, size_t len, hp_msg_header_t *h)
+{
+    const unsigned char *m = (const unsigned char *)msg;
+    if (msg == NULL || len < HP_MSG_HEADER)
+        return HP_ERR_MESSAGE;
+    h->magic = m[0];
+    h->kind = m[1];
+    h->flags = m[2];
+    h->version = m[3];
+    memcpy(&h->n, m + 4, 4);
+    memcpy(&h->payload, m + 8, 4);
+    if (h->magic != HP_MSG_MAGIC || h->version != HP_MSG_VERSION ||
+        (h->flags & ~HP_MSG_NONFINITE) != 0 || (size_t)h->payload != len - HP_MSG_HEADER)
+        return HP_ERR_MESSAGE;
+    return HP_OK;
+}
+
+size_t hp_msg_error(void *out, size_t n)
+{
+    put_header(out, HP_KIND_ERROR, 0, n, 0);
+    return HP_MSG_HEADER;
+}
+
+hp_status_t hp_msg_encode(int kind, hipress_encode_args_t *args, void *out, size_t cap,
+                          size_t *len_p, int *nonfinite_p)
+{
+    hp_comp_t *c = hp_comp_get(kind);
+    size_t plen = 0;
+    int nonfinite = 0, rc;
+
+    if (c == NULL || cap < HP_MSG_HEADER || args->n > UINT32_MAX)
+        return HP_ERR_INVALID;
+    args->out = (unsigned char *)out + HP_MSG_HEADER;
+    args->out_cap = cap - HP_MSG_HEADER;
+    rc = c->encode(args, &plen, &nonfinite);
+    if (rc != HIPRESS_COMP_OK || plen > args->out_cap) {
+        HP_WARN("compressor %s failed to encode %zu elements (rc %d)", c->name, args->n, rc);
+        return rc == HIPRESS_COMP_ENOMEM ? HP_ERR_NOMEM : HP_ERR_INVALID;
+    }
+    if (nonfinite)
+        plen = 0;
+    put_header(out, kind, nonfinite ? HP_MSG_NONFINITE : 0, args->n, plen);
+    *len_p = HP_MSG_HEADER + plen;
+    *nonfinite_p = nonfinite;
+    return HP_OK;
+}
+
+hp_status_t hp_msg_decode(int kind, const void *msg, size_t len, size_t n, float *out,
+                          int accumulate, const hipress_comp_params_t *p)
+{
+    hp_msg_header_t h;
+    hp_comp_t *c;
+
+    if (hp_msg_header(msg, len, &h) != HP_OK)
+        return HP_ERR_MESSAGE;
+    if (h.kind == HP_KIND_ERROR)
+        return HP_ERR_PEER;
+    if ((size_t)h.n != n || (h.kind != kind && h.kind != hp_kind_none))
+        return HP_ERR_MESSAGE;
+    if (h.flags & HP_MSG_NONFINITE) {
+        if (h.payload != 0)
+            return HP_ERR_MESSAGE;
+        for (size_t i = 0; i < n; i++)
+            out[i] = NAN;
+        return HP_OK;
+    }
+    c = hp_comp_get(h.kind);
+    if (c->decode((const unsigned char *)msg + HP_MSG_HEADER, h.payload, n, out, accumulate, p) != HIPRESS_COMP_OK)
+        return HP_ERR_MESSAGE;
+    return HP_OK;
+}
+
+HP_EXPORT int hipress_compressor_count(void)
+{
+    return hp_comp_count();
+}
+
+HP_EXPORT const char *hipress_compressor_name(int i)
+{
+    hp_comp_t *c = hp_comp_get(i);
+    return c ? c->name : NULL;
+}

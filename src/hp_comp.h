@@ -1,0 +1,65 @@
+/*
+ * CompLL registry and the wire format of one encoded message.
+ *
+ * Message = 12-byte header + payload:
+ *   u8 magic (0xC5) | u8 kind (registry index, or HP_KIND_ERROR) |
+ *   u8 flags (HP_MSG_NONFINITE) | u8 version (1) | u32 n | u32 payload bytes
+ * A message whose input held NaN/Inf has the NONFINITE flag and no payload; it
+ * decodes to NaN.  A message of kind HP_KIND_ERROR tells the receiver that the
+ * sender failed; the receiver keeps the protocol going and reports an error.
+ */
+#ifndef HP_COMP_H
+#define HP_COMP_H
+
+#include "hp_core.h"
+#include "hipress_compressor.h"
+
+#define HP_MSG_HEADER 12
+#define HP_MSG_MAGIC 0xC5
+#define HP_MSG_VERSION 1
+#define HP_MSG_NONFINITE 0x1
+#define HP_KIND_ERROR 0xFF
+#define HP_MAX_COMPRESSORS 32
+
+typedef struct {
+    uint8_t  magic, kind, flags, version;
+    uint32_t n;
+    uint32_t payload;
+} hp_msg_header_t;
+
+typedef const hipress_compressor_v1_t hp_comp_t;
+
+/* Registry: built-ins first, then plugins in load order. */
+int hp_comp_count(void);
+hp_comp_t *hp_comp_get(int kind);
+int hp_comp_find(const char *name);           /* kind or -1 */
+int hp_comp_name_ok(const char *name);        /* 1 when registered */
+hp_status_t hp_comp_load_plugin(const char *path, char *err, size_t errlen);
+hp_status_t hp_comp_register(hp_comp_t *c, char *err, size_t errlen);
+
+/* Bytes of the largest message for n elements. */
+size_t hp_msg_max_bytes(int kind, size_t n, const hipress_comp_params_t *p);
+
+/* Encode args->n values as one message of compressor `kind` into out (cap
+ * bytes, >= hp_msg_max_bytes).  *len_p: total bytes; *nonfinite_p: 1 when
+ * the input held NaN or Inf (message then decodes to NaN). */
+hp_status_t hp_msg_encode(int kind, hipress_encode_args_t *args, void *out, size_t cap,
+                          size_t *len_p, int *nonfinite_p);
+
+/* An error message for n elements (12 bytes). */
+size_t hp_msg_error(void *out, size_t n);
+
+/* Validate and decode a message of `len` bytes that must hold n elements and
+ * be of kind `kind` (or the dense fallback `none`).  accumulate: out += value.
+ * Returns HP_ERR_MESSAGE on anything malformed (out then unspecified but
+ * nothing outside out[0..n) is touched), HP_ERR_PEER for an error message. */
+hp_status_t hp_msg_decode(int kind, const void *msg, size_t len, size_t n, float *out,
+                          int accumulate, const hipress_comp_params_t *p);
+
+/* Read the header; HP_ERR_MESSAGE when len is too short or magic/version bad. */
+hp_status_t hp_msg_header(const void *msg, size_t len, hp_msg_header_t *h);
+
+/* Built-in kinds that the algorithms refer to by name. */
+extern int hp_kind_none;
+
+#endif

@@ -1,0 +1,53 @@
+/* `none`: the values as they are (lossless).  NaN/Inf travel as values, so the
+ * result is exactly the ring-ordered float sum, as plain MPI would give. */
+#include "hp_comp.h"
+#include <string.h>
+
+static size_t none_max_payload(size_t n, const hipress_comp_params_t *p)
+{
+    (void)p;
+    return 4 * n;
+}
+
+static int none_encode(const hipress_encode_args_t *a, size_t *len_p, int *nonfinite_p)
+{
+    if (a->out_cap < 4 * a->n)
+        return HIPRESS_COMP_ENOSPC;
+    memcpy(a->out, a->in, 4 * a->n);
+    *len_p = 4 * a->n;
+    *nonfinite_p = 0;
+    return HIPRESS_COMP_OK;
+}
+
+static int none_decode(const void *payload, size_t len, size_t n, float *out, int accumulate,
+                       const hipress_comp_params_t *p)
+{
+    const float *in = (const float *)payload;
+    (void)p;
+    if (len != 4 * n)
+        return HIPRESS_COMP_EINVAL;
+    if (!accumulate) {
+        memcpy(out, payload, len);
+        return HIPRESS_COMP_OK;
+    }
+    if (((uintptr_t)payload & 3u) == 0) {
+        for (size_t i = 0; i < n; i++)
+            out[i] += in[i];
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            float v;
+            memcpy(&v, (const char *)payload + 4 * i, 4);
+            out[i] += v;
+        }
+    }
+    return HIPRESS_COMP_OK;
+}
+
+const hipress_compressor_v1_t hp_comp_none = {
+    .abi_version = HIPRESS_COMPRESSOR_ABI_VERSION,
+    .name = "none",
+    .flags = HIPRESS_COMP_LOSSLESS,
+    .max_payload = none_max_payload,
+    .encode = none_encode,
+    .decode = none_decode,
+};

@@ -1,0 +1,92 @@
+/*
+ * hipress core: status codes, logging, small utilities shared by every layer.
+ * Internal header; the public API is include/hipress.h.
+ */
+#ifndef HP_CORE_H
+#define HP_CORE_H
+
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <time.h>
+#include "hipress.h"
+
+#define HP_EXPORT __attribute__((visibility("default")))
+#define HP_LIKELY(x)   __builtin_expect(!!(x), 1)
+#define HP_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define HP_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define HP_MAX(a, b) ((a) > (b) ? (a) : (b))
+#define HP_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Internal status: the public hipress_status_t values. */
+typedef int hp_status_t;
+#define HP_OK            HIPRESS_OK
+#define HP_ERR_INVALID   HIPRESS_ERR_INVALID
+#define HP_ERR_NOMEM     HIPRESS_ERR_NOMEM
+#define HP_ERR_MPI       HIPRESS_ERR_MPI
+#define HP_ERR_MESSAGE   HIPRESS_ERR_MESSAGE
+#define HP_ERR_PEER      HIPRESS_ERR_PEER
+#define HP_ERR_UNSUPPORTED HIPRESS_ERR_UNSUPPORTED
+#define HP_ERR_STATE     HIPRESS_ERR_STATE
+
+/* ------------------------------------------------------------------ log */
+typedef enum {
+    HP_LOG_NONE = 0,
+    HP_LOG_WARN = 1,
+    HP_LOG_INFO = 2,
+    HP_LOG_TRACE = 3
+} hp_log_level_t;
+
+extern int hp_log_level;   /* from HIPRESS_DEBUG */
+extern int hp_log_rank;    /* -1 until MPI_Init */
+
+void hp_log_emit(int level, const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* Costs one load and compare when the level is off. */
+#define HP_LOG(lvl, ...) \
+    do { if (HP_UNLIKELY(hp_log_level >= (lvl))) hp_log_emit((lvl), __FILE__, __LINE__, __VA_ARGS__); } while (0)
+#define HP_WARN(...)  HP_LOG(HP_LOG_WARN, __VA_ARGS__)
+#define HP_INFO(...)  HP_LOG(HP_LOG_INFO, __VA_ARGS__)
+#define HP_TRACE(...) HP_LOG(HP_LOG_TRACE, __VA_ARGS__)
+
+/* Evaluate an hp_status_t expression; on failure log file:line (TRACE) and
+ * jump to `label` with `st` holding the status. */
+#define HP_CHECK_GOTO(expr, st, label) \
+    do { (st) = (expr); \
+         if (HP_UNLIKELY((st) != HP_OK)) { \
+             HP_TRACE("%s failed: %s", #expr, hipress_status_string(st)); goto label; } } while (0)
+
+/* The same for an MPI return code, converted to HP_ERR_MPI. */
+#define HP_MPI_GOTO(expr, st, label) \
+    do { int hp_mpi_rc_ = (expr); \
+         if (HP_UNLIKELY(hp_mpi_rc_ != MPI_SUCCESS)) { \
+             HP_WARN("%s returned mpi error %d", #expr, hp_mpi_rc_); (st) = HP_ERR_MPI; goto label; } } while (0)
+
+/* ------------------------------------------------------------------ util */
+static inline double hp_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* 64-bit FNV-1a, for setting agreement and result hashes. */
+static inline uint64_t hp_hash_bytes(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *c = (const unsigned char *)p;
+    for (size_t i = 0; i < n; i++) {
+        h ^= c[i];
+        h *= 1099511628211ULL;
+    }
+    return h;
+}
+#define HP_HASH_INIT 14695981039346656037ULL
+
+void *hp_aligned_alloc(size_t bytes);   /* 64-byte aligned, NULL on failure */
+
+#endif /* HP_CORE_H */

@@ -1,0 +1,82 @@
+/*
+ * Per-element math of CompLL, as inline functions that compile both as C and
+ * as CUDA device code (HP_HD), so the CPU and GPU kernels give the same bits.
+ */
+#ifndef HP_ELEM_H
+#define HP_ELEM_H
+
+#include <stdint.h>
+#include <string.h>
+
+#if defined(__CUDACC__)
+#define HP_HD __host__ __device__ __forceinline__
+#else
+#define HP_HD static inline
+#endif
+
+HP_HD uint32_t hp_f2u(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+HP_HD float hp_u2f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+
+/* 1 when f is NaN or +-Inf. */
+HP_HD int hp_nonfinite(float f) { return (hp_f2u(f) & 0x7f800000u) == 0x7f800000u; }
+
+/* float -> IEEE half, round to nearest even, overflow to +-Inf, NaN kept
+ * (quiet).  Matches the F16C instruction with _MM_FROUND_TO_NEAREST_INT. */
+HP_HD uint16_t hp_f32_to_f16(float f)
+{
+    uint32_t x = hp_f2u(f);
+    uint32_t sign = (x >> 16) & 0x8000u;
+    uint32_t ax = x & 0x7fffffffu;
+    if (ax >= 0x7f800000u)                        /* Inf or NaN */
+        return (uint16_t)(sign | 0x7c00u | (ax > 0x7f800000u ? 0x200u | ((ax >> 13) & 0x3ffu) : 0));
+    if (ax >= 0x477ff000u)                        /* rounds to >= 65520: overflow */
+        return (uint16_t)(sign | 0x7c00u);
+    if (ax < 0x38800000u) {                       /* result subnormal or zero */
+        if (ax < 0x33000000u)                     /* below half the smallest subnormal */
+            return (uint16_t)sign;
+        uint32_t e = ax >> 23;
+        uint32_t m = (ax & 0x7fffffu) | 0x800000u;
+        uint32_t shift = 126u - e;                /* 14..24 */
+        uint32_t r = m >> shift;
+        uint32_t rem = m & ((1u << shift) - 1u);
+        uint32_t half = 1u << (shift - 1u);
+        if (rem > half || (rem == half && (r & 1u)))
+            r++;
+        return (uint16_t)(sign | r);
+    }
+    uint32_t r = ax - 0x38000000u;                /* rebias exponent 127 -> 15 */
+    uint32_t lsb = (r >> 13) & 1u;
+    r += 0xfffu + lsb;                            /* round to nearest even */
+    return (uint16_t)(sign | (r >> 13));
+}
+
+HP_HD float hp_f16_to_f32(uint16_t h)
+{
+    uint32_t sign = ((uint32_t)h & 0x8000u) << 16;
+    uint32_t e = ((uint32_t)h >> 10) & 0x1fu;
+    uint32_t m = (uint32_t)h & 0x3ffu;
+    if (e == 0x1fu)
+        return hp_u2f(sign | 0x7f800000u | (m << 13));
+    if (e == 0) {
+        if (m == 0)
+            return hp_u2f(sign);
+        /* subnormal: value m * 2^-24, exact in float */
+        float v = (float)m * 5.9604644775390625e-8f;
+        return sign ? -v : v;
+    }
+    return hp_u2f(sign | ((e + 112u) << 23) | (m << 13));
+}
+
+/* float -> bfloat16, round to nearest even, NaN kept quiet. */
+HP_HD uint16_t hp_f32_to_bf16(float f)
+{
+    uint32_t x = hp_f2u(f);
+    if ((x & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)((x >> 16) | 0x40u);
+    x += 0x7fffu + ((x >> 16) & 1u);
+    return (uint16_t)(x >> 16);
+}
+
+HP_HD float hp_bf16_to_f32(uint16_t h) { return hp_u2f((uint32_t)h << 16); }
+
+#endif

@@ -1,0 +1,47 @@
+#include "hp_eligible.h"
+
+hp_elig_t hp_eligible(const hp_call_desc_t *d)
+{
+    size_t bytes;
+    const char *s, *r;
+
+    if (!d->enabled)
+        return HP_ELIG_DISABLED;
+    if (d->null_handle)
+        return HP_ELIG_NULL_HANDLE;
+    if (!d->op_is_sum)
+        return HP_ELIG_OP;
+    if (!d->dtype_is_float)
+        return HP_ELIG_DATATYPE;
+    if (d->count <= 0)
+        return HP_ELIG_COUNT;
+    if (d->recvbuf == NULL || (!d->in_place && d->sendbuf == NULL))
+        return HP_ELIG_NULL_BUFFER;
+    bytes = (size_t)d->count * d->elem_size;
+    if (!d->in_place) {
+        s = (const char *)d->sendbuf;
+        r = (const char *)d->recvbuf;
+        if (s < r + bytes && r < s + bytes)
+            return HP_ELIG_OVERLAP;
+    }
+    if (d->is_inter)
+        return HP_ELIG_INTERCOMM;
+    if (d->comm_size <= 1)
+        return HP_ELIG_SMALL_COMM;
+    if (d->opted_out)
+        return HP_ELIG_OPTED_OUT;
+    if (d->device)
+        return HP_ELIG_DEVICE;
+    if (bytes < d->min_bytes)
+        return HP_ELIG_TOO_SMALL;
+    return HP_ELIG_YES;
+}
+
+const char *hp_elig_name(hp_elig_t r)
+{
+    static const char *names[HP_ELIG_NREASONS] = {
+        "eligible", "disabled", "null handle", "op", "datatype", "count",
+        "null buffer", "overlap", "intercomm", "single rank", "opted out",
+        "small", "device buffer"};
+    return (r >= 0 && r < HP_ELIG_NREASONS) ? names[r] : "?";
+}

@@ -1,0 +1,63 @@
+/*
+ * Which MPI_Allreduce calls are compressed: a pure function of a descriptor
+ * built from the call's arguments, so every rank decides the same from the
+ * same facts and the rule is unit-testable without MPI.
+ */
+#ifndef HP_ELIGIBLE_H
+#define HP_ELIGIBLE_H
+
+#include "hp_core.h"
+
+typedef enum {
+    HP_ELIG_YES = 0,
+    HP_ELIG_DISABLED,      /* HIPRESS_ENABLE=0 or library not initialised */
+    HP_ELIG_NULL_HANDLE,   /* MPI_COMM_NULL, MPI_DATATYPE_NULL, MPI_OP_NULL */
+    HP_ELIG_OP,            /* not MPI_SUM */
+    HP_ELIG_DATATYPE,      /* not MPI_FLOAT */
+    HP_ELIG_COUNT,         /* count <= 0 */
+    HP_ELIG_NULL_BUFFER,   /* NULL send/recv buffer */
+    HP_ELIG_OVERLAP,       /* sendbuf and recvbuf overlap (not MPI_IN_PLACE) */
+    HP_ELIG_INTERCOMM,
+    HP_ELIG_SMALL_COMM,    /* communicator of one rank */
+    HP_ELIG_OPTED_OUT,     /* hipress_compress=false on this communicator */
+    HP_ELIG_TOO_SMALL,     /* bytes < HIPRESS_MIN_BYTES */
+    HP_ELIG_DEVICE,        /* device memory, no GPU path in this build */
+    HP_ELIG_NREASONS
+} hp_elig_t;
+
+typedef struct {
+    int         enabled;
+    int         null_handle;
+    int         op_is_sum;
+    int         dtype_is_float;
+    long long   count;
+    size_t      elem_size;
+    const void *sendbuf;      /* NULL allowed (then not eligible) */
+    const void *recvbuf;
+    int         in_place;     /* sendbuf == MPI_IN_PLACE */
+    int         is_inter;
+    int         comm_size;
+    int         opted_out;
+    int         device;
+    size_t      min_bytes;
+} hp_call_desc_t;
+
+hp_elig_t hp_eligible(const hp_call_desc_t *d);
+
+/* Short name of a reason ("datatype"), for the stats table. */
+const char *hp_elig_name(hp_elig_t r);
+
+/* The ring splits n elements into `parts` chunks: chunk i starts at
+ * hp_chunk_off(n, parts, i) and holds hp_chunk_len(n, parts, i) elements; the
+ * first n % parts chunks are one longer.  Defined for parts >= 1. */
+static inline size_t hp_chunk_off(size_t n, size_t parts, size_t i)
+{
+    size_t base = n / parts, rem = n % parts;
+    return i * base + (i < rem ? i : rem);
+}
+static inline size_t hp_chunk_len(size_t n, size_t parts, size_t i)
+{
+    return n / parts + (i < n % parts ? 1 : 0);
+}
+
+#endif

@@ -1,0 +1,210 @@
+/*
+ * hipress-bench: compressed MPI_Allreduce against plain PMPI_Allreduce, timed
+ * in the same run, nccl-tests style.
+ *
+ *   mpirun -np 4 hipress-bench -b 8K -e 64M -f 2 -n 20 -w 5 -c onebit -a auto [--csv]
+ *
+ * The compressed path is the interposed MPI_Allreduce on a duplicate of
+ * MPI_COMM_WORLD configured with hipress_comm_set (compressor, algorithm,
+ * HIPRESS_MIN_BYTES=0); the baseline calls PMPI_Allreduce directly.  Times
+ * are medians over -n iterations; each iteration's time is the maximum over
+ * ranks.  wire_ratio = bytes a plain ring would send / bytes hipress sent.
+ */
+#include <errno.h>
+#include <math.h>
+#include <mpi.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "hipress.h"
+
+static int rank, nranks;
+
+static void die(const char *msg)
+{
+    if (rank == 0)
+        fprintf(stderr, "hipress-bench: %s\n", msg);
+    MPI_Finalize();
+    exit(2);
+}
+
+static size_t parse_size(const char *s)
+{
+    char *end;
+    double v;
+    errno = 0;
+    v = strtod(s, &end);
+    if (errno || end == s || v < 0)
+        die("bad size (use e.g. 8K, 64M, 1G)");
+    switch (*end) {
+    case 'k': case 'K': v *= 1024; end++; break;
+    case 'm': case 'M': v *= 1048576; end++; break;
+    case 'g': case 'G': v *= 1073741824; end++; break;
+    default: break;
+    }
+    if (*end != '\0')
+        die("bad size (use e.g. 8K, 64M, 1G)");
+    return (size_t)v;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof(double), cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* Gradient-like data: a smooth per-rank pattern plus noise, deterministic. */
+static void fill(float *x, size_t n, int r, int iter)
+{
+    uint64_t s = 0x9E3779B97F4A7C15ULL * (uint64_t)(r + 1) + (uint64_t)iter * 7919u;
+    for (size_t i = 0; i < n; i++) {
+        s ^= s << 13; s ^= s >> 7; s ^= s << 17;
+        float u = (float)((s >> 40) * (1.0 / 16777216.0)) - 0.5f;
+        x[i] = 0.01f * u + 0.001f * sinf((float)i * 0.001f + (float)r);
+    }
+}
+
+static double time_op(int plain, const float *src, float *dst, size_t n, MPI_Comm comm)
+{
+    double t0, dt, dtmax;
+    MPI_Barrier(comm);
+    t0 = MPI_Wtime();
+    if (plain)
+        PMPI_Allreduce(src, dst, (int)n, MPI_FLOAT, MPI_SUM, comm);
+    else if (MPI_Allreduce(src, dst, (int)n, MPI_FLOAT, MPI_SUM, comm) != MPI_SUCCESS)
+        die("compressed allreduce failed");
+    dt = MPI_Wtime() - t0;
+    PMPI_Allreduce(&dt, &dtmax, 1, MPI_DOUBLE, MPI_MAX, comm);
+    return dtmax;
+}
+
+int main(int argc, char **argv)
+{
+    size_t b = 8192, e = 64u << 20;
+    double f = 2;
+    int n = 20, w = 5, csv = 0;
+    const char *comp = "onebit", *algo = "auto";
+    MPI_Comm comm;
+
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(a, "--csv") == 0) { csv = 1; continue; }
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            if (rank == 0)
+                printf("usage: hipress-bench [-b minbytes] [-e maxbytes] [-f factor] [-n iters] [-w warmup]\n"
+                       "                     [-c compressor] [-a algorithm] [--csv]\n");
+            MPI_Finalize();
+            return 0;
+        }
+        if (v == NULL)
+            die("missing value after a flag (see --help)");
+        if (strcmp(a, "-b") == 0) b = parse_size(v);
+        else if (strcmp(a, "-e") == 0) e = parse_size(v);
+        else if (strcmp(a, "-f") == 0) f = atof(v);
+        else if (strcmp(a, "-n") == 0) n = atoi(v);
+        else if (strcmp(a, "-w") == 0) w = atoi(v);
+        else if (strcmp(a, "-c") == 0) comp = v;
+        else if (strcmp(a, "-a") == 0) algo = v;
+        else die("unknown flag (see --help)");
+        i++;
+    }
+    if (f < 1.01 || n < 1 || w < 0 || b < 4 || e < b)
+        die("need -f > 1, -n >= 1, -w >= 0, 4 <= -b <= -e");
+
+    MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+    if (hipress_comm_set(comm, "HIPRESS_COMPRESSOR", comp) != HIPRESS_OK)
+        die("unknown compressor (hipress_info --compressors); is libhipress loaded?");
+    if (hipress_comm_set(comm, "HIPRESS_ALGO", algo) != HIPRESS_OK)
+        die("unknown algorithm (hipress_info lists them)");
+    hipress_comm_set(comm, "HIPRESS_MIN_BYTES", "0");
+
+    float *src = malloc(e), *dst = malloc(e), *ref = malloc(e);
+    double *tc = malloc(sizeof(double) * (size_t)n), *tb = malloc(sizeof(double) * (size_t)n);
+    if (!src || !dst || !ref || !tc || !tb)
+        die("out of memory");
+
+    if (rank == 0) {
+        if (csv)
+            printf("bytes,count,type,compressor,algo,ranks,time_us,base_time_us,speedup,algbw_gbps,busbw_gbps,wire_ratio,rel_err,identical\n");
+        else
+            printf("# hipress-bench: %d ranks, compressor %s, algorithm %s\n"
+                   "# %12s %11s %6s %10s %12s %12s %8s %9s %9s %8s %9s %5s\n",
+                   nranks, comp, algo, "size(B)", "count", "type", "compress", "time(us)",
+                   "plain(us)", "speedup", "algbw", "busbw", "wire", "rel_err", "ident");
+    }
+    for (double sz = (double)b; sz <= (double)e * 1.0000001; sz *= f) {
+        size_t count = (size_t)sz / sizeof(float);
+        hipress_stats_t s0, s1;
+        double num = 0, den = 0, err, errmax, tmed, bmed, algbw, wire_ratio;
+        uint64_t h = 14695981039346656037ULL, hh[2], hout[2];
+
+        if (count == 0)
+            continue;
+        for (int it = 0; it < w; it++) {
+            fill(src, count, rank, it);
+            time_op(0, src, dst, count, comm);
+            time_op(1, src, dst, count, comm);
+        }
+        hipress_stats_get(&s0);
+        for (int it = 0; it < n; it++) {
+            fill(src, count, rank, w + it);
+            /* alternate the order so neither side always runs first */
+            if (it % 2) {
+                tb[it] = time_op(1, src, ref, count, comm);
+                tc[it] = time_op(0, src, dst, count, comm);
+            } else {
+                tc[it] = time_op(0, src, dst, count, comm);
+                tb[it] = time_op(1, src, ref, count, comm);
+            }
+        }
+        hipress_stats_get(&s1);
+        for (size_t i = 0; i < count; i++) {
+            double d = (double)dst[i] - (double)ref[i];
+            num += d * d;
+            den += (double)ref[i] * ref[i];
+        }
+        err = den > 0 ? sqrt(num / den) : sqrt(num);
+        MPI_Allreduce(&err, &errmax, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        {
+            const unsigned char *p = (const unsigned char *)dst;
+            for (size_t i = 0; i < count * sizeof(float); i++) { h ^= p[i]; h *= 1099511628211ULL; }
+        }
+        hh[0] = h; hh[1] = ~h;
+        MPI_Allreduce(hh, hout, 2, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
+        tmed = median(tc, n);
+        bmed = median(tb, n);
+        algbw = (double)(count * sizeof(float)) / tmed / 1e9;
+        {
+            double sent = (double)(s1.bytes_wire - s0.bytes_wire) / n, sent_max;
+            double plain = 2.0 * (nranks - 1) / nranks * (double)(count * sizeof(float));
+            MPI_Allreduce(&sent, &sent_max, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+            wire_ratio = sent_max > 0 ? plain / sent_max : 0;
+        }
+        if (rank == 0) {
+            const char *id = hout[0] == ~hout[1] ? "yes" : "no";
+            if (csv)
+                printf("%zu,%zu,float,%s,%s,%d,%.2f,%.2f,%.3f,%.4f,%.4f,%.2f,%.3e,%s\n",
+                       count * sizeof(float), count, comp, algo, nranks, tmed * 1e6, bmed * 1e6,
+                       bmed / tmed, algbw, algbw * 2.0 * (nranks - 1) / nranks, wire_ratio, errmax, id);
+            else
+                printf("  %12zu %11zu %6s %10s %12.1f %12.1f %8.2f %9.3f %9.3f %8.2f %9.2e %5s\n",
+                       count * sizeof(float), count, "float", comp, tmed * 1e6, bmed * 1e6,
+                       bmed / tmed, algbw, algbw * 2.0 * (nranks - 1) / nranks, wire_ratio, errmax, id);
+            fflush(stdout);
+        }
+    }
+    free(src); free(dst); free(ref); free(tc); free(tb);
+    MPI_Comm_free(&comm);
+    MPI_Finalize();
+    return 0;
+}
