@@ -44,6 +44,13 @@ const char *hipress_version(void);
 int hipress_compressor_count(void);
 const char *hipress_compressor_name(int i);
 
+/* The compressor of that name (built-in or plugin), or NULL.  Lets tools and
+ * tests call encode/decode directly. */
+const hipress_compressor_v1_t *hipress_compressor_find(const char *name);
+
+/* Compressor parameters from the HIPRESS_* defaults (environment ignored). */
+void hipress_comp_params_default(hipress_comp_params_t *params_p);
+
 /* Override one HIPRESS_* setting for communicator `comm` only, e.g.
  * hipress_comm_set(comm, "HIPRESS_COMPRESSOR", "fp16").  Every rank of comm
  * must make the same call before its next MPI_Allreduce on comm (the values

@@ -34,9 +34,13 @@ typedef struct hp_call {
 
 /* Encode buf[off .. off+len) (an element range of the whole buffer) as one
  * message into out (cap bytes), with error feedback when the compressor wants
- * it.  `hop` keys the random generator.  Returns the message length; on a
- * local failure writes an error message instead and records call->err. */
-size_t hp_call_encode(hp_call_t *call, size_t off, size_t len, int hop, void *out, size_t cap);
+ * it.  `hop` keys the random generator.  `contribs` is how many ranks' data
+ * the values aggregate: a sparse compressor keeps k2 = min(len, contribs * k)
+ * elements and the message goes dense (`none`) when 8 k2 >= 4 len.  Returns
+ * the message length; on a local failure writes an error message instead and
+ * records call->err. */
+size_t hp_call_encode(hp_call_t *call, size_t off, size_t len, int hop, int contribs,
+                      void *out, size_t cap);
 
 /* Decode a message into buf[off .. off+len); records errors in call->err
  * (a bad message is never applied). */

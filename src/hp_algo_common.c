@@ -1,11 +1,14 @@
 /* Encode/decode of one partition inside a collective: error feedback, random
  * keys, timing, the corruption test knob and error messages. */
 #include "hp_algo.h"
+#include <math.h>
 #include <string.h>
 
-size_t hp_call_encode(hp_call_t *call, size_t off, size_t len, int hop, void *out, size_t cap)
+size_t hp_call_encode(hp_call_t *call, size_t off, size_t len, int hop, int contribs,
+                      void *out, size_t cap)
 {
     hp_comp_t *c = hp_comp_get(call->kind);
+    int kind = call->kind;
     hipress_encode_args_t a;
     size_t mlen = 0;
     int nonfinite = 0;
@@ -23,6 +26,16 @@ size_t hp_call_encode(hp_call_t *call, size_t off, size_t len, int hop, void *ou
     a.rng_key[2] = call->call_no;
     a.rng_key[3] = (uint64_t)hop;
     a.rng_offset = off;
+    if (c->flags & HIPRESS_COMP_SPARSE) {
+        size_t k = (size_t)ceil((double)len * call->params->sparse_ratio);
+        k = HP_MAX(k, 1);
+        a.k = contribs > 1 && k > len / (size_t)contribs ? len : HP_MIN(len, k * (size_t)HP_MAX(contribs, 1));
+        if (8 * a.k >= 4 * len) {
+            /* denser than half: plain floats are smaller than (index, value) */
+            kind = hp_kind_none;
+            c = hp_comp_get(kind);
+        }
+    }
     if (call->res != NULL && (c->flags & HIPRESS_COMP_EF)) {
         hp_residual_key_t key = {call->res_addr, call->res_count, off, 0};
         a.residual = hp_residual_get(call->res, &key, len, NULL);
@@ -31,7 +44,7 @@ size_t hp_call_encode(hp_call_t *call, size_t off, size_t len, int hop, void *ou
             a.state = hp_residual_get(call->res, &key, len, NULL);
         }
     }
-    st = hp_msg_encode(call->kind, &a, out, cap, &mlen, &nonfinite);
+    st = hp_msg_encode(kind, &a, out, cap, &mlen, &nonfinite);
     call->t_encode += hp_now() - t0;
     if (st != HP_OK) {
         call->err = st;

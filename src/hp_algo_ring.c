@@ -71,7 +71,7 @@ hp_status_t hp_algo_ring(hp_call_t *call)
     for (size_t p = 0; p < P; p++) {
         size_t c = (size_t)r;
         slot_t *sl = &ss[0][p];
-        sl->len = hp_call_encode(call, PART_OFF(c, p), PART_LEN(c, p), 0, sl->buf, cap);
+        sl->len = hp_call_encode(call, PART_OFF(c, p), PART_LEN(c, p), 0, 1, sl->buf, cap);
         if (hp_tp_isend(tp, sl->buf, sl->len, right, &sl->req) != HP_OK)
             st = HP_ERR_MPI;
         hp_tp_progress(tp);
@@ -96,11 +96,11 @@ hp_status_t hp_algo_ring(hp_call_t *call)
             if (s < N - 2) {
                 /* reduce-scatter: merge and re-encode for the next hop */
                 hp_call_decode(call, in->buf, got, off, len, 1);
-                out->len = hp_call_encode(call, off, len, s + 1, out->buf, cap);
+                out->len = hp_call_encode(call, off, len, s + 1, s + 2, out->buf, cap);
             } else if (s == N - 2) {
                 /* chunk c is complete here: encode it once, decode our own message */
                 hp_call_decode(call, in->buf, got, off, len, 1);
-                out->len = hp_call_encode(call, off, len, s + 1, out->buf, cap);
+                out->len = hp_call_encode(call, off, len, s + 1, N, out->buf, cap);
                 hp_call_decode(call, out->buf, out->len, off, len, 0);
             } else {
                 /* allgather: decode the owner's message and forward the same bytes */

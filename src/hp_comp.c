@@ -5,12 +5,19 @@
 #include <pthread.h>
 #include <string.h>
 
-/* Built-in compressors, each defined in its own hp_comp_*.c. */
-extern const hipress_compressor_v1_t hp_comp_none, hp_comp_fp16;
+/* Built-in compressors, each defined in its own hp_comp_*.c, in registry
+ * order (the kind byte of a message is the index, the same on every rank). */
+#define HP_BUILTIN(name) extern const hipress_compressor_v1_t hp_comp_##name;
+#include "hp_builtins.def"
+#undef HP_BUILTIN
 
-static hp_comp_t *registry[HP_MAX_COMPRESSORS] = {
-    &hp_comp_none, &hp_comp_fp16,
+static hp_comp_t *const builtins[] = {
+#define HP_BUILTIN(name) &hp_comp_##name,
+#include "hp_builtins.def"
+#undef HP_BUILTIN
 };
+
+static hp_comp_t *registry[HP_MAX_COMPRESSORS];
 static int registry_count = -1;
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 int hp_kind_none = 0;
@@ -20,8 +27,8 @@ static void registry_init(void)
     if (registry_count >= 0)
         return;
     registry_count = 0;
-    while (registry_count < HP_MAX_COMPRESSORS && registry[registry_count] != NULL)
-        registry_count++;
+    for (size_t i = 0; i < HP_ARRAY_SIZE(builtins); i++)
+        registry[registry_count++] = builtins[i];
 }
 
 int hp_comp_count(void)
@@ -198,6 +205,11 @@ hp_status_t hp_msg_decode(int kind, const void *msg, size_t len, size_t n, float
 HP_EXPORT int hipress_compressor_count(void)
 {
     return hp_comp_count();
+}
+
+HP_EXPORT const hipress_compressor_v1_t *hipress_compressor_find(const char *name)
+{
+    return name ? hp_comp_get(hp_comp_find(name)) : NULL;
 }
 
 HP_EXPORT const char *hipress_compressor_name(int i)

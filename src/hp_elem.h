@@ -79,4 +79,36 @@ HP_HD uint16_t hp_f32_to_bf16(float f)
 
 HP_HD float hp_bf16_to_f32(uint16_t h) { return hp_u2f((uint32_t)h << 16); }
 
+/* Counter-based random numbers (contract 3): a pure function of a key
+ * (seed, rank, call number, hop) and an element counter, so every path (CPU
+ * ISA, GPU) and every partitioning gives the same stream.  SplitMix64-style
+ * finaliser over the key hash and the counter. */
+HP_HD uint64_t hp_mix64(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+/* Fold the 4-word key into one word once per partition. */
+HP_HD uint64_t hp_rng_key(const uint64_t key[4])
+{
+    uint64_t h = 0x9E3779B97F4A7C15ULL;
+    for (int i = 0; i < 4; i++)
+        h = hp_mix64(h ^ (key[i] + 0x9E3779B97F4A7C15ULL * (uint64_t)(i + 1)));
+    return h;
+}
+
+/* 32 random bits for element `counter` under folded key k. */
+HP_HD uint32_t hp_rng_u32(uint64_t k, uint64_t counter)
+{
+    return (uint32_t)(hp_mix64(k + 0x9E3779B97F4A7C15ULL * (counter + 1)) >> 32);
+}
+
+/* Uniform in [0, 1) with 24 random bits (exact in float). */
+HP_HD float hp_rng_unit(uint64_t k, uint64_t counter)
+{
+    return (float)(hp_rng_u32(k, counter) >> 8) * (1.0f / 16777216.0f);
+}
+
 #endif

@@ -411,3 +411,12 @@ void hp_finalize_before_mpi(void)
     hp_g.enabled = 0;
     hp_g.finalized = 1;
 }
+
+HP_EXPORT void hipress_comp_params_default(hipress_comp_params_t *p)
+{
+    hp_config_t cfg;
+    char err[256];
+    char *empty[] = {NULL};
+    hp_config_load(&cfg, empty, NULL, err, sizeof(err));
+    hp_params_from_config(&cfg, p);
+}

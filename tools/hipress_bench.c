@@ -21,6 +21,10 @@
 
 static int rank, nranks;
 
+/* hipress-bench --kernels: single-process compressor throughput
+ * (tools/hp_bench_kernels.c). */
+int hp_bench_kernels(int csv);
+
 static void die(const char *msg)
 {
     if (rank == 0)
@@ -93,6 +97,13 @@ int main(int argc, char **argv)
     const char *comp = "onebit", *algo = "auto";
     MPI_Comm comm;
 
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--kernels") == 0) {
+            int kcsv = 0;
+            for (int j = 1; j < argc; j++)
+                kcsv |= strcmp(argv[j], "--csv") == 0;
+            return hp_bench_kernels(kcsv);
+        }
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &nranks);
@@ -102,7 +113,8 @@ int main(int argc, char **argv)
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             if (rank == 0)
                 printf("usage: hipress-bench [-b minbytes] [-e maxbytes] [-f factor] [-n iters] [-w warmup]\n"
-                       "                     [-c compressor] [-a algorithm] [--csv]\n");
+                       "                     [-c compressor] [-a algorithm] [--csv]\n"
+                       "       hipress-bench --kernels [--csv]   (no mpirun needed)\n");
             MPI_Finalize();
             return 0;
         }

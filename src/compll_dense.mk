@@ -1,0 +1,1 @@
+# src/compll_dense.mk: owned by one work stream; appends to the variables of Makefile.am

@@ -1,0 +1,1 @@
+# src/compll_sparse.mk: owned by one work stream; appends to the variables of Makefile.am

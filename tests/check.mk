@@ -1,0 +1,1 @@
+# tests/check.mk: owned by one work stream; appends to the variables of Makefile.am
