@@ -55,4 +55,10 @@ static inline size_t hp_call_msg_cap(const hp_call_t *call, size_t len)
 
 hp_status_t hp_algo_ring(hp_call_t *call);
 
+/* Collective compressors (HIPRESS_COMP_COLLECTIVE) drive the whole allreduce
+ * themselves; hp_algo_collective dispatches by compressor name.
+ * HP_ERR_UNSUPPORTED when the compressor has no collective implementation. */
+hp_status_t hp_algo_collective(hp_call_t *call);
+hp_status_t hp_powersgd_run(hp_call_t *call);     /* src/hp_comp_powersgd.c */
+
 #endif

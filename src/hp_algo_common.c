@@ -76,3 +76,14 @@ void hp_call_decode(hp_call_t *call, const void *msg, size_t msg_len, size_t off
         call->err = st;
     }
 }
+
+/* Until src/hp_comp_powersgd.c lands the symbol is weak and absent. */
+__attribute__((weak)) hp_status_t hp_powersgd_run(hp_call_t *call);
+
+hp_status_t hp_algo_collective(hp_call_t *call)
+{
+    hp_comp_t *c = hp_comp_get(call->kind);
+    if (c != NULL && strcmp(c->name, "powersgd") == 0 && hp_powersgd_run != NULL)
+        return hp_powersgd_run(call);
+    return HP_ERR_UNSUPPORTED;
+}

@@ -291,8 +291,12 @@ int hp_allreduce_compressed(const void *sendbuf, void *recvbuf, size_t count, MP
     call.scratch = scratch_cb;
     call.scratch_ctx = cs;
 
-    st = hp_algo_ring(&call);
-    atomic_fetch_add_explicit(&hp_g.stats.algo_calls[HP_ALGO_RING], 1, memory_order_relaxed);
+    if (hp_comp_get(call.kind)->flags & HIPRESS_COMP_COLLECTIVE) {
+        st = hp_algo_collective(&call);
+    } else {
+        st = hp_algo_ring(&call);
+        atomic_fetch_add_explicit(&hp_g.stats.algo_calls[HP_ALGO_RING], 1, memory_order_relaxed);
+    }
 
     /* failure protocol: every rank learns whether any rank failed */
     failed = st != HP_OK;

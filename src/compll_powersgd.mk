@@ -1,0 +1,1 @@
+# src/compll_powersgd.mk: powersgd work stream
