@@ -61,6 +61,11 @@ void hipress_comp_params_default(hipress_comp_params_t *params_p);
  * Returns HIPRESS_OK or HIPRESS_ERR_INVALID (unknown name, bad value). */
 int hipress_comm_set(MPI_Comm comm, const char *name, const char *value);
 
+/* The plan fixed for buffers of `bytes` (its power-of-two size class) on
+ * comm: "plain", "ring K=4", ..., or "exploring" / "none" while there is none
+ * yet.  Local; the same on every rank of comm. */
+int hipress_comm_plan(MPI_Comm comm, size_t bytes, char *buf, size_t len);
+
 /* Statistics of this process since MPI_Init (see doc/settings.md). */
 typedef struct hipress_stats {
     unsigned long long calls;         /* MPI_Allreduce calls seen */
@@ -70,6 +75,9 @@ typedef struct hipress_stats {
     unsigned long long bytes_wire;    /* bytes this rank sent for them */
     unsigned long long nonfinite;     /* partitions sent as NaN */
     unsigned long long errors;        /* compressed calls that returned an error */
+    double encode_s;                  /* seconds in encoders */
+    double decode_s;                  /* seconds in decoders */
+    double total_s;                   /* seconds in compressed calls */
 } hipress_stats_t;
 
 void hipress_stats_get(hipress_stats_t *stats_p);

@@ -7,6 +7,7 @@
 #define HP_ALGO_H
 
 #include "hp_comp.h"
+#include "hp_eligible.h"
 #include "hp_residual.h"
 #include "hp_transport.h"
 
@@ -47,6 +48,29 @@ size_t hp_call_encode(hp_call_t *call, size_t off, size_t len, int hop, int cont
 void hp_call_decode(hp_call_t *call, const void *msg, size_t msg_len, size_t off, size_t len,
                     int accumulate);
 
+/* The same into an arbitrary destination of len floats. */
+void hp_call_decode_to(hp_call_t *call, const void *msg, size_t msg_len, float *dst, size_t len,
+                       int accumulate);
+
+/* Carve `count` message slots of `cap` bytes (plus requests) from scratch. */
+typedef struct {
+    void    *buf;
+    size_t   len;
+    hp_req_t req;
+} hp_slot_t;
+hp_slot_t *hp_call_slots(hp_call_t *call, size_t count, size_t cap, size_t extra_bytes,
+                         void **extra_p);
+/* Wait for every request of `count` slots; HP_ERR_MPI if one failed. */
+hp_status_t hp_slots_wait(hp_call_t *call, hp_slot_t *slots, size_t count);
+
+/* Partitions of a range of len elements: how many (>= 1). */
+static inline size_t hp_call_parts(const hp_call_t *call, size_t len)
+{
+    size_t pe = call->part_elems ? call->part_elems : len;
+    size_t p = (len + pe - 1) / (pe ? pe : 1);
+    return p ? p : 1;
+}
+
 /* Largest message for len elements. */
 static inline size_t hp_call_msg_cap(const hp_call_t *call, size_t len)
 {
@@ -54,6 +78,9 @@ static inline size_t hp_call_msg_cap(const hp_call_t *call, size_t len)
 }
 
 hp_status_t hp_algo_ring(hp_call_t *call);
+hp_status_t hp_algo_ps(hp_call_t *call);
+hp_status_t hp_algo_tree(hp_call_t *call);
+hp_status_t hp_algo_allgather(hp_call_t *call);
 
 /* Collective compressors (HIPRESS_COMP_COLLECTIVE) drive the whole allreduce
  * themselves; hp_algo_collective dispatches by compressor name.

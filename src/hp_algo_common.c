@@ -62,12 +62,18 @@ size_t hp_call_encode(hp_call_t *call, size_t off, size_t len, int hop, int cont
 void hp_call_decode(hp_call_t *call, const void *msg, size_t msg_len, size_t off, size_t len,
                     int accumulate)
 {
+    hp_call_decode_to(call, msg, msg_len, call->buf + off, len, accumulate);
+}
+
+void hp_call_decode_to(hp_call_t *call, const void *msg, size_t msg_len, float *dst, size_t len,
+                       int accumulate)
+{
     hp_status_t st;
     double t0 = hp_now();
 
     if (call->err != HP_OK)
         return;
-    st = hp_msg_decode(call->kind, msg, msg_len, len, call->buf + off, accumulate, call->params);
+    st = hp_msg_decode(call->kind, msg, msg_len, len, dst, accumulate, call->params);
     call->t_decode += hp_now() - t0;
     if (st != HP_OK) {
         if (st != HP_ERR_PEER)
@@ -75,6 +81,38 @@ void hp_call_decode(hp_call_t *call, const void *msg, size_t msg_len, size_t off
                     len, hipress_status_string(st));
         call->err = st;
     }
+}
+
+hp_slot_t *hp_call_slots(hp_call_t *call, size_t count, size_t cap, size_t extra_bytes,
+                         void **extra_p)
+{
+    size_t head = (count * sizeof(hp_slot_t) + 63) & ~(size_t)63;
+    size_t ex = (extra_bytes + 63) & ~(size_t)63;
+    unsigned char *mem;
+    hp_slot_t *slots;
+
+    cap = (cap + 63) & ~(size_t)63;
+    mem = call->scratch(call->scratch_ctx, head + ex + count * cap);
+    if (mem == NULL)
+        return NULL;
+    slots = (hp_slot_t *)mem;
+    for (size_t i = 0; i < count; i++) {
+        slots[i].buf = mem + head + ex + i * cap;
+        slots[i].len = 0;
+        slots[i].req = HP_REQ_NULL;
+    }
+    if (extra_p != NULL)
+        *extra_p = ex ? mem + head : NULL;
+    return slots;
+}
+
+hp_status_t hp_slots_wait(hp_call_t *call, hp_slot_t *slots, size_t count)
+{
+    hp_status_t st = HP_OK;
+    for (size_t i = 0; i < count; i++)
+        if (hp_tp_wait(call->tp, &slots[i].req, NULL) != HP_OK)
+            st = HP_ERR_MPI;
+    return st;
 }
 
 /* Until src/hp_comp_powersgd.c lands the symbol is weak and absent. */

@@ -13,12 +13,6 @@
 #include "hp_eligible.h"
 #include <string.h>
 
-typedef struct {
-    void    *buf;
-    size_t   len;
-    hp_req_t req;
-} slot_t;
-
 static size_t mod(long long a, long long n)
 {
     return (size_t)(((a % n) + n) % n);
@@ -30,32 +24,21 @@ hp_status_t hp_algo_ring(hp_call_t *call)
     const int N = tp->size, r = tp->rank;
     const int left = (r - 1 + N) % N, right = (r + 1) % N;
     const size_t maxchunk = hp_chunk_len(call->n, (size_t)N, 0);
-    size_t P, cap, slots_bytes;
-    slot_t *rs[2], *ss[2];
-    unsigned char *mem;
+    size_t P, cap;
+    hp_slot_t *slots, *rs[2], *ss[2];
     const int steps = 2 * (N - 1);
     hp_status_t st = HP_OK;
 
     if (N < 2)
         return HP_ERR_INVALID;
-    P = call->part_elems ? (maxchunk + call->part_elems - 1) / call->part_elems : 1;
-    if (P < 1)
-        P = 1;
+    P = hp_call_parts(call, maxchunk);
     cap = hp_call_msg_cap(call, hp_chunk_len(maxchunk, P, 0));
-    cap = (cap + 63) & ~(size_t)63;
-    slots_bytes = 4 * P * sizeof(slot_t);
-    mem = call->scratch(call->scratch_ctx, slots_bytes + 4 * P * cap);
-    if (mem == NULL)
+    slots = hp_call_slots(call, 4 * P, cap, 0, NULL);
+    if (slots == NULL)
         return HP_ERR_NOMEM;
     for (int k = 0; k < 2; k++) {
-        rs[k] = (slot_t *)mem + (size_t)k * P;
-        ss[k] = (slot_t *)mem + (size_t)(2 + k) * P;
-    }
-    for (size_t i = 0; i < 4 * P; i++) {
-        slot_t *sl = (slot_t *)mem + i;
-        sl->buf = mem + slots_bytes + i * cap;
-        sl->len = 0;
-        sl->req = HP_REQ_NULL;
+        rs[k] = slots + (size_t)k * P;
+        ss[k] = slots + (size_t)(2 + k) * P;
     }
 
     /* chunk and partition geometry */
@@ -70,7 +53,7 @@ hp_status_t hp_algo_ring(hp_call_t *call)
             st = HP_ERR_MPI;
     for (size_t p = 0; p < P; p++) {
         size_t c = (size_t)r;
-        slot_t *sl = &ss[0][p];
+        hp_slot_t *sl = &ss[0][p];
         sl->len = hp_call_encode(call, PART_OFF(c, p), PART_LEN(c, p), 0, 1, sl->buf, cap);
         if (hp_tp_isend(tp, sl->buf, sl->len, right, &sl->req) != HP_OK)
             st = HP_ERR_MPI;
@@ -83,7 +66,7 @@ hp_status_t hp_algo_ring(hp_call_t *call)
         /* chunk received at step s */
         const size_t c = s < N - 1 ? mod((long long)r - s - 1, N) : mod((long long)r - (s - (N - 1)), N);
         for (size_t p = 0; p < P; p++) {
-            slot_t *in = &rs[cur][p], *out = &ss[nxt][p];
+            hp_slot_t *in = &rs[cur][p], *out = &ss[nxt][p];
             size_t off = PART_OFF(c, p), len = PART_LEN(c, p), got = 0;
 
             if (hp_tp_wait(tp, &in->req, &got) != HP_OK) {
@@ -125,10 +108,8 @@ hp_status_t hp_algo_ring(hp_call_t *call)
             hp_tp_progress(tp);
         }
     }
-    for (int k = 0; k < 2; k++)
-        for (size_t p = 0; p < P; p++)
-            if (hp_tp_wait(tp, &ss[k][p].req, NULL) != HP_OK)
-                st = HP_ERR_MPI;
+    if (hp_slots_wait(call, ss[0], 2 * P) != HP_OK)
+        st = HP_ERR_MPI;
 #undef CH_OFF
 #undef CH_LEN
 #undef PART_OFF

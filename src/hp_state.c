@@ -124,6 +124,10 @@ static void state_free(hp_comm_state_t *cs)
 {
     if (cs == NULL)
         return;
+    if (cs->leaders != MPI_COMM_NULL)
+        PMPI_Comm_free(&cs->leaders);
+    if (cs->node != MPI_COMM_NULL)
+        PMPI_Comm_free(&cs->node);
     if (cs->priv != MPI_COMM_NULL)
         PMPI_Comm_free(&cs->priv);
     if (cs->res != NULL) {
@@ -153,6 +157,7 @@ hp_status_t hp_comm_state_refresh(hp_comm_state_t *cs, char *err, size_t errlen)
     }
     cs->kind = kind;
     cs->opted_out = !hp_cfg_i(&cs->cfg, HP_S_ENABLE);
+    hp_comm_state_reset_plans(cs);
     hp_params_from_config(&cs->cfg, &cs->params);
     return HP_OK;
 }
@@ -174,7 +179,7 @@ hp_comm_state_t *hp_comm_state(MPI_Comm comm, int create)
     cs = calloc(1, sizeof(*cs));
     if (cs == NULL)
         return NULL;
-    cs->priv = MPI_COMM_NULL;
+    cs->priv = cs->node = cs->leaders = MPI_COMM_NULL;
     cs->cfg = hp_g.cfg;
     PMPI_Comm_rank(comm, &cs->rank);
     PMPI_Comm_size(comm, &cs->size);
@@ -186,8 +191,57 @@ hp_comm_state_t *hp_comm_state(MPI_Comm comm, int create)
     return cs;
 }
 
+void hp_comm_state_reset_plans(hp_comm_state_t *cs)
+{
+    memset(cs->plans, 0, sizeof(cs->plans));
+    cs->have_inputs = 0;
+}
+
+/* Node and leader communicators for the hierarchical mode. */
+static hp_status_t make_hierarchy(hp_comm_state_t *cs)
+{
+    long long mode = hp_cfg_i(&cs->cfg, HP_S_HIERARCHICAL);
+    long long k = hp_cfg_i(&cs->cfg, HP_S_NODE_SIZE);
+    int node_size = 0, node_rank = 0, nodes = 0, rc;
+
+    cs->hier = 0;
+    if (mode == HP_HIER_OFF)
+        return HP_OK;
+    if (k > 0)
+        rc = PMPI_Comm_split(cs->priv, (int)(cs->rank / k), cs->rank, &cs->node);
+    else
+        rc = PMPI_Comm_split_type(cs->priv, MPI_COMM_TYPE_SHARED, cs->rank, MPI_INFO_NULL, &cs->node);
+    if (rc != MPI_SUCCESS)
+        return HP_ERR_MPI;
+    PMPI_Comm_set_errhandler(cs->node, MPI_ERRORS_RETURN);
+    PMPI_Comm_size(cs->node, &node_size);
+    PMPI_Comm_rank(cs->node, &node_rank);
+    if (PMPI_Comm_split(cs->priv, node_rank == 0 ? 0 : MPI_UNDEFINED, cs->rank, &cs->leaders) != MPI_SUCCESS)
+        return HP_ERR_MPI;
+    if (cs->leaders != MPI_COMM_NULL) {
+        PMPI_Comm_set_errhandler(cs->leaders, MPI_ERRORS_RETURN);
+        PMPI_Comm_size(cs->leaders, &nodes);
+    }
+    /* every rank must take the same decision: agree on the largest node and
+     * on the number of nodes (known to leaders only) */
+    {
+        int in[2] = {node_size, nodes}, out[2];
+        if (PMPI_Allreduce(in, out, 2, MPI_INT, MPI_MAX, cs->priv) != MPI_SUCCESS)
+            return HP_ERR_MPI;
+        node_size = out[0];
+        nodes = out[1];
+    }
+    /* "on" always goes through the node leaders; "auto" only when it saves
+     * something: several ranks share a node and there are several nodes */
+    cs->hier = mode == HP_HIER_ON ? node_size > 1 : (node_size > 1 && nodes > 1);
+    HP_INFO("hierarchy: %d nodes, up to %d ranks each, %s", nodes, node_size,
+            cs->hier ? "used" : "not used");
+    return HP_OK;
+}
+
 hp_status_t hp_comm_state_ready(hp_comm_state_t *cs, MPI_Comm comm)
 {
+    hp_status_t st;
     if (cs->priv != MPI_COMM_NULL)
         return HP_OK;
     /* split, not dup: a dup would run the user's attribute copy callbacks */
@@ -195,7 +249,10 @@ hp_status_t hp_comm_state_ready(hp_comm_state_t *cs, MPI_Comm comm)
         return HP_ERR_MPI;
     PMPI_Comm_set_errhandler(cs->priv, MPI_ERRORS_RETURN);
     cs->res = hp_residual_create((size_t)hp_cfg_i(&cs->cfg, HP_S_RESIDUAL_MAX_MB) << 20);
-    return cs->res ? HP_OK : HP_ERR_NOMEM;
+    if (cs->res == NULL)
+        return HP_ERR_NOMEM;
+    st = make_hierarchy(cs);
+    return st;
 }
 
 void *hp_comm_scratch(hp_comm_state_t *cs, size_t bytes)
@@ -208,123 +265,6 @@ void *hp_comm_scratch(hp_comm_state_t *cs, size_t bytes)
     return cs->scratch;
 }
 
-static void *scratch_cb(void *ctx, size_t bytes)
-{
-    return hp_comm_scratch((hp_comm_state_t *)ctx, bytes);
-}
-
-/* ------------------------------------------------------ compressed path */
-
-static uint64_t hash_floats(const float *v, size_t n)
-{
-    return hp_hash_bytes(HP_HASH_INIT, v, n * sizeof(float));
-}
-
-/* HIPRESS_VERIFY: relative error against the exact sum and cross-rank identity. */
-static void verify_result(hp_comm_state_t *cs, const float *exact, const float *got, size_t n)
-{
-    double num = 0, den = 0, rel;
-    uint64_t h[2], hout[2];
-
-    for (size_t i = 0; i < n; i++) {
-        double d = (double)got[i] - (double)exact[i];
-        num += d * d;
-        den += (double)exact[i] * (double)exact[i];
-    }
-    rel = den > 0 ? sqrt(num / den) : sqrt(num);
-    h[0] = hash_floats(got, n);
-    h[1] = ~h[0];
-    PMPI_Allreduce(h, hout, 2, MPI_UINT64_T, MPI_MAX, cs->priv);
-    atomic_fetch_add_explicit(&hp_g.stats.verify_calls, 1, memory_order_relaxed);
-    if (hout[0] != ~hout[1])
-        atomic_fetch_add_explicit(&hp_g.stats.verify_mismatch, 1, memory_order_relaxed);
-    pthread_mutex_lock(&hp_g.stats.stats_lock);
-    if (!(rel <= hp_g.stats.max_rel_err))
-        hp_g.stats.max_rel_err = rel;
-    pthread_mutex_unlock(&hp_g.stats.stats_lock);
-    HP_INFO("verify: %zu elements, relative error %.3g, identical on all ranks: %s", n, rel,
-            hout[0] == ~hout[1] ? "yes" : "NO");
-}
-
-int hp_allreduce_compressed(const void *sendbuf, void *recvbuf, size_t count, MPI_Comm comm,
-                            hp_comm_state_t *cs)
-{
-    hp_transport_t tp;
-    hp_call_t call;
-    hp_status_t st;
-    float *exact = NULL;
-    int failed;
-    long long part_bytes;
-    double t0 = hp_now();
-
-    st = hp_comm_state_ready(cs, comm);
-    if (st != HP_OK) {
-        HP_WARN("cannot set up hipress on a communicator: %s", hipress_status_string(st));
-        goto err;
-    }
-    if (sendbuf != MPI_IN_PLACE)
-        memcpy(recvbuf, sendbuf, count * sizeof(float));
-    if (hp_cfg_i(&cs->cfg, HP_S_VERIFY)) {
-        exact = malloc(count * sizeof(float));
-        if (exact == NULL || PMPI_Allreduce(recvbuf, exact, (int)count, MPI_FLOAT, MPI_SUM, cs->priv) != MPI_SUCCESS) {
-            free(exact);
-            exact = NULL;
-        }
-    }
-    hp_tp_init(&tp, cs->priv);
-    memset(&call, 0, sizeof(call));
-    call.tp = &tp;
-    call.buf = (float *)recvbuf;
-    call.n = count;
-    call.kind = cs->kind;
-    call.params = &cs->params;
-    call.res = cs->res;
-    call.res_addr = (uintptr_t)recvbuf;
-    call.res_count = count;
-    call.seed = (uint64_t)hp_cfg_i(&cs->cfg, HP_S_SEED);
-    call.call_no = cs->ncalls++;
-    part_bytes = hp_cfg_i(&cs->cfg, HP_S_PARTITION_BYTES);
-    call.part_elems = (size_t)(part_bytes > 0 ? part_bytes : (1 << 20)) / sizeof(float);
-    if (call.part_elems == 0)
-        call.part_elems = 1;
-    call.corrupt = hp_cfg_i(&cs->cfg, HP_S_TEST_CORRUPT) == cs->rank;
-    call.scratch = scratch_cb;
-    call.scratch_ctx = cs;
-
-    if (hp_comp_get(call.kind)->flags & HIPRESS_COMP_COLLECTIVE) {
-        st = hp_algo_collective(&call);
-    } else {
-        st = hp_algo_ring(&call);
-        atomic_fetch_add_explicit(&hp_g.stats.algo_calls[HP_ALGO_RING], 1, memory_order_relaxed);
-    }
-
-    /* failure protocol: every rank learns whether any rank failed */
-    failed = st != HP_OK;
-    if (hp_tp_agree(&tp, &failed) != HP_OK)
-        failed = 1;
-    if (failed && st == HP_OK)
-        st = HP_ERR_PEER;
-    if (exact != NULL && !failed)
-        verify_result(cs, exact, (float *)recvbuf, count);
-    free(exact);
-
-    atomic_fetch_add_explicit(&hp_g.stats.compressed, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&hp_g.stats.bytes_raw, count * sizeof(float), memory_order_relaxed);
-    atomic_fetch_add_explicit(&hp_g.stats.bytes_wire, tp.bytes_sent, memory_order_relaxed);
-    atomic_fetch_add_explicit(&hp_g.stats.nonfinite, call.nonfinite, memory_order_relaxed);
-    atomic_fetch_add_explicit(&hp_g.stats.ns_encode, (unsigned long long)(call.t_encode * 1e9), memory_order_relaxed);
-    atomic_fetch_add_explicit(&hp_g.stats.ns_decode, (unsigned long long)(call.t_decode * 1e9), memory_order_relaxed);
-    atomic_fetch_add_explicit(&hp_g.stats.ns_total, (unsigned long long)((hp_now() - t0) * 1e9), memory_order_relaxed);
-    HP_TRACE("compressed allreduce of %zu floats: %s, wire %zu bytes, %.3f ms", count,
-             hipress_status_string(st), tp.bytes_sent, (hp_now() - t0) * 1e3);
-    if (st == HP_OK)
-        return MPI_SUCCESS;
-err:
-    atomic_fetch_add_explicit(&hp_g.stats.errors, 1, memory_order_relaxed);
-    HP_WARN("compressed allreduce of %zu floats failed: %s", count, hipress_status_string(st));
-    PMPI_Comm_call_errhandler(comm, hp_g.err_code);
-    return hp_g.err_code;
-}
 
 /* ------------------------------------------------------------ public */
 
@@ -366,9 +306,20 @@ HP_EXPORT void hipress_stats_get(hipress_stats_t *s)
     s->bytes_wire = atomic_load(&hp_g.stats.bytes_wire);
     s->nonfinite = atomic_load(&hp_g.stats.nonfinite);
     s->errors = atomic_load(&hp_g.stats.errors);
+    s->encode_s = atomic_load(&hp_g.stats.ns_encode) * 1e-9;
+    s->decode_s = atomic_load(&hp_g.stats.ns_decode) * 1e-9;
+    s->total_s = atomic_load(&hp_g.stats.ns_total) * 1e-9;
 }
 
 /* ------------------------------------------------------------ finalize */
+
+static const char *size_class_name(int c)
+{
+    static char buf[32];
+    static const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    snprintf(buf, sizeof(buf), "%d%s+", 1 << (c % 10), unit[c / 10]);
+    return buf;
+}
 
 void hp_stats_print(void)
 {
@@ -390,7 +341,17 @@ void hp_stats_print(void)
     fprintf(f, "  %-28s encode %.3f s, decode %.3f s, total %.3f s\n", "time",
             atomic_load(&s->ns_encode) * 1e-9, atomic_load(&s->ns_decode) * 1e-9,
             atomic_load(&s->ns_total) * 1e-9);
-    fprintf(f, "  %-28s ring %llu\n", "algorithms", (unsigned long long)atomic_load(&s->algo_calls[HP_ALGO_RING]));
+    fprintf(f, "  %-28s ring %llu, tree %llu, ps %llu, allgather %llu, collective %llu\n", "algorithms",
+            (unsigned long long)atomic_load(&s->algo_calls[HP_ALGO_RING]),
+            (unsigned long long)atomic_load(&s->algo_calls[HP_ALGO_TREE]),
+            (unsigned long long)atomic_load(&s->algo_calls[HP_ALGO_PS]),
+            (unsigned long long)atomic_load(&s->algo_calls[HP_ALGO_ALLGATHER]),
+            (unsigned long long)atomic_load(&s->algo_calls[0]));
+    fprintf(f, "  %-28s %llu plain by the plan, %llu hierarchical\n", "plan",
+            (unsigned long long)atomic_load(&s->plan_plain), (unsigned long long)atomic_load(&s->hier_calls));
+    for (int c = 0; c < HP_PLAN_CLASSES; c++)
+        if (s->plan_text[c][0])
+            fprintf(f, "    plan for %-10s %s\n", size_class_name(c), s->plan_text[c]);
     fprintf(f, "  %-28s %llu created, %llu evicted\n", "residual keys",
             (unsigned long long)atomic_load(&s->res_created), (unsigned long long)atomic_load(&s->res_evicted));
     fprintf(f, "  %-28s %llu\n", "non-finite partitions", (unsigned long long)atomic_load(&s->nonfinite));

@@ -10,6 +10,7 @@
 #include "hp_config.h"
 #include "hp_eligible.h"
 #include "hp_residual.h"
+#include "hp_plan.h"
 
 /* Statistics, process-wide, updated with relaxed atomics. */
 typedef struct {
@@ -28,6 +29,9 @@ typedef struct {
     _Atomic unsigned long long ns_decode;
     _Atomic unsigned long long ns_total;
     _Atomic unsigned long long algo_calls[8];
+    _Atomic unsigned long long plan_plain;     /* eligible calls the plan sent plain */
+    _Atomic unsigned long long hier_calls;
+    char plan_text[48][64];      /* last plan fixed per size class (under stats_lock) */
     double max_rel_err;          /* under stats_lock */
     pthread_mutex_t stats_lock;
 } hp_stats_t;
@@ -47,6 +51,20 @@ typedef struct {
 
 extern hp_global_t hp_g;
 
+/* Plan of one size class (bytes in [2^c, 2^(c+1))) on one communicator:
+ * explored on its first calls (plain, then the model's best and runner-up,
+ * each timed twice, times agreed across ranks), then fixed. */
+#define HP_PLAN_CLASSES 48
+#define HP_PLAN_CANDIDATES 3
+#define HP_PLAN_REPS 2
+typedef struct {
+    int       state;            /* 0 new, 1 exploring, 2 fixed */
+    int       ncand, trial;
+    hp_plan_t cand[HP_PLAN_CANDIDATES];
+    double    best_t[HP_PLAN_CANDIDATES];
+    hp_plan_t chosen;
+} hp_plan_slot_t;
+
 /* Per-communicator state, attached as an attribute. */
 typedef struct hp_comm_state {
     MPI_Comm             priv;      /* private communicator, MPI_COMM_NULL until needed */
@@ -57,6 +75,14 @@ typedef struct hp_comm_state {
     hipress_comp_params_t params;
     unsigned long long   ncalls;    /* compressed calls on this communicator */
     hp_residual_store_t *res;
+    /* hierarchy: node communicator and leaders' communicator (MPI_COMM_NULL
+     * on non-leaders); hier = 1 when the call goes through them */
+    int                  hier;
+    MPI_Comm             node, leaders;
+    /* plan */
+    int                  have_inputs, inputs_kind;
+    hp_plan_inputs_t     inputs;
+    hp_plan_slot_t       plans[HP_PLAN_CLASSES];
     /* scratch, grown on demand */
     void                *scratch;
     size_t               scratch_bytes;
@@ -83,7 +109,11 @@ int hp_init_after_mpi(void);     /* returns 0 or exits on a bad setting */
 void hp_finalize_before_mpi(void);
 void hp_stats_print(void);
 
-/* The compressed allreduce of MPI_FLOAT / MPI_SUM on an eligible call. */
+/* Forget plans and measurements (settings changed). */
+void hp_comm_state_reset_plans(hp_comm_state_t *cs);
+
+/* The compressed allreduce of MPI_FLOAT / MPI_SUM on an eligible call
+ * (src/hp_driver.c): plan, hierarchy, algorithm, failure agreement. */
 int hp_allreduce_compressed(const void *sendbuf, void *recvbuf, size_t count, MPI_Comm comm,
                             hp_comm_state_t *cs);
 

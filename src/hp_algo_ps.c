@@ -1,0 +1,117 @@
+/*
+ * Two-phase (CaSync's co-located parameter server).  Rank j owns shard j.
+ * Phase 1: every rank encodes the N-1 shards its peers own and sends each to
+ * its owner (its own shard stays exact).  Phase 2: the owner sums, in rank
+ * order, the N-1 decoded shards and its own exact shard, encodes the sum once,
+ * decodes its own message and sends it to every peer.  Phase 3: everyone
+ * decodes the owners' messages.  One re-encode only, so sparse compressors
+ * keep their density and lossy ones round twice at most.
+ * Shards are cut into partitions that flow independently.
+ */
+#include "hp_algo.h"
+#include "hp_eligible.h"
+#include <string.h>
+
+hp_status_t hp_algo_ps(hp_call_t *call)
+{
+    hp_transport_t *tp = call->tp;
+    const size_t N = (size_t)tp->size, r = (size_t)tp->rank;
+    const size_t maxshard = hp_chunk_len(call->n, N, 0);
+    const size_t P = hp_call_parts(call, maxshard);
+    const size_t maxpart = hp_chunk_len(maxshard, P, 0);
+    const size_t cap = hp_call_msg_cap(call, maxpart);
+    hp_slot_t *slots, *s1, *r1, *s2, *r3;
+    float *acc;
+    hp_status_t st = HP_OK;
+
+    if (N < 2)
+        return HP_ERR_INVALID;
+    /* s1[c][p]: to owner c; r1[j][p]: from j, my shard; s2[p]: my sum;
+     * r3[j][p]: owner j's sum */
+    slots = hp_call_slots(call, (3 * N + 1) * P, cap, maxpart * sizeof(float), (void **)&acc);
+    if (slots == NULL)
+        return HP_ERR_NOMEM;
+    s1 = slots;
+    r1 = s1 + N * P;
+    r3 = r1 + N * P;
+    s2 = r3 + N * P;
+
+#define SH_OFF(c) hp_chunk_off(call->n, N, (c))
+#define SH_LEN(c) hp_chunk_len(call->n, N, (c))
+#define PART_OFF(c, p) (SH_OFF(c) + hp_chunk_off(SH_LEN(c), P, (p)))
+#define PART_LEN(c, p) hp_chunk_len(SH_LEN(c), P, (p))
+
+    /* receives in the order each peer sends: phase 1 parts, then phase 3 parts */
+    for (size_t k = 1; k < N; k++) {
+        size_t j = (r + N - k) % N;
+        for (size_t p = 0; p < P; p++)
+            if (hp_tp_irecv(tp, r1[j * P + p].buf, cap, (int)j, &r1[j * P + p].req) != HP_OK)
+                st = HP_ERR_MPI;
+        for (size_t p = 0; p < P; p++)
+            if (hp_tp_irecv(tp, r3[j * P + p].buf, cap, (int)j, &r3[j * P + p].req) != HP_OK)
+                st = HP_ERR_MPI;
+    }
+    /* phase 1: staggered destinations so no owner is hit by everyone at once */
+    for (size_t p = 0; p < P; p++) {
+        for (size_t k = 1; k < N; k++) {
+            size_t c = (r + k) % N;
+            hp_slot_t *sl = &s1[c * P + p];
+            sl->len = hp_call_encode(call, PART_OFF(c, p), PART_LEN(c, p), 0, 1, sl->buf, cap);
+            if (hp_tp_isend(tp, sl->buf, sl->len, (int)c, &sl->req) != HP_OK)
+                st = HP_ERR_MPI;
+            hp_tp_progress(tp);
+        }
+    }
+    /* phase 2: sum my shard in rank order, encode once, decode my own message */
+    for (size_t p = 0; p < P; p++) {
+        size_t off = PART_OFF(r, p), len = PART_LEN(r, p);
+        float *own = call->buf + off;
+        for (size_t j = 0; j < N; j++) {
+            if (j == r) {
+                if (j == 0)
+                    memcpy(acc, own, len * sizeof(float));
+                else
+                    for (size_t i = 0; i < len; i++)
+                        acc[i] += own[i];
+            } else {
+                size_t got = 0;
+                hp_slot_t *in = &r1[j * P + p];
+                if (hp_tp_wait(tp, &in->req, &got) != HP_OK)
+                    st = HP_ERR_MPI;
+                hp_call_decode_to(call, in->buf, got, acc, len, j != 0);
+            }
+        }
+        memcpy(own, acc, len * sizeof(float));
+        s2[p].len = hp_call_encode(call, off, len, 1, (int)N, s2[p].buf, cap);
+        hp_call_decode(call, s2[p].buf, s2[p].len, off, len, 0);
+        if (call->err != HP_OK)
+            s2[p].len = hp_msg_error(s2[p].buf, len);
+        /* one message, N-1 sends of the same bytes */
+        for (size_t k = 1; k < N; k++) {
+            size_t c = (r + k) % N;
+            hp_req_t *rq = &s1[c * P + p].req;   /* reuse: wait the phase-1 send first */
+            if (hp_tp_wait(tp, rq, NULL) != HP_OK)
+                st = HP_ERR_MPI;
+            if (hp_tp_isend(tp, s2[p].buf, s2[p].len, (int)c, rq) != HP_OK)
+                st = HP_ERR_MPI;
+        }
+        hp_tp_progress(tp);
+    }
+    /* phase 3: decode the owners' messages */
+    for (size_t p = 0; p < P; p++) {
+        for (size_t k = 1; k < N; k++) {
+            size_t j = (r + N - k) % N, got = 0;
+            hp_slot_t *in = &r3[j * P + p];
+            if (hp_tp_wait(tp, &in->req, &got) != HP_OK)
+                st = HP_ERR_MPI;
+            hp_call_decode(call, in->buf, got, PART_OFF(j, p), PART_LEN(j, p), 0);
+        }
+    }
+    if (hp_slots_wait(call, s1, N * P) != HP_OK)
+        st = HP_ERR_MPI;
+#undef SH_OFF
+#undef SH_LEN
+#undef PART_OFF
+#undef PART_LEN
+    return st != HP_OK ? st : call->err;
+}

@@ -1,0 +1,100 @@
+/*
+ * Binomial tree rooted at rank 0.  Reduction: every rank adds its children's
+ * decoded messages to its own data in a fixed order (lowest bit first),
+ * encodes the merged subtree once and sends it to its parent; the root encodes
+ * the final value once and decodes its own message.  Broadcast: the root's
+ * message is forwarded down the same tree and everyone decodes those bytes.
+ * 2 ceil(log2 N) steps: for small buffers and many ranks.  (Recursive
+ * doubling is not used: it would leave ranks with different bits.)
+ */
+#include "hp_algo.h"
+
+hp_status_t hp_algo_tree(hp_call_t *call)
+{
+    hp_transport_t *tp = call->tp;
+    const int N = tp->size, r = tp->rank;
+    const size_t P = hp_call_parts(call, call->n);
+    const size_t cap = hp_call_msg_cap(call, hp_chunk_len(call->n, P, 0));
+    int children[32], nchild = 0, parent = -1, subtree = 1;
+    hp_slot_t *slots, *rc, *up, *down;
+    hp_status_t st = HP_OK;
+
+    if (N < 2)
+        return HP_ERR_INVALID;
+    for (int mask = 1; mask < N; mask <<= 1) {
+        if (r & mask) {
+            parent = r - mask;
+            break;
+        }
+        if (r + mask < N) {
+            children[nchild++] = r + mask;
+            subtree += HP_MIN(mask, N - (r + mask));
+        }
+    }
+    /* rc[c][p]: from child c; up[p]: to parent; down[p]: the final message */
+    slots = hp_call_slots(call, ((size_t)nchild + 2) * P, cap, 0, NULL);
+    if (slots == NULL)
+        return HP_ERR_NOMEM;
+    rc = slots;
+    up = rc + (size_t)nchild * P;
+    down = up + P;
+
+#define PART_OFF(p) hp_chunk_off(call->n, P, (p))
+#define PART_LEN(p) hp_chunk_len(call->n, P, (p))
+    for (int c = 0; c < nchild; c++)
+        for (size_t p = 0; p < P; p++)
+            if (hp_tp_irecv(tp, rc[c * P + p].buf, cap, children[c], &rc[c * P + p].req) != HP_OK)
+                st = HP_ERR_MPI;
+    if (parent >= 0)
+        for (size_t p = 0; p < P; p++)
+            if (hp_tp_irecv(tp, down[p].buf, cap, parent, &down[p].req) != HP_OK)
+                st = HP_ERR_MPI;
+
+    /* reduction */
+    for (size_t p = 0; p < P; p++) {
+        size_t off = PART_OFF(p), len = PART_LEN(p);
+        for (int c = 0; c < nchild; c++) {
+            size_t got = 0;
+            hp_slot_t *in = &rc[c * P + p];
+            if (hp_tp_wait(tp, &in->req, &got) != HP_OK)
+                st = HP_ERR_MPI;
+            hp_call_decode(call, in->buf, got, off, len, 1);
+        }
+        if (parent >= 0) {
+            up[p].len = hp_call_encode(call, off, len, 0, subtree, up[p].buf, cap);
+            if (hp_tp_isend(tp, up[p].buf, up[p].len, parent, &up[p].req) != HP_OK)
+                st = HP_ERR_MPI;
+        } else {
+            down[p].len = hp_call_encode(call, off, len, 1, N, down[p].buf, cap);
+            hp_call_decode(call, down[p].buf, down[p].len, off, len, 0);
+            if (call->err != HP_OK)
+                down[p].len = hp_msg_error(down[p].buf, len);
+            /* the receive slots of the children are free now: reuse their
+             * requests for the broadcast sends */
+            for (int c = nchild - 1; c >= 0; c--)
+                if (hp_tp_isend(tp, down[p].buf, down[p].len, children[c], &rc[c * P + p].req) != HP_OK)
+                    st = HP_ERR_MPI;
+        }
+        hp_tp_progress(tp);
+    }
+    /* broadcast: decode the root's message and forward the same bytes */
+    if (parent >= 0) {
+        for (size_t p = 0; p < P; p++) {
+            size_t got = 0;
+            if (hp_tp_wait(tp, &down[p].req, &got) != HP_OK)
+                st = HP_ERR_MPI;
+            down[p].len = got;
+            hp_call_decode(call, down[p].buf, got, PART_OFF(p), PART_LEN(p), 0);
+            if (call->err != HP_OK)
+                down[p].len = hp_msg_error(down[p].buf, PART_LEN(p));
+            for (int c = nchild - 1; c >= 0; c--)
+                if (hp_tp_isend(tp, down[p].buf, down[p].len, children[c], &rc[c * P + p].req) != HP_OK)
+                    st = HP_ERR_MPI;
+        }
+    }
+    if (hp_slots_wait(call, slots, ((size_t)nchild + 1) * P) != HP_OK)
+        st = HP_ERR_MPI;
+#undef PART_OFF
+#undef PART_LEN
+    return st != HP_OK ? st : call->err;
+}

@@ -1,0 +1,138 @@
+/* Cost model of the compressed collectives. */
+#include "hp_plan.h"
+#include <math.h>
+#include <stdio.h>
+
+#define HP_PLAN_MIN_PART_BYTES (32 * 1024)
+#define HP_PLAN_MAX_PARTS 256
+
+const char *hp_algo_name(int algo)
+{
+    static const char *names[] = {"auto", "ring", "tree", "ps", "allgather"};
+    return algo >= 0 && algo < 5 ? names[algo] : "?";
+}
+
+size_t hp_plan_msg_bytes(int kind, size_t len, int contribs, const hipress_comp_params_t *p)
+{
+    hp_comp_t *c = hp_comp_get(kind);
+    if (c != NULL && (c->flags & HIPRESS_COMP_SPARSE)) {
+        size_t k = (size_t)ceil((double)len * p->sparse_ratio);
+        size_t k2 = HP_MIN(len, HP_MAX(k, 1) * (size_t)HP_MAX(contribs, 1));
+        return HP_MSG_HEADER + HP_MIN(8 * k2, 4 * len);
+    }
+    return c != NULL ? HP_MSG_HEADER + c->max_payload(len, p) : HP_MSG_HEADER + 4 * len;
+}
+
+static int ceil_log2(int N)
+{
+    int l = 0;
+    while ((1 << l) < N)
+        l++;
+    return l;
+}
+
+/* Wire bytes, encoded and decoded raw bytes, and messages on the critical path. */
+static void algo_volume(int kind, const hipress_comp_params_t *p, size_t n, int N, int algo,
+                        double *wire, double *enc, double *dec, double *msgs)
+{
+    double S = 4.0 * (double)n;
+    size_t chunk = (n + (size_t)N - 1) / (size_t)N;
+    int L = ceil_log2(N);
+
+    *wire = 0;
+    switch (algo) {
+    case HP_ALGO_RING:
+        for (int s = 0; s < N - 1; s++)
+            *wire += (double)hp_plan_msg_bytes(kind, chunk, s + 1, p);
+        *wire += (double)(N - 1) * (double)hp_plan_msg_bytes(kind, chunk, N, p);
+        *enc = S;
+        *dec = S * (2.0 * N - 1) / N;
+        *msgs = 2.0 * (N - 1);
+        break;
+    case HP_ALGO_PS:
+        *wire = (double)(N - 1) * ((double)hp_plan_msg_bytes(kind, chunk, 1, p) +
+                                   (double)hp_plan_msg_bytes(kind, chunk, N, p));
+        *enc = S;
+        *dec = S * (2.0 * N - 1) / N;
+        *msgs = 2.0 * (N - 1);
+        break;
+    case HP_ALGO_TREE:
+        /* the root receives from L children and sends to L children */
+        *wire = (double)L * ((double)hp_plan_msg_bytes(kind, n, HP_MAX(N / 2, 1), p) +
+                             (double)hp_plan_msg_bytes(kind, n, N, p));
+        *enc = 2 * S;
+        *dec = (L + 1) * S;
+        *msgs = 2.0 * L;
+        break;
+    case HP_ALGO_ALLGATHER:
+    default:
+        *wire = (double)(N - 1) * (double)hp_plan_msg_bytes(kind, n, 1, p);
+        *enc = S;
+        *dec = N * S;
+        *msgs = (double)(N - 1);
+        break;
+    }
+}
+
+double hp_plan_cost(const hp_plan_inputs_t *in, int kind, const hipress_comp_params_t *p,
+                    size_t n, int N, int algo, size_t K)
+{
+    double wire, enc, dec, msgs, w, c, mx;
+    algo_volume(kind, p, n, N, algo, &wire, &enc, &dec, &msgs);
+    w = wire / in->bw;
+    c = enc / in->enc_rate + dec / in->dec_rate;
+    mx = w > c ? w : c;
+    return mx + (w + c - mx) / (double)K + (double)K * msgs * in->alpha;
+}
+
+hp_plan_t hp_plan_choose(const hp_plan_inputs_t *in, int kind, const hipress_comp_params_t *p,
+                         size_t n, int N, int algo_fixed, size_t part_bytes, int rank)
+{
+    hp_plan_t best[4];
+    int nbest = 0;
+    int first = algo_fixed == HP_ALGO_AUTO ? HP_ALGO_RING : algo_fixed;
+    int last = algo_fixed == HP_ALGO_AUTO ? HP_ALGO_ALLGATHER : algo_fixed;
+
+    for (int a = first; a <= last; a++) {
+        /* the unit each algorithm partitions: a chunk (ring, ps) or all of it */
+        size_t unit = (a == HP_ALGO_RING || a == HP_ALGO_PS) ? (n + (size_t)N - 1) / (size_t)N : n;
+        hp_plan_t pl = {1, a, 1, 0};
+        if (part_bytes > 0) {
+            size_t pe = HP_MAX(part_bytes / 4, 1);
+            pl.parts = (unit + pe - 1) / pe;
+            pl.parts = HP_MAX(pl.parts, 1);
+            pl.t_model = hp_plan_cost(in, kind, p, n, N, a, pl.parts);
+        } else {
+            pl.t_model = INFINITY;
+            for (size_t K = 1; K <= HP_PLAN_MAX_PARTS; K *= 2) {
+                double t;
+                if (K > 1 && 4 * unit / K < HP_PLAN_MIN_PART_BYTES)
+                    break;
+                t = hp_plan_cost(in, kind, p, n, N, a, K);
+                if (t < pl.t_model) {
+                    pl.t_model = t;
+                    pl.parts = K;
+                }
+            }
+        }
+        /* insertion into best[] by modelled time */
+        int i = nbest++;
+        while (i > 0 && best[i - 1].t_model > pl.t_model) {
+            best[i] = best[i - 1];
+            i--;
+        }
+        best[i] = pl;
+    }
+    if (rank < nbest)
+        return best[rank];
+    return (hp_plan_t){0, HP_ALGO_RING, 1, INFINITY};
+}
+
+const char *hp_plan_str(const hp_plan_t *plan, char *buf, size_t len)
+{
+    if (!plan->compress)
+        snprintf(buf, len, "plain");
+    else
+        snprintf(buf, len, "%s K=%zu", hp_algo_name(plan->algo), plan->parts);
+    return buf;
+}
