@@ -1,0 +1,292 @@
+/*
+ * CaSync under mpirun: every algorithm x compressor x awkward size is
+ * bit-identical on all ranks, exact for `none` on integer-valued floats and
+ * within the compressor's documented bound otherwise; hierarchical mode;
+ * sub-communicators and interleaved calls; plans agree across ranks that
+ * measure different speeds; an injected bad message fails the call on every
+ * rank without a hang; memory stays bounded over thousands of calls.
+ *
+ *   mpirun -np N mpi_algos [matrix] [comms] [plan] [fail] [hier] [memory CALLS]
+ * Prints "mpi_algos np=N: P passed, F failed" on rank 0; exit 1 on failure.
+ */
+#include <math.h>
+#include <mpi.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "hipress.h"
+
+static int rank, nranks, passed, failed;
+
+#define EXPECT(cond, ...) \
+    do { if (cond) passed++; else { failed++; fprintf(stderr, "rank %d: FAIL %s:%d: ", rank, __FILE__, __LINE__); \
+         fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); } } while (0)
+
+/* The documented test bounds on relative L2 error of one allreduce of
+ * gradient-like data (doc/algorithms.md, doc/compressors.md). */
+static double bound_for(const char *comp, int N)
+{
+    if (strcmp(comp, "fp16") == 0)
+        return 4e-3 * N;          /* 2^-11 per rounding, N roundings at most */
+    if (strcmp(comp, "bf16") == 0)
+        return 3e-2 * N;          /* 2^-8 per rounding */
+    if (strcmp(comp, "terngrad") == 0)
+        return 2.0 * N;           /* unbiased, variance grows with the range */
+    /* biased compressors (onebit, tbq, graddrop, dgc): each encode loses at
+     * most the energy of its input; one call may lose all of it, error
+     * feedback returns it later */
+    return 1.0 * N + 1.0;
+}
+
+static uint64_t hash_bytes(const void *p, size_t n)
+{
+    const unsigned char *c = p;
+    uint64_t h = 14695981039346656037ULL;
+    for (size_t i = 0; i < n; i++) { h ^= c[i]; h *= 1099511628211ULL; }
+    return h;
+}
+
+/* 1 when every rank holds the same bytes. */
+static int identical(const void *buf, size_t bytes, MPI_Comm comm)
+{
+    uint64_t h[2], out[2];
+    h[0] = hash_bytes(buf, bytes);
+    h[1] = ~h[0];
+    PMPI_Allreduce(h, out, 2, MPI_UINT64_T, MPI_MAX, comm);
+    return out[0] == ~out[1];
+}
+
+/* Input of rank r: integer-valued (exact sums) or gradient-like. */
+static float input(int r, size_t i, int integer)
+{
+    uint64_t z = (uint64_t)i * 0x9E3779B97F4A7C15ULL + (uint64_t)(r + 1) * 0xBF58476D1CE4E5B9ULL;
+    z ^= z >> 31; z *= 0x94D049BB133111EBULL; z ^= z >> 29;
+    if (integer)
+        return (float)((int)(z % 17) - 8);
+    return (float)((double)(z >> 11) / 9007199254740992.0 - 0.5) * 0.01f + 0.002f * sinf((float)i * 0.01f);
+}
+
+static MPI_Comm configured(MPI_Comm base, const char *comp, const char *algo, const char *part)
+{
+    MPI_Comm c;
+    MPI_Comm_dup(base, &c);
+    MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN);
+    if (hipress_comm_set(c, "HIPRESS_COMPRESSOR", comp) != HIPRESS_OK ||
+        hipress_comm_set(c, "HIPRESS_ALGO", algo) != HIPRESS_OK ||
+        hipress_comm_set(c, "HIPRESS_MIN_BYTES", "0") != HIPRESS_OK ||
+        hipress_comm_set(c, "HIPRESS_PARTITION_BYTES", part) != HIPRESS_OK)
+        fprintf(stderr, "rank %d: hipress_comm_set(%s, %s, %s) failed\n", rank, comp, algo, part);
+    return c;
+}
+
+/* One allreduce on comm c, checked. */
+static void check_call(MPI_Comm c, const char *comp, const char *label, size_t n, int in_place)
+{
+    int r, N, integer = strcmp(comp, "none") == 0;
+    float *in = malloc(n * sizeof(float)), *out = malloc(n * sizeof(float));
+    double num = 0, den = 0, rel;
+    int rc, bad = 0;
+
+    MPI_Comm_rank(c, &r);
+    MPI_Comm_size(c, &N);
+    for (size_t i = 0; i < n; i++)
+        in[i] = input(r, i, integer);
+    if (in_place) {
+        memcpy(out, in, n * sizeof(float));
+        rc = MPI_Allreduce(MPI_IN_PLACE, out, (int)n, MPI_FLOAT, MPI_SUM, c);
+    } else {
+        rc = MPI_Allreduce(in, out, (int)n, MPI_FLOAT, MPI_SUM, c);
+    }
+    EXPECT(rc == MPI_SUCCESS, "%s n=%zu: rc %d", label, n, rc);
+    for (size_t i = 0; i < n; i++) {
+        double e = 0;
+        for (int j = 0; j < N; j++)
+            e += input(j, i, integer);
+        if (integer && (double)out[i] != e)
+            bad++;
+        num += ((double)out[i] - e) * ((double)out[i] - e);
+        den += e * e;
+    }
+    rel = den > 0 ? sqrt(num / den) : sqrt(num);
+    EXPECT(identical(out, n * sizeof(float), c), "%s n=%zu: ranks differ", label, n);
+    if (integer)
+        EXPECT(bad == 0, "%s n=%zu: %d elements differ from the exact sum", label, n, bad);
+    else
+        EXPECT(isfinite(rel) && rel <= bound_for(comp, N), "%s n=%zu: relative error %.3g > %.3g", label, n,
+               rel, bound_for(comp, N));
+    free(in);
+    free(out);
+}
+
+static const char *algos[] = {"ring", "ps", "tree", "allgather", "auto"};
+
+static void test_matrix(void)
+{
+    static const size_t sizes[] = {1, 7, 1000, 65537, 300007};
+    static const char *parts[] = {"0", "4K"};
+    for (int k = 0; k < hipress_compressor_count(); k++) {
+        const char *comp = hipress_compressor_name(k);
+        const hipress_compressor_v1_t *c = hipress_compressor_find(comp);
+        if (c->flags & HIPRESS_COMP_COLLECTIVE)
+            continue;   /* chooses its own exchanges: tests/mpi_powersgd.c */
+        for (size_t a = 0; a < sizeof(algos) / sizeof(algos[0]); a++)
+            for (size_t p = 0; p < 2; p++) {
+                MPI_Comm cm = configured(MPI_COMM_WORLD, comp, algos[a], parts[p]);
+                char label[96];
+                snprintf(label, sizeof(label), "%s/%s/part=%s", comp, algos[a], parts[p]);
+                for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++)
+                    check_call(cm, comp, label, sizes[s], (int)(s % 2));
+                MPI_Comm_free(&cm);
+            }
+    }
+}
+
+/* Split and dup communicators, calls interleaved on two of them. */
+static void test_comms(void)
+{
+    MPI_Comm half, a, b;
+    MPI_Comm_split(MPI_COMM_WORLD, rank % 2, nranks - rank, &half);
+    a = configured(half, "fp16", "ring", "0");
+    b = configured(MPI_COMM_WORLD, "none", "ps", "8K");
+    for (int it = 0; it < 4; it++) {
+        int hs;
+        MPI_Comm_size(half, &hs);
+        if (hs > 1)
+            check_call(a, "fp16", "split/fp16/ring", 40000 + (size_t)it, it % 2);
+        check_call(b, "none", "dup/none/ps", 30011, it % 2);
+    }
+    MPI_Comm_free(&a);
+    MPI_Comm_free(&b);
+    MPI_Comm_free(&half);
+}
+
+/* Ranks measure different speeds (HIPRESS_TEST_PLAN_SKEW); plans still agree. */
+static void test_plan(void)
+{
+    static const size_t sizes[] = {4096, 262144};
+    const char *comp = hipress_compressor_find("onebit") ? "onebit" : "fp16";
+    MPI_Comm c = configured(MPI_COMM_WORLD, comp, "auto", "0");
+    hipress_comm_set(c, "HIPRESS_TEST_PLAN_SKEW", "3");
+    for (size_t s = 0; s < 2; s++) {
+        char plan[64] = "";
+        int calls = 0;
+        for (; calls < 20; calls++) {
+            hipress_comm_plan(c, sizes[s] * sizeof(float), plan, sizeof(plan));
+            if (strcmp(plan, "exploring") != 0 && strcmp(plan, "none") != 0)
+                break;
+            check_call(c, comp, "plan", sizes[s], 0);
+        }
+        EXPECT(calls < 20, "plan for %zu floats never fixed (%s)", sizes[s], plan);
+        EXPECT(identical(plan, sizeof(plan), MPI_COMM_WORLD), "plans differ across ranks: rank %d has '%s'", rank, plan);
+        if (rank == 0)
+            printf("# plan for %zu bytes with skewed measurements: %s\n", sizes[s] * sizeof(float), plan);
+        check_call(c, comp, "plan/fixed", sizes[s], 1);
+    }
+    MPI_Comm_free(&c);
+}
+
+/* One rank corrupts a message: every rank gets an error, nobody hangs, and
+ * the communicator works again afterwards. */
+static void test_fail(void)
+{
+    const size_t n = 50000;
+    float *buf = calloc(n, sizeof(float));
+    for (size_t a = 0; a < 4; a++) {
+        MPI_Comm c = configured(MPI_COMM_WORLD, "fp16", algos[a], "16K");
+        int rc, err, all;
+        hipress_comm_set(c, "HIPRESS_TEST_CORRUPT", nranks > 1 ? "1" : "0");
+        rc = MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, c);
+        err = rc != MPI_SUCCESS;
+        PMPI_Allreduce(&err, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+        EXPECT(all == 1, "%s: corrupted message did not fail on every rank (rc %d here)", algos[a], rc);
+        hipress_comm_set(c, "HIPRESS_TEST_CORRUPT", "-1");
+        check_call(c, "fp16", "after failure", n, 0);
+        MPI_Comm_free(&c);
+    }
+    free(buf);
+}
+
+/* HIPRESS_HIERARCHICAL=on with HIPRESS_NODE_SIZE=2. */
+static void test_hier(void)
+{
+    for (int k = 0; k < hipress_compressor_count(); k++) {
+        const char *comp = hipress_compressor_name(k);
+        if (hipress_compressor_find(comp)->flags & HIPRESS_COMP_COLLECTIVE)
+            continue;
+        for (size_t a = 0; a < 4; a++) {
+            MPI_Comm c = configured(MPI_COMM_WORLD, comp, algos[a], "0");
+            char label[64];
+            hipress_comm_set(c, "HIPRESS_HIERARCHICAL", "on");
+            hipress_comm_set(c, "HIPRESS_NODE_SIZE", "2");
+            snprintf(label, sizeof(label), "hier/%s/%s", comp, algos[a]);
+            check_call(c, comp, label, 100003, 0);
+            check_call(c, comp, label, 5, 1);
+            MPI_Comm_free(&c);
+        }
+    }
+}
+
+static long rss_kib(void)
+{
+    long kib = -1;
+    char line[256];
+    FILE *f = fopen("/proc/self/status", "r");
+    while (f && fgets(line, sizeof(line), f))
+        if (strncmp(line, "VmRSS:", 6) == 0)
+            kib = atol(line + 6);
+    if (f)
+        fclose(f);
+    return kib;
+}
+
+/* Thousands of calls over 64 rotating buffers with a 1 MiB residual bound. */
+static void test_memory(int calls)
+{
+    const size_t n = 16384, nb = 64;
+    const char *comp = hipress_compressor_find("onebit") ? "onebit" : "fp16";
+    float *bufs = malloc(nb * n * sizeof(float));
+    MPI_Comm c = configured(MPI_COMM_WORLD, comp, "ring", "0");
+    long rss_warm = 0, rss_end;
+    int errors = 0;
+
+    hipress_comm_set(c, "HIPRESS_RESIDUAL_MAX_MB", "1");
+    for (int it = 0; it < calls; it++) {
+        float *b = bufs + (size_t)(it % (int)nb) * n;
+        for (size_t i = 0; i < n; i++)
+            b[i] = input(rank, i + (size_t)it, 0);
+        errors += MPI_Allreduce(MPI_IN_PLACE, b, (int)n, MPI_FLOAT, MPI_SUM, c) != MPI_SUCCESS;
+        if (it == calls / 4)
+            rss_warm = rss_kib();
+    }
+    rss_end = rss_kib();
+    EXPECT(errors == 0, "memory loop: %d calls failed", errors);
+    EXPECT(rss_end - rss_warm < 4096, "memory grew by %ld KiB between call %d and %d", rss_end - rss_warm,
+           calls / 4, calls);
+    if (rank == 0)
+        printf("# memory: %d calls, RSS %ld KiB after %d calls, %ld KiB at the end\n", calls, rss_warm, calls / 4, rss_end);
+    MPI_Comm_free(&c);
+    free(bufs);
+}
+
+int main(int argc, char **argv)
+{
+    int all_failed = 0;
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "matrix") == 0) test_matrix();
+        else if (strcmp(argv[i], "comms") == 0) test_comms();
+        else if (strcmp(argv[i], "plan") == 0) test_plan();
+        else if (strcmp(argv[i], "fail") == 0) test_fail();
+        else if (strcmp(argv[i], "hier") == 0) test_hier();
+        else if (strcmp(argv[i], "memory") == 0 && i + 1 < argc) test_memory(atoi(argv[++i]));
+        else { fprintf(stderr, "mpi_algos: unknown test '%s'\n", argv[i]); failed++; }
+    }
+    PMPI_Allreduce(&failed, &all_failed, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    if (rank == 0)
+        printf("mpi_algos np=%d: %d passed, %d failed\n", nranks, passed, all_failed);
+    MPI_Finalize();
+    return all_failed ? 1 : 0;
+}
