@@ -1,1 +1,10 @@
 # tests/check.mk: owned by one work stream; appends to the variables of Makefile.am
+#
+# Check unit tests of the pure core (settings, eligibility, chunking, residual
+# store, message header, fp16 conversion).  They link the convenience library
+# for its internal symbols, which libhipress.so does not export.
+check_PROGRAMS += tests/check_core
+TESTS += tests/check_core
+tests_check_core_SOURCES = tests/check_core.c
+tests_check_core_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_check_core_LDADD = libhpcore.la $(CHECK_LIBS) -lm
