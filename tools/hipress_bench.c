@@ -89,13 +89,51 @@ static double time_op(int plain, const float *src, float *dst, size_t n, MPI_Com
     return dtmax;
 }
 
+/* Where the time of one compressed call goes (max over ranks, per call):
+ * encode and decode inside the kernels, and transfer = the time the same
+ * algorithm takes to move as many bytes with `none`, less its own copies.
+ * When the pipeline overlaps them, total < encode + transfer + decode. */
+static void print_breakdown(MPI_Comm comm, MPI_Comm xcomm, const hipress_stats_t *s0,
+                            const hipress_stats_t *s1, int iters, size_t count, double total,
+                            float *src, float *dst)
+{
+    double loc[2], mx[2], sent, sent_max, xfer = 0;
+    hipress_stats_t x0, x1;
+    size_t xcount;
+    (void)comm;
+    loc[0] = (s1->encode_s - s0->encode_s) / iters;
+    loc[1] = (s1->decode_s - s0->decode_s) / iters;
+    MPI_Allreduce(loc, mx, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    sent = (double)(s1->bytes_wire - s0->bytes_wire) / iters;
+    MPI_Allreduce(&sent, &sent_max, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    /* `none` sends 2(N-1)/N of its buffer with ring/ps: size it to match */
+    xcount = (size_t)(sent_max / (2.0 * (nranks - 1) / nranks) / sizeof(float));
+    xcount = xcount < 1 ? 1 : (xcount > count ? count : xcount);
+    {
+        double *tx = malloc(sizeof(double) * (size_t)iters), lx, mxx;
+        hipress_stats_get(&x0);
+        for (int it = 0; it < iters; it++)
+            tx[it] = time_op(0, src, dst, xcount, xcomm);
+        hipress_stats_get(&x1);
+        xfer = median(tx, iters);
+        lx = (x1.encode_s - x0.encode_s + x1.decode_s - x0.decode_s) / iters;
+        MPI_Allreduce(&lx, &mxx, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        xfer = xfer > mxx ? xfer - mxx : 0;
+        free(tx);
+    }
+    if (rank == 0)
+        printf("#   breakdown per call: encode %.1f us + transfer %.1f us + decode %.1f us = %.1f us; "
+               "total %.1f us (%.0f%% of the sum)\n", mx[0] * 1e6, xfer * 1e6, mx[1] * 1e6,
+               (mx[0] + xfer + mx[1]) * 1e6, total * 1e6, 100.0 * total / (mx[0] + xfer + mx[1]));
+}
+
 int main(int argc, char **argv)
 {
     size_t b = 8192, e = 64u << 20;
     double f = 2;
-    int n = 20, w = 5, csv = 0;
+    int n = 20, w = 5, csv = 0, breakdown = 0;
     const char *comp = "onebit", *algo = "auto";
-    MPI_Comm comm;
+    MPI_Comm comm, xcomm;
 
     for (int i = 1; i < argc; i++)
         if (strcmp(argv[i], "--kernels") == 0) {
@@ -110,10 +148,11 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--csv") == 0) { csv = 1; continue; }
+        if (strcmp(a, "--breakdown") == 0) { breakdown = 1; continue; }
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             if (rank == 0)
                 printf("usage: hipress-bench [-b minbytes] [-e maxbytes] [-f factor] [-n iters] [-w warmup]\n"
-                       "                     [-c compressor] [-a algorithm] [--csv]\n"
+                       "                     [-c compressor] [-a algorithm] [--csv] [--breakdown]\n"
                        "       hipress-bench --kernels [--csv]   (no mpirun needed)\n");
             MPI_Finalize();
             return 0;
@@ -139,6 +178,12 @@ int main(int argc, char **argv)
     if (hipress_comm_set(comm, "HIPRESS_ALGO", algo) != HIPRESS_OK)
         die("unknown algorithm (hipress_info lists them)");
     hipress_comm_set(comm, "HIPRESS_MIN_BYTES", "0");
+    /* transfer-only reference for --breakdown: `none` through the same
+     * algorithm on a buffer as large as the compressed messages */
+    MPI_Comm_dup(MPI_COMM_WORLD, &xcomm);
+    hipress_comm_set(xcomm, "HIPRESS_COMPRESSOR", "none");
+    hipress_comm_set(xcomm, "HIPRESS_ALGO", strcmp(algo, "auto") == 0 ? "ring" : algo);
+    hipress_comm_set(xcomm, "HIPRESS_MIN_BYTES", "0");
 
     float *src = malloc(e), *dst = malloc(e), *ref = malloc(e);
     double *tc = malloc(sizeof(double) * (size_t)n), *tb = malloc(sizeof(double) * (size_t)n);
@@ -214,8 +259,11 @@ int main(int argc, char **argv)
                        bmed / tmed, algbw, algbw * 2.0 * (nranks - 1) / nranks, wire_ratio, errmax, id);
             fflush(stdout);
         }
+        if (breakdown)
+            print_breakdown(comm, xcomm, &s0, &s1, n, count, tmed, src, dst);
     }
     free(src); free(dst); free(ref); free(tc); free(tb);
+    MPI_Comm_free(&xcomm);
     MPI_Comm_free(&comm);
     MPI_Finalize();
     return 0;
