@@ -192,14 +192,17 @@ static hp_status_t plan_for(hp_comm_state_t *cs, size_t count, hp_plan_t *plan_p
         return HP_OK;
     }
     if (ps->state == 0) {
-        /* candidates: plain (T0 measured, not modelled), the model's best and
-         * its runner-up */
+        /* candidates: plain (T0 is measured, not modelled), then the
+         * algorithms in the model's order while within HP_PLAN_PRUNE of its
+         * best: the model prunes and sets K, the measurement decides */
+        hp_plan_t best = hp_plan_choose(&cs->inputs, cs->kind, &cs->params, count, N, HP_ALGO_AUTO, part_bytes, 0);
         ps->ncand = 0;
         ps->cand[ps->ncand++] = (hp_plan_t){0, HP_ALGO_RING, 1, 0};
-        for (int k = 0; k < 2; k++) {
+        for (int k = 0; ps->ncand < HP_PLAN_CANDIDATES; k++) {
             hp_plan_t p = hp_plan_choose(&cs->inputs, cs->kind, &cs->params, count, N, HP_ALGO_AUTO, part_bytes, k);
-            if (p.compress)
-                ps->cand[ps->ncand++] = p;
+            if (!p.compress || p.t_model > HP_PLAN_PRUNE * best.t_model)
+                break;
+            ps->cand[ps->ncand++] = p;
         }
         for (int i = 0; i < HP_PLAN_CANDIDATES; i++)
             ps->best_t[i] = INFINITY;
