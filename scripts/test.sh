@@ -1,0 +1,33 @@
+#!/bin/sh
+# The test suite, exactly as CI runs it (.ci/run calls this script):
+#   1. install what is missing (Debian packages),
+#   2. build from scratch in _build and run `make check` (Check unit suites,
+#      mpirun tests at 1 to 8 ranks, fuzz replay, plugin, docs),
+#   3. build the Check suites with ASan+UBSan in _build_asan and run them.
+# Usage: scripts/test.sh [--no-sanitizers]
+set -eu
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top"
+jobs=$(nproc 2>/dev/null || echo 2)
+
+sh scripts/install_deps.sh
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+
+./autogen.sh >/dev/null
+rm -rf _build && mkdir -p _build
+(cd _build && ../configure -q && make -j"$jobs" && make -j"$jobs" check) || {
+    echo "test.sh: make check failed; logs:" >&2
+    for f in _build/test-suite.log _build/tests/*.log; do [ -f "$f" ] && { echo "--- $f" >&2; tail -n 60 "$f" >&2; }; done
+    exit 1
+}
+
+if [ "${1:-}" != "--no-sanitizers" ]; then
+    rm -rf _build_asan && mkdir -p _build_asan
+    (cd _build_asan && ../configure -q --enable-sanitizers && make -j"$jobs" &&
+        make -j"$jobs" check TESTS="$(make -s print-check-tests)") || {
+        echo "test.sh: sanitizer run failed; logs:" >&2
+        for f in _build_asan/test-suite.log; do [ -f "$f" ] && tail -n 80 "$f" >&2; done
+        exit 1
+    }
+fi
+echo "test.sh: all tests passed"
