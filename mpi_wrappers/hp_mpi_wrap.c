@@ -59,7 +59,7 @@ static __attribute__((noinline)) int allreduce_slow(const void *sendbuf, void *r
     d.count = count;
     d.elem_size = sizeof(float);
     d.sendbuf = sendbuf;
-    d.recvbuf = recvbuf;
+    d.recvbuf = recvbuf == MPI_IN_PLACE ? NULL : recvbuf;   /* erroneous: PMPI reports it */
     d.in_place = sendbuf == MPI_IN_PLACE;
     d.null_handle = comm == MPI_COMM_NULL;
     if (!d.null_handle) {
