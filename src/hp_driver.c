@@ -397,6 +397,7 @@ int hp_allreduce_compressed(const void *sendbuf, void *recvbuf, size_t count, MP
         atomic_fetch_add_explicit(&hp_g.stats.nonfinite, call.nonfinite, memory_order_relaxed);
         atomic_fetch_add_explicit(&hp_g.stats.ns_encode, (unsigned long long)(call.t_encode * 1e9), memory_order_relaxed);
         atomic_fetch_add_explicit(&hp_g.stats.ns_decode, (unsigned long long)(call.t_decode * 1e9), memory_order_relaxed);
+        atomic_fetch_add_explicit(&hp_g.stats.ns_wait, (unsigned long long)(tp.t_wait * 1e9), memory_order_relaxed);
     }
     atomic_fetch_add_explicit(&hp_g.stats.ns_total, (unsigned long long)((hp_now() - t0) * 1e9), memory_order_relaxed);
     if (st == HP_OK)

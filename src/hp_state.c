@@ -338,9 +338,9 @@ void hp_stats_print(void)
     fprintf(f, "  %-28s %llu\n", "errors", (unsigned long long)atomic_load(&s->errors));
     fprintf(f, "  %-28s %.1f MiB raw, %.1f MiB sent (ratio %.2f)\n", "bytes", raw / 1048576.0,
             wire / 1048576.0, wire ? (double)raw / (double)wire : 0.0);
-    fprintf(f, "  %-28s encode %.3f s, decode %.3f s, total %.3f s\n", "time",
+    fprintf(f, "  %-28s encode %.3f s, decode %.3f s, waiting for transfers %.3f s, total %.3f s\n", "time",
             atomic_load(&s->ns_encode) * 1e-9, atomic_load(&s->ns_decode) * 1e-9,
-            atomic_load(&s->ns_total) * 1e-9);
+            atomic_load(&s->ns_wait) * 1e-9, atomic_load(&s->ns_total) * 1e-9);
     fprintf(f, "  %-28s ring %llu, tree %llu, ps %llu, allgather %llu, collective %llu\n", "algorithms",
             (unsigned long long)atomic_load(&s->algo_calls[HP_ALGO_RING]),
             (unsigned long long)atomic_load(&s->algo_calls[HP_ALGO_TREE]),

@@ -28,6 +28,7 @@ typedef struct {
     _Atomic unsigned long long ns_encode;
     _Atomic unsigned long long ns_decode;
     _Atomic unsigned long long ns_total;
+    _Atomic unsigned long long ns_wait;     /* blocked waiting for transfers */
     _Atomic unsigned long long algo_calls[8];
     _Atomic unsigned long long plan_plain;     /* eligible calls the plan sent plain */
     _Atomic unsigned long long hier_calls;
