@@ -1,0 +1,760 @@
+/*
+ * `powersgd`: rank-r power-iteration compression (Vogels et al., NeurIPS'19),
+ * a collective compressor (HIPRESS_COMP_COLLECTIVE): it drives its own two
+ * small allreduces instead of running under a CaSync algorithm.
+ *
+ * The n floats are read as a near-square m x c matrix M, row-major, padded
+ * with zeros at the end of the last row (see hp_psgd_shape).  One call:
+ *
+ *   M = input + residual                      (error feedback, per rank)
+ *   P = M Q                                   (Q: c x r, warm-started)
+ *   P = sum over ranks of P                   (ring of `none`: same bits everywhere)
+ *   P = orthonormalise(P)                     (deterministic, on identical input)
+ *   Ql = M^T P;  Q = sum over ranks of Ql     (ring of `none`)
+ *   result = P Q^T                            (identical inputs -> identical bits)
+ *   residual = M - P Ql^T;  next warm start = Q
+ *
+ * Whatever P is, as long as it is orthonormal and the same on every rank,
+ * result = P P^T (sum of M) and the residuals sum to (I - P P^T)(sum of M),
+ * so error feedback loses nothing even when ranks' warm starts differ.
+ *
+ * Layouts: P is m x r row-major (row i = the r coefficients of matrix row i);
+ * Q is kept transposed, r x c row-major ("qt"), so that every kernel runs
+ * along matrix rows with unit stride.  The kernels are plain C on GCC vector
+ * types, without BLAS: they run in the caller's thread, never change a BLAS
+ * thread count the application relies on, and give the same bits on every
+ * rank and ISA (no contraction, one fixed summation order: 8 lanes, lane l
+ * takes elements l, l+8, ...; tail added after the lanes; lanes combined as
+ * ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7))).
+ *
+ * The ABI encode/decode (for plugins' tooling, the fuzzers and the kernel
+ * benchmark) is a local, single-rank factorisation message:
+ *   u32 r | u32 m | u32 c | P: m*r floats (m x r) | Q^T: r*c floats (r x c)
+ * and decodes to P Q^T.  r = 0 marks a call that would not shrink the data
+ * (r (m + c) >= n): then the n values follow as plain floats.
+ */
+#include "hp_algo.h"
+#include "hp_elem.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PSGD_DEFAULT_RANK 4
+#define PSGD_SUBHDR 12              /* u32 r, m, c in front of an ABI payload */
+#define PSGD_RNG_TAG 0x50534744u    /* "PSGD": fourth word of the Q start key */
+/* A column of P whose component orthogonal to the columns before it is at
+ * most this fraction of its own norm is taken as dependent and zeroed.  Float
+ * rounding of P = M Q leaves about 1e-6 of a column's norm in directions it
+ * does not really have (c = 4096); a hundred times that is still noise. */
+#define PSGD_DEP_TOL 1e-4
+
+/* Internal API, also used by tests/check_comp_powersgd.c. */
+void hp_psgd_shape(size_t n, uint32_t rank, size_t *m_p, size_t *c_p, size_t *r_p);
+int hp_psgd_skip(size_t n, size_t m, size_t c, size_t r);
+size_t hp_psgd_wire_bytes(size_t n, uint32_t rank);
+size_t hp_psgd_orthonormalise(float *p, size_t m, size_t r, double *work);
+
+/* ------------------------------------------------------------ geometry */
+
+/* c = ceil(sqrt(n)), m = ceil(n / c): m <= c, m c >= n, and the padding
+ * m c - n is less than one row.  n = 0 gives 0 x 0 and r = 0. */
+void hp_psgd_shape(size_t n, uint32_t rank, size_t *m_p, size_t *c_p, size_t *r_p)
+{
+    size_t c = 0, m = 0, r;
+    if (n > 0) {
+        c = (size_t)sqrt((double)n);
+        while (c * c < n)
+            c++;
+        while (c > 1 && (c - 1) * (c - 1) >= n)
+            c--;
+        m = (n + c - 1) / c;
+    }
+    r = rank;
+    r = HP_MIN(r, m);
+    r = HP_MIN(r, c);
+    *m_p = m;
+    *c_p = c;
+    *r_p = r;
+}
+
+/* 1 when the factors are no smaller than the data: 4 r (m + c) >= 4 n. */
+int hp_psgd_skip(size_t n, size_t m, size_t c, size_t r)
+{
+    return r == 0 || r * (m + c) >= n;
+}
+
+/* Bytes of one rank's message: h + 4 r (m + c), or h + 4 n when skipped. */
+size_t hp_psgd_wire_bytes(size_t n, uint32_t rank)
+{
+    size_t m, c, r;
+    hp_psgd_shape(n, rank, &m, &c, &r);
+    return HP_MSG_HEADER + 4 * (hp_psgd_skip(n, m, c, r) ? n : r * (m + c));
+}
+
+static uint32_t param_rank(const hipress_comp_params_t *p)
+{
+    return p != NULL && p->powersgd_rank > 0 ? p->powersgd_rank : PSGD_DEFAULT_RANK;
+}
+
+/* ------------------------------------------------------------- kernels */
+
+/* 16-byte vectors, native to every x86-64 (GCC keeps 32-byte vectors in
+ * memory without AVX).  The 8 lanes of the summation order are a pair of
+ * them: lo = lanes 0-3, hi = lanes 4-7. */
+typedef float v4f __attribute__((vector_size(16)));
+
+static inline v4f ld4(const float *p)
+{
+    v4f v;
+    memcpy(&v, p, sizeof(v));
+    return v;
+}
+
+static inline void st4(float *p, v4f v)
+{
+    memcpy(p, &v, sizeof(v));
+}
+
+static inline v4f bc4(float x)
+{
+    return (v4f){x, x, x, x};
+}
+
+static inline float hsum8(v4f lo, v4f hi)
+{
+    return ((lo[0] + lo[1]) + (lo[2] + lo[3])) + ((hi[0] + hi[1]) + (hi[2] + hi[3]));
+}
+
+/* x - x is 0 for a finite x and NaN for NaN or Inf: a sum of them says
+ * whether any value was non-finite, without a branch per element. */
+
+/* dst[0..len) = a + b (b may be NULL: copy, or nothing when dst == a);
+ * returns nonzero when a value of dst is NaN or Inf. */
+static int row_load(float *dst, const float *a, const float *b, size_t len)
+{
+    v4f bl = bc4(0.0f), bh = bl;
+    float sbad = 0.0f;
+    size_t j = 0;
+    if (b != NULL) {
+        for (; j + 8 <= len; j += 8) {
+            v4f vl = ld4(a + j) + ld4(b + j), vh = ld4(a + j + 4) + ld4(b + j + 4);
+            bl += vl - vl;
+            bh += vh - vh;
+            st4(dst + j, vl);
+            st4(dst + j + 4, vh);
+        }
+        for (; j < len; j++) {
+            float v = a[j] + b[j];
+            sbad += v - v;
+            dst[j] = v;
+        }
+    } else {
+        if (dst != a)
+            memcpy(dst, a, len * sizeof(float));
+        for (; j + 8 <= len; j += 8) {
+            v4f vl = ld4(dst + j), vh = ld4(dst + j + 4);
+            bl += vl - vl;
+            bh += vh - vh;
+        }
+        for (; j < len; j++)
+            sbad += dst[j] - dst[j];
+    }
+    return hsum8(bl, bh) + sbad != 0.0f;
+}
+
+/* Any NaN or Inf in v[0..len)? */
+static int any_nonfinite(const float *v, size_t len)
+{
+    return row_load((float *)v, v, NULL, len);
+}
+
+/* p[k] = sum_j row[j] qt[k ld + j], k < r (one row of M Q). */
+static void row_dot(const float *row, size_t len, const float *qt, size_t ld, size_t r, float *p)
+{
+    size_t k = 0;
+    for (; k + 4 <= r; k += 4) {
+        const float *q0 = qt + k * ld, *q1 = q0 + ld, *q2 = q1 + ld, *q3 = q2 + ld;
+        v4f a0l = bc4(0.0f), a0h = a0l, a1l = a0l, a1h = a0l;
+        v4f a2l = a0l, a2h = a0l, a3l = a0l, a3h = a0l;
+        float t0 = 0.0f, t1 = 0.0f, t2 = 0.0f, t3 = 0.0f;
+        size_t j = 0;
+        for (; j + 8 <= len; j += 8) {
+            v4f xl = ld4(row + j), xh = ld4(row + j + 4);
+            a0l += xl * ld4(q0 + j);
+            a0h += xh * ld4(q0 + j + 4);
+            a1l += xl * ld4(q1 + j);
+            a1h += xh * ld4(q1 + j + 4);
+            a2l += xl * ld4(q2 + j);
+            a2h += xh * ld4(q2 + j + 4);
+            a3l += xl * ld4(q3 + j);
+            a3h += xh * ld4(q3 + j + 4);
+        }
+        for (; j < len; j++) {
+            t0 += row[j] * q0[j];
+            t1 += row[j] * q1[j];
+            t2 += row[j] * q2[j];
+            t3 += row[j] * q3[j];
+        }
+        p[k] = hsum8(a0l, a0h) + t0;
+        p[k + 1] = hsum8(a1l, a1h) + t1;
+        p[k + 2] = hsum8(a2l, a2h) + t2;
+        p[k + 3] = hsum8(a3l, a3h) + t3;
+    }
+    for (; k < r; k++) {
+        const float *q0 = qt + k * ld;
+        v4f a0l = bc4(0.0f), a0h = a0l;
+        float t0 = 0.0f;
+        size_t j = 0;
+        for (; j + 8 <= len; j += 8) {
+            a0l += ld4(row + j) * ld4(q0 + j);
+            a0h += ld4(row + j + 4) * ld4(q0 + j + 4);
+        }
+        for (; j < len; j++)
+            t0 += row[j] * q0[j];
+        p[k] = hsum8(a0l, a0h) + t0;
+    }
+}
+
+/* qt[k ld + j] += sum over the nr (<= 4) rows, in row order, of
+ * p[i r + k] rows[i][j] (rows of M times rows of P: M^T P, streamed by row;
+ * four rows per pass over qt keep its traffic low). */
+static void rows_axpy(const float *const *rows, const float *p, size_t nr, size_t len,
+                      float *qt, size_t ld, size_t r)
+{
+    for (size_t k = 0; k < r; k++) {
+        float *q = qt + k * ld;
+        size_t j = 0;
+        if (nr == 4) {
+            const float *x0 = rows[0], *x1 = rows[1], *x2 = rows[2], *x3 = rows[3];
+            const float c0 = p[k], c1 = p[r + k], c2 = p[2 * r + k], c3 = p[3 * r + k];
+            const v4f b0 = bc4(c0), b1 = bc4(c1), b2 = bc4(c2), b3 = bc4(c3);
+            for (; j + 8 <= len; j += 8) {
+                v4f al = ld4(q + j), ah = ld4(q + j + 4);
+                al += ld4(x0 + j) * b0;
+                ah += ld4(x0 + j + 4) * b0;
+                al += ld4(x1 + j) * b1;
+                ah += ld4(x1 + j + 4) * b1;
+                al += ld4(x2 + j) * b2;
+                ah += ld4(x2 + j + 4) * b2;
+                al += ld4(x3 + j) * b3;
+                ah += ld4(x3 + j + 4) * b3;
+                st4(q + j, al);
+                st4(q + j + 4, ah);
+            }
+            for (; j < len; j++) {
+                float a = q[j];
+                a += x0[j] * c0;
+                a += x1[j] * c1;
+                a += x2[j] * c2;
+                a += x3[j] * c3;
+                q[j] = a;
+            }
+        } else {
+            for (size_t i = 0; i < nr; i++) {
+                const float *x = rows[i];
+                const float ci = p[i * r + k];
+                const v4f bi = bc4(ci);
+                for (j = 0; j + 4 <= len; j += 4)
+                    st4(q + j, ld4(q + j) + ld4(x + j) * bi);
+                for (; j < len; j++)
+                    q[j] += x[j] * ci;
+            }
+        }
+    }
+}
+
+/* One row of a reconstruction P Q^T: v[j] = sum_k p[k] qt[k ld + j] in k
+ * order.  Stores:
+ *   out (if not NULL):  out[j] = v (accumulate: out[j] += v), from qts;
+ *   res (if not NULL):  res[j] = mrow[j] - (the same sum over qtl).
+ * mrow and out may be the same memory (mrow is read first). */
+static void row_recon(const float *p, size_t r, size_t len, size_t ld, const float *qts,
+                      float *out, int accumulate, const float *qtl, const float *mrow,
+                      float *res)
+{
+    size_t j = 0;
+    for (; j + 4 <= len; j += 4) {
+        if (res != NULL) {
+            v4f a = bc4(p[0]) * ld4(qtl + j);
+            for (size_t k = 1; k < r; k++)
+                a += bc4(p[k]) * ld4(qtl + k * ld + j);
+            st4(res + j, ld4(mrow + j) - a);
+        }
+        if (out != NULL) {
+            v4f v = bc4(p[0]) * ld4(qts + j);
+            for (size_t k = 1; k < r; k++)
+                v += bc4(p[k]) * ld4(qts + k * ld + j);
+            st4(out + j, accumulate ? ld4(out + j) + v : v);
+        }
+    }
+    for (; j < len; j++) {
+        if (res != NULL) {
+            float a = p[0] * qtl[j];
+            for (size_t k = 1; k < r; k++)
+                a += p[k] * qtl[k * ld + j];
+            res[j] = mrow[j] - a;
+        }
+        if (out != NULL) {
+            float v = p[0] * qts[j];
+            for (size_t k = 1; k < r; k++)
+                v += p[k] * qts[k * ld + j];
+            out[j] = accumulate ? out[j] + v : v;
+        }
+    }
+}
+
+/* ------------------------------------------------- orthonormalisation */
+
+static double dot_d(const double *a, const double *b, size_t m)
+{
+    double s = 0.0;
+    for (size_t i = 0; i < m; i++)
+        s += a[i] * b[i];
+    return s;
+}
+
+/* Orthonormalise the r columns of the m x r row-major matrix p in place:
+ * modified Gram-Schmidt in double, each column projected twice against the
+ * columns before it.  A column that is zero, or whose new component is at
+ * most PSGD_DEP_TOL of its norm, becomes exactly zero (so rank-deficient and
+ * zero inputs give orthonormal-or-zero columns, never NaN).  The input must
+ * be finite.  work: m r doubles.  Returns the number of nonzero columns.
+ * A pure function of p's bits: every rank computes the same result. */
+size_t hp_psgd_orthonormalise(float *p, size_t m, size_t r, double *work)
+{
+    size_t kept = 0;
+    for (size_t k = 0; k < r; k++)
+        for (size_t i = 0; i < m; i++)
+            work[k * m + i] = (double)p[i * r + k];
+    for (size_t k = 0; k < r; k++) {
+        double *v = work + k * m;
+        double n0 = sqrt(dot_d(v, v, m)), nv = 0.0;
+        if (n0 > 0.0) {
+            for (int pass = 0; pass < 2; pass++)
+                for (size_t j = 0; j < k; j++) {
+                    const double *q = work + j * m;   /* unit or zero */
+                    double d = dot_d(q, v, m);
+                    for (size_t i = 0; i < m; i++)
+                        v[i] -= d * q[i];
+                }
+            nv = sqrt(dot_d(v, v, m));
+        }
+        if (n0 > 0.0 && nv > PSGD_DEP_TOL * n0) {
+            double s = 1.0 / nv;
+            for (size_t i = 0; i < m; i++)
+                v[i] *= s;
+            kept++;
+        } else {
+            for (size_t i = 0; i < m; i++)
+                v[i] = 0.0;
+        }
+    }
+    for (size_t k = 0; k < r; k++)
+        for (size_t i = 0; i < m; i++)
+            p[i * r + k] = (float)work[k * m + i];
+    return kept;
+}
+
+/* ------------------------------------------------------------ the power step */
+
+/* The start Q (transposed, r x c) of a call: rows of a warm start scaled to
+ * unit norm (the scale of a column of Q does not change the span of P, and
+ * unit columns keep P = M Q from overflowing); rows that are zero, non-finite
+ * or absent come from the counter RNG under a key without the rank, so every
+ * rank draws the same.  Deterministic on identical warm starts. */
+static void start_q(float *qt, const float *warm, size_t r, size_t c, uint64_t seed,
+                    uint64_t call_no)
+{
+    const uint64_t key4[4] = {seed, 0, call_no, PSGD_RNG_TAG};
+    const uint64_t key = hp_rng_key(key4);
+    for (size_t k = 0; k < r; k++) {
+        float *q = qt + k * c;
+        double ss = 0.0;
+        if (warm != NULL) {
+            memcpy(q, warm + k * c, c * sizeof(float));
+            for (size_t j = 0; j < c; j++)
+                ss += (double)q[j] * (double)q[j];
+        }
+        if (!(ss > 0.0) || !isfinite(ss)) {
+            ss = 0.0;
+            for (size_t j = 0; j < c; j++) {
+                q[j] = 2.0f * hp_rng_unit(key, (uint64_t)(k * c + j)) - 1.0f;
+                ss += (double)q[j] * (double)q[j];
+            }
+        }
+        if (ss > 0.0) {
+            float s = (float)(1.0 / sqrt(ss));
+            for (size_t j = 0; j < c; j++)
+                q[j] *= s;
+        }
+    }
+}
+
+/* Rows of M: row i holds elements [i c, i c + len) of the buffer. */
+static size_t row_len(size_t n, size_t c, size_t i)
+{
+    size_t off = i * c;
+    return off + c <= n ? c : n - off;
+}
+
+/* P = M Q for M = a + b (b may be NULL).  When mout is not NULL the rows of M
+ * are stored there (it may be a); otherwise rowbuf (c floats) holds each row.
+ * Returns nonzero when M holds NaN or Inf. */
+static int pass_mq(const float *a, const float *b, float *mout, float *rowbuf, size_t n,
+                   size_t m, size_t c, size_t r, const float *qt, float *p)
+{
+    int bad = 0;
+    for (size_t i = 0; i < m; i++) {
+        size_t len = row_len(n, c, i);
+        float *row = mout != NULL ? mout + i * c : rowbuf;
+        bad |= row_load(row, a + i * c, b != NULL ? b + i * c : NULL, len);
+        row_dot(row, len, qt, c, r, p + i * r);
+    }
+    return bad;
+}
+
+/* qt = M^T P (r x c, transposed), streaming the rows of M = a + b once, four
+ * rows at a time; rowbuf: 4 c floats, used when b is not NULL. */
+static void pass_mtp(const float *a, const float *b, float *rowbuf, size_t n, size_t m,
+                     size_t c, size_t r, const float *p, float *qt)
+{
+    memset(qt, 0, r * c * sizeof(float));
+    for (size_t i = 0; i < m; i += 4) {
+        size_t nr = HP_MIN(4, m - i), len = row_len(n, c, i);
+        const float *rows[4];
+        for (size_t t = 0; t < nr; t++) {
+            size_t lt = row_len(n, c, i + t);
+            if (b != NULL) {
+                float *dst = rowbuf + t * c;
+                row_load(dst, a + (i + t) * c, b + (i + t) * c, lt);
+                rows[t] = dst;
+            } else {
+                rows[t] = a + (i + t) * c;
+            }
+            if (lt < len) {
+                /* the short last row among full ones: do it on its own */
+                rows_axpy(rows, p + i * r, t, len, qt, c, r);
+                rows_axpy(rows + t, p + (i + t) * r, 1, lt, qt, c, r);
+                nr = 0;
+                break;
+            }
+        }
+        if (nr > 0)
+            rows_axpy(rows, p + i * r, nr, len, qt, c, r);
+    }
+}
+
+/* ---------------------------------------------------------- ABI encode */
+
+static size_t psgd_max_payload(size_t n, const hipress_comp_params_t *params)
+{
+    size_t m, c, r;
+    hp_psgd_shape(n, param_rank(params), &m, &c, &r);
+    return PSGD_SUBHDR + 4 * (hp_psgd_skip(n, m, c, r) ? n : r * (m + c));
+}
+
+static void put_u32(unsigned char *o, size_t v)
+{
+    uint32_t x = (uint32_t)v;
+    memcpy(o, &x, 4);
+}
+
+static int psgd_encode(const hipress_encode_args_t *a, size_t *len_p, int *nonfinite_p)
+{
+    const size_t n = a->n;
+    size_t m, c, r, need;
+    unsigned char *o = (unsigned char *)a->out;
+    float *ws = NULL, *p, *qt, *rowbuf;
+    double *work;
+    int bad;
+
+    hp_psgd_shape(n, param_rank(a->params), &m, &c, &r);
+    need = psgd_max_payload(n, a->params);
+    if (n > UINT32_MAX)
+        return HIPRESS_COMP_EINVAL;
+    if (a->out_cap < need)
+        return HIPRESS_COMP_ENOSPC;
+    *nonfinite_p = 0;
+    if (hp_psgd_skip(n, m, c, r)) {
+        /* plain values: lossless, so the residual becomes zero */
+        float v;
+        bad = 0;
+        for (size_t i = 0; i < n; i++) {
+            v = a->residual != NULL ? a->in[i] + a->residual[i] : a->in[i];
+            bad |= hp_nonfinite(v);
+            memcpy(o + PSGD_SUBHDR + 4 * i, &v, 4);
+        }
+        if (bad) {
+            *nonfinite_p = 1;
+            *len_p = 0;
+            return HIPRESS_COMP_OK;
+        }
+        if (a->residual != NULL)
+            memset(a->residual, 0, n * sizeof(float));
+        put_u32(o, 0);
+        put_u32(o + 4, m);
+        put_u32(o + 8, c);
+        *len_p = need;
+        return HIPRESS_COMP_OK;
+    }
+
+    /* workspace: P (m r), Q^T (r c), 4 rows, and m r doubles */
+    ws = hp_aligned_alloc((m * r + r * c + 4 * c) * sizeof(float) + m * r * sizeof(double));
+    if (ws == NULL)
+        return HIPRESS_COMP_ENOMEM;
+    work = (double *)ws;
+    p = (float *)(work + m * r);
+    qt = p + m * r;
+    rowbuf = qt + r * c;
+
+    start_q(qt, NULL, r, c, a->rng_key[0], a->rng_key[2]);
+    bad = pass_mq(a->in, a->residual, NULL, rowbuf, n, m, c, r, qt, p);
+    if (!bad)
+        bad = any_nonfinite(p, m * r);
+    if (!bad) {
+        hp_psgd_orthonormalise(p, m, r, work);
+        pass_mtp(a->in, a->residual, rowbuf, n, m, c, r, p, qt);
+        bad = any_nonfinite(qt, r * c);
+    }
+    if (bad) {
+        free(ws);
+        *nonfinite_p = 1;
+        *len_p = 0;
+        return HIPRESS_COMP_OK;
+    }
+    if (a->residual != NULL)
+        for (size_t i = 0; i < m; i++) {
+            size_t len = row_len(n, c, i);
+            row_load(rowbuf, a->in + i * c, a->residual + i * c, len);
+            row_recon(p + i * r, r, len, c, NULL, NULL, 0, qt, rowbuf, a->residual + i * c);
+        }
+    put_u32(o, r);
+    put_u32(o + 4, m);
+    put_u32(o + 8, c);
+    memcpy(o + PSGD_SUBHDR, p, m * r * sizeof(float));
+    memcpy(o + PSGD_SUBHDR + 4 * m * r, qt, r * c * sizeof(float));
+    free(ws);
+    *len_p = need;
+    return HIPRESS_COMP_OK;
+}
+
+/* ---------------------------------------------------------- ABI decode */
+
+static int psgd_decode(const void *payload, size_t len, size_t n, float *out, int accumulate,
+                       const hipress_comp_params_t *params)
+{
+    const unsigned char *in = (const unsigned char *)payload;
+    uint32_t r32, m32, c32;
+    size_t m, c, r0, r, nf;
+    float *f;
+    (void)params;
+
+    if (payload == NULL || len < PSGD_SUBHDR || n > UINT32_MAX)
+        return HIPRESS_COMP_EINVAL;
+    memcpy(&r32, in, 4);
+    memcpy(&m32, in + 4, 4);
+    memcpy(&c32, in + 8, 4);
+    hp_psgd_shape(n, 0, &m, &c, &r0);
+    r = r32;
+    if (m32 != m || c32 != c)
+        return HIPRESS_COMP_EINVAL;
+    if (r == 0) {
+        nf = n;
+    } else {
+        if (r > HP_MIN(m, c) || hp_psgd_skip(n, m, c, r))
+            return HIPRESS_COMP_EINVAL;
+        nf = r * (m + c);
+    }
+    if (len - PSGD_SUBHDR != 4 * nf)
+        return HIPRESS_COMP_EINVAL;
+    /* copy to aligned memory, validating before anything is written */
+    f = hp_aligned_alloc(HP_MAX(nf, 1) * sizeof(float));
+    if (f == NULL)
+        return HIPRESS_COMP_ENOMEM;
+    memcpy(f, in + PSGD_SUBHDR, nf * sizeof(float));
+    if (any_nonfinite(f, nf)) {
+        free(f);
+        return HIPRESS_COMP_EINVAL;
+    }
+    if (r == 0) {
+        for (size_t i = 0; i < n; i++)
+            out[i] = accumulate ? out[i] + f[i] : f[i];
+    } else {
+        const float *p = f, *qt = f + m * r;
+        for (size_t i = 0; i < m; i++)
+            row_recon(p + i * r, r, row_len(n, c, i), c, qt, out + i * c, accumulate,
+                      NULL, NULL, NULL);
+    }
+    free(f);
+    return HIPRESS_COMP_OK;
+}
+
+const hipress_compressor_v1_t hp_comp_powersgd = {
+    .abi_version = HIPRESS_COMPRESSOR_ABI_VERSION,
+    .name = "powersgd",
+    .flags = HIPRESS_COMP_EF | HIPRESS_COMP_COLLECTIVE,
+    .max_payload = psgd_max_payload,
+    .encode = psgd_encode,
+    .decode = psgd_decode,
+};
+
+/* ------------------------------------------------------ the collective */
+
+/* Sum v[0..len) over ranks with the `none` ring: every rank ends with the
+ * same bits (contract 1), which PMPI_Allreduce does not promise. */
+static hp_status_t ring_sum(hp_call_t *call, float *v, size_t len, int corrupt)
+{
+    hp_call_t sub = *call;
+    hp_status_t st;
+    sub.buf = v;
+    sub.n = len;
+    sub.kind = hp_kind_none;
+    sub.res = NULL;
+    sub.corrupt = corrupt;
+    sub.t_encode = sub.t_decode = 0;
+    sub.nonfinite = 0;
+    sub.err = HP_OK;
+    st = hp_algo_ring(&sub);
+    call->t_encode += sub.t_encode;
+    call->t_decode += sub.t_decode;
+    return st;
+}
+
+static void fill_nan(float *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        v[i] = NAN;
+}
+
+/* A call that would not shrink: the plain ring.  A sum that holds NaN or Inf
+ * (the same bits on every rank, so the test agrees by itself) becomes NaN as
+ * a whole, as on the compressed path. */
+static hp_status_t run_plain(hp_call_t *call)
+{
+    hp_status_t st = ring_sum(call, call->buf, call->n, call->corrupt);
+    if (st == HP_OK && any_nonfinite(call->buf, call->n)) {
+        fill_nan(call->buf, call->n);
+        call->nonfinite++;
+    }
+    return st;
+}
+
+/* The residual (slot 0, n floats) and the warm-start Q^T (slot 2, r c floats)
+ * of this buffer.  Either may be NULL (no store, or over its bound).  When
+ * the store cannot hold both, getting the second evicts the first: detect
+ * that and go without error feedback rather than keep a freed pointer. */
+static void get_state(hp_call_t *call, size_t rc, float **res_p, float **q_p, int *q_new_p)
+{
+    hp_residual_key_t kq = {call->res_addr, call->res_count, 0, 2};
+    hp_residual_key_t kr = {call->res_addr, call->res_count, 0, 0};
+    int q_new = 1, again = 0;
+    float *q, *res;
+
+    *res_p = *q_p = NULL;
+    *q_new_p = 1;
+    if (call->res == NULL)
+        return;
+    q = hp_residual_get(call->res, &kq, rc, &q_new);
+    res = hp_residual_get(call->res, &kr, call->n, NULL);
+    if (q != NULL && res != NULL) {
+        q = hp_residual_get(call->res, &kq, rc, &again);
+        if (again) {
+            /* q was evicted by res, and res by the new q */
+            res = NULL;
+            q_new = 1;
+        }
+    }
+    *res_p = res;
+    *q_p = q;
+    *q_new_p = q_new;
+}
+
+hp_status_t hp_powersgd_run(hp_call_t *call)
+{
+    const size_t n = call->n;
+    size_t m, c, r, pn;
+    float *res, *qwarm, *p, *qt, *qs;
+    double *work;
+    void *ws;
+    int q_new, bad, failed;
+    hp_status_t st;
+    double t0;
+
+    hp_psgd_shape(n, param_rank(call->params), &m, &c, &r);
+    if (hp_psgd_skip(n, m, c, r))
+        return run_plain(call);
+
+    t0 = hp_now();
+    get_state(call, r * c, &res, &qwarm, &q_new);
+    /* P and one flag (ranks whose M holds NaN/Inf) travel together */
+    pn = m * r + 1;
+    ws = hp_aligned_alloc(m * r * sizeof(double) + (pn + 2 * r * c) * sizeof(float));
+    if (ws == NULL) {
+        /* keep the protocol going: every rank must run both rings */
+        HP_WARN("powersgd: cannot allocate the workspace for %zu elements", n);
+        call->err = HP_ERR_NOMEM;
+        return HP_ERR_NOMEM;
+    }
+    work = (double *)ws;
+    p = (float *)(work + m * r);
+    qt = p + pn;
+    qs = qt + r * c;
+
+    /* M = input + residual in place (buf becomes the result anyway; the
+     * residual is written only once the call is known to be finite), P = M Q */
+    start_q(qt, q_new ? NULL : qwarm, r, c, call->seed, call->call_no);
+    bad = pass_mq(call->buf, res, call->buf, NULL, n, m, c, r, qt, p);
+    if (bad)
+        memset(p, 0, m * r * sizeof(float));
+    p[m * r] = bad ? 1.0f : 0.0f;
+    call->t_encode += hp_now() - t0;
+
+    st = ring_sum(call, p, pn, call->corrupt);
+    /* every rank must take the same branch from here on */
+    failed = st != HP_OK;
+    if (hp_tp_agree(call->tp, &failed) != HP_OK)
+        failed = 1;
+    if (failed) {
+        free(ws);
+        return st != HP_OK ? st : HP_ERR_PEER;
+    }
+    /* the summed P is the same everywhere, so this test is agreed */
+    if (p[m * r] != 0.0f || any_nonfinite(p, m * r)) {
+        free(ws);
+        fill_nan(call->buf, n);
+        call->nonfinite++;
+        return HP_OK;
+    }
+
+    t0 = hp_now();
+    hp_psgd_orthonormalise(p, m, r, work);
+    pass_mtp(call->buf, NULL, NULL, n, m, c, r, p, qt);     /* Ql^T */
+    memcpy(qs, qt, r * c * sizeof(float));
+    call->t_encode += hp_now() - t0;
+
+    st = ring_sum(call, qs, r * c, 0);
+    if (st != HP_OK) {
+        free(ws);
+        return st;
+    }
+    if (any_nonfinite(qs, r * c)) {
+        /* the sum overflowed: identical on every rank, like the P test */
+        free(ws);
+        fill_nan(call->buf, n);
+        call->nonfinite++;
+        return HP_OK;
+    }
+
+    /* result = P Q^T; residual = M - P Ql^T; next warm start = Q */
+    t0 = hp_now();
+    for (size_t i = 0; i < m; i++) {
+        float *row = call->buf + i * c;
+        row_recon(p + i * r, r, row_len(n, c, i), c, qs, row, 0, qt, row,
+                  res != NULL ? res + i * c : NULL);
+    }
+    if (qwarm != NULL)
+        memcpy(qwarm, qs, r * c * sizeof(float));
+    call->t_decode += hp_now() - t0;
+    free(ws);
+    return HP_OK;
+}
