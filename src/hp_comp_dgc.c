@@ -1,0 +1,39 @@
+/*
+ * `dgc` (EF, sparse, momentum): deep gradient compression's momentum
+ * correction on top of graddrop.  With u the momentum state and v the
+ * residual: u = m * u + g; v = v + u; send the elements of largest |v| as
+ * graddrop does, then zero u and v at the sent indices (momentum factor
+ * masking), m = HIPRESS_DGC_MOMENTUM.  The momentum lives here, so it is meant
+ * for a momentum-free optimizer.  Same payload and decoder as graddrop.
+ */
+#include "hp_comp.h"
+#include "hp_ops_sparse.h"
+
+static size_t dgc_max_payload(size_t n, const hipress_comp_params_t *p)
+{
+    return hp_sparse_max_payload(n, p);
+}
+
+static int dgc_encode(const hipress_encode_args_t *a, size_t *len_p, int *nonfinite_p)
+{
+    /* default HIPRESS_DGC_MOMENTUM when called without params */
+    float m = a->params != NULL ? a->params->dgc_momentum : 0.9f;
+    hp_sparse_src_t src = {.g = a->in, .r = a->residual, .u = a->state, .m = m};
+    return hp_sparse_encode(a, &src, a->residual, a->state, len_p, nonfinite_p);
+}
+
+static int dgc_decode(const void *payload, size_t len, size_t n, float *out, int accumulate,
+                      const hipress_comp_params_t *p)
+{
+    (void)p;
+    return hp_sparse_decode(payload, len, n, out, accumulate);
+}
+
+const hipress_compressor_v1_t hp_comp_dgc = {
+    .abi_version = HIPRESS_COMPRESSOR_ABI_VERSION,
+    .name = "dgc",
+    .flags = HIPRESS_COMP_EF | HIPRESS_COMP_SPARSE | HIPRESS_COMP_MOMENTUM,
+    .max_payload = dgc_max_payload,
+    .encode = dgc_encode,
+    .decode = dgc_decode,
+};

@@ -1,0 +1,624 @@
+/*
+ * CompLL sparse operators (see hp_ops_sparse.h).
+ *
+ * Encoding is two streaming passes over the sources plus work proportional
+ * to k: a random sample gives a threshold a little below the k-th largest
+ * |v|, a filter pass (reads only) collects the indices at or above it and
+ * checks that v is finite, an exact top-k runs on those few candidates, and a
+ * commit pass writes the new residual / state once the input is known to be
+ * finite.  The filter and commit passes have an AVX2 path; both paths compute
+ * each v with the same float operations (no FMA), so they select the same
+ * indices and write the same bits.
+ */
+#include "hp_ops_sparse.h"
+#include "hp_elem.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define HP_SPARSE_HAVE_AVX2 1
+#else
+#define HP_SPARSE_HAVE_AVX2 0
+#endif
+
+/* Defaults of HIPRESS_SPARSE_RATIO / HIPRESS_SAMPLE_RATIO, used when a
+ * caller passes no params. */
+#define DEFAULT_SPARSE_RATIO 0.001
+#define DEFAULT_SAMPLE_RATIO 0.01
+
+#define NONFINITE_BITS 0x7f800000u
+
+/* ------------------------------------------------------------------ isa */
+
+int hp_sparse_isa(const hipress_comp_params_t *params)
+{
+    static int have_avx2 = -1;
+    int want = params != NULL ? params->isa : 0;
+
+    if (want == HP_SPARSE_ISA_GENERIC)
+        return HP_SPARSE_ISA_GENERIC;
+#if HP_SPARSE_HAVE_AVX2
+    if (have_avx2 < 0) {
+        __builtin_cpu_init();
+        have_avx2 = __builtin_cpu_supports("avx2") ? 1 : 0;
+    }
+    return have_avx2 ? HP_SPARSE_ISA_AVX2 : HP_SPARSE_ISA_GENERIC;
+#else
+    (void)have_avx2;
+    return HP_SPARSE_ISA_GENERIC;
+#endif
+}
+
+/* ------------------------------------------------------------ selection */
+
+static void swap_u32(uint32_t *a, uint32_t *b)
+{
+    uint32_t t = *a;
+    *a = *b;
+    *b = t;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/*
+ * The j-th smallest (0-based) of a[0..m), reordering a.  Quickselect with a
+ * median-of-three pivot and a three-way partition (gradients hold many equal
+ * values, zeros above all); after too many rounds the rest is sorted, so the
+ * worst case stays O(m log m).  Deterministic: it depends on the data only.
+ */
+static uint32_t select_nth(uint32_t *a, size_t m, size_t j)
+{
+    size_t lo = 0, hi = m; /* j in [lo, hi) */
+    int rounds = 0;
+
+    while (hi - lo > 16) {
+        size_t mid = lo + (hi - lo) / 2, lt, gt, i;
+        uint32_t x = a[lo], y = a[mid], z = a[hi - 1], piv;
+
+        if (++rounds > 64) {
+            qsort(a + lo, hi - lo, sizeof(uint32_t), cmp_u32);
+            return a[j];
+        }
+        piv = x < y ? (y < z ? y : (x < z ? z : x)) : (x < z ? x : (y < z ? z : y));
+        /* a[lo..lt) < piv, a[lt..i) == piv, a[gt..hi) > piv */
+        lt = lo;
+        i = lo;
+        gt = hi;
+        while (i < gt) {
+            if (a[i] < piv)
+                swap_u32(&a[lt++], &a[i++]);
+            else if (a[i] > piv)
+                swap_u32(&a[i], &a[--gt]);
+            else
+                i++;
+        }
+        if (j < lt)
+            hi = lt;
+        else if (j >= gt)
+            lo = gt;
+        else
+            return piv;
+    }
+    /* insertion sort of the small rest */
+    for (size_t i = lo + 1; i < hi; i++) {
+        uint32_t v = a[i];
+        size_t p = i;
+        while (p > lo && a[p - 1] > v) {
+            a[p] = a[p - 1];
+            p--;
+        }
+        a[p] = v;
+    }
+    return a[j];
+}
+
+size_t hp_sparse_k(size_t n, size_t args_k, const hipress_comp_params_t *params)
+{
+    double ratio = params != NULL ? params->sparse_ratio : DEFAULT_SPARSE_RATIO;
+    double kk;
+
+    if (n == 0)
+        return 0;
+    if (args_k != 0)
+        return args_k < n ? args_k : n;
+    kk = ceil((double)n * ratio);
+    if (!(kk >= 1.0)) /* also NaN */
+        return 1;
+    return kk >= (double)n ? n : (size_t)kk;
+}
+
+size_t hp_sparse_max_payload(size_t n, const hipress_comp_params_t *params)
+{
+    return 8 * hp_sparse_k(n, 0, params);
+}
+
+size_t hp_sparse_sample_size(size_t n, double sample_ratio)
+{
+    double s = ceil((double)n * sample_ratio);
+    size_t ss = s >= (double)n ? n : (s >= 1.0 ? (size_t)s : 0);
+    ss = ss < HP_SPARSE_MIN_SAMPLE ? HP_SPARSE_MIN_SAMPLE : ss;
+    return ss < n ? ss : n;
+}
+
+/* Sift x down from the root of a min-heap h[0..m). */
+static void heap_replace_root(uint32_t *h, size_t m, uint32_t x)
+{
+    size_t i = 0;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= m)
+            break;
+        if (c + 1 < m && h[c + 1] < h[c])
+            c++;
+        if (h[c] >= x)
+            break;
+        h[i] = h[c];
+        i = c;
+    }
+    h[i] = x;
+}
+
+static void heap_push(uint32_t *h, size_t m, uint32_t x)
+{
+    size_t i = m;
+    while (i > 0 && h[(i - 1) / 2] > x) {
+        h[i] = h[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    h[i] = x;
+}
+
+uint32_t hp_sparse_threshold(const hp_sparse_src_t *src, size_t n, size_t k, double sample_ratio,
+                             uint64_t key, uint64_t offset, int level, uint32_t *scratch,
+                             size_t *sample_p)
+{
+    size_t s = hp_sparse_sample_size(n, sample_ratio), rank, q, rem, lo = 0, acc = 0, held = 0;
+    double e, r;
+
+    *sample_p = s;
+    if (s == 0 || k == 0)
+        return 1;
+    /* The number of sampled elements at or above the k-th largest |v| has
+     * mean e = s k / n and at most the variance of Binomial(s, k/n); aiming
+     * three standard deviations (plus two) above the mean makes at least k
+     * elements pass with high probability, and each level goes four times
+     * deeper into the sample. */
+    e = (double)s * (double)k / (double)n;
+    r = ceil(e + 3.0 * sqrt(e) + 2.0);
+    for (int l = 0; l < level && r <= (double)s; l++)
+        r *= 4.0;
+    if (r > (double)s)
+        return 1;
+    rank = (size_t)r;
+    /* Stratified: one element drawn from each of s equal strata
+     * [j n / s, (j + 1) n / s), so reads go forward through memory; the
+     * rank largest magnitudes are kept in a min-heap whose root ends as the
+     * rank-th largest. */
+    q = n / s;
+    rem = n % s;
+    for (size_t j = 0; j < s; j++) {
+        size_t width = q + (acc + rem >= s), i;
+        uint32_t a;
+        i = lo + (size_t)(((uint64_t)hp_rng_u32(key, offset + j) * (uint64_t)width) >> 32);
+        a = hp_sparse_absbits(hp_sparse_v_at(src, i));
+        if (held < rank)
+            heap_push(scratch, held++, a);
+        else if (a > scratch[0])
+            heap_replace_root(scratch, rank, a);
+        lo += width;
+        acc = acc + rem >= s ? acc + rem - s : acc + rem;
+    }
+    return scratch[0] > 1 ? scratch[0] : 1;
+}
+
+/* Generic filter over one source mode; U, R are compile-time 0/1 so the
+ * compiler emits one loop per mode.  Blocks of FB elements: the magnitudes
+ * of a block and its hit / non-finite flags come from a loop the compiler
+ * vectorises (|v| bits and thr are below 2^31, so signed compares are
+ * exact), and only the rare block holding a candidate is scanned again. */
+#define FB 64
+#define FILTER_GENERIC(U, R)                                                        \
+    do {                                                                            \
+        for (; i + FB <= n && cap - cnt >= FB; i += FB) {                           \
+            int32_t a[FB], hit = 0;                                                 \
+            for (size_t j = 0; j < FB; j++) {                                       \
+                float x = (U) ? m * u[i + j] + g[i + j] : g[i + j];                 \
+                float v = (R) ? r[i + j] + x : x;                                   \
+                a[j] = (int32_t)hp_sparse_absbits(v);                               \
+                hit |= a[j] >= t;                                                   \
+                bad |= a[j] >= (int32_t)NONFINITE_BITS;                             \
+            }                                                                       \
+            if (hit == 0)                                                           \
+                continue;                                                           \
+            for (size_t j = 0; j < FB; j++) {                                       \
+                idx[cnt] = (uint32_t)(i + j); /* kept only when counted */          \
+                cnt += a[j] >= t;                                                   \
+            }                                                                       \
+        }                                                                           \
+        for (; i < n && cnt < cap; i++) {                                           \
+            float x = (U) ? m * u[i] + g[i] : g[i];                                 \
+            float v = (R) ? r[i] + x : x;                                           \
+            int32_t a = (int32_t)hp_sparse_absbits(v);                              \
+            bad |= a >= (int32_t)NONFINITE_BITS;                                    \
+            idx[cnt] = (uint32_t)i;                                                 \
+            cnt += a >= t;                                                          \
+        }                                                                           \
+    } while (0)
+
+static size_t filter_generic(const hp_sparse_src_t *src, size_t n, uint32_t thr, size_t *pos_p,
+                             uint32_t *idx, size_t cap, int *bad_p)
+{
+    const float *g = src->g, *r = src->r, *u = src->u;
+    const float m = src->m;
+    const int32_t t = (int32_t)thr;
+    size_t i = *pos_p, cnt = 0;
+    int bad = 0;
+
+    if (u != NULL && r != NULL)
+        FILTER_GENERIC(1, 1);
+    else if (u != NULL)
+        FILTER_GENERIC(1, 0);
+    else if (r != NULL)
+        FILTER_GENERIC(0, 1);
+    else
+        FILTER_GENERIC(0, 0);
+    *pos_p = i;
+    *bad_p |= bad;
+    return cnt;
+}
+
+#if HP_SPARSE_HAVE_AVX2
+/* v for 8 elements from i, with the same operations as hp_sparse_v_at. */
+#define AVX2_V8(U, R, i)                                                            \
+    __extension__({                                                                 \
+        __m256 x_ = _mm256_loadu_ps(g + (i));                                       \
+        if (U)                                                                      \
+            x_ = _mm256_add_ps(_mm256_mul_ps(mv, _mm256_loadu_ps(u + (i))), x_);    \
+        if (R)                                                                      \
+            x_ = _mm256_add_ps(_mm256_loadu_ps(r + (i)), x_);                       \
+        _mm256_and_si256(_mm256_castps_si256(x_), absmask);                         \
+    })
+
+#define FILTER_AVX2(U, R)                                                           \
+    do {                                                                            \
+        for (; i + 32 <= n && cap - cnt >= 32; i += 32) {                           \
+            __m256i a0 = AVX2_V8(U, R, i), a1 = AVX2_V8(U, R, i + 8);               \
+            __m256i a2 = AVX2_V8(U, R, i + 16), a3 = AVX2_V8(U, R, i + 24);         \
+            __m256i c0 = _mm256_cmpgt_epi32(a0, thr1), c1 = _mm256_cmpgt_epi32(a1, thr1); \
+            __m256i c2 = _mm256_cmpgt_epi32(a2, thr1), c3 = _mm256_cmpgt_epi32(a3, thr1); \
+            __m256i any = _mm256_or_si256(_mm256_or_si256(c0, c1), _mm256_or_si256(c2, c3)); \
+            badv = _mm256_or_si256(badv, _mm256_or_si256(                           \
+                _mm256_or_si256(_mm256_cmpgt_epi32(a0, fmax), _mm256_cmpgt_epi32(a1, fmax)), \
+                _mm256_or_si256(_mm256_cmpgt_epi32(a2, fmax), _mm256_cmpgt_epi32(a3, fmax)))); \
+            if (__builtin_expect(_mm256_testz_si256(any, any), 1))                  \
+                continue;                                                           \
+            uint64_t bits = (uint64_t)(uint32_t)_mm256_movemask_ps(_mm256_castsi256_ps(c0)) | \
+                ((uint64_t)(uint32_t)_mm256_movemask_ps(_mm256_castsi256_ps(c1)) << 8) |    \
+                ((uint64_t)(uint32_t)_mm256_movemask_ps(_mm256_castsi256_ps(c2)) << 16) |   \
+                ((uint64_t)(uint32_t)_mm256_movemask_ps(_mm256_castsi256_ps(c3)) << 24);    \
+            while (bits != 0) {                                                     \
+                idx[cnt++] = (uint32_t)(i + (size_t)__builtin_ctzll(bits));         \
+                bits &= bits - 1;                                                   \
+            }                                                                       \
+        }                                                                           \
+    } while (0)
+
+__attribute__((target("avx2")))
+static size_t filter_avx2(const hp_sparse_src_t *src, size_t n, uint32_t thr, size_t *pos_p,
+                          uint32_t *idx, size_t cap, int *bad_p)
+{
+    const float *g = src->g, *r = src->r, *u = src->u;
+    const __m256 mv = _mm256_set1_ps(src->m);
+    const __m256i absmask = _mm256_set1_epi32(0x7fffffff);
+    /* thr >= 1 and |v| bits < 2^31, so a signed a > thr - 1 is a >= thr */
+    const __m256i thr1 = _mm256_set1_epi32((int)(thr - 1));
+    const __m256i fmax = _mm256_set1_epi32((int)(NONFINITE_BITS - 1));
+    __m256i badv = _mm256_setzero_si256();
+    size_t i = *pos_p, cnt = 0, tail;
+
+    if (u != NULL && r != NULL)
+        FILTER_AVX2(1, 1);
+    else if (u != NULL)
+        FILTER_AVX2(1, 0);
+    else if (r != NULL)
+        FILTER_AVX2(0, 1);
+    else
+        FILTER_AVX2(0, 0);
+    *bad_p |= !_mm256_testz_si256(badv, badv);
+    /* the tail (and the last few slots of idx) element by element */
+    *pos_p = i;
+    tail = filter_generic(src, n, thr, pos_p, idx + cnt, cap - cnt, bad_p);
+    return cnt + tail;
+}
+#endif
+
+size_t hp_sparse_filter(const hp_sparse_src_t *src, size_t n, uint32_t thr, size_t *pos_p,
+                        uint32_t *idx, size_t cap, int *nonfinite_p, int isa)
+{
+    if (thr < 1)
+        thr = 1;
+    if (thr > 0x7fffffffu)
+        thr = 0x7fffffffu;
+#if HP_SPARSE_HAVE_AVX2
+    if (isa == HP_SPARSE_ISA_AVX2)
+        return filter_avx2(src, n, thr, pos_p, idx, cap, nonfinite_p);
+#endif
+    (void)isa;
+    return filter_generic(src, n, thr, pos_p, idx, cap, nonfinite_p);
+}
+
+/* ---------------------------------------------------------------- top-k */
+
+size_t hp_sparse_topk(const hp_sparse_src_t *src, uint32_t *idx, size_t m, size_t k,
+                      uint32_t *scratch)
+{
+    uint32_t *mag = scratch, *tmp = scratch + m, t;
+    size_t greater = 0, quota, kept = 0;
+
+    if (m <= k)
+        return m;
+    if (k == 0)
+        return 0;
+    for (size_t j = 0; j < m; j++)
+        mag[j] = hp_sparse_absbits(hp_sparse_v_at(src, idx[j]));
+    memcpy(tmp, mag, m * sizeof(uint32_t));
+    /* the k-th largest magnitude */
+    t = select_nth(tmp, m, m - k);
+    for (size_t j = 0; j < m; j++)
+        greater += mag[j] > t;
+    /* everything above t, then ties at t by increasing index */
+    quota = k - greater;
+    for (size_t j = 0; j < m; j++) {
+        if (mag[j] > t || (mag[j] == t && quota > 0)) {
+            quota -= mag[j] == t;
+            idx[kept++] = idx[j];
+        }
+    }
+    return kept;
+}
+
+/* ----------------------------------------------------------------- pack */
+
+void hp_sparse_pack(const hp_sparse_src_t *src, const uint32_t *idx, size_t m, void *out)
+{
+    unsigned char *o = (unsigned char *)out;
+    for (size_t j = 0; j < m; j++) {
+        float v = hp_sparse_v_at(src, idx[j]);
+        memcpy(o + 8 * j, &idx[j], 4);
+        memcpy(o + 8 * j + 4, &v, 4);
+    }
+}
+
+/* --------------------------------------------------------------- commit */
+
+#define COMMIT_GENERIC(U, R, WU, WR)                                                \
+    do {                                                                            \
+        for (size_t i = 0; i < n; i++) {                                            \
+            float x = (U) ? m * u[i] + g[i] : g[i];                                 \
+            if (WU)                                                                 \
+                u_out[i] = x;                                                       \
+            if (WR)                                                                 \
+                r_out[i] = (R) ? r[i] + x : x;                                      \
+        }                                                                           \
+    } while (0)
+
+static void commit_generic(const hp_sparse_src_t *src, size_t n, float *r_out, float *u_out)
+{
+    const float *g = src->g, *r = src->r, *u = src->u;
+    const float m = src->m;
+
+    if (u_out != NULL && r_out != NULL) {
+        if (u != NULL && r != NULL)
+            COMMIT_GENERIC(1, 1, 1, 1);
+        else if (u != NULL)
+            COMMIT_GENERIC(1, 0, 1, 1);
+        else if (r != NULL)
+            COMMIT_GENERIC(0, 1, 1, 1);
+        else
+            COMMIT_GENERIC(0, 0, 1, 1);
+    } else if (u_out != NULL) {
+        if (u != NULL)
+            COMMIT_GENERIC(1, 0, 1, 0);
+        else
+            COMMIT_GENERIC(0, 0, 1, 0);
+    } else if (r_out != NULL) {
+        if (u != NULL && r != NULL)
+            COMMIT_GENERIC(1, 1, 0, 1);
+        else if (u != NULL)
+            COMMIT_GENERIC(1, 0, 0, 1);
+        else if (r != NULL)
+            COMMIT_GENERIC(0, 1, 0, 1);
+        else
+            COMMIT_GENERIC(0, 0, 0, 1);
+    }
+}
+
+#if HP_SPARSE_HAVE_AVX2
+__attribute__((target("avx2")))
+static void commit_avx2(const hp_sparse_src_t *src, size_t n, float *r_out, float *u_out)
+{
+    const float *g = src->g, *r = src->r, *u = src->u;
+    const __m256 mv = _mm256_set1_ps(src->m);
+    size_t i = 0;
+    hp_sparse_src_t rest = *src;
+
+    for (; i + 8 <= n; i += 8) {
+        __m256 x = _mm256_loadu_ps(g + i);
+        if (u != NULL)
+            x = _mm256_add_ps(_mm256_mul_ps(mv, _mm256_loadu_ps(u + i)), x);
+        if (u_out != NULL)
+            _mm256_storeu_ps(u_out + i, x);
+        if (r_out != NULL) {
+            if (r != NULL)
+                x = _mm256_add_ps(_mm256_loadu_ps(r + i), x);
+            _mm256_storeu_ps(r_out + i, x);
+        }
+    }
+    /* tail: shift the sources so the generic loop starts at element i */
+    rest.g = g + i;
+    rest.r = r != NULL ? r + i : NULL;
+    rest.u = u != NULL ? u + i : NULL;
+    commit_generic(&rest, n - i, r_out != NULL ? r_out + i : NULL, u_out != NULL ? u_out + i : NULL);
+}
+#endif
+
+void hp_sparse_commit(const hp_sparse_src_t *src, size_t n, float *r_out, float *u_out,
+                      const uint32_t *idx, size_t m, int isa)
+{
+    if (r_out == NULL && u_out == NULL)
+        return;
+#if HP_SPARSE_HAVE_AVX2
+    if (isa == HP_SPARSE_ISA_AVX2)
+        commit_avx2(src, n, r_out, u_out);
+    else
+#endif
+        commit_generic(src, n, r_out, u_out);
+    (void)isa;
+    for (size_t j = 0; j < m; j++) {
+        if (r_out != NULL)
+            r_out[idx[j]] = 0.0f;
+        if (u_out != NULL)
+            u_out[idx[j]] = 0.0f;
+    }
+}
+
+/* --------------------------------------------------------------- encode */
+
+int hp_sparse_encode(const hipress_encode_args_t *a, const hp_sparse_src_t *src, float *r_out,
+                     float *u_out, size_t *out_len_p, int *nonfinite_p)
+{
+    const size_t n = a->n;
+    const double sratio = a->params != NULL ? a->params->sample_ratio : DEFAULT_SAMPLE_RATIO;
+    size_t k, s = 0, cap, m = 0;
+    uint32_t *idx = NULL, *scratch = NULL, thr;
+    uint64_t key;
+    int isa, level = 0, exact, first = 1, bad = 0, rc = HIPRESS_COMP_OK;
+
+    *out_len_p = 0;
+    *nonfinite_p = 0;
+    if (n == 0)
+        return HIPRESS_COMP_OK;
+    if (n > UINT32_MAX || a->in == NULL || (a->out == NULL && a->out_cap > 0))
+        return HIPRESS_COMP_EINVAL;
+    k = hp_sparse_k(n, a->k, a->params);
+    if (a->out_cap < 8 * k)
+        return HIPRESS_COMP_ENOSPC;
+    isa = hp_sparse_isa(a->params);
+    key = hp_rng_key(a->rng_key);
+
+    /* small partitions, or k so large that a sample says little: exact */
+    exact = n <= HP_SPARSE_EXACT_N || hp_sparse_sample_size(n, sratio) * 2 >= n || 4 * k >= n;
+    if (exact) {
+        thr = 1;
+        cap = n;
+    } else {
+        scratch = (uint32_t *)malloc(hp_sparse_sample_size(n, sratio) * sizeof(uint32_t));
+        if (scratch == NULL)
+            return HIPRESS_COMP_ENOMEM;
+        thr = hp_sparse_threshold(src, n, k, sratio, key, a->rng_offset, 0, scratch, &s);
+        cap = 4 * k + 4096;
+        cap = cap < n ? cap : n;
+    }
+    idx = (uint32_t *)malloc(cap * sizeof(uint32_t));
+    if (idx == NULL) {
+        rc = HIPRESS_COMP_ENOMEM;
+        goto out;
+    }
+
+    for (;;) {
+        size_t pos = 0;
+        m = 0;
+        while (pos < n) {
+            if (m == cap) {
+                size_t ncap = cap * 2 < n ? cap * 2 : n;
+                uint32_t *t = (uint32_t *)realloc(idx, ncap * sizeof(uint32_t));
+                if (t == NULL) {
+                    rc = HIPRESS_COMP_ENOMEM;
+                    goto out;
+                }
+                idx = t;
+                cap = ncap;
+            }
+            m += hp_sparse_filter(src, n, thr, &pos, idx + m, cap - m, &bad, isa);
+        }
+        if (first && bad) {
+            /* residual and state stay as they were */
+            *nonfinite_p = 1;
+            goto out;
+        }
+        first = 0;
+        if (m >= k || thr <= 1)
+            break;
+        /* fewer than k passed: lower the threshold (deeper in the sample) */
+        {
+            uint32_t t;
+            do {
+                t = hp_sparse_threshold(src, n, k, sratio, key, a->rng_offset, ++level, scratch, &s);
+            } while (t >= thr && t > 1);
+            thr = t;
+        }
+    }
+
+    if (m > k) {
+        uint32_t *tk = (uint32_t *)malloc(2 * m * sizeof(uint32_t));
+        if (tk == NULL) {
+            rc = HIPRESS_COMP_ENOMEM;
+            goto out;
+        }
+        m = hp_sparse_topk(src, idx, m, k, tk);
+        free(tk);
+    }
+    hp_sparse_pack(src, idx, m, a->out);
+    hp_sparse_commit(src, n, r_out, u_out, idx, m, isa);
+    *out_len_p = 8 * m;
+out:
+    free(idx);
+    free(scratch);
+    return rc;
+}
+
+/* --------------------------------------------------------------- decode */
+
+int hp_sparse_decode(const void *payload, size_t len, size_t n, float *out, int accumulate)
+{
+    const unsigned char *p = (const unsigned char *)payload;
+    const size_t m = len / 8;
+    size_t next = 0; /* smallest index the next pair may carry */
+
+    if (len % 8 != 0 || m > n || (len > 0 && payload == NULL) || (n > 0 && out == NULL))
+        return HIPRESS_COMP_EINVAL;
+    for (size_t j = 0; j < m; j++) {
+        uint32_t i, vb;
+        memcpy(&i, p + 8 * j, 4);
+        memcpy(&vb, p + 8 * j + 4, 4);
+        if ((size_t)i < next || (size_t)i >= n || (vb & NONFINITE_BITS) == NONFINITE_BITS)
+            return HIPRESS_COMP_EINVAL;
+        next = (size_t)i + 1;
+    }
+    if (!accumulate)
+        memset(out, 0, n * sizeof(float));
+    if (accumulate) {
+        for (size_t j = 0; j < m; j++) {
+            uint32_t i;
+            float v;
+            memcpy(&i, p + 8 * j, 4);
+            memcpy(&v, p + 8 * j + 4, 4);
+            out[i] += v;
+        }
+    } else {
+        for (size_t j = 0; j < m; j++) {
+            uint32_t i;
+            float v;
+            memcpy(&i, p + 8 * j, 4);
+            memcpy(&v, p + 8 * j + 4, 4);
+            out[i] = v;
+        }
+    }
+    return HIPRESS_COMP_OK;
+}

@@ -1,0 +1,148 @@
+/*
+ * CompLL sparse operators: sample-threshold select, exact top-k selection,
+ * (index, value) packing and the validating scatter decoder.  graddrop and
+ * dgc are composed from these; the CUDA versions share the per-element
+ * functions below.
+ *
+ * Wire format of a sparse payload: `sent` pairs, each a little-endian uint32
+ * index followed by the float value, indices strictly increasing and < n,
+ * values finite (8 * sent bytes; no count field: it is len / 8).
+ *
+ * Values are never stored while they are being selected: v is recomputed from
+ * its sources wherever it is needed (filter, top-k, pack, commit) with the
+ * same float operations, so every path sees the same bits, and nothing is
+ * written to the residual until the whole input is known to be finite.
+ */
+#ifndef HP_OPS_SPARSE_H
+#define HP_OPS_SPARSE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include "hipress_compressor.h"
+
+#if defined(__CUDACC__)
+#define HP_SPARSE_HD __host__ __device__ __forceinline__
+#else
+#define HP_SPARSE_HD static inline
+#endif
+
+/* Kernel paths (HIPRESS_ISA): every path selects the same indices and packs
+ * the same bytes. */
+#define HP_SPARSE_ISA_GENERIC 1
+#define HP_SPARSE_ISA_AVX2    2
+
+/* Smallest sample drawn to estimate the threshold; partitions of at most
+ * HP_SPARSE_EXACT_N elements are selected exactly without sampling. */
+#define HP_SPARSE_MIN_SAMPLE 1024
+#define HP_SPARSE_EXACT_N    4096
+
+/*
+ * Where the value v_i under selection comes from:
+ *   u'_i = m * u_i + g_i        when u != NULL (dgc momentum), else u'_i = g_i
+ *   v_i  = r_i + u'_i           when r != NULL (error feedback), else v_i = u'_i
+ * graddrop uses g and r; dgc uses all four.
+ */
+typedef struct {
+    const float *g;
+    const float *r;
+    const float *u;
+    float m;
+} hp_sparse_src_t;
+
+HP_SPARSE_HD float hp_sparse_u_at(const float *g, const float *u, float m, size_t i)
+{
+    return u != NULL ? m * u[i] + g[i] : g[i];
+}
+
+HP_SPARSE_HD float hp_sparse_v_at(const hp_sparse_src_t *s, size_t i)
+{
+    float x = hp_sparse_u_at(s->g, s->u, s->m, i);
+    return s->r != NULL ? s->r[i] + x : x;
+}
+
+/* |f| as its bit pattern: for finite f, a >= b as floats iff the bits
+ * compare the same way as unsigned integers; NaN and Inf are >= 0x7f800000. */
+HP_SPARSE_HD uint32_t hp_sparse_absbits(float f)
+{
+    uint32_t b;
+    memcpy(&b, &f, 4);
+    return b & 0x7fffffffu;
+}
+
+/* The kernel path for params->isa (0 auto, 1 generic, 2 avx2): auto and avx2
+ * give AVX2 when the CPU has it, generic otherwise. */
+int hp_sparse_isa(const hipress_comp_params_t *params);
+
+/*
+ * Threshold estimate: draws s = max(HP_SPARSE_MIN_SAMPLE, sample_ratio * n)
+ * indices (at most n) with the counter RNG (folded key `key`, counters
+ * offset .. offset+s-1), and returns the |v| bits of the rank-th largest
+ * sampled magnitude with rank = `level` * expected + slack chosen so that,
+ * with high probability, at least k of the n elements are >= it (level 0 is
+ * the first guess; each higher level lowers it).  Returns 1 (the smallest
+ * non-zero magnitude, i.e. every non-zero element passes) when the rank runs
+ * past the sample.  scratch: s uint32.  *sample_p receives s.
+ */
+uint32_t hp_sparse_threshold(const hp_sparse_src_t *src, size_t n, size_t k, double sample_ratio,
+                             uint64_t key, uint64_t offset, int level, uint32_t *scratch,
+                             size_t *sample_p);
+
+/* Sample size hp_sparse_threshold draws for n elements (its scratch size). */
+size_t hp_sparse_sample_size(size_t n, double sample_ratio);
+
+/*
+ * Filter: appends to idx[] the indices i in [*pos_p, n) with |v_i| bits >=
+ * thr (clamped to [1, 2^31 - 1]), in increasing order, until idx holds cap
+ * entries or the range ends; *pos_p is advanced to where it stopped (n when
+ * done).  Sets *nonfinite_p to 1 when it meets a NaN or Inf v.  Returns the
+ * number appended.
+ */
+size_t hp_sparse_filter(const hp_sparse_src_t *src, size_t n, uint32_t thr, size_t *pos_p,
+                        uint32_t *idx, size_t cap, int *nonfinite_p, int isa);
+
+/*
+ * Exact top-k of the m candidates idx[0..m) (increasing indices): keeps the k
+ * largest |v| (ties to the lower index) in place, still in increasing index
+ * order, and returns how many are kept (min(m, k)).  scratch: 2m uint32.
+ */
+size_t hp_sparse_topk(const hp_sparse_src_t *src, uint32_t *idx, size_t m, size_t k,
+                      uint32_t *scratch);
+
+/* Writes the m pairs (idx[j], v_idx[j]) to out (8m bytes, any alignment). */
+void hp_sparse_pack(const hp_sparse_src_t *src, const uint32_t *idx, size_t m, void *out);
+
+/*
+ * Commit after a successful selection: stores u' into u_out (when not NULL)
+ * and v into r_out (when not NULL) for all n elements, then zeroes both at
+ * the m sent indices.  u_out / r_out may be src->u / src->r (in place).
+ */
+void hp_sparse_commit(const hp_sparse_src_t *src, size_t n, float *r_out, float *u_out,
+                      const uint32_t *idx, size_t m, int isa);
+
+/*
+ * The whole sparse encode shared by graddrop and dgc: k = a->k, or
+ * ceil(n * sparse_ratio) when 0 (at least 1, at most n); selects at most k
+ * elements of v (those of largest |v|, never a zero), packs them, and updates
+ * residual / state as hp_sparse_commit does.  A NaN or Inf anywhere in v sets
+ * *nonfinite_p and leaves residual and state untouched.  `src` describes v;
+ * r_out / u_out receive the new residual / state (NULL: none kept).
+ */
+int hp_sparse_encode(const hipress_encode_args_t *a, const hp_sparse_src_t *src, float *r_out,
+                     float *u_out, size_t *out_len_p, int *nonfinite_p);
+
+/* k the encoder uses for n elements (args k, else ceil(n * ratio)). */
+size_t hp_sparse_k(size_t n, size_t args_k, const hipress_comp_params_t *params);
+
+/* Bytes of the largest payload when args k is 0: 8 * hp_sparse_k(n, 0, p). */
+size_t hp_sparse_max_payload(size_t n, const hipress_comp_params_t *params);
+
+/*
+ * Validating decoder of a sparse payload: len % 8 == 0, at most n pairs,
+ * indices strictly increasing and < n, values finite; HIPRESS_COMP_EINVAL
+ * (nothing written) otherwise.  Then out[idx] += value (accumulate) or out is
+ * zero-filled and out[idx] = value.
+ */
+int hp_sparse_decode(const void *payload, size_t len, size_t n, float *out, int accumulate);
+
+#endif
