@@ -207,7 +207,7 @@ hp_status_t hp_config_set(hp_config_t *cfg, const char *name, const char *text,
     hp_status_t st;
 
     if (id < 0) {
-        snprintf(err, errlen, "%s: unknown setting (hipress_info --settings lists them)", name);
+        snprintf(err, errlen, "%s='%s': unknown setting (hipress_info --settings lists them)", name, text ? text : "");
         return HP_ERR_INVALID;
     }
     st = hp_setting_parse(id, text, &v, name_ok, err, errlen);
