@@ -1,1 +1,15 @@
-# src/compll_powersgd.mk: powersgd work stream
+# src/compll_powersgd.mk: the powersgd collective compressor, its unit tests
+# (Check, with a micro benchmark behind --bench) and its mpirun test.
+
+libhpcore_la_SOURCES += src/hp_comp_powersgd.c
+
+check_PROGRAMS += tests/check_comp_powersgd tests/mpi_powersgd
+tests_check_comp_powersgd_SOURCES = tests/check_comp_powersgd.c
+tests_check_comp_powersgd_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_check_comp_powersgd_LDADD = libhpcore.la $(CHECK_LIBS) -lm
+# links the core for its internal API: it drives hp_allreduce_compressed on
+# dup'd communicators and reads the residual store
+tests_mpi_powersgd_SOURCES = tests/mpi_powersgd.c
+tests_mpi_powersgd_LDADD = libhpcore.la -lm
+TESTS += tests/check_comp_powersgd tests/run_powersgd.sh
+EXTRA_DIST += tests/run_powersgd.sh
