@@ -54,12 +54,12 @@ extern hp_global_t hp_g;
 
 /* Plan of one size class (bytes in [2^c, 2^(c+1))) on one communicator:
  * explored on its first calls (plain, then every algorithm the model puts
- * within HP_PLAN_PRUNE of its best, each timed twice, times agreed across
+ * within HP_PLAN_PRUNE of its best, each timed three times (the fastest counts), times agreed across
  * ranks), then fixed. */
 #define HP_PLAN_CLASSES 48
 #define HP_PLAN_CANDIDATES 5
 #define HP_PLAN_PRUNE 3.0
-#define HP_PLAN_REPS 2
+#define HP_PLAN_REPS 3
 typedef struct {
     int       state;            /* 0 new, 1 exploring, 2 fixed */
     int       ncand, trial;
