@@ -42,6 +42,13 @@ if [ -z "$comp" ]; then
 fi
 has "$comp" || die "compressor '$comp' is not in this build; choose one of: $(echo $compressors)"
 
+# Biased compressors ("(ef)" in hipress_info) carry what a call drops into
+# the next call: one call's error is large by design, so say so.
+ef=0
+case " $("$build/hipress_info" 2>/dev/null | grep '^compressors:' || true) " in
+*" $comp(ef) "*) ef=1 ;;
+esac
+
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
@@ -70,13 +77,14 @@ rows=$(awk -F, 'NR > 1' "$tmp/bench.csv" | wc -l)
 [ "$rows" -ge 1 ] || { cat "$tmp/stderr" >&2; die "the benchmark printed no result"; }
 
 echo
-awk -F, -v np="$np" -v comp="$comp" -v secs="$elapsed" '
+awk -F, -v np="$np" -v comp="$comp" -v secs="$elapsed" -v ef="$ef" '
     NR > 1 { last = $0; if ($14 != "yes") bad++ }
     END {
         split(last, f, ",")
         printf "%d MiB float32 allreduce, %d ranks: %.2f s with plain MPI, %.2f s with hipress (%s): %.2fx %s.\n",
                f[1] / 1048576, np, f[8] / 1e6, f[7] / 1e6, comp, f[9], (f[9] >= 1 ? "faster" : "(slower)")
         printf "Relative error against the exact sum: %.1e; bytes on the wire: %.1fx fewer than a plain ring.\n", f[13], f[12]
+        if (ef) printf "(%s uses error feedback: what one call drops is added to the next call, so a single\n call is far off by design while the error of the sum over many calls shrinks; see doc/compressors.md.)\n", comp
         if (bad) printf "RESULTS DIFFER BETWEEN RANKS for %d size(s).\n", bad
         else printf "Every rank ended with bit-identical results at every size.\n"
         printf "(demo ran in %d s)\n", secs

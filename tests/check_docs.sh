@@ -6,7 +6,8 @@
 #  2. every compressor that `hipress_info --compressors` lists is documented
 #     in doc/compressors.md, as `name` in code style, in a heading or in a
 #     table cell (the file must exist);
-#  3. every HIPRESS_* variable named in README.md and doc/*.md is a setting;
+#  3. every HIPRESS_* variable named in README.md and doc/*.md is a setting
+#     (a name ending in * must be the prefix of one);
 #  4. every relative link in README.md and doc/*.md points to a file that
 #     exists.
 set -u
@@ -58,9 +59,16 @@ known=$(env -u HIPRESS_PLUGIN "$info" --settings | grep -E '^HIPRESS_' | sed 's/
 for f in $docs; do
     rel=${f#"$src"/}
     bad=
-    for v in $(grep -oE 'HIPRESS_[A-Z0-9_]*[A-Z0-9]' "$f" | sort -u); do
-        printf '%s\n' "$known" | grep -qx "$v" || bad="$bad $v"
+    # HIPRESS_NET_* stands for the settings starting with HIPRESS_NET_
+    # (set -f: such a word must not be expanded as a file pattern)
+    set -f
+    for v in $(grep -oE 'HIPRESS_[A-Z0-9_]*[A-Z0-9](_?\*)?' "$f" | sort -u); do
+        case "$v" in
+        *\*) printf '%s\n' "$known" | grep -q "^${v%\*}" || bad="$bad $v" ;;
+        *) printf '%s\n' "$known" | grep -qx "$v" || bad="$bad $v" ;;
+        esac
     done
+    set +f
     if [ -z "$bad" ]; then
         ok "$rel names only existing settings"
     else
