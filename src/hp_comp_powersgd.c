@@ -125,50 +125,48 @@ static inline float hsum8(v4f lo, v4f hi)
     return ((lo[0] + lo[1]) + (lo[2] + lo[3])) + ((hi[0] + hi[1]) + (hi[2] + hi[3]));
 }
 
-/* x - x is 0 for a finite x and NaN for NaN or Inf: a sum of them says
- * whether any value was non-finite, without a branch per element. */
+/* Non-finite tests: x - x is 0 for a finite x and NaN for NaN or Inf, so a
+ * sum of them says whether any value was non-finite, without a branch per
+ * element. */
 
-/* dst[0..len) = a + b (b may be NULL: copy, or nothing when dst == a);
- * returns nonzero when a value of dst is NaN or Inf. */
-static int row_load(float *dst, const float *a, const float *b, size_t len)
+/* Any NaN or Inf in v[0..len)? */
+static int row_check(const float *v, size_t len)
 {
     v4f bl = bc4(0.0f), bh = bl;
     float sbad = 0.0f;
     size_t j = 0;
-    if (b != NULL) {
-        for (; j + 8 <= len; j += 8) {
-            v4f vl = ld4(a + j) + ld4(b + j), vh = ld4(a + j + 4) + ld4(b + j + 4);
-            bl += vl - vl;
-            bh += vh - vh;
-            st4(dst + j, vl);
-            st4(dst + j + 4, vh);
-        }
-        for (; j < len; j++) {
-            float v = a[j] + b[j];
-            sbad += v - v;
-            dst[j] = v;
-        }
-    } else {
-        if (dst != a)
-            memcpy(dst, a, len * sizeof(float));
-        for (; j + 8 <= len; j += 8) {
-            v4f vl = ld4(dst + j), vh = ld4(dst + j + 4);
-            bl += vl - vl;
-            bh += vh - vh;
-        }
-        for (; j < len; j++)
-            sbad += dst[j] - dst[j];
+    for (; j + 8 <= len; j += 8) {
+        v4f vl = ld4(v + j), vh = ld4(v + j + 4);
+        bl += vl - vl;
+        bh += vh - vh;
+    }
+    for (; j < len; j++)
+        sbad += v[j] - v[j];
+    return hsum8(bl, bh) + sbad != 0.0f;
+}
+
+/* dst[0..len) = a + b (dst may be a or b); nonzero when a sum is NaN or Inf. */
+static int row_add(float *dst, const float *a, const float *b, size_t len)
+{
+    v4f bl = bc4(0.0f), bh = bl;
+    float sbad = 0.0f;
+    size_t j = 0;
+    for (; j + 8 <= len; j += 8) {
+        v4f vl = ld4(a + j) + ld4(b + j), vh = ld4(a + j + 4) + ld4(b + j + 4);
+        bl += vl - vl;
+        bh += vh - vh;
+        st4(dst + j, vl);
+        st4(dst + j + 4, vh);
+    }
+    for (; j < len; j++) {
+        float v = a[j] + b[j];
+        sbad += v - v;
+        dst[j] = v;
     }
     return hsum8(bl, bh) + sbad != 0.0f;
 }
 
-/* Any NaN or Inf in v[0..len)? */
-static int any_nonfinite(const float *v, size_t len)
-{
-    return row_load((float *)v, v, NULL, len);
-}
-
-/* p[k] = sum_j row[j] qt[k ld + j], k < r (one row of M Q). */
+/* p[k] += sum_j row[j] qt[k ld + j], k < r (one row of a tile of M Q). */
 static void row_dot(const float *row, size_t len, const float *qt, size_t ld, size_t r, float *p)
 {
     size_t k = 0;
@@ -195,10 +193,10 @@ static void row_dot(const float *row, size_t len, const float *qt, size_t ld, si
             t2 += row[j] * q2[j];
             t3 += row[j] * q3[j];
         }
-        p[k] = hsum8(a0l, a0h) + t0;
-        p[k + 1] = hsum8(a1l, a1h) + t1;
-        p[k + 2] = hsum8(a2l, a2h) + t2;
-        p[k + 3] = hsum8(a3l, a3h) + t3;
+        p[k] += hsum8(a0l, a0h) + t0;
+        p[k + 1] += hsum8(a1l, a1h) + t1;
+        p[k + 2] += hsum8(a2l, a2h) + t2;
+        p[k + 3] += hsum8(a3l, a3h) + t3;
     }
     for (; k < r; k++) {
         const float *q0 = qt + k * ld;
@@ -211,7 +209,7 @@ static void row_dot(const float *row, size_t len, const float *qt, size_t ld, si
         }
         for (; j < len; j++)
             t0 += row[j] * q0[j];
-        p[k] = hsum8(a0l, a0h) + t0;
+        p[k] += hsum8(a0l, a0h) + t0;
     }
 }
 
@@ -263,42 +261,120 @@ static void rows_axpy(const float *const *rows, const float *p, size_t nr, size_
     }
 }
 
-/* One row of a reconstruction P Q^T: v[j] = sum_k p[k] qt[k ld + j] in k
- * order.  Stores:
- *   out (if not NULL):  out[j] = v (accumulate: out[j] += v), from qts;
- *   res (if not NULL):  res[j] = mrow[j] - (the same sum over qtl).
- * mrow and out may be the same memory (mrow is read first). */
-static void row_recon(const float *p, size_t r, size_t len, size_t ld, const float *qts,
-                      float *out, int accumulate, const float *qtl, const float *mrow,
-                      float *res)
+/* Reconstruction P Q^T.  Every element is sum_k p[k] qt[k ld + j] in k
+ * order, first term p[0] qt[j]; the blocked and the single-row paths below
+ * both follow it, so a value does not depend on which path made it. */
+
+/* Four columns of one row; pk: the row's coefficients, broadcast. */
+static inline v4f recon4(const v4f *pk, size_t r, const float *qt, size_t ld, size_t j)
+{
+    v4f v = pk[0] * ld4(qt + j);
+    for (size_t k = 1; k < r; k++)
+        v += pk[k] * ld4(qt + k * ld + j);
+    return v;
+}
+
+static inline float recon1(const float *p, size_t r, const float *qt, size_t ld, size_t j)
+{
+    float v = p[0] * qt[j];
+    for (size_t k = 1; k < r; k++)
+        v += p[k] * qt[k * ld + j];
+    return v;
+}
+
+/* Eight columns of four rows (pk: 4 r coefficients, row t at pk + t r):
+ * each row of Q^T is loaded once for all four rows.  acc[2 t + h] gets row
+ * t, columns j + 4 h .. j + 4 h + 3. */
+static inline void recon_4x8(const v4f *pk, size_t r, const float *qt, size_t ld, size_t j,
+                             v4f *acc)
+{
+    const v4f *p0 = pk, *p1 = pk + r, *p2 = pk + 2 * r, *p3 = pk + 3 * r;
+    v4f ql = ld4(qt + j), qh = ld4(qt + j + 4);
+    v4f a0 = p0[0] * ql, b0 = p0[0] * qh, a1 = p1[0] * ql, b1 = p1[0] * qh;
+    v4f a2 = p2[0] * ql, b2 = p2[0] * qh, a3 = p3[0] * ql, b3 = p3[0] * qh;
+    for (size_t k = 1; k < r; k++) {
+        const float *q = qt + k * ld + j;
+        ql = ld4(q);
+        qh = ld4(q + 4);
+        a0 += p0[k] * ql;
+        b0 += p0[k] * qh;
+        a1 += p1[k] * ql;
+        b1 += p1[k] * qh;
+        a2 += p2[k] * ql;
+        b2 += p2[k] * qh;
+        a3 += p3[k] * ql;
+        b3 += p3[k] * qh;
+    }
+    acc[0] = a0; acc[1] = b0; acc[2] = a1; acc[3] = b1;
+    acc[4] = a2; acc[5] = b2; acc[6] = a3; acc[7] = b3;
+}
+
+/* nr (<= 4) consecutive rows, len columns, of a reconstruction; row t of
+ * p / out / ma / mb / res at t r / t stride.  Stores:
+ *   res (if not NULL): res = (ma + mb) - P Ql^T   (mb may be NULL; may be res)
+ *   out (if not NULL): out = P Qs^T, or out += P Qs^T when accumulate
+ * ma may be out (it is read first).  pk: 4 r vectors of scratch. */
+static void rows_recon(const float *p, size_t nr, size_t r, size_t len, size_t ld,
+                       const float *qts, float *out, int accumulate, const float *qtl,
+                       const float *ma, const float *mb, float *res, size_t stride, v4f *pk)
 {
     size_t j = 0;
-    for (; j + 4 <= len; j += 4) {
-        if (res != NULL) {
-            v4f a = bc4(p[0]) * ld4(qtl + j);
-            for (size_t k = 1; k < r; k++)
-                a += bc4(p[k]) * ld4(qtl + k * ld + j);
-            st4(res + j, ld4(mrow + j) - a);
-        }
-        if (out != NULL) {
-            v4f v = bc4(p[0]) * ld4(qts + j);
-            for (size_t k = 1; k < r; k++)
-                v += bc4(p[k]) * ld4(qts + k * ld + j);
-            st4(out + j, accumulate ? ld4(out + j) + v : v);
+    for (size_t t = 0; t < nr; t++)
+        for (size_t k = 0; k < r; k++)
+            pk[t * r + k] = bc4(p[t * r + k]);
+    if (nr == 4) {
+        for (; j + 8 <= len; j += 8) {
+            v4f acc[8];
+            if (res != NULL) {
+                recon_4x8(pk, r, qtl, ld, j, acc);
+                for (size_t t = 0; t < 4; t++)
+                    for (size_t h = 0; h < 2; h++) {
+                        size_t o = t * stride + j + 4 * h;
+                        v4f v = ld4(ma + o);
+                        if (mb != NULL)
+                            v += ld4(mb + o);
+                        st4(res + o, v - acc[2 * t + h]);
+                    }
+            }
+            if (out != NULL) {
+                recon_4x8(pk, r, qts, ld, j, acc);
+                for (size_t t = 0; t < 4; t++)
+                    for (size_t h = 0; h < 2; h++) {
+                        size_t o = t * stride + j + 4 * h;
+                        st4(out + o, accumulate ? ld4(out + o) + acc[2 * t + h] : acc[2 * t + h]);
+                    }
+            }
         }
     }
-    for (; j < len; j++) {
-        if (res != NULL) {
-            float a = p[0] * qtl[j];
-            for (size_t k = 1; k < r; k++)
-                a += p[k] * qtl[k * ld + j];
-            res[j] = mrow[j] - a;
+    /* what is left (all of it when nr < 4), a row at a time */
+    for (size_t t = 0; t < nr; t++) {
+        const v4f *pt = pk + t * r;
+        const float *prow = p + t * r;
+        const size_t base = t * stride;
+        size_t jj = j;
+        for (; jj + 4 <= len; jj += 4) {
+            size_t o = base + jj;
+            if (res != NULL) {
+                v4f v = ld4(ma + o);
+                if (mb != NULL)
+                    v += ld4(mb + o);
+                st4(res + o, v - recon4(pt, r, qtl, ld, jj));
+            }
+            if (out != NULL) {
+                v4f v = recon4(pt, r, qts, ld, jj);
+                st4(out + o, accumulate ? ld4(out + o) + v : v);
+            }
         }
-        if (out != NULL) {
-            float v = p[0] * qts[j];
-            for (size_t k = 1; k < r; k++)
-                v += p[k] * qts[k * ld + j];
-            out[j] = accumulate ? out[j] + v : v;
+        for (; jj < len; jj++) {
+            size_t o = base + jj;
+            if (res != NULL) {
+                float v = mb != NULL ? ma[o] + mb[o] : ma[o];
+                res[o] = v - recon1(prow, r, qtl, ld, jj);
+            }
+            if (out != NULL) {
+                float v = recon1(prow, r, qts, ld, jj);
+                out[o] = accumulate ? out[o] + v : v;
+            }
         }
     }
 }
@@ -397,51 +473,105 @@ static size_t row_len(size_t n, size_t c, size_t i)
     return off + c <= n ? c : n - off;
 }
 
-/* P = M Q for M = a + b (b may be NULL).  When mout is not NULL the rows of M
- * are stored there (it may be a); otherwise rowbuf (c floats) holds each row.
- * Returns nonzero when M holds NaN or Inf. */
+/* Columns per tile of the passes: a tile of Q^T (r x T floats, about 128
+ * KiB) stays in the L2 cache while the rows of M stream past it, so M is
+ * read from memory once and Q^T from cache (for r = 4 and up to 8192
+ * columns there is one tile). */
+static size_t tile_cols(size_t r, size_t c)
+{
+    size_t t = (size_t)32768 / HP_MAX(r, 1);
+    t = t < 64 ? 64 : t & ~(size_t)7;
+    return HP_MIN(t, c);
+}
+
+/* The rows i .. i + nr - 1 that go through a pass together: up to four,
+ * but the short last row (padding) on its own. */
+static size_t row_group(size_t n, size_t m, size_t c, size_t i)
+{
+    size_t nr = HP_MIN(4, m - i);
+    if (nr > 1 && row_len(n, c, i + nr - 1) < row_len(n, c, i))
+        nr--;
+    return nr;
+}
+
+/* P = M Q for M = a + b (b may be NULL), tile by tile (p: the sum over tiles
+ * in tile order).  M is stored in mout as it is formed when mout is not
+ * NULL (mout may be a); otherwise rowbuf (T floats) holds a + b.  Returns
+ * nonzero when M holds NaN or Inf. */
 static int pass_mq(const float *a, const float *b, float *mout, float *rowbuf, size_t n,
                    size_t m, size_t c, size_t r, const float *qt, float *p)
 {
+    const size_t T = tile_cols(r, c);
     int bad = 0;
-    for (size_t i = 0; i < m; i++) {
-        size_t len = row_len(n, c, i);
-        float *row = mout != NULL ? mout + i * c : rowbuf;
-        bad |= row_load(row, a + i * c, b != NULL ? b + i * c : NULL, len);
-        row_dot(row, len, qt, c, r, p + i * r);
-    }
+    memset(p, 0, m * r * sizeof(float));
+    for (size_t j0 = 0; j0 < c; j0 += T)
+        for (size_t i = 0; i < m; i++) {
+            size_t len = row_len(n, c, i), off = i * c + j0, seg;
+            const float *row;
+            if (len <= j0)
+                continue;
+            seg = HP_MIN(T, len - j0);
+            if (b != NULL) {
+                float *dst = mout != NULL ? mout + off : rowbuf;
+                bad |= row_add(dst, a + off, b + off, seg);
+                row = dst;
+            } else {
+                if (mout != NULL && mout != a)
+                    memcpy(mout + off, a + off, seg * sizeof(float));
+                row = a + off;
+                bad |= row_check(row, seg);
+            }
+            row_dot(row, seg, qt + j0, c, r, p + i * r);
+        }
     return bad;
 }
 
-/* qt = M^T P (r x c, transposed), streaming the rows of M = a + b once, four
- * rows at a time; rowbuf: 4 c floats, used when b is not NULL. */
+/* qt = M^T P (r x c, transposed) for M = a + b (b may be NULL), streaming M
+ * once, tile by tile, four rows at a time; every element of qt adds its
+ * rows in row order.  rowbuf: 4 T floats, used when b is not NULL. */
 static void pass_mtp(const float *a, const float *b, float *rowbuf, size_t n, size_t m,
                      size_t c, size_t r, const float *p, float *qt)
 {
+    const size_t T = tile_cols(r, c);
     memset(qt, 0, r * c * sizeof(float));
-    for (size_t i = 0; i < m; i += 4) {
-        size_t nr = HP_MIN(4, m - i), len = row_len(n, c, i);
-        const float *rows[4];
-        for (size_t t = 0; t < nr; t++) {
-            size_t lt = row_len(n, c, i + t);
-            if (b != NULL) {
-                float *dst = rowbuf + t * c;
-                row_load(dst, a + (i + t) * c, b + (i + t) * c, lt);
-                rows[t] = dst;
-            } else {
-                rows[t] = a + (i + t) * c;
+    for (size_t j0 = 0; j0 < c; j0 += T)
+        for (size_t i = 0, nr; i < m; i += nr) {
+            size_t len = row_len(n, c, i), seg;
+            const float *rows[4];
+            nr = row_group(n, m, c, i);
+            if (len <= j0)
+                continue;
+            seg = HP_MIN(T, len - j0);
+            for (size_t t = 0; t < nr; t++) {
+                size_t off = (i + t) * c + j0;
+                if (b != NULL) {
+                    row_add(rowbuf + t * T, a + off, b + off, seg);
+                    rows[t] = rowbuf + t * T;
+                } else {
+                    rows[t] = a + off;
+                }
             }
-            if (lt < len) {
-                /* the short last row among full ones: do it on its own */
-                rows_axpy(rows, p + i * r, t, len, qt, c, r);
-                rows_axpy(rows + t, p + (i + t) * r, 1, lt, qt, c, r);
-                nr = 0;
-                break;
-            }
+            rows_axpy(rows, p + i * r, nr, seg, qt + j0, c, r);
         }
-        if (nr > 0)
-            rows_axpy(rows, p + i * r, nr, len, qt, c, r);
-    }
+}
+
+/* The reconstruction over the whole matrix, tile by tile (rows_recon for
+ * the meaning of the arguments; out, ma, mb, res: n floats or NULL). */
+static void pass_recon(const float *p, size_t n, size_t m, size_t c, size_t r, const float *qts,
+                       float *out, int accumulate, const float *qtl, const float *ma,
+                       const float *mb, float *res, v4f *pk)
+{
+    const size_t T = tile_cols(r, c);
+    for (size_t j0 = 0; j0 < c; j0 += T)
+        for (size_t i = 0, nr; i < m; i += nr) {
+            size_t len = row_len(n, c, i), off = i * c + j0;
+            nr = row_group(n, m, c, i);
+            if (len <= j0)
+                continue;
+            rows_recon(p + i * r, nr, r, HP_MIN(T, len - j0), c, qts ? qts + j0 : NULL,
+                       out ? out + off : NULL, accumulate, qtl ? qtl + j0 : NULL,
+                       ma ? ma + off : NULL, mb ? mb + off : NULL, res ? res + off : NULL, c, pk);
+        }
 }
 
 /* ---------------------------------------------------------- ABI encode */
@@ -464,7 +594,9 @@ static int psgd_encode(const hipress_encode_args_t *a, size_t *len_p, int *nonfi
     const size_t n = a->n;
     size_t m, c, r, need;
     unsigned char *o = (unsigned char *)a->out;
-    float *ws = NULL, *p, *qt, *rowbuf;
+    float *p, *qt, *rowbuf;
+    void *ws;
+    v4f *pk;
     double *work;
     int bad;
 
@@ -498,11 +630,12 @@ static int psgd_encode(const hipress_encode_args_t *a, size_t *len_p, int *nonfi
         return HIPRESS_COMP_OK;
     }
 
-    /* workspace: P (m r), Q^T (r c), 4 rows, and m r doubles */
-    ws = hp_aligned_alloc((m * r + r * c + 4 * c) * sizeof(float) + m * r * sizeof(double));
+    /* workspace: r vectors, m r doubles, P (m r), Q^T (r c), 4 rows */
+    ws = hp_aligned_alloc(4 * r * sizeof(v4f) + m * r * sizeof(double) + (m * r + r * c + 4 * c) * sizeof(float));
     if (ws == NULL)
         return HIPRESS_COMP_ENOMEM;
-    work = (double *)ws;
+    pk = (v4f *)ws;
+    work = (double *)(pk + 4 * r);
     p = (float *)(work + m * r);
     qt = p + m * r;
     rowbuf = qt + r * c;
@@ -510,11 +643,11 @@ static int psgd_encode(const hipress_encode_args_t *a, size_t *len_p, int *nonfi
     start_q(qt, NULL, r, c, a->rng_key[0], a->rng_key[2]);
     bad = pass_mq(a->in, a->residual, NULL, rowbuf, n, m, c, r, qt, p);
     if (!bad)
-        bad = any_nonfinite(p, m * r);
+        bad = row_check(p, m * r);
     if (!bad) {
         hp_psgd_orthonormalise(p, m, r, work);
         pass_mtp(a->in, a->residual, rowbuf, n, m, c, r, p, qt);
-        bad = any_nonfinite(qt, r * c);
+        bad = row_check(qt, r * c);
     }
     if (bad) {
         free(ws);
@@ -522,12 +655,8 @@ static int psgd_encode(const hipress_encode_args_t *a, size_t *len_p, int *nonfi
         *len_p = 0;
         return HIPRESS_COMP_OK;
     }
-    if (a->residual != NULL)
-        for (size_t i = 0; i < m; i++) {
-            size_t len = row_len(n, c, i);
-            row_load(rowbuf, a->in + i * c, a->residual + i * c, len);
-            row_recon(p + i * r, r, len, c, NULL, NULL, 0, qt, rowbuf, a->residual + i * c);
-        }
+    if (a->residual != NULL)    /* residual = (in + residual) - P Q^T */
+        pass_recon(p, n, m, c, r, NULL, NULL, 0, qt, a->in, a->residual, a->residual, pk);
     put_u32(o, r);
     put_u32(o + 4, m);
     put_u32(o + 8, c);
@@ -547,6 +676,8 @@ static int psgd_decode(const void *payload, size_t len, size_t n, float *out, in
     uint32_t r32, m32, c32;
     size_t m, c, r0, r, nf;
     float *f;
+    v4f *pk;
+    void *mem;
     (void)params;
 
     if (payload == NULL || len < PSGD_SUBHDR || n > UINT32_MAX)
@@ -568,24 +699,23 @@ static int psgd_decode(const void *payload, size_t len, size_t n, float *out, in
     if (len - PSGD_SUBHDR != 4 * nf)
         return HIPRESS_COMP_EINVAL;
     /* copy to aligned memory, validating before anything is written */
-    f = hp_aligned_alloc(HP_MAX(nf, 1) * sizeof(float));
-    if (f == NULL)
+    mem = hp_aligned_alloc(4 * r * sizeof(v4f) + HP_MAX(nf, 1) * sizeof(float));
+    if (mem == NULL)
         return HIPRESS_COMP_ENOMEM;
+    pk = (v4f *)mem;
+    f = (float *)(pk + 4 * r);
     memcpy(f, in + PSGD_SUBHDR, nf * sizeof(float));
-    if (any_nonfinite(f, nf)) {
-        free(f);
+    if (row_check(f, nf)) {
+        free(mem);
         return HIPRESS_COMP_EINVAL;
     }
     if (r == 0) {
         for (size_t i = 0; i < n; i++)
             out[i] = accumulate ? out[i] + f[i] : f[i];
     } else {
-        const float *p = f, *qt = f + m * r;
-        for (size_t i = 0; i < m; i++)
-            row_recon(p + i * r, r, row_len(n, c, i), c, qt, out + i * c, accumulate,
-                      NULL, NULL, NULL);
+        pass_recon(f, n, m, c, r, f + m * r, out, accumulate, NULL, NULL, NULL, NULL, pk);
     }
-    free(f);
+    free(mem);
     return HIPRESS_COMP_OK;
 }
 
@@ -601,8 +731,9 @@ const hipress_compressor_v1_t hp_comp_powersgd = {
 /* ------------------------------------------------------ the collective */
 
 /* Sum v[0..len) over ranks with the `none` ring: every rank ends with the
- * same bits (contract 1), which PMPI_Allreduce does not promise. */
-static hp_status_t ring_sum(hp_call_t *call, float *v, size_t len, int corrupt)
+ * same bits (contract 1), which PMPI_Allreduce does not promise.  A rank
+ * that has already failed (err) sends error messages in its place. */
+static hp_status_t ring_sum(hp_call_t *call, float *v, size_t len, int corrupt, hp_status_t err)
 {
     hp_call_t sub = *call;
     hp_status_t st;
@@ -613,7 +744,7 @@ static hp_status_t ring_sum(hp_call_t *call, float *v, size_t len, int corrupt)
     sub.corrupt = corrupt;
     sub.t_encode = sub.t_decode = 0;
     sub.nonfinite = 0;
-    sub.err = HP_OK;
+    sub.err = err;
     st = hp_algo_ring(&sub);
     call->t_encode += sub.t_encode;
     call->t_decode += sub.t_decode;
@@ -631,8 +762,8 @@ static void fill_nan(float *v, size_t n)
  * a whole, as on the compressed path. */
 static hp_status_t run_plain(hp_call_t *call)
 {
-    hp_status_t st = ring_sum(call, call->buf, call->n, call->corrupt);
-    if (st == HP_OK && any_nonfinite(call->buf, call->n)) {
+    hp_status_t st = ring_sum(call, call->buf, call->n, call->corrupt, HP_OK);
+    if (st == HP_OK && row_check(call->buf, call->n)) {
         fill_nan(call->buf, call->n);
         call->nonfinite++;
     }
@@ -676,6 +807,7 @@ hp_status_t hp_powersgd_run(hp_call_t *call)
     float *res, *qwarm, *p, *qt, *qs;
     double *work;
     void *ws;
+    v4f *pk;
     int q_new, bad, failed;
     hp_status_t st;
     double t0;
@@ -688,14 +820,19 @@ hp_status_t hp_powersgd_run(hp_call_t *call)
     get_state(call, r * c, &res, &qwarm, &q_new);
     /* P and one flag (ranks whose M holds NaN/Inf) travel together */
     pn = m * r + 1;
-    ws = hp_aligned_alloc(m * r * sizeof(double) + (pn + 2 * r * c) * sizeof(float));
+    ws = hp_aligned_alloc(4 * r * sizeof(v4f) + m * r * sizeof(double) + (pn + 2 * r * c) * sizeof(float));
     if (ws == NULL) {
-        /* keep the protocol going: every rank must run both rings */
+        /* the other ranks are about to sum P: take part with error messages
+         * (the ring never touches the buffer of a failed call), then agree */
+        float dummy = 0.0f;
         HP_WARN("powersgd: cannot allocate the workspace for %zu elements", n);
-        call->err = HP_ERR_NOMEM;
+        ring_sum(call, &dummy, pn, 0, HP_ERR_NOMEM);
+        failed = 1;
+        hp_tp_agree(call->tp, &failed);
         return HP_ERR_NOMEM;
     }
-    work = (double *)ws;
+    pk = (v4f *)ws;
+    work = (double *)(pk + 4 * r);
     p = (float *)(work + m * r);
     qt = p + pn;
     qs = qt + r * c;
@@ -709,7 +846,7 @@ hp_status_t hp_powersgd_run(hp_call_t *call)
     p[m * r] = bad ? 1.0f : 0.0f;
     call->t_encode += hp_now() - t0;
 
-    st = ring_sum(call, p, pn, call->corrupt);
+    st = ring_sum(call, p, pn, call->corrupt, HP_OK);
     /* every rank must take the same branch from here on */
     failed = st != HP_OK;
     if (hp_tp_agree(call->tp, &failed) != HP_OK)
@@ -719,7 +856,7 @@ hp_status_t hp_powersgd_run(hp_call_t *call)
         return st != HP_OK ? st : HP_ERR_PEER;
     }
     /* the summed P is the same everywhere, so this test is agreed */
-    if (p[m * r] != 0.0f || any_nonfinite(p, m * r)) {
+    if (p[m * r] != 0.0f || row_check(p, m * r)) {
         free(ws);
         fill_nan(call->buf, n);
         call->nonfinite++;
@@ -732,12 +869,12 @@ hp_status_t hp_powersgd_run(hp_call_t *call)
     memcpy(qs, qt, r * c * sizeof(float));
     call->t_encode += hp_now() - t0;
 
-    st = ring_sum(call, qs, r * c, 0);
+    st = ring_sum(call, qs, r * c, 0, HP_OK);
     if (st != HP_OK) {
         free(ws);
         return st;
     }
-    if (any_nonfinite(qs, r * c)) {
+    if (row_check(qs, r * c)) {
         /* the sum overflowed: identical on every rank, like the P test */
         free(ws);
         fill_nan(call->buf, n);
@@ -747,11 +884,7 @@ hp_status_t hp_powersgd_run(hp_call_t *call)
 
     /* result = P Q^T; residual = M - P Ql^T; next warm start = Q */
     t0 = hp_now();
-    for (size_t i = 0; i < m; i++) {
-        float *row = call->buf + i * c;
-        row_recon(p + i * r, r, row_len(n, c, i), c, qs, row, 0, qt, row,
-                  res != NULL ? res + i * c : NULL);
-    }
+    pass_recon(p, n, m, c, r, qs, call->buf, 0, res != NULL ? qt : NULL, call->buf, NULL, res, pk);
     if (qwarm != NULL)
         memcpy(qwarm, qs, r * c * sizeof(float));
     call->t_decode += hp_now() - t0;

@@ -107,6 +107,7 @@ static size_t encode(const float *in, float *res, size_t n, uint32_t rank, uint6
     ck_assert_uint_le(len, cap);
     return len;
 }
+
 /* ------------------------------------------------------------ shape */
 
 START_TEST(test_shape)
@@ -356,13 +357,20 @@ START_TEST(test_round_trip_lowrank)
     round_trip_lowrank(100003, 1, 8);
     round_trip_lowrank(5000, 0, 4);     /* zero matrix */
     round_trip_lowrank(123457, 16, 16);
+    /* several column tiles (r 64: 512 columns a tile; r 256: 128) */
+    round_trip_lowrank(360600, 5, 64);    /* 600 x 601 */
+    round_trip_lowrank(1000003, 3, 256);  /* 1000 x 1001, 253 zero columns */
 }
 END_TEST
 
+/* n, r of the error-feedback test: one tile, and several (r 64: 512 columns) */
+static const struct { size_t n; uint32_t r; } ef_cases[] = {{30011, 4}, {300007, 64}};
+
 START_TEST(test_encode_ef)
 {
-    const size_t n = 30011;
-    hipress_comp_params_t p = params_rank(4);
+    const size_t n = ef_cases[_i].n;
+    const uint32_t rank = ef_cases[_i].r;
+    hipress_comp_params_t p = params_rank(rank);
     size_t cap = psgd()->max_payload(n, &p), len;
     unsigned char *msg = malloc(cap);
     float *g = malloc(n * sizeof(float)), *res = malloc(n * sizeof(float));
@@ -374,7 +382,7 @@ START_TEST(test_encode_ef)
         g[i] = urand(51, i);
         res0[i] = res[i] = 0.25f * urand(52, i);
     }
-    len = encode(g, res, n, 4, 9, msg, cap, &nonfinite);
+    len = encode(g, res, n, rank, 9, msg, cap, &nonfinite);
     ck_assert_int_eq(nonfinite, 0);
     ck_assert_int_eq(psgd()->decode(msg, len, n, out, 0, &p), HIPRESS_COMP_OK);
     /* residual = (g + old residual) - decoded, bit for bit */
@@ -388,11 +396,11 @@ START_TEST(test_encode_ef)
     /* NaN or Inf in the input: flagged, residual untouched */
     memcpy(res0, res, n * sizeof(float));
     g[1234] = NAN;
-    encode(g, res, n, 4, 9, msg, cap, &nonfinite);
+    encode(g, res, n, rank, 9, msg, cap, &nonfinite);
     ck_assert_int_eq(nonfinite, 1);
     ck_assert_mem_eq(res, res0, n * sizeof(float));
     g[1234] = -INFINITY;
-    encode(g, res, n, 4, 9, msg, cap, &nonfinite);
+    encode(g, res, n, rank, 9, msg, cap, &nonfinite);
     ck_assert_int_eq(nonfinite, 1);
     ck_assert_mem_eq(res, res0, n * sizeof(float));
     /* through the message layer: a NaN message decodes to NaN */
@@ -684,7 +692,7 @@ static Suite *suite(void)
     tcase_add_test(t, test_orth_rank_deficient);
     tcase_add_test(t, test_orth_zero_and_scale);
     tcase_add_test(t, test_round_trip_lowrank);
-    tcase_add_test(t, test_encode_ef);
+    tcase_add_loop_test(t, test_encode_ef, 0, (int)(sizeof(ef_cases) / sizeof(ef_cases[0])));
     tcase_add_test(t, test_encode_skip);
     tcase_add_test(t, test_encode_enospc);
     tcase_add_test(t, test_decode_rejects);

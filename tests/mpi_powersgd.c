@@ -7,7 +7,7 @@
  * communicator's state to check error feedback.  One case calls
  * hp_powersgd_run directly without a residual store.
  *
- * Tolerances (float32 data, matrices up to 317 x 317):
+ * Tolerances (float32 data, matrices up to 1096 x 1096):
  *   exact cases (sum of rank <= r): max |result - exact| <= 2e-5 max |exact|
  *   error-feedback sums and projection identities (double references):
  *                                              relative error <= 1e-6
@@ -294,9 +294,14 @@ static void case_error_feedback(size_t n, const char *r, int steps)
                    sqrt(nr / ns), fabs(nr + nd - ns) / ns, sqrt(ne / ns));
         {
             float *q = residual_of(comm, out, n, 2, rr * c);
+            int nonzero = 0;
             CHECK(q != NULL, "step %d: no warm-start Q", t);
-            if (q != NULL)
+            if (q != NULL) {
+                for (size_t i = 0; i < rr * c; i++)
+                    nonzero |= q[i] != 0.0f;
+                CHECK(nonzero, "step %d: the warm-start Q was not stored", t);
                 CHECK(same_everywhere(q, rr * c * sizeof(float), comm), "step %d: warm-start Q differs across ranks", t);
+            }
         }
     }
     /* sum of results + sum of final residuals = sum of all inputs */
@@ -469,6 +474,7 @@ int main(int argc, char **argv)
     case_shared_lowrank(100003, 3, "4");       /* padded last row */
     case_shared_lowrank(100003, 1, "8");       /* rank-deficient P: 7 zero columns */
     case_shared_lowrank(50021, 12, "12");
+    case_shared_lowrank(1201216, 5, "32");     /* 1096 x 1096: two column tiles */
     case_sum_of_rank1(70001);
     case_zero(40000);
     case_skipped(40, "4");                     /* 6 x 7: 4 * 13 >= 40 */
@@ -476,6 +482,7 @@ int main(int argc, char **argv)
     case_error_feedback(90000, "4", 6);        /* 300 x 300 */
     case_error_feedback(30102, "1", 4);        /* 173 x 174 */
     case_error_feedback(50021, "2", 4);        /* padded */
+    case_error_feedback(1100401, "64", 2);     /* 1049 x 1049: three column tiles */
     case_nonfinite(50000, NAN);
     case_nonfinite(50000, -INFINITY);
     case_corrupt(50000);
