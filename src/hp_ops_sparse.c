@@ -1,14 +1,14 @@
 /*
  * CompLL sparse operators (see hp_ops_sparse.h).
  *
- * Encoding is two streaming passes over the sources plus work proportional
- * to k: a random sample gives a threshold a little below the k-th largest
- * |v|, a filter pass (reads only) collects the indices at or above it and
- * checks that v is finite, an exact top-k runs on those few candidates, and a
- * commit pass writes the new residual / state once the input is known to be
- * finite.  The filter and commit passes have an AVX2 path; both paths compute
- * each v with the same float operations (no FMA), so they select the same
- * indices and write the same bits.
+ * Encoding streams over the data twice, plus work proportional to k: a
+ * check that the gradient is finite (reads g only), a random sample that
+ * gives a threshold a little below the k-th largest |v|, one fused pass that
+ * stores the new state and residual in place and collects the indices at or
+ * above the threshold, and an exact top-k on those few candidates.  The
+ * streaming passes have an AVX2 path; every path computes each v with the
+ * same float operations (no FMA), so all select the same indices and store
+ * the same bits.
  */
 #include "hp_ops_sparse.h"
 #include "hp_elem.h"
@@ -178,7 +178,8 @@ uint32_t hp_sparse_threshold(const hp_sparse_src_t *src, size_t n, size_t k, dou
                              uint64_t key, uint64_t offset, int level, uint32_t *scratch,
                              size_t *sample_p)
 {
-    size_t s = hp_sparse_sample_size(n, sample_ratio), rank, q, rem, lo = 0, acc = 0, held = 0;
+    size_t s = hp_sparse_sample_size(n, sample_ratio), rank, q, rem, lo = 0, acc = 0;
+    uint32_t *mag = scratch, *heap = scratch + s;
     double e, r;
 
     *sample_p = s;
@@ -186,11 +187,11 @@ uint32_t hp_sparse_threshold(const hp_sparse_src_t *src, size_t n, size_t k, dou
         return 1;
     /* The number of sampled elements at or above the k-th largest |v| has
      * mean e = s k / n and at most the variance of Binomial(s, k/n); aiming
-     * three standard deviations (plus two) above the mean makes at least k
-     * elements pass with high probability, and each level goes four times
-     * deeper into the sample. */
+     * two standard deviations (plus one) above the mean makes at least k
+     * elements pass in about 98% of calls (a miss costs one more read-only
+     * pass), and each level goes four times deeper into the sample. */
     e = (double)s * (double)k / (double)n;
-    r = ceil(e + 3.0 * sqrt(e) + 2.0);
+    r = ceil(e + 2.0 * sqrt(e) + 1.0);
     for (int l = 0; l < level && r <= (double)s; l++)
         r *= 4.0;
     if (r > (double)s)
@@ -198,23 +199,23 @@ uint32_t hp_sparse_threshold(const hp_sparse_src_t *src, size_t n, size_t k, dou
     rank = (size_t)r;
     /* Stratified: one element drawn from each of s equal strata
      * [j n / s, (j + 1) n / s), so reads go forward through memory; the
-     * rank largest magnitudes are kept in a min-heap whose root ends as the
-     * rank-th largest. */
+     * gather has no data-dependent branch, so its loads overlap. */
     q = n / s;
     rem = n % s;
     for (size_t j = 0; j < s; j++) {
-        size_t width = q + (acc + rem >= s), i;
-        uint32_t a;
-        i = lo + (size_t)(((uint64_t)hp_rng_u32(key, offset + j) * (uint64_t)width) >> 32);
-        a = hp_sparse_absbits(hp_sparse_v_at(src, i));
-        if (held < rank)
-            heap_push(scratch, held++, a);
-        else if (a > scratch[0])
-            heap_replace_root(scratch, rank, a);
+        size_t width = q + (acc + rem >= s);
+        size_t i = lo + (size_t)(((uint64_t)hp_rng_u32(key, offset + j) * (uint64_t)width) >> 32);
+        mag[j] = hp_sparse_absbits(hp_sparse_v_at(src, i));
         lo += width;
         acc = acc + rem >= s ? acc + rem - s : acc + rem;
     }
-    return scratch[0] > 1 ? scratch[0] : 1;
+    /* the rank largest in a min-heap: its root ends as the rank-th largest */
+    for (size_t j = 0; j < rank; j++)
+        heap_push(heap, j, mag[j]);
+    for (size_t j = rank; j < s; j++)
+        if (mag[j] > heap[0])
+            heap_replace_root(heap, rank, mag[j]);
+    return heap[0] > 1 ? heap[0] : 1;
 }
 
 /* Generic filter over one source mode; U, R are compile-time 0/1 so the
@@ -285,19 +286,16 @@ static size_t filter_generic(const hp_sparse_src_t *src, size_t n, uint32_t thr,
         _mm256_and_si256(_mm256_castps_si256(x_), absmask);                         \
     })
 
-#define FILTER_AVX2(U, R)                                                           \
+/* The candidates and the non-finite flag of 32 |v| bits in a0..a3 (the
+ * block starting at i). */
+#define AVX2_SCAN4(a0, a1, a2, a3)                                                  \
     do {                                                                            \
-        for (; i + 32 <= n && cap - cnt >= 32; i += 32) {                           \
-            __m256i a0 = AVX2_V8(U, R, i), a1 = AVX2_V8(U, R, i + 8);               \
-            __m256i a2 = AVX2_V8(U, R, i + 16), a3 = AVX2_V8(U, R, i + 24);         \
-            __m256i c0 = _mm256_cmpgt_epi32(a0, thr1), c1 = _mm256_cmpgt_epi32(a1, thr1); \
-            __m256i c2 = _mm256_cmpgt_epi32(a2, thr1), c3 = _mm256_cmpgt_epi32(a3, thr1); \
-            __m256i any = _mm256_or_si256(_mm256_or_si256(c0, c1), _mm256_or_si256(c2, c3)); \
-            badv = _mm256_or_si256(badv, _mm256_or_si256(                           \
-                _mm256_or_si256(_mm256_cmpgt_epi32(a0, fmax), _mm256_cmpgt_epi32(a1, fmax)), \
-                _mm256_or_si256(_mm256_cmpgt_epi32(a2, fmax), _mm256_cmpgt_epi32(a3, fmax)))); \
-            if (__builtin_expect(_mm256_testz_si256(any, any), 1))                  \
-                continue;                                                           \
+        __m256i c0 = _mm256_cmpgt_epi32(a0, thr1), c1 = _mm256_cmpgt_epi32(a1, thr1); \
+        __m256i c2 = _mm256_cmpgt_epi32(a2, thr1), c3 = _mm256_cmpgt_epi32(a3, thr1); \
+        __m256i any = _mm256_or_si256(_mm256_or_si256(c0, c1), _mm256_or_si256(c2, c3)); \
+        __m256i mx = _mm256_max_epi32(_mm256_max_epi32(a0, a1), _mm256_max_epi32(a2, a3)); \
+        badv = _mm256_or_si256(badv, _mm256_cmpgt_epi32(mx, fmax));                 \
+        if (__builtin_expect(!_mm256_testz_si256(any, any), 0)) {                   \
             uint64_t bits = (uint64_t)(uint32_t)_mm256_movemask_ps(_mm256_castsi256_ps(c0)) | \
                 ((uint64_t)(uint32_t)_mm256_movemask_ps(_mm256_castsi256_ps(c1)) << 8) |    \
                 ((uint64_t)(uint32_t)_mm256_movemask_ps(_mm256_castsi256_ps(c2)) << 16) |   \
@@ -306,6 +304,15 @@ static size_t filter_generic(const hp_sparse_src_t *src, size_t n, uint32_t thr,
                 idx[cnt++] = (uint32_t)(i + (size_t)__builtin_ctzll(bits));         \
                 bits &= bits - 1;                                                   \
             }                                                                       \
+        }                                                                           \
+    } while (0)
+
+#define FILTER_AVX2(U, R)                                                           \
+    do {                                                                            \
+        for (; i + 32 <= n && cap - cnt >= 32; i += 32) {                           \
+            __m256i a0 = AVX2_V8(U, R, i), a1 = AVX2_V8(U, R, i + 8);               \
+            __m256i a2 = AVX2_V8(U, R, i + 16), a3 = AVX2_V8(U, R, i + 24);         \
+            AVX2_SCAN4(a0, a1, a2, a3);                                             \
         }                                                                           \
     } while (0)
 
@@ -395,96 +402,200 @@ void hp_sparse_pack(const hp_sparse_src_t *src, const uint32_t *idx, size_t m, v
     }
 }
 
-/* --------------------------------------------------------------- commit */
+/* -------------------------------------------------- filter and commit */
 
-#define COMMIT_GENERIC(U, R, WU, WR)                                                \
+/* Generic fused pass: as FILTER_GENERIC, and stores u' into u and v into r
+ * (in place) as it goes.  g, r and u are distinct vectors (restrict), which
+ * lets the compiler vectorise the stores. */
+#define FCOMMIT_GENERIC(U, R)                                                       \
     do {                                                                            \
-        for (size_t i = 0; i < n; i++) {                                            \
+        for (; i + FB <= n && cap - cnt >= FB; i += FB) {                           \
+            int32_t a[FB], hit = 0;                                                 \
+            for (size_t j = 0; j < FB; j++) {                                       \
+                float x = (U) ? m * u[i + j] + g[i + j] : g[i + j];                 \
+                float v;                                                            \
+                if (U)                                                              \
+                    u[i + j] = x;                                                   \
+                v = (R) ? r[i + j] + x : x;                                         \
+                if (R)                                                              \
+                    r[i + j] = v;                                                   \
+                a[j] = (int32_t)hp_sparse_absbits(v);                               \
+                hit |= a[j] >= t;                                                   \
+                bad |= a[j] >= (int32_t)NONFINITE_BITS;                             \
+            }                                                                       \
+            if (hit == 0)                                                           \
+                continue;                                                           \
+            for (size_t j = 0; j < FB; j++) {                                       \
+                idx[cnt] = (uint32_t)(i + j);                                       \
+                cnt += a[j] >= t;                                                   \
+            }                                                                       \
+        }                                                                           \
+        for (; i < n && cnt < cap; i++) {                                           \
             float x = (U) ? m * u[i] + g[i] : g[i];                                 \
-            if (WU)                                                                 \
-                u_out[i] = x;                                                       \
-            if (WR)                                                                 \
-                r_out[i] = (R) ? r[i] + x : x;                                      \
+            float v;                                                                \
+            int32_t a;                                                              \
+            if (U)                                                                  \
+                u[i] = x;                                                           \
+            v = (R) ? r[i] + x : x;                                                 \
+            if (R)                                                                  \
+                r[i] = v;                                                           \
+            a = (int32_t)hp_sparse_absbits(v);                                      \
+            bad |= a >= (int32_t)NONFINITE_BITS;                                    \
+            idx[cnt] = (uint32_t)i;                                                 \
+            cnt += a >= t;                                                          \
         }                                                                           \
     } while (0)
 
-static void commit_generic(const hp_sparse_src_t *src, size_t n, float *r_out, float *u_out)
+static size_t fcommit_generic(const float *restrict g, float *restrict r, float *restrict u,
+                              float m, size_t n, uint32_t thr, size_t *pos_p, uint32_t *idx,
+                              size_t cap, int *bad_p)
 {
-    const float *g = src->g, *r = src->r, *u = src->u;
-    const float m = src->m;
+    const int32_t t = (int32_t)thr;
+    size_t i = *pos_p, cnt = 0;
+    int bad = 0;
 
-    if (u_out != NULL && r_out != NULL) {
-        if (u != NULL && r != NULL)
-            COMMIT_GENERIC(1, 1, 1, 1);
-        else if (u != NULL)
-            COMMIT_GENERIC(1, 0, 1, 1);
-        else if (r != NULL)
-            COMMIT_GENERIC(0, 1, 1, 1);
-        else
-            COMMIT_GENERIC(0, 0, 1, 1);
-    } else if (u_out != NULL) {
-        if (u != NULL)
-            COMMIT_GENERIC(1, 0, 1, 0);
-        else
-            COMMIT_GENERIC(0, 0, 1, 0);
-    } else if (r_out != NULL) {
-        if (u != NULL && r != NULL)
-            COMMIT_GENERIC(1, 1, 0, 1);
-        else if (u != NULL)
-            COMMIT_GENERIC(1, 0, 0, 1);
-        else if (r != NULL)
-            COMMIT_GENERIC(0, 1, 0, 1);
-        else
-            COMMIT_GENERIC(0, 0, 0, 1);
+    if (u != NULL && r != NULL)
+        FCOMMIT_GENERIC(1, 1);
+    else if (u != NULL)
+        FCOMMIT_GENERIC(1, 0);
+    else if (r != NULL)
+        FCOMMIT_GENERIC(0, 1);
+    else
+        FCOMMIT_GENERIC(0, 0);
+    *pos_p = i;
+    *bad_p |= bad;
+    return cnt;
+}
+
+#if HP_SPARSE_HAVE_AVX2
+/* |v| bits of 8 elements from i, storing u' and v on the way. */
+#define AVX2_VC8(U, R, i)                                                           \
+    __extension__({                                                                 \
+        __m256 x_ = _mm256_loadu_ps(g + (i));                                       \
+        if (U) {                                                                    \
+            x_ = _mm256_add_ps(_mm256_mul_ps(mv, _mm256_loadu_ps(u + (i))), x_);    \
+            _mm256_storeu_ps(u + (i), x_);                                          \
+        }                                                                           \
+        if (R) {                                                                    \
+            x_ = _mm256_add_ps(_mm256_loadu_ps(r + (i)), x_);                       \
+            _mm256_storeu_ps(r + (i), x_);                                          \
+        }                                                                           \
+        _mm256_and_si256(_mm256_castps_si256(x_), absmask);                         \
+    })
+
+#define FCOMMIT_AVX2(U, R)                                                          \
+    do {                                                                            \
+        for (; i + 32 <= n && cap - cnt >= 32; i += 32) {                           \
+            __m256i a0 = AVX2_VC8(U, R, i), a1 = AVX2_VC8(U, R, i + 8);             \
+            __m256i a2 = AVX2_VC8(U, R, i + 16), a3 = AVX2_VC8(U, R, i + 24);       \
+            AVX2_SCAN4(a0, a1, a2, a3);                                             \
+        }                                                                           \
+    } while (0)
+
+__attribute__((target("avx2")))
+static size_t fcommit_avx2(const float *g, float *r, float *u, float m, size_t n, uint32_t thr,
+                           size_t *pos_p, uint32_t *idx, size_t cap, int *bad_p)
+{
+    const __m256 mv = _mm256_set1_ps(m);
+    const __m256i absmask = _mm256_set1_epi32(0x7fffffff);
+    const __m256i thr1 = _mm256_set1_epi32((int)(thr - 1));
+    const __m256i fmax = _mm256_set1_epi32((int)(NONFINITE_BITS - 1));
+    __m256i badv = _mm256_setzero_si256();
+    size_t i = *pos_p, cnt = 0, tail;
+
+    if (u != NULL && r != NULL)
+        FCOMMIT_AVX2(1, 1);
+    else if (u != NULL)
+        FCOMMIT_AVX2(1, 0);
+    else if (r != NULL)
+        FCOMMIT_AVX2(0, 1);
+    else
+        FCOMMIT_AVX2(0, 0);
+    *bad_p |= !_mm256_testz_si256(badv, badv);
+    *pos_p = i;
+    tail = fcommit_generic(g, r, u, m, n, thr, pos_p, idx + cnt, cap - cnt, bad_p);
+    return cnt + tail;
+}
+#endif
+
+size_t hp_sparse_filter_commit(const hp_sparse_src_t *src, float *r, float *u, size_t n,
+                               uint32_t thr, size_t *pos_p, uint32_t *idx, size_t cap,
+                               int *nonfinite_p, int isa)
+{
+    if (thr < 1)
+        thr = 1;
+    if (thr > 0x7fffffffu)
+        thr = 0x7fffffffu;
+    /* in place only (the sources of v are the vectors written), and three
+     * distinct vectors */
+    if (r != src->r || u != src->u || (r != NULL && (r == u || (const float *)r == src->g)) ||
+        (u != NULL && (const float *)u == src->g))
+        return 0;
+#if HP_SPARSE_HAVE_AVX2
+    if (isa == HP_SPARSE_ISA_AVX2)
+        return fcommit_avx2(src->g, r, u, src->m, n, thr, pos_p, idx, cap, nonfinite_p);
+#endif
+    (void)isa;
+    return fcommit_generic(src->g, r, u, src->m, n, thr, pos_p, idx, cap, nonfinite_p);
+}
+
+/* ------------------------------------------------------- finite check */
+
+static int finite_generic(const float *x, size_t n)
+{
+    size_t i = 0;
+    int32_t bad = 0;
+    for (; i + FB <= n; i += FB) {
+        for (size_t j = 0; j < FB; j++)
+            bad |= (int32_t)hp_sparse_absbits(x[i + j]) >= (int32_t)NONFINITE_BITS;
+        if (bad)
+            return 0;
     }
+    for (; i < n; i++)
+        bad |= (int32_t)hp_sparse_absbits(x[i]) >= (int32_t)NONFINITE_BITS;
+    return !bad;
 }
 
 #if HP_SPARSE_HAVE_AVX2
 __attribute__((target("avx2")))
-static void commit_avx2(const hp_sparse_src_t *src, size_t n, float *r_out, float *u_out)
+static int finite_avx2(const float *x, size_t n)
 {
-    const float *g = src->g, *r = src->r, *u = src->u;
-    const __m256 mv = _mm256_set1_ps(src->m);
+    const __m256i absmask = _mm256_set1_epi32(0x7fffffff);
+    const __m256i fmax = _mm256_set1_epi32((int)(NONFINITE_BITS - 1));
     size_t i = 0;
-    hp_sparse_src_t rest = *src;
-
-    for (; i + 8 <= n; i += 8) {
-        __m256 x = _mm256_loadu_ps(g + i);
-        if (u != NULL)
-            x = _mm256_add_ps(_mm256_mul_ps(mv, _mm256_loadu_ps(u + i)), x);
-        if (u_out != NULL)
-            _mm256_storeu_ps(u_out + i, x);
-        if (r_out != NULL) {
-            if (r != NULL)
-                x = _mm256_add_ps(_mm256_loadu_ps(r + i), x);
-            _mm256_storeu_ps(r_out + i, x);
-        }
+    for (; i + 32 <= n; i += 32) {
+        __m256i a0 = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(x + i)), absmask);
+        __m256i a1 = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(x + i + 8)), absmask);
+        __m256i a2 = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(x + i + 16)), absmask);
+        __m256i a3 = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(x + i + 24)), absmask);
+        __m256i mx = _mm256_max_epi32(_mm256_max_epi32(a0, a1), _mm256_max_epi32(a2, a3));
+        __m256i c = _mm256_cmpgt_epi32(mx, fmax);
+        if (!_mm256_testz_si256(c, c))
+            return 0;
     }
-    /* tail: shift the sources so the generic loop starts at element i */
-    rest.g = g + i;
-    rest.r = r != NULL ? r + i : NULL;
-    rest.u = u != NULL ? u + i : NULL;
-    commit_generic(&rest, n - i, r_out != NULL ? r_out + i : NULL, u_out != NULL ? u_out + i : NULL);
+    return finite_generic(x + i, n - i);
 }
 #endif
 
-void hp_sparse_commit(const hp_sparse_src_t *src, size_t n, float *r_out, float *u_out,
-                      const uint32_t *idx, size_t m, int isa)
+int hp_sparse_all_finite(const float *x, size_t n, int isa)
 {
-    if (r_out == NULL && u_out == NULL)
-        return;
 #if HP_SPARSE_HAVE_AVX2
     if (isa == HP_SPARSE_ISA_AVX2)
-        commit_avx2(src, n, r_out, u_out);
-    else
+        return finite_avx2(x, n);
 #endif
-        commit_generic(src, n, r_out, u_out);
     (void)isa;
+    return finite_generic(x, n);
+}
+
+/* ----------------------------------------------------------------- mask */
+
+void hp_sparse_mask(float *r, float *u, const uint32_t *idx, size_t m)
+{
     for (size_t j = 0; j < m; j++) {
-        if (r_out != NULL)
-            r_out[idx[j]] = 0.0f;
-        if (u_out != NULL)
-            u_out[idx[j]] = 0.0f;
+        if (r != NULL)
+            r[idx[j]] = 0.0f;
+        if (u != NULL)
+            u[idx[j]] = 0.0f;
     }
 }
 
@@ -495,7 +606,9 @@ int hp_sparse_encode(const hipress_encode_args_t *a, const hp_sparse_src_t *src,
 {
     const size_t n = a->n;
     const double sratio = a->params != NULL ? a->params->sample_ratio : DEFAULT_SAMPLE_RATIO;
-    size_t k, s = 0, cap, m = 0;
+    const int writes = r_out != NULL || u_out != NULL;
+    hp_sparse_src_t post; /* v after the fused pass: read back from memory */
+    size_t k, s = 0, m = 0;
     uint32_t *idx = NULL, *scratch = NULL, thr;
     uint64_t key;
     int isa, level = 0, exact, first = 1, bad = 0, rc = HIPRESS_COMP_OK;
@@ -504,7 +617,7 @@ int hp_sparse_encode(const hipress_encode_args_t *a, const hp_sparse_src_t *src,
     *nonfinite_p = 0;
     if (n == 0)
         return HIPRESS_COMP_OK;
-    if (n > UINT32_MAX || a->in == NULL || (a->out == NULL && a->out_cap > 0))
+    if (n > UINT32_MAX || a->in == NULL || a->out == NULL || r_out != src->r || u_out != src->u)
         return HIPRESS_COMP_EINVAL;
     k = hp_sparse_k(n, a->k, a->params);
     if (a->out_cap < 8 * k)
@@ -512,54 +625,63 @@ int hp_sparse_encode(const hipress_encode_args_t *a, const hp_sparse_src_t *src,
     isa = hp_sparse_isa(a->params);
     key = hp_rng_key(a->rng_key);
 
+    /* NaN / Inf in the input: the NaN message, residual and state as they
+     * were.  Checked first so the pass below may write as it goes. */
+    if (writes && !hp_sparse_all_finite(a->in, n, isa)) {
+        *nonfinite_p = 1;
+        return HIPRESS_COMP_OK;
+    }
+
     /* small partitions, or k so large that a sample says little: exact */
     exact = n <= HP_SPARSE_EXACT_N || hp_sparse_sample_size(n, sratio) * 2 >= n || 4 * k >= n;
     if (exact) {
         thr = 1;
-        cap = n;
     } else {
-        scratch = (uint32_t *)malloc(hp_sparse_sample_size(n, sratio) * sizeof(uint32_t));
+        scratch = (uint32_t *)malloc(2 * hp_sparse_sample_size(n, sratio) * sizeof(uint32_t));
         if (scratch == NULL)
             return HIPRESS_COMP_ENOMEM;
         thr = hp_sparse_threshold(src, n, k, sratio, key, a->rng_offset, 0, scratch, &s);
-        cap = 4 * k + 4096;
-        cap = cap < n ? cap : n;
     }
-    idx = (uint32_t *)malloc(cap * sizeof(uint32_t));
+    /* room for every index, so the fused pass never stops halfway; only the
+     * pages the candidates touch are ever used */
+    idx = (uint32_t *)malloc(n * sizeof(uint32_t));
     if (idx == NULL) {
         rc = HIPRESS_COMP_ENOMEM;
         goto out;
     }
 
+    post = *src;
+    if (writes) {
+        post.g = r_out != NULL ? r_out : u_out;
+        post.r = NULL;
+        post.u = NULL;
+    }
     for (;;) {
         size_t pos = 0;
-        m = 0;
-        while (pos < n) {
-            if (m == cap) {
-                size_t ncap = cap * 2 < n ? cap * 2 : n;
-                uint32_t *t = (uint32_t *)realloc(idx, ncap * sizeof(uint32_t));
-                if (t == NULL) {
-                    rc = HIPRESS_COMP_ENOMEM;
-                    goto out;
-                }
-                idx = t;
-                cap = ncap;
-            }
-            m += hp_sparse_filter(src, n, thr, &pos, idx + m, cap - m, &bad, isa);
-        }
+        if (first && writes)
+            m = hp_sparse_filter_commit(src, r_out, u_out, n, thr, &pos, idx, n, &bad, isa);
+        else
+            m = hp_sparse_filter(&post, n, thr, &pos, idx, n, &bad, isa);
         if (first && bad) {
-            /* residual and state stay as they were */
+            /* finite input, but v overflowed: the NaN message, and error
+             * feedback starts again from zero (what overflowed cannot be
+             * kept, and the old values are gone) */
             *nonfinite_p = 1;
+            if (r_out != NULL)
+                memset(r_out, 0, n * sizeof(float));
+            if (u_out != NULL)
+                memset(u_out, 0, n * sizeof(float));
             goto out;
         }
         first = 0;
         if (m >= k || thr <= 1)
             break;
-        /* fewer than k passed: lower the threshold (deeper in the sample) */
+        /* fewer than k passed: lower the threshold (deeper in the same
+         * sample, read back from the stored v) */
         {
             uint32_t t;
             do {
-                t = hp_sparse_threshold(src, n, k, sratio, key, a->rng_offset, ++level, scratch, &s);
+                t = hp_sparse_threshold(&post, n, k, sratio, key, a->rng_offset, ++level, scratch, &s);
             } while (t >= thr && t > 1);
             thr = t;
         }
@@ -571,11 +693,11 @@ int hp_sparse_encode(const hipress_encode_args_t *a, const hp_sparse_src_t *src,
             rc = HIPRESS_COMP_ENOMEM;
             goto out;
         }
-        m = hp_sparse_topk(src, idx, m, k, tk);
+        m = hp_sparse_topk(&post, idx, m, k, tk);
         free(tk);
     }
-    hp_sparse_pack(src, idx, m, a->out);
-    hp_sparse_commit(src, n, r_out, u_out, idx, m, isa);
+    hp_sparse_pack(&post, idx, m, a->out);
+    hp_sparse_mask(r_out, u_out, idx, m);
     *out_len_p = 8 * m;
 out:
     free(idx);

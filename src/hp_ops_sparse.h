@@ -8,10 +8,11 @@
  * index followed by the float value, indices strictly increasing and < n,
  * values finite (8 * sent bytes; no count field: it is len / 8).
  *
- * Values are never stored while they are being selected: v is recomputed from
- * its sources wherever it is needed (filter, top-k, pack, commit) with the
- * same float operations, so every path sees the same bits, and nothing is
- * written to the residual until the whole input is known to be finite.
+ * Encoding: a check that the input is finite, a threshold from a random
+ * sample, then one pass that updates state and residual in place and
+ * collects the indices at or above the threshold, and an exact top-k on
+ * those few.  Every path computes v with the same float operations (no FMA),
+ * so all select the same indices and store the same bits.
  */
 #ifndef HP_OPS_SPARSE_H
 #define HP_OPS_SPARSE_H
@@ -76,13 +77,14 @@ int hp_sparse_isa(const hipress_comp_params_t *params);
 
 /*
  * Threshold estimate: draws s = max(HP_SPARSE_MIN_SAMPLE, sample_ratio * n)
- * indices (at most n) with the counter RNG (folded key `key`, counters
- * offset .. offset+s-1), and returns the |v| bits of the rank-th largest
- * sampled magnitude with rank = `level` * expected + slack chosen so that,
- * with high probability, at least k of the n elements are >= it (level 0 is
- * the first guess; each higher level lowers it).  Returns 1 (the smallest
- * non-zero magnitude, i.e. every non-zero element passes) when the rank runs
- * past the sample.  scratch: s uint32.  *sample_p receives s.
+ * elements (at most n), one from each of s equal strata, at offsets chosen
+ * by the counter RNG (folded key `key`, counters offset .. offset+s-1), and
+ * returns the |v| bits of the rank-th largest sampled magnitude, with rank a
+ * little above the expected s * k / n so that, in most calls, at least k of
+ * the n elements are >= it (level 0 is the first guess; each higher level
+ * lowers it).  Returns 1 (the smallest non-zero magnitude: every non-zero
+ * element passes) when the rank runs past the sample.  scratch: 2s uint32.
+ * *sample_p receives s.
  */
 uint32_t hp_sparse_threshold(const hp_sparse_src_t *src, size_t n, size_t k, double sample_ratio,
                              uint64_t key, uint64_t offset, int level, uint32_t *scratch,
@@ -113,20 +115,32 @@ size_t hp_sparse_topk(const hp_sparse_src_t *src, uint32_t *idx, size_t m, size_
 void hp_sparse_pack(const hp_sparse_src_t *src, const uint32_t *idx, size_t m, void *out);
 
 /*
- * Commit after a successful selection: stores u' into u_out (when not NULL)
- * and v into r_out (when not NULL) for all n elements, then zeroes both at
- * the m sent indices.  u_out / r_out may be src->u / src->r (in place).
+ * The filter fused with the update of the state, in place: as
+ * hp_sparse_filter, and for each element it passes stores u' into u and v
+ * into r (r must be src->r, u must be src->u; NULL: not kept; g, r and u
+ * distinct vectors).  Afterwards v is in r (or u when r is NULL).  Returns 0
+ * without doing anything when r or u are not the vectors of src.
  */
-void hp_sparse_commit(const hp_sparse_src_t *src, size_t n, float *r_out, float *u_out,
-                      const uint32_t *idx, size_t m, int isa);
+size_t hp_sparse_filter_commit(const hp_sparse_src_t *src, float *r, float *u, size_t n,
+                               uint32_t thr, size_t *pos_p, uint32_t *idx, size_t cap,
+                               int *nonfinite_p, int isa);
+
+/* 1 when x[0..n) holds no NaN or Inf. */
+int hp_sparse_all_finite(const float *x, size_t n, int isa);
+
+/* Zero r and u (either may be NULL) at the m indices idx[]. */
+void hp_sparse_mask(float *r, float *u, const uint32_t *idx, size_t m);
 
 /*
  * The whole sparse encode shared by graddrop and dgc: k = a->k, or
- * ceil(n * sparse_ratio) when 0 (at least 1, at most n); selects at most k
- * elements of v (those of largest |v|, never a zero), packs them, and updates
- * residual / state as hp_sparse_commit does.  A NaN or Inf anywhere in v sets
- * *nonfinite_p and leaves residual and state untouched.  `src` describes v;
- * r_out / u_out receive the new residual / state (NULL: none kept).
+ * ceil(n * sparse_ratio) when 0 (at least 1, at most n); sends exactly
+ * min(k, number of non-zero v) elements -- those of largest |v|, ties to the
+ * lower index -- as sorted pairs, and leaves u' in the state and v in the
+ * residual, both zeroed at the sent indices.  r_out / u_out must be src->r /
+ * src->u (NULL: none kept).
+ * NaN or Inf in the input: *nonfinite_p = 1, residual and state untouched.
+ * A finite input whose v overflows to Inf also gives *nonfinite_p = 1, and
+ * resets residual and state to zero (their old values are gone by then).
  */
 int hp_sparse_encode(const hipress_encode_args_t *a, const hp_sparse_src_t *src, float *r_out,
                      float *u_out, size_t *out_len_p, int *nonfinite_p);
