@@ -313,11 +313,12 @@ static inline void recon_4x8(const v4f *pk, size_t r, const float *qt, size_t ld
  * p / out / ma / mb / res at t r / t stride.  Stores:
  *   res (if not NULL): res = (ma + mb) - P Ql^T   (mb may be NULL; may be res)
  *   out (if not NULL): out = P Qs^T, or out += P Qs^T when accumulate
- * ma may be out (it is read first).  pk: 4 r vectors of scratch. */
+ * ma may be out (it is read first).  scratch: 4 r vectors (PSGD_SCRATCH). */
 static void rows_recon(const float *p, size_t nr, size_t r, size_t len, size_t ld,
                        const float *qts, float *out, int accumulate, const float *qtl,
-                       const float *ma, const float *mb, float *res, size_t stride, v4f *pk)
+                       const float *ma, const float *mb, float *res, size_t stride, void *scratch)
 {
+    v4f *pk = (v4f *)scratch;
     size_t j = 0;
     for (size_t t = 0; t < nr; t++)
         for (size_t k = 0; k < r; k++)
@@ -377,6 +378,254 @@ static void rows_recon(const float *p, size_t nr, size_t r, size_t len, size_t l
             }
         }
     }
+}
+
+/* ------------------------------------------------------ AVX2 kernels */
+
+/* The same kernels on 8-lane AVX registers, chosen at run time
+ * (HIPRESS_ISA).  They compute what the generic ones compute, bit for bit:
+ * the same IEEE operations without contraction, one accumulator per output
+ * with the same lanes (an 8-lane register is the lo/hi pair above), the
+ * same tails.  Only how many outputs share a pass over the data differs. */
+
+typedef struct {
+    void (*dot)(const float *row, size_t len, const float *qt, size_t ld, size_t r, float *p);
+    void (*axpy)(const float *const *rows, const float *p, size_t nr, size_t len, float *qt,
+                 size_t ld, size_t r);
+    void (*recon)(const float *p, size_t nr, size_t r, size_t len, size_t ld, const float *qts,
+                  float *out, int accumulate, const float *qtl, const float *ma,
+                  const float *mb, float *res, size_t stride, void *scratch);
+} psgd_kern_t;
+
+/* bytes of rows_recon scratch for rank r */
+#define PSGD_SCRATCH(r) (4 * (r) * sizeof(v4f))
+
+static const psgd_kern_t kern_generic = {row_dot, rows_axpy, rows_recon};
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define PSGD_AVX2 __attribute__((target("avx2")))
+
+typedef float v8f __attribute__((vector_size(32)));
+
+PSGD_AVX2 static inline v8f ld8(const float *p)
+{
+    v8f v;
+    memcpy(&v, p, sizeof(v));
+    return v;
+}
+
+PSGD_AVX2 static inline v8f bc8(float x)
+{
+    return (v8f){x, x, x, x, x, x, x, x};
+}
+
+#define st8(p, v) do { v8f st8_v_ = (v); memcpy((p), &st8_v_, sizeof(st8_v_)); } while (0)
+#define hsum8v(v) (((v)[0] + (v)[1]) + ((v)[2] + (v)[3])) + (((v)[4] + (v)[5]) + ((v)[6] + (v)[7]))
+
+/* row_dot, eight outputs per pass over the row */
+PSGD_AVX2 static void row_dot_avx2(const float *row, size_t len, const float *qt, size_t ld,
+                                   size_t r, float *p)
+{
+    size_t k = 0;
+    for (; k + 8 <= r; k += 8) {
+        const float *q = qt + k * ld;
+        v8f a0 = bc8(0.0f), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+        float t[8] = {0};
+        size_t j = 0;
+        for (; j + 8 <= len; j += 8) {
+            v8f x = ld8(row + j);
+            a0 += x * ld8(q + j);
+            a1 += x * ld8(q + ld + j);
+            a2 += x * ld8(q + 2 * ld + j);
+            a3 += x * ld8(q + 3 * ld + j);
+            a4 += x * ld8(q + 4 * ld + j);
+            a5 += x * ld8(q + 5 * ld + j);
+            a6 += x * ld8(q + 6 * ld + j);
+            a7 += x * ld8(q + 7 * ld + j);
+        }
+        for (; j < len; j++)
+            for (size_t u = 0; u < 8; u++)
+                t[u] += row[j] * q[u * ld + j];
+        p[k] += hsum8v(a0) + t[0];
+        p[k + 1] += hsum8v(a1) + t[1];
+        p[k + 2] += hsum8v(a2) + t[2];
+        p[k + 3] += hsum8v(a3) + t[3];
+        p[k + 4] += hsum8v(a4) + t[4];
+        p[k + 5] += hsum8v(a5) + t[5];
+        p[k + 6] += hsum8v(a6) + t[6];
+        p[k + 7] += hsum8v(a7) + t[7];
+    }
+    for (; k < r; k++) {
+        const float *q0 = qt + k * ld;
+        v8f a0 = bc8(0.0f);
+        float t0 = 0.0f;
+        size_t j = 0;
+        for (; j + 8 <= len; j += 8)
+            a0 += ld8(row + j) * ld8(q0 + j);
+        for (; j < len; j++)
+            t0 += row[j] * q0[j];
+        p[k] += hsum8v(a0) + t0;
+    }
+}
+
+/* rows_axpy: every element of qt adds its rows in row order */
+PSGD_AVX2 static void rows_axpy_avx2(const float *const *rows, const float *p, size_t nr,
+                                     size_t len, float *qt, size_t ld, size_t r)
+{
+    for (size_t k = 0; k < r; k++) {
+        float *q = qt + k * ld;
+        size_t j = 0;
+        if (nr == 4) {
+            const float *x0 = rows[0], *x1 = rows[1], *x2 = rows[2], *x3 = rows[3];
+            const float c0 = p[k], c1 = p[r + k], c2 = p[2 * r + k], c3 = p[3 * r + k];
+            const v8f b0 = bc8(c0), b1 = bc8(c1), b2 = bc8(c2), b3 = bc8(c3);
+            for (; j + 8 <= len; j += 8) {
+                v8f a = ld8(q + j);
+                a += ld8(x0 + j) * b0;
+                a += ld8(x1 + j) * b1;
+                a += ld8(x2 + j) * b2;
+                a += ld8(x3 + j) * b3;
+                st8(q + j, a);
+            }
+            for (; j < len; j++) {
+                float a = q[j];
+                a += x0[j] * c0;
+                a += x1[j] * c1;
+                a += x2[j] * c2;
+                a += x3[j] * c3;
+                q[j] = a;
+            }
+        } else {
+            for (size_t i = 0; i < nr; i++) {
+                const float *x = rows[i];
+                const float ci = p[i * r + k];
+                const v8f bi = bc8(ci);
+                for (j = 0; j + 8 <= len; j += 8)
+                    st8(q + j, ld8(q + j) + ld8(x + j) * bi);
+                for (; j < len; j++)
+                    q[j] += x[j] * ci;
+            }
+        }
+    }
+}
+
+/* eight columns of one row of a reconstruction */
+PSGD_AVX2 static inline v8f recon8(const float *p, size_t r, const float *qt, size_t ld, size_t j)
+{
+    v8f v = bc8(p[0]) * ld8(qt + j);
+    for (size_t k = 1; k < r; k++)
+        v += bc8(p[k]) * ld8(qt + k * ld + j);
+    return v;
+}
+
+/* sixteen columns of four rows: acc[2 t + h] = row t, columns j + 8 h .. */
+PSGD_AVX2 static inline void recon_4x16(const float *p, size_t r, const float *qt, size_t ld,
+                                        size_t j, v8f *acc)
+{
+    const float *p0 = p, *p1 = p + r, *p2 = p + 2 * r, *p3 = p + 3 * r;
+    v8f ql = ld8(qt + j), qh = ld8(qt + j + 8);
+    v8f a0 = bc8(p0[0]) * ql, b0 = bc8(p0[0]) * qh, a1 = bc8(p1[0]) * ql, b1 = bc8(p1[0]) * qh;
+    v8f a2 = bc8(p2[0]) * ql, b2 = bc8(p2[0]) * qh, a3 = bc8(p3[0]) * ql, b3 = bc8(p3[0]) * qh;
+    for (size_t k = 1; k < r; k++) {
+        const float *q = qt + k * ld + j;
+        v8f c;
+        ql = ld8(q);
+        qh = ld8(q + 8);
+        c = bc8(p0[k]);
+        a0 += c * ql;
+        b0 += c * qh;
+        c = bc8(p1[k]);
+        a1 += c * ql;
+        b1 += c * qh;
+        c = bc8(p2[k]);
+        a2 += c * ql;
+        b2 += c * qh;
+        c = bc8(p3[k]);
+        a3 += c * ql;
+        b3 += c * qh;
+    }
+    acc[0] = a0; acc[1] = b0; acc[2] = a1; acc[3] = b1;
+    acc[4] = a2; acc[5] = b2; acc[6] = a3; acc[7] = b3;
+}
+
+/* rows_recon (same arguments and results) */
+PSGD_AVX2 static void rows_recon_avx2(const float *p, size_t nr, size_t r, size_t len, size_t ld,
+                                      const float *qts, float *out, int accumulate,
+                                      const float *qtl, const float *ma, const float *mb,
+                                      float *res, size_t stride, void *scratch)
+{
+    size_t j = 0;
+    (void)scratch;
+    if (nr == 4) {
+        for (; j + 16 <= len; j += 16) {
+            v8f acc[8];
+            if (res != NULL) {
+                recon_4x16(p, r, qtl, ld, j, acc);
+                for (size_t t = 0; t < 4; t++)
+                    for (size_t h = 0; h < 2; h++) {
+                        size_t o = t * stride + j + 8 * h;
+                        v8f v = ld8(ma + o);
+                        if (mb != NULL)
+                            v += ld8(mb + o);
+                        st8(res + o, v - acc[2 * t + h]);
+                    }
+            }
+            if (out != NULL) {
+                recon_4x16(p, r, qts, ld, j, acc);
+                for (size_t t = 0; t < 4; t++)
+                    for (size_t h = 0; h < 2; h++) {
+                        size_t o = t * stride + j + 8 * h;
+                        st8(out + o, accumulate ? ld8(out + o) + acc[2 * t + h] : acc[2 * t + h]);
+                    }
+            }
+        }
+    }
+    for (size_t t = 0; t < nr; t++) {
+        const float *prow = p + t * r;
+        const size_t base = t * stride;
+        size_t jj = j;
+        for (; jj + 8 <= len; jj += 8) {
+            size_t o = base + jj;
+            if (res != NULL) {
+                v8f v = ld8(ma + o);
+                if (mb != NULL)
+                    v += ld8(mb + o);
+                st8(res + o, v - recon8(prow, r, qtl, ld, jj));
+            }
+            if (out != NULL) {
+                v8f v = recon8(prow, r, qts, ld, jj);
+                st8(out + o, accumulate ? ld8(out + o) + v : v);
+            }
+        }
+        for (; jj < len; jj++) {
+            size_t o = base + jj;
+            if (res != NULL) {
+                float v = mb != NULL ? ma[o] + mb[o] : ma[o];
+                res[o] = v - recon1(prow, r, qtl, ld, jj);
+            }
+            if (out != NULL) {
+                float v = recon1(prow, r, qts, ld, jj);
+                out[o] = accumulate ? out[o] + v : v;
+            }
+        }
+    }
+}
+
+static const psgd_kern_t kern_avx2 = {row_dot_avx2, rows_axpy_avx2, rows_recon_avx2};
+#endif
+
+/* The kernels for HIPRESS_ISA (params->isa: 0 auto, 1 generic, 2 avx2);
+ * AVX2 only where the CPU has it.  Both give the same bytes. */
+static const psgd_kern_t *psgd_kernels(const hipress_comp_params_t *params)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    int isa = params != NULL ? params->isa : 0;
+    if (isa != 1 && __builtin_cpu_supports("avx2"))
+        return &kern_avx2;
+#else
+    (void)params;
+#endif
+    return &kern_generic;
 }
 
 /* ------------------------------------------------- orthonormalisation */
@@ -498,8 +747,9 @@ static size_t row_group(size_t n, size_t m, size_t c, size_t i)
  * in tile order).  M is stored in mout as it is formed when mout is not
  * NULL (mout may be a); otherwise rowbuf (T floats) holds a + b.  Returns
  * nonzero when M holds NaN or Inf. */
-static int pass_mq(const float *a, const float *b, float *mout, float *rowbuf, size_t n,
-                   size_t m, size_t c, size_t r, const float *qt, float *p)
+static int pass_mq(const psgd_kern_t *K, const float *a, const float *b, float *mout,
+                   float *rowbuf, size_t n, size_t m, size_t c, size_t r, const float *qt,
+                   float *p)
 {
     const size_t T = tile_cols(r, c);
     int bad = 0;
@@ -521,7 +771,7 @@ static int pass_mq(const float *a, const float *b, float *mout, float *rowbuf, s
                 row = a + off;
                 bad |= row_check(row, seg);
             }
-            row_dot(row, seg, qt + j0, c, r, p + i * r);
+            K->dot(row, seg, qt + j0, c, r, p + i * r);
         }
     return bad;
 }
@@ -529,8 +779,8 @@ static int pass_mq(const float *a, const float *b, float *mout, float *rowbuf, s
 /* qt = M^T P (r x c, transposed) for M = a + b (b may be NULL), streaming M
  * once, tile by tile, four rows at a time; every element of qt adds its
  * rows in row order.  rowbuf: 4 T floats, used when b is not NULL. */
-static void pass_mtp(const float *a, const float *b, float *rowbuf, size_t n, size_t m,
-                     size_t c, size_t r, const float *p, float *qt)
+static void pass_mtp(const psgd_kern_t *K, const float *a, const float *b, float *rowbuf,
+                     size_t n, size_t m, size_t c, size_t r, const float *p, float *qt)
 {
     const size_t T = tile_cols(r, c);
     memset(qt, 0, r * c * sizeof(float));
@@ -551,15 +801,16 @@ static void pass_mtp(const float *a, const float *b, float *rowbuf, size_t n, si
                     rows[t] = a + off;
                 }
             }
-            rows_axpy(rows, p + i * r, nr, seg, qt + j0, c, r);
+            K->axpy(rows, p + i * r, nr, seg, qt + j0, c, r);
         }
 }
 
 /* The reconstruction over the whole matrix, tile by tile (rows_recon for
  * the meaning of the arguments; out, ma, mb, res: n floats or NULL). */
-static void pass_recon(const float *p, size_t n, size_t m, size_t c, size_t r, const float *qts,
-                       float *out, int accumulate, const float *qtl, const float *ma,
-                       const float *mb, float *res, v4f *pk)
+static void pass_recon(const psgd_kern_t *K, const float *p, size_t n, size_t m, size_t c,
+                       size_t r, const float *qts, float *out, int accumulate,
+                       const float *qtl, const float *ma, const float *mb, float *res,
+                       void *scratch)
 {
     const size_t T = tile_cols(r, c);
     for (size_t j0 = 0; j0 < c; j0 += T)
@@ -568,9 +819,10 @@ static void pass_recon(const float *p, size_t n, size_t m, size_t c, size_t r, c
             nr = row_group(n, m, c, i);
             if (len <= j0)
                 continue;
-            rows_recon(p + i * r, nr, r, HP_MIN(T, len - j0), c, qts ? qts + j0 : NULL,
-                       out ? out + off : NULL, accumulate, qtl ? qtl + j0 : NULL,
-                       ma ? ma + off : NULL, mb ? mb + off : NULL, res ? res + off : NULL, c, pk);
+            K->recon(p + i * r, nr, r, HP_MIN(T, len - j0), c, qts ? qts + j0 : NULL,
+                     out ? out + off : NULL, accumulate, qtl ? qtl + j0 : NULL,
+                     ma ? ma + off : NULL, mb ? mb + off : NULL, res ? res + off : NULL, c,
+                     scratch);
         }
 }
 
@@ -594,9 +846,9 @@ static int psgd_encode(const hipress_encode_args_t *a, size_t *len_p, int *nonfi
     const size_t n = a->n;
     size_t m, c, r, need;
     unsigned char *o = (unsigned char *)a->out;
+    const psgd_kern_t *K = psgd_kernels(a->params);
     float *p, *qt, *rowbuf;
-    void *ws;
-    v4f *pk;
+    void *ws, *pk;
     double *work;
     int bad;
 
@@ -630,23 +882,23 @@ static int psgd_encode(const hipress_encode_args_t *a, size_t *len_p, int *nonfi
         return HIPRESS_COMP_OK;
     }
 
-    /* workspace: r vectors, m r doubles, P (m r), Q^T (r c), 4 rows */
-    ws = hp_aligned_alloc(4 * r * sizeof(v4f) + m * r * sizeof(double) + (m * r + r * c + 4 * c) * sizeof(float));
+    /* workspace: kernel scratch, m r doubles, P (m r), Q^T (r c), 4 rows */
+    ws = hp_aligned_alloc(PSGD_SCRATCH(r) + m * r * sizeof(double) + (m * r + r * c + 4 * c) * sizeof(float));
     if (ws == NULL)
         return HIPRESS_COMP_ENOMEM;
-    pk = (v4f *)ws;
-    work = (double *)(pk + 4 * r);
+    pk = ws;
+    work = (double *)((char *)ws + PSGD_SCRATCH(r));
     p = (float *)(work + m * r);
     qt = p + m * r;
     rowbuf = qt + r * c;
 
     start_q(qt, NULL, r, c, a->rng_key[0], a->rng_key[2]);
-    bad = pass_mq(a->in, a->residual, NULL, rowbuf, n, m, c, r, qt, p);
+    bad = pass_mq(K, a->in, a->residual, NULL, rowbuf, n, m, c, r, qt, p);
     if (!bad)
         bad = row_check(p, m * r);
     if (!bad) {
         hp_psgd_orthonormalise(p, m, r, work);
-        pass_mtp(a->in, a->residual, rowbuf, n, m, c, r, p, qt);
+        pass_mtp(K, a->in, a->residual, rowbuf, n, m, c, r, p, qt);
         bad = row_check(qt, r * c);
     }
     if (bad) {
@@ -656,7 +908,7 @@ static int psgd_encode(const hipress_encode_args_t *a, size_t *len_p, int *nonfi
         return HIPRESS_COMP_OK;
     }
     if (a->residual != NULL)    /* residual = (in + residual) - P Q^T */
-        pass_recon(p, n, m, c, r, NULL, NULL, 0, qt, a->in, a->residual, a->residual, pk);
+        pass_recon(K, p, n, m, c, r, NULL, NULL, 0, qt, a->in, a->residual, a->residual, pk);
     put_u32(o, r);
     put_u32(o + 4, m);
     put_u32(o + 8, c);
@@ -676,9 +928,7 @@ static int psgd_decode(const void *payload, size_t len, size_t n, float *out, in
     uint32_t r32, m32, c32;
     size_t m, c, r0, r, nf;
     float *f;
-    v4f *pk;
     void *mem;
-    (void)params;
 
     if (payload == NULL || len < PSGD_SUBHDR || n > UINT32_MAX)
         return HIPRESS_COMP_EINVAL;
@@ -699,11 +949,10 @@ static int psgd_decode(const void *payload, size_t len, size_t n, float *out, in
     if (len - PSGD_SUBHDR != 4 * nf)
         return HIPRESS_COMP_EINVAL;
     /* copy to aligned memory, validating before anything is written */
-    mem = hp_aligned_alloc(4 * r * sizeof(v4f) + HP_MAX(nf, 1) * sizeof(float));
+    mem = hp_aligned_alloc(PSGD_SCRATCH(r) + HP_MAX(nf, 1) * sizeof(float));
     if (mem == NULL)
         return HIPRESS_COMP_ENOMEM;
-    pk = (v4f *)mem;
-    f = (float *)(pk + 4 * r);
+    f = (float *)((char *)mem + PSGD_SCRATCH(r));
     memcpy(f, in + PSGD_SUBHDR, nf * sizeof(float));
     if (row_check(f, nf)) {
         free(mem);
@@ -713,7 +962,8 @@ static int psgd_decode(const void *payload, size_t len, size_t n, float *out, in
         for (size_t i = 0; i < n; i++)
             out[i] = accumulate ? out[i] + f[i] : f[i];
     } else {
-        pass_recon(f, n, m, c, r, f + m * r, out, accumulate, NULL, NULL, NULL, NULL, pk);
+        pass_recon(psgd_kernels(params), f, n, m, c, r, f + m * r, out, accumulate, NULL, NULL,
+                   NULL, NULL, mem);
     }
     free(mem);
     return HIPRESS_COMP_OK;
@@ -803,11 +1053,11 @@ static void get_state(hp_call_t *call, size_t rc, float **res_p, float **q_p, in
 hp_status_t hp_powersgd_run(hp_call_t *call)
 {
     const size_t n = call->n;
+    const psgd_kern_t *K = psgd_kernels(call->params);
     size_t m, c, r, pn;
     float *res, *qwarm, *p, *qt, *qs;
     double *work;
     void *ws;
-    v4f *pk;
     int q_new, bad, failed;
     hp_status_t st;
     double t0;
@@ -820,7 +1070,7 @@ hp_status_t hp_powersgd_run(hp_call_t *call)
     get_state(call, r * c, &res, &qwarm, &q_new);
     /* P and one flag (ranks whose M holds NaN/Inf) travel together */
     pn = m * r + 1;
-    ws = hp_aligned_alloc(4 * r * sizeof(v4f) + m * r * sizeof(double) + (pn + 2 * r * c) * sizeof(float));
+    ws = hp_aligned_alloc(PSGD_SCRATCH(r) + m * r * sizeof(double) + (pn + 2 * r * c) * sizeof(float));
     if (ws == NULL) {
         /* the other ranks are about to sum P: take part with error messages
          * (the ring never touches the buffer of a failed call), then agree */
@@ -831,8 +1081,7 @@ hp_status_t hp_powersgd_run(hp_call_t *call)
         hp_tp_agree(call->tp, &failed);
         return HP_ERR_NOMEM;
     }
-    pk = (v4f *)ws;
-    work = (double *)(pk + 4 * r);
+    work = (double *)((char *)ws + PSGD_SCRATCH(r));
     p = (float *)(work + m * r);
     qt = p + pn;
     qs = qt + r * c;
@@ -840,7 +1089,7 @@ hp_status_t hp_powersgd_run(hp_call_t *call)
     /* M = input + residual in place (buf becomes the result anyway; the
      * residual is written only once the call is known to be finite), P = M Q */
     start_q(qt, q_new ? NULL : qwarm, r, c, call->seed, call->call_no);
-    bad = pass_mq(call->buf, res, call->buf, NULL, n, m, c, r, qt, p);
+    bad = pass_mq(K, call->buf, res, call->buf, NULL, n, m, c, r, qt, p);
     if (bad)
         memset(p, 0, m * r * sizeof(float));
     p[m * r] = bad ? 1.0f : 0.0f;
@@ -865,7 +1114,7 @@ hp_status_t hp_powersgd_run(hp_call_t *call)
 
     t0 = hp_now();
     hp_psgd_orthonormalise(p, m, r, work);
-    pass_mtp(call->buf, NULL, NULL, n, m, c, r, p, qt);     /* Ql^T */
+    pass_mtp(K, call->buf, NULL, NULL, n, m, c, r, p, qt);     /* Ql^T */
     memcpy(qs, qt, r * c * sizeof(float));
     call->t_encode += hp_now() - t0;
 
@@ -884,7 +1133,8 @@ hp_status_t hp_powersgd_run(hp_call_t *call)
 
     /* result = P Q^T; residual = M - P Ql^T; next warm start = Q */
     t0 = hp_now();
-    pass_recon(p, n, m, c, r, qs, call->buf, 0, res != NULL ? qt : NULL, call->buf, NULL, res, pk);
+    pass_recon(K, p, n, m, c, r, qs, call->buf, 0, res != NULL ? qt : NULL, call->buf, NULL, res,
+               ws);
     if (qwarm != NULL)
         memcpy(qwarm, qs, r * c * sizeof(float));
     call->t_decode += hp_now() - t0;

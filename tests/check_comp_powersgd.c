@@ -482,6 +482,61 @@ START_TEST(test_encode_enospc)
 }
 END_TEST
 
+/* HIPRESS_ISA: the generic and the AVX2 kernels give the same bytes
+ * (message, residual, decoded values), over shapes with every kind of tail:
+ * columns not a multiple of 16, rows not a multiple of 4, a padded last
+ * row, several column tiles.  On a CPU without AVX2 both runs are generic. */
+START_TEST(test_isa_same_bytes)
+{
+    static const struct { size_t n; uint32_t r; } cases[] = {
+        {81, 4}, {1000, 4}, {4099, 3}, {30011, 8}, {65536, 16}, {100003, 5}, {300007, 64}};
+    for (size_t t = 0; t < sizeof(cases) / sizeof(cases[0]); t++) {
+        const size_t n = cases[t].n;
+        unsigned char *msg[2];
+        float *res[2], *out[2], *g = malloc(n * sizeof(float));
+        size_t len[2];
+        for (size_t i = 0; i < n; i++)
+            g[i] = urand(111 + t, i) * (float)(1 + i % 5);
+        for (int isa = 0; isa < 2; isa++) {
+            hipress_comp_params_t p = params_rank(cases[t].r);
+            hipress_encode_args_t a;
+            size_t cap;
+            int nf;
+            p.isa = isa == 0 ? 1 : 2;
+            cap = psgd()->max_payload(n, &p);
+            msg[isa] = malloc(cap);
+            res[isa] = malloc(n * sizeof(float));
+            out[isa] = malloc(n * sizeof(float));
+            for (size_t i = 0; i < n; i++) {
+                res[isa][i] = 0.5f * urand(112 + t, i);
+                out[isa][i] = urand(113 + t, i);
+            }
+            memset(&a, 0, sizeof(a));
+            a.in = g;
+            a.residual = res[isa];
+            a.n = n;
+            a.out = msg[isa];
+            a.out_cap = cap;
+            a.rng_key[0] = 5;
+            a.params = &p;
+            ck_assert_int_eq(psgd()->encode(&a, &len[isa], &nf), HIPRESS_COMP_OK);
+            ck_assert_int_eq(nf, 0);
+            ck_assert_int_eq(psgd()->decode(msg[isa], len[isa], n, out[isa], 1, &p), HIPRESS_COMP_OK);
+        }
+        ck_assert_uint_eq(len[0], len[1]);
+        ck_assert_msg(memcmp(msg[0], msg[1], len[0]) == 0, "n %zu r %u: messages differ", n, cases[t].r);
+        ck_assert_msg(memcmp(res[0], res[1], n * sizeof(float)) == 0, "n %zu r %u: residuals differ", n, cases[t].r);
+        ck_assert_msg(memcmp(out[0], out[1], n * sizeof(float)) == 0, "n %zu r %u: decoded values differ", n, cases[t].r);
+        for (int isa = 0; isa < 2; isa++) {
+            free(msg[isa]);
+            free(res[isa]);
+            free(out[isa]);
+        }
+        free(g);
+    }
+}
+END_TEST
+
 /* ------------------------------------------------------------ decoder */
 
 static void put32(unsigned char *o, uint32_t v)
@@ -695,6 +750,7 @@ static Suite *suite(void)
     tcase_add_loop_test(t, test_encode_ef, 0, (int)(sizeof(ef_cases) / sizeof(ef_cases[0])));
     tcase_add_test(t, test_encode_skip);
     tcase_add_test(t, test_encode_enospc);
+    tcase_add_test(t, test_isa_same_bytes);
     tcase_add_test(t, test_decode_rejects);
     suite_add_tcase(s, t);
     return s;
