@@ -20,12 +20,18 @@
  *
  * Layouts: P is m x r row-major (row i = the r coefficients of matrix row i);
  * Q is kept transposed, r x c row-major ("qt"), so that every kernel runs
- * along matrix rows with unit stride.  The kernels are plain C on GCC vector
- * types, without BLAS: they run in the caller's thread, never change a BLAS
- * thread count the application relies on, and give the same bits on every
- * rank and ISA (no contraction, one fixed summation order: 8 lanes, lane l
- * takes elements l, l+8, ...; tail added after the lanes; lanes combined as
- * ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7))).
+ * along matrix rows with unit stride.  The kernels are C on GCC vector types
+ * (a generic SSE path and an AVX2 path, HIPRESS_ISA), without BLAS: they run
+ * in the caller's thread, never change a BLAS thread count the application
+ * relies on, and give the same bits on every rank and ISA: no contraction,
+ * and one summation order per product --
+ *   M Q:     per column tile, 8 lanes (lane l takes elements l, l+8, ...),
+ *            the tail after the lanes, lanes combined as
+ *            ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)); tiles added in order;
+ *   M^T P:   each element adds its rows in row order;
+ *   P Q^T:   each element adds its r terms in k order.
+ * Only P Q^T must agree across ranks (its inputs do); the others are local
+ * but deterministic too, so the ABI encoder is reproducible.
  *
  * The ABI encode/decode (for plugins' tooling, the fuzzers and the kernel
  * benchmark) is a local, single-rank factorisation message:
