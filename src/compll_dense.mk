@@ -1,1 +1,12 @@
 # src/compll_dense.mk: owned by one work stream; appends to the variables of Makefile.am
+# CompLL operator layer (generic C + AVX2 by target attributes, chosen at run
+# time) and the dense compressors.  hp_comp_fp16.c is already listed in
+# Makefile.am.
+libhpcore_la_SOURCES += src/hp_ops.h src/hp_ops.c src/hp_ops_avx2.c \
+	src/hp_comp_bf16.c src/hp_comp_onebit.c src/hp_comp_tbq.c src/hp_comp_terngrad.c
+
+check_PROGRAMS += tests/check_comp_dense
+TESTS += tests/check_comp_dense
+tests_check_comp_dense_SOURCES = tests/check_comp_dense.c
+tests_check_comp_dense_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_check_comp_dense_LDADD = libhpcore.la $(CHECK_LIBS) -lm

@@ -1,6 +1,7 @@
-/* `fp16`: IEEE half precision, round to nearest even. */
+/* `fp16`: IEEE half precision, round to nearest even (overflow to +-Inf,
+ * as the F16C instruction does).  Payload: n little-endian binary16 values. */
 #include "hp_comp.h"
-#include "hp_elem.h"
+#include "hp_ops.h"
 
 static size_t fp16_max_payload(size_t n, const hipress_comp_params_t *p)
 {
@@ -10,33 +11,24 @@ static size_t fp16_max_payload(size_t n, const hipress_comp_params_t *p)
 
 static int fp16_encode(const hipress_encode_args_t *a, size_t *len_p, int *nonfinite_p)
 {
-    uint16_t *o = (uint16_t *)a->out;
-    uint32_t bad = 0;
+    const hp_ops_t *ops = hp_ops_get(a->params ? a->params->isa : HP_ISA_AUTO);
     if (a->out_cap < 2 * a->n)
         return HIPRESS_COMP_ENOSPC;
-    for (size_t i = 0; i < a->n; i++) {
-        float v = a->in[i];
-        bad |= (uint32_t)hp_nonfinite(v);
-        o[i] = hp_f32_to_f16(v);
-    }
+    *nonfinite_p = ops->f32_to_f16(a->in, a->n, (uint8_t *)a->out);
     *len_p = 2 * a->n;
-    *nonfinite_p = bad != 0;
     return HIPRESS_COMP_OK;
 }
 
 static int fp16_decode(const void *payload, size_t len, size_t n, float *out, int accumulate,
                        const hipress_comp_params_t *p)
 {
-    const uint16_t *in = (const uint16_t *)payload;
-    (void)p;
+    const hp_ops_t *ops = hp_ops_get(p ? p->isa : HP_ISA_AUTO);
     if (len != 2 * n)
         return HIPRESS_COMP_EINVAL;
-    if (accumulate)
-        for (size_t i = 0; i < n; i++)
-            out[i] += hp_f16_to_f32(in[i]);
-    else
-        for (size_t i = 0; i < n; i++)
-            out[i] = hp_f16_to_f32(in[i]);
+    /* a valid message holds no NaN: a NaN input is sent as a non-finite
+     * message, and no finite value rounds to NaN */
+    if (ops->f16_to_f32((const uint8_t *)payload, n, out, accumulate ? HP_OUT_ADD : HP_OUT_SET))
+        return HIPRESS_COMP_EINVAL;
     return HIPRESS_COMP_OK;
 }
 

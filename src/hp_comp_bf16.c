@@ -1,0 +1,42 @@
+/* `bf16`: bfloat16 (the upper half of a float), round to nearest even;
+ * NaN stays a quiet NaN.  Payload: n little-endian bfloat16 values. */
+#include "hp_comp.h"
+#include "hp_ops.h"
+
+static size_t bf16_max_payload(size_t n, const hipress_comp_params_t *p)
+{
+    (void)p;
+    return 2 * n;
+}
+
+static int bf16_encode(const hipress_encode_args_t *a, size_t *len_p, int *nonfinite_p)
+{
+    const hp_ops_t *ops = hp_ops_get(a->params ? a->params->isa : HP_ISA_AUTO);
+    if (a->out_cap < 2 * a->n)
+        return HIPRESS_COMP_ENOSPC;
+    *nonfinite_p = ops->f32_to_bf16(a->in, a->n, (uint8_t *)a->out);
+    *len_p = 2 * a->n;
+    return HIPRESS_COMP_OK;
+}
+
+static int bf16_decode(const void *payload, size_t len, size_t n, float *out, int accumulate,
+                       const hipress_comp_params_t *p)
+{
+    const hp_ops_t *ops = hp_ops_get(p ? p->isa : HP_ISA_AUTO);
+    if (len != 2 * n)
+        return HIPRESS_COMP_EINVAL;
+    /* a valid message holds no NaN: a NaN input is sent as a non-finite
+     * message, and no finite value rounds to NaN */
+    if (ops->bf16_to_f32((const uint8_t *)payload, n, out, accumulate ? HP_OUT_ADD : HP_OUT_SET))
+        return HIPRESS_COMP_EINVAL;
+    return HIPRESS_COMP_OK;
+}
+
+const hipress_compressor_v1_t hp_comp_bf16 = {
+    .abi_version = HIPRESS_COMPRESSOR_ABI_VERSION,
+    .name = "bf16",
+    .flags = 0,
+    .max_payload = bf16_max_payload,
+    .encode = bf16_encode,
+    .decode = bf16_decode,
+};

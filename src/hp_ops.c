@@ -1,0 +1,327 @@
+/*
+ * CompLL operators: the portable C kernels, the scalar lane steps the AVX2
+ * kernels share with them (hp_ops_avx2.c), and the run-time choice of table.
+ * The element math comes from hp_elem.h and hp_ops.h so that the AVX2 and
+ * (later) CUDA kernels compute the same bits.
+ */
+#include "hp_ops.h"
+#include <math.h>
+#include <string.h>
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "hipress payloads are little-endian; a big-endian port must byte-swap in hp_ops"
+#endif
+
+/* ------------------------------------------------------------ lane steps */
+
+void hp_ops_minmax_init(hp_minmax_lanes_t *l)
+{
+    for (int j = 0; j < 8; j++) {
+        l->mn[j] = INFINITY;
+        l->mx[j] = -INFINITY;
+        l->am[j] = 0;
+    }
+}
+
+void hp_ops_minmax_step(const float *x, size_t n, hp_minmax_lanes_t *l)
+{
+    for (size_t i = 0; i < n; i++) {
+        size_t j = i & 7;
+        float v = x[i];
+        uint32_t a = hp_f2u(v) & 0x7fffffffu;
+        /* the operand order of minps/maxps: first operand when the compare holds */
+        l->mn[j] = v < l->mn[j] ? v : l->mn[j];
+        l->mx[j] = v > l->mx[j] ? v : l->mx[j];
+        l->am[j] = a > l->am[j] ? a : l->am[j];
+    }
+}
+
+static float min2(float a, float b) { return a < b ? a : b; }
+static float max2(float a, float b) { return a > b ? a : b; }
+static uint32_t umax2(uint32_t a, uint32_t b) { return a > b ? a : b; }
+
+void hp_ops_minmax_finish(const hp_minmax_lanes_t *l, float *min_p, float *max_p,
+                          uint32_t *absmax_bits_p)
+{
+    const float *m = l->mn, *x = l->mx;
+    const uint32_t *a = l->am;
+    *min_p = min2(min2(min2(m[0], m[1]), min2(m[2], m[3])), min2(min2(m[4], m[5]), min2(m[6], m[7])));
+    *max_p = max2(max2(max2(x[0], x[1]), max2(x[2], x[3])), max2(max2(x[4], x[5]), max2(x[6], x[7])));
+    *absmax_bits_p = umax2(umax2(umax2(a[0], a[1]), umax2(a[2], a[3])),
+                           umax2(umax2(a[4], a[5]), umax2(a[6], a[7])));
+}
+
+void hp_ops_abs_sum_step(const float *x, size_t n, double lanes[8])
+{
+    for (size_t i = 0; i < n; i++)
+        lanes[i & 7] += (double)fabsf(x[i]);
+}
+
+void hp_ops_sign_sum_step(const float *x, size_t n, double pos[8], double neg[8])
+{
+    for (size_t i = 0; i < n; i++) {
+        float v = x[i];
+        /* both classes add a value (+0 for a non-member), as the vector code does */
+        pos[i & 7] += (double)(v >= 0.0f ? v : 0.0f);
+        neg[i & 7] += (double)(v >= 0.0f ? 0.0f : v);
+    }
+}
+
+double hp_ops_sum_lanes(const double l[8])
+{
+    return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+}
+
+/* ------------------------------------------------------- generic kernels */
+
+static inline void put_out(float *out, size_t i, float v, int mode)
+{
+    if (mode == HP_OUT_SET)
+        out[i] = v;
+    else if (mode == HP_OUT_ADD)
+        out[i] += v;
+    else
+        out[i] -= v;
+}
+
+static void g_add(const float *a, const float *b, float *out, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        out[i] = a[i] + b[i];
+}
+
+static int g_nonfinite(const float *x, size_t n)
+{
+    uint32_t bad = 0;
+    for (size_t i = 0; i < n; i++)
+        bad |= (uint32_t)hp_nonfinite(x[i]);
+    return bad != 0;
+}
+
+static void g_minmax(const float *x, size_t n, float *min_p, float *max_p, uint32_t *absmax_bits_p)
+{
+    hp_minmax_lanes_t l;
+    hp_ops_minmax_init(&l);
+    hp_ops_minmax_step(x, n, &l);
+    hp_ops_minmax_finish(&l, min_p, max_p, absmax_bits_p);
+}
+
+static double g_abs_sum(const float *x, size_t n)
+{
+    double lanes[8] = {0};
+    hp_ops_abs_sum_step(x, n, lanes);
+    return hp_ops_sum_lanes(lanes);
+}
+
+static void g_sign_sum(const float *x, size_t n, double *pos_p, double *neg_p)
+{
+    double pos[8] = {0}, neg[8] = {0};
+    hp_ops_sign_sum_step(x, n, pos, neg);
+    *pos_p = hp_ops_sum_lanes(pos);
+    *neg_p = hp_ops_sum_lanes(neg);
+}
+
+static void g_pack_sign(const float *x, size_t n, uint8_t *bits)
+{
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        unsigned b = 0;
+        for (unsigned j = 0; j < 8; j++)
+            b |= (unsigned)(x[i + j] >= 0.0f) << j;
+        bits[i >> 3] = (uint8_t)b;
+    }
+    if (i < n) {
+        unsigned b = 0;
+        for (unsigned j = 0; i + j < n; j++)
+            b |= (unsigned)(x[i + j] >= 0.0f) << j;
+        bits[i >> 3] = (uint8_t)b;
+    }
+}
+
+static void g_select1(const uint8_t *bits, size_t n, float s1, float s0, float *out, int mode)
+{
+    for (size_t i = 0; i < n; i++) {
+        float v = ((bits[i >> 3] >> (i & 7)) & 1u) ? s1 : s0;
+        put_out(out, i, v, mode);
+    }
+}
+
+static void g_quant_ternary(const float *x, size_t n, float tau, uint8_t *codes)
+{
+    for (size_t i = 0; i < n; i++)
+        codes[i] = (uint8_t)hp_quant_ternary(x[i], tau);
+}
+
+static void g_quant_stoch(const float *x, const float *u, size_t n, float lo, float gap,
+                          float levels, uint8_t *codes)
+{
+    for (size_t i = 0; i < n; i++)
+        codes[i] = (uint8_t)hp_quant_stoch(x[i], lo, gap, u[i], levels);
+}
+
+static void g_dequant(const uint8_t *codes, size_t n, float base, float cbias, float step,
+                      float *out, int mode)
+{
+    for (size_t i = 0; i < n; i++)
+        put_out(out, i, hp_dequant(codes[i], base, cbias, step), mode);
+}
+
+static void g_pack(const uint8_t *codes, size_t n, unsigned bits, uint8_t *packed)
+{
+    unsigned per = 8u / bits;
+    size_t i = 0, o = 0;
+    if (bits == 8) {
+        memcpy(packed, codes, n);
+        return;
+    }
+    for (; i + per <= n; i += per) {
+        unsigned b = 0;
+        for (unsigned j = 0; j < per; j++)
+            b |= (unsigned)codes[i + j] << (j * bits);
+        packed[o++] = (uint8_t)b;
+    }
+    if (i < n) {
+        unsigned b = 0;
+        for (unsigned j = 0; i + j < n; j++)
+            b |= (unsigned)codes[i + j] << (j * bits);
+        packed[o] = (uint8_t)b;
+    }
+}
+
+static unsigned g_unpack(const uint8_t *packed, size_t n, unsigned bits, uint8_t *codes,
+                         uint8_t *min_p, uint8_t *max_p)
+{
+    unsigned per = 8u / bits, mask = (1u << bits) - 1u, pad = 0;
+    unsigned mn = 0xff, mx = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned c = (packed[i / per] >> ((i % per) * bits)) & mask;
+        codes[i] = (uint8_t)c;
+        mn = c < mn ? c : mn;
+        mx = c > mx ? c : mx;
+    }
+    if (n % per)
+        pad = packed[n / per] >> ((n % per) * bits);
+    *min_p = (uint8_t)(n ? mn : 0);
+    *max_p = (uint8_t)mx;
+    return pad;
+}
+
+static int g_f32_to_f16(const float *x, size_t n, uint8_t *out)
+{
+    uint32_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint16_t h = hp_f32_to_f16(x[i]);
+        bad |= (uint32_t)hp_nonfinite(x[i]);
+        memcpy(out + 2 * i, &h, 2);
+    }
+    return bad != 0;
+}
+
+static int g_f16_to_f32(const uint8_t *in, size_t n, float *out, int mode)
+{
+    uint32_t nan = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint16_t h;
+        memcpy(&h, in + 2 * i, 2);
+        nan |= (uint32_t)((h & 0x7fffu) > 0x7c00u);
+        put_out(out, i, hp_f16_to_f32(h), mode);
+    }
+    return nan != 0;
+}
+
+static int g_f32_to_bf16(const float *x, size_t n, uint8_t *out)
+{
+    uint32_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint16_t h = hp_f32_to_bf16(x[i]);
+        bad |= (uint32_t)hp_nonfinite(x[i]);
+        memcpy(out + 2 * i, &h, 2);
+    }
+    return bad != 0;
+}
+
+static int g_bf16_to_f32(const uint8_t *in, size_t n, float *out, int mode)
+{
+    uint32_t nan = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint16_t h;
+        memcpy(&h, in + 2 * i, 2);
+        nan |= (uint32_t)((h & 0x7fffu) > 0x7f80u);
+        put_out(out, i, hp_bf16_to_f32(h), mode);
+    }
+    return nan != 0;
+}
+
+static void g_rng_u32(uint64_t k, uint64_t counter0, size_t n, uint32_t *out)
+{
+    for (size_t i = 0; i < n; i++)
+        out[i] = hp_rng_u32(k, counter0 + i);
+}
+
+static void g_rng_unit(uint64_t k, uint64_t counter0, size_t n, float *out)
+{
+    for (size_t i = 0; i < n; i++)
+        out[i] = hp_rng_unit(k, counter0 + i);
+}
+
+const hp_ops_t hp_ops_generic = {
+    .name = "generic",
+    .isa = HP_ISA_GENERIC,
+    .add = g_add,
+    .nonfinite = g_nonfinite,
+    .minmax = g_minmax,
+    .abs_sum = g_abs_sum,
+    .sign_sum = g_sign_sum,
+    .pack_sign = g_pack_sign,
+    .select1 = g_select1,
+    .quant_ternary = g_quant_ternary,
+    .quant_stoch = g_quant_stoch,
+    .dequant = g_dequant,
+    .pack = g_pack,
+    .unpack = g_unpack,
+    .f32_to_f16 = g_f32_to_f16,
+    .f16_to_f32 = g_f16_to_f32,
+    .f32_to_bf16 = g_f32_to_bf16,
+    .bf16_to_f32 = g_bf16_to_f32,
+    .rng_u32 = g_rng_u32,
+    .rng_unit = g_rng_unit,
+};
+
+/* ------------------------------------------------------------- dispatch */
+
+#if defined(__x86_64__) || defined(__i386__)
+extern const hp_ops_t hp_ops_avx2;
+
+int hp_ops_have_avx2(void)
+{
+    static int have = -1;
+    if (have < 0) {
+        __builtin_cpu_init();
+        have = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") ? 1 : 0;
+    }
+    return have;
+}
+
+const hp_ops_t *hp_ops_avx2_table(void)
+{
+    return hp_ops_have_avx2() ? &hp_ops_avx2 : NULL;
+}
+#else
+int hp_ops_have_avx2(void)
+{
+    return 0;
+}
+
+const hp_ops_t *hp_ops_avx2_table(void)
+{
+    return NULL;
+}
+#endif
+
+const hp_ops_t *hp_ops_get(int isa)
+{
+    const hp_ops_t *avx2 = hp_ops_avx2_table();
+    if ((isa == HP_ISA_AUTO || isa == HP_ISA_AVX2) && avx2 != NULL)
+        return avx2;
+    return &hp_ops_generic;
+}

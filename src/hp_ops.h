@@ -1,0 +1,171 @@
+/*
+ * CompLL operator layer (CPU): the array kernels the dense compressors are
+ * composed from.  Every operator has a portable C path and an AVX2 path, and
+ * both give the same bytes for the same input (DESIGN contract 1): element
+ * math is IEEE single precision without contraction, and every reduction has
+ * one defined summation order (below), which both paths follow.
+ *
+ * Reduction order.  A reduction over x[0..n) keeps 8 lanes; lane j takes
+ * x[j], x[j+8], x[j+16], ... in index order (the tail too), and the lanes are
+ * then combined as ((l0 o l1) o (l2 o l3)) o ((l4 o l5) o (l6 o l7)).  Sums
+ * are kept in double, so a sum of finite floats never overflows and a NaN or
+ * Inf in the input always shows in the result.  Callers that reduce longer
+ * arrays in chunks add the chunk results in chunk order; chunk boundaries
+ * are then part of the definition and are fixed by the caller, never by the
+ * ISA.
+ *
+ * Pointers to float arrays must be 4-byte aligned; pointers into payloads
+ * (uint8_t, uint16_t, uint32_t data) may have any alignment.  Bit-packed data
+ * is little-endian and LSB first: element i of a b-bit array sits at bit
+ * (i*b) % 8 of byte (i*b) / 8.
+ */
+#ifndef HP_OPS_H
+#define HP_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <math.h>
+#include "hp_elem.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Instruction set of a kernel table (HIPRESS_ISA, hipress_comp_params_t.isa). */
+#define HP_ISA_AUTO    0
+#define HP_ISA_GENERIC 1
+#define HP_ISA_AVX2    2
+
+/* How a value-producing kernel stores its result v into out[i]. */
+#define HP_OUT_SET 0 /* out[i] = v */
+#define HP_OUT_ADD 1 /* out[i] += v (decode with accumulate) */
+#define HP_OUT_SUB 2 /* out[i] -= v (error feedback: out holds the encoded input) */
+
+/* Elements per chunk that compressors process at a time, so that the data
+ * of one chunk (input, scratch, codes) stays in the L1 cache between the
+ * operators applied to it.  A multiple of 32: chunk boundaries fall on byte
+ * and word boundaries of every packed format. */
+#define HP_OPS_CHUNK 2048
+
+/* Per-element math shared with future CUDA kernels. */
+
+/* Stochastic uniform quantisation of x to a level in [0, levels]:
+ * floor((x - lo) / gap + u), clamped.  gap > 0, u in [0, 1). */
+HP_HD uint32_t hp_quant_stoch(float x, float lo, float gap, float u, float levels)
+{
+    float t = (x - lo) / gap + u;
+    t = floorf(t);
+    t = t > 0.0f ? t : 0.0f;     /* same operand order as maxps/minps */
+    t = t < levels ? t : levels;
+    return (uint32_t)t;
+}
+
+/* tbq code: 2 if x >= tau, 0 if x <= -tau, else 1 (tau > 0). */
+HP_HD uint32_t hp_quant_ternary(float x, float tau)
+{
+    return (uint32_t)(x >= tau) + 1u - (uint32_t)(x <= -tau);
+}
+
+/* Linear dequantisation: base + (code + cbias) * step. */
+HP_HD float hp_dequant(uint32_t code, float base, float cbias, float step)
+{
+    return base + ((float)code + cbias) * step;
+}
+
+/* Kernel table of one instruction set. */
+typedef struct hp_ops {
+    const char *name; /* "generic" or "avx2" */
+    int isa;          /* HP_ISA_GENERIC or HP_ISA_AVX2 */
+
+    /* out[i] = a[i] + b[i]; out may alias a or b. */
+    void (*add)(const float *a, const float *b, float *out, size_t n);
+
+    /* 1 when x[0..n) holds NaN or Inf. */
+    int (*nonfinite)(const float *x, size_t n);
+
+    /* Minimum and maximum of x (lane rule above, min taking x < m ? x : m),
+     * and the largest |x[i]| as its bit pattern (>= 0x7f800000: NaN or Inf;
+     * min and max are then meaningless).  n == 0 gives +Inf, -Inf, 0. */
+    void (*minmax)(const float *x, size_t n, float *min_p, float *max_p, uint32_t *absmax_bits_p);
+
+    /* Sum of |x[i]| in double. */
+    double (*abs_sum)(const float *x, size_t n);
+
+    /* Sums in double of the x[i] >= 0 (the set class) and of the rest (the
+     * clear class; a NaN lands there, making the sum NaN). */
+    void (*sign_sum)(const float *x, size_t n, double *pos_p, double *neg_p);
+
+    /* bits[i] = x[i] >= 0, packed 1 bit per element; the unused high bits of
+     * the last byte of ceil(n/8) are written as zero. */
+    void (*pack_sign)(const float *x, size_t n, uint8_t *bits);
+
+    /* v = bit i ? s1 : s0 stored into out[i] by `mode` (HP_OUT_*). */
+    void (*select1)(const uint8_t *bits, size_t n, float s1, float s0, float *out, int mode);
+
+    /* codes[i] = hp_quant_ternary(x[i], tau). */
+    void (*quant_ternary)(const float *x, size_t n, float tau, uint8_t *codes);
+
+    /* codes[i] = hp_quant_stoch(x[i], lo, gap, u[i], levels). */
+    void (*quant_stoch)(const float *x, const float *u, size_t n, float lo, float gap,
+                        float levels, uint8_t *codes);
+
+    /* v = hp_dequant(codes[i], base, cbias, step) stored into out[i] by mode. */
+    void (*dequant)(const uint8_t *codes, size_t n, float base, float cbias, float step,
+                    float *out, int mode);
+
+    /* Pack n codes of `bits` bits (1, 2, 4, 8; each code < 2^bits) into
+     * ceil(n*bits/8) bytes; the unused high bits of the last byte are zero. */
+    void (*pack)(const uint8_t *codes, size_t n, unsigned bits, uint8_t *packed);
+
+    /* Inverse of pack; returns the OR over all bytes of the bits beyond
+     * element n-1 in the last byte (0 for a well-formed array) and stores the
+     * smallest and largest code in *min_p, *max_p (0, 0 for n == 0). */
+    unsigned (*unpack)(const uint8_t *packed, size_t n, unsigned bits, uint8_t *codes,
+                       uint8_t *min_p, uint8_t *max_p);
+
+    /* Conversions; the encoders return 1 when the input held NaN or Inf,
+     * the decoders return 1 when the input held a NaN (F16C quietens a
+     * signalling NaN and hp_f16_to_f32 does not, so the caller must treat
+     * out as unspecified then; no valid message carries one). */
+    int (*f32_to_f16)(const float *x, size_t n, uint8_t *out);
+    int (*f16_to_f32)(const uint8_t *in, size_t n, float *out, int mode);
+    int (*f32_to_bf16)(const float *x, size_t n, uint8_t *out);
+    int (*bf16_to_f32)(const uint8_t *in, size_t n, float *out, int mode);
+
+    /* Counter RNG: out[i] = hp_rng_u32 / hp_rng_unit (k, counter0 + i). */
+    void (*rng_u32)(uint64_t k, uint64_t counter0, size_t n, uint32_t *out);
+    void (*rng_unit)(uint64_t k, uint64_t counter0, size_t n, float *out);
+} hp_ops_t;
+
+/* The kernel table for HIPRESS_ISA value `isa`: HP_ISA_AUTO picks AVX2 when
+ * the CPU has AVX2 and F16C; HP_ISA_AVX2 on a CPU without them, or any value
+ * not known, falls back to the generic table.  Never NULL. */
+const hp_ops_t *hp_ops_get(int isa);
+
+/* 1 when this CPU (and this build) can run the AVX2 table. */
+int hp_ops_have_avx2(void);
+
+/* The two tables, for tests that compare them directly. */
+extern const hp_ops_t hp_ops_generic;
+const hp_ops_t *hp_ops_avx2_table(void); /* NULL when not built or not supported */
+
+/* Internal: the scalar lane steps and lane combinations that both tables
+ * use, so a vector kernel handles whole groups of 8 and leaves the tail and
+ * the combination to the same code the generic kernel runs.  x points at an
+ * element whose index is a multiple of 8 (lane 0). */
+typedef struct {
+    float mn[8], mx[8];
+    uint32_t am[8];
+} hp_minmax_lanes_t;
+void hp_ops_minmax_init(hp_minmax_lanes_t *l);
+void hp_ops_minmax_step(const float *x, size_t n, hp_minmax_lanes_t *l);
+void hp_ops_minmax_finish(const hp_minmax_lanes_t *l, float *min_p, float *max_p,
+                          uint32_t *absmax_bits_p);
+void hp_ops_abs_sum_step(const float *x, size_t n, double lanes[8]);
+void hp_ops_sign_sum_step(const float *x, size_t n, double pos[8], double neg[8]);
+double hp_ops_sum_lanes(const double lanes[8]);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* HP_OPS_H */

@@ -1,0 +1,499 @@
+/*
+ * CompLL operators, AVX2 + F16C kernels.  Compiled with the default flags:
+ * each function carries a target attribute and hp_ops_get() only hands the
+ * table out when the CPU has the instructions.  Every kernel computes what
+ * its generic twin in hp_ops.c computes, bit for bit: the same IEEE
+ * operations in the same order (no FMA), the same lane order for
+ * reductions, and the generic lane step for tails.
+ */
+#include "hp_ops.h"
+#include <string.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+
+#define AVX2 __attribute__((target("avx2,f16c")))
+
+/* out[i] (op)= v for 8 lanes */
+AVX2 static inline void put8(float *out, __m256 v, int mode)
+{
+    if (mode == HP_OUT_SET)
+        _mm256_storeu_ps(out, v);
+    else if (mode == HP_OUT_ADD)
+        _mm256_storeu_ps(out, _mm256_add_ps(_mm256_loadu_ps(out), v));
+    else
+        _mm256_storeu_ps(out, _mm256_sub_ps(_mm256_loadu_ps(out), v));
+}
+
+/* 32 int32 lanes (values 0..255) in a, b, c, d -> 32 bytes in order */
+AVX2 static inline __m256i pack_i32x32_u8(__m256i a, __m256i b, __m256i c, __m256i d)
+{
+    __m256i ab = _mm256_packs_epi32(a, b);   /* a0-3 b0-3 | a4-7 b4-7 */
+    __m256i cd = _mm256_packs_epi32(c, d);
+    __m256i r = _mm256_packus_epi16(ab, cd); /* a0-3 b0-3 c0-3 d0-3 | a4-7 b4-7 c4-7 d4-7 */
+    return _mm256_permutevar8x32_epi32(r, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+AVX2 static void v_add(const float *a, const float *b, float *out, size_t n)
+{
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m256 x0 = _mm256_add_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i));
+        __m256 x1 = _mm256_add_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8));
+        _mm256_storeu_ps(out + i, x0);
+        _mm256_storeu_ps(out + i + 8, x1);
+    }
+    for (; i < n; i++)
+        out[i] = a[i] + b[i];
+}
+
+AVX2 static int v_nonfinite(const float *x, size_t n)
+{
+    const __m256i expo = _mm256_set1_epi32(0x7f800000);
+    __m256i bad = _mm256_setzero_si256();
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256i e = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(x + i)), expo);
+        bad = _mm256_or_si256(bad, _mm256_cmpeq_epi32(e, expo));
+    }
+    int r = !_mm256_testz_si256(bad, bad);
+    for (; i < n; i++)
+        r |= hp_nonfinite(x[i]);
+    return r;
+}
+
+AVX2 static void v_minmax(const float *x, size_t n, float *min_p, float *max_p,
+                          uint32_t *absmax_bits_p)
+{
+    hp_minmax_lanes_t l;
+    size_t n8 = n & ~(size_t)7;
+    hp_ops_minmax_init(&l);
+    if (n8) {
+        __m256 mn = _mm256_loadu_ps(l.mn), mx = _mm256_loadu_ps(l.mx);
+        __m256i am = _mm256_setzero_si256();
+        const __m256i absm = _mm256_set1_epi32(0x7fffffff);
+        for (size_t i = 0; i < n8; i += 8) {
+            __m256 v = _mm256_loadu_ps(x + i);
+            mn = _mm256_min_ps(v, mn); /* v < mn ? v : mn */
+            mx = _mm256_max_ps(v, mx);
+            am = _mm256_max_epu32(am, _mm256_and_si256(_mm256_castps_si256(v), absm));
+        }
+        _mm256_storeu_ps(l.mn, mn);
+        _mm256_storeu_ps(l.mx, mx);
+        _mm256_storeu_si256((__m256i *)l.am, am);
+    }
+    hp_ops_minmax_step(x + n8, n - n8, &l);
+    hp_ops_minmax_finish(&l, min_p, max_p, absmax_bits_p);
+}
+
+AVX2 static double v_abs_sum(const float *x, size_t n)
+{
+    double lanes[8];
+    size_t n8 = n & ~(size_t)7;
+    const __m256 absm = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    __m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd();
+    for (size_t i = 0; i < n8; i += 8) {
+        __m256 v = _mm256_and_ps(_mm256_loadu_ps(x + i), absm);
+        s0 = _mm256_add_pd(s0, _mm256_cvtps_pd(_mm256_castps256_ps128(v)));
+        s1 = _mm256_add_pd(s1, _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
+    }
+    _mm256_storeu_pd(lanes, s0);
+    _mm256_storeu_pd(lanes + 4, s1);
+    hp_ops_abs_sum_step(x + n8, n - n8, lanes);
+    return hp_ops_sum_lanes(lanes);
+}
+
+AVX2 static void v_sign_sum(const float *x, size_t n, double *pos_p, double *neg_p)
+{
+    double pos[8], neg[8];
+    size_t n8 = n & ~(size_t)7;
+    const __m256 zero = _mm256_setzero_ps();
+    __m256d p0 = _mm256_setzero_pd(), p1 = _mm256_setzero_pd();
+    __m256d q0 = _mm256_setzero_pd(), q1 = _mm256_setzero_pd();
+    for (size_t i = 0; i < n8; i += 8) {
+        __m256 v = _mm256_loadu_ps(x + i);
+        __m256 m = _mm256_cmp_ps(v, zero, _CMP_GE_OQ);
+        __m256 p = _mm256_and_ps(m, v), q = _mm256_andnot_ps(m, v);
+        p0 = _mm256_add_pd(p0, _mm256_cvtps_pd(_mm256_castps256_ps128(p)));
+        p1 = _mm256_add_pd(p1, _mm256_cvtps_pd(_mm256_extractf128_ps(p, 1)));
+        q0 = _mm256_add_pd(q0, _mm256_cvtps_pd(_mm256_castps256_ps128(q)));
+        q1 = _mm256_add_pd(q1, _mm256_cvtps_pd(_mm256_extractf128_ps(q, 1)));
+    }
+    _mm256_storeu_pd(pos, p0);
+    _mm256_storeu_pd(pos + 4, p1);
+    _mm256_storeu_pd(neg, q0);
+    _mm256_storeu_pd(neg + 4, q1);
+    hp_ops_sign_sum_step(x + n8, n - n8, pos, neg);
+    *pos_p = hp_ops_sum_lanes(pos);
+    *neg_p = hp_ops_sum_lanes(neg);
+}
+
+AVX2 static void v_pack_sign(const float *x, size_t n, uint8_t *bits)
+{
+    const __m256 zero = _mm256_setzero_ps();
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        uint32_t w = (uint32_t)_mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(x + i), zero, _CMP_GE_OQ));
+        w |= (uint32_t)_mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(x + i + 8), zero, _CMP_GE_OQ)) << 8;
+        w |= (uint32_t)_mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(x + i + 16), zero, _CMP_GE_OQ)) << 16;
+        w |= (uint32_t)_mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(x + i + 24), zero, _CMP_GE_OQ)) << 24;
+        memcpy(bits + (i >> 3), &w, 4);
+    }
+    hp_ops_generic.pack_sign(x + i, n - i, bits + (i >> 3));
+}
+
+/* 8 lanes of all-ones where bit j of byte b is set */
+AVX2 static inline __m256 bits8_mask(unsigned b)
+{
+    const __m256i sel = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+    __m256i t = _mm256_and_si256(_mm256_set1_epi32((int)b), sel);
+    return _mm256_castsi256_ps(_mm256_cmpeq_epi32(t, sel));
+}
+
+AVX2 static void v_select1(const uint8_t *bits, size_t n, float s1, float s0, float *out, int mode)
+{
+    const __m256 v1 = _mm256_set1_ps(s1), v0 = _mm256_set1_ps(s0);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        put8(out + i, _mm256_blendv_ps(v0, v1, bits8_mask(bits[i >> 3])), mode);
+    if (i < n)
+        hp_ops_generic.select1(bits + (i >> 3), n - i, s1, s0, out + i, mode);
+}
+
+AVX2 static inline __m256i ternary8(__m256 v, __m256 tau, __m256 ntau)
+{
+    __m256i ge = _mm256_castps_si256(_mm256_cmp_ps(v, tau, _CMP_GE_OQ));
+    __m256i le = _mm256_castps_si256(_mm256_cmp_ps(v, ntau, _CMP_LE_OQ));
+    /* masks are -1/0: 1 - ge + le */
+    return _mm256_add_epi32(_mm256_sub_epi32(_mm256_set1_epi32(1), ge), le);
+}
+
+AVX2 static void v_quant_ternary(const float *x, size_t n, float tau, uint8_t *codes)
+{
+    const __m256 t = _mm256_set1_ps(tau), nt = _mm256_set1_ps(-tau);
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        __m256i r = pack_i32x32_u8(ternary8(_mm256_loadu_ps(x + i), t, nt),
+                                   ternary8(_mm256_loadu_ps(x + i + 8), t, nt),
+                                   ternary8(_mm256_loadu_ps(x + i + 16), t, nt),
+                                   ternary8(_mm256_loadu_ps(x + i + 24), t, nt));
+        _mm256_storeu_si256((__m256i *)(codes + i), r);
+    }
+    hp_ops_generic.quant_ternary(x + i, n - i, tau, codes + i);
+}
+
+AVX2 static inline __m256i stoch8(__m256 v, __m256 u, __m256 lo, __m256 gap, __m256 levels)
+{
+    __m256 t = _mm256_add_ps(_mm256_div_ps(_mm256_sub_ps(v, lo), gap), u);
+    t = _mm256_round_ps(t, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+    t = _mm256_max_ps(t, _mm256_setzero_ps()); /* t > 0 ? t : 0 */
+    t = _mm256_min_ps(t, levels);              /* t < levels ? t : levels */
+    return _mm256_cvttps_epi32(t);
+}
+
+AVX2 static void v_quant_stoch(const float *x, const float *u, size_t n, float lo, float gap,
+                               float levels, uint8_t *codes)
+{
+    const __m256 l = _mm256_set1_ps(lo), g = _mm256_set1_ps(gap), lv = _mm256_set1_ps(levels);
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        __m256i r = pack_i32x32_u8(
+            stoch8(_mm256_loadu_ps(x + i), _mm256_loadu_ps(u + i), l, g, lv),
+            stoch8(_mm256_loadu_ps(x + i + 8), _mm256_loadu_ps(u + i + 8), l, g, lv),
+            stoch8(_mm256_loadu_ps(x + i + 16), _mm256_loadu_ps(u + i + 16), l, g, lv),
+            stoch8(_mm256_loadu_ps(x + i + 24), _mm256_loadu_ps(u + i + 24), l, g, lv));
+        _mm256_storeu_si256((__m256i *)(codes + i), r);
+    }
+    hp_ops_generic.quant_stoch(x + i, u + i, n - i, lo, gap, levels, codes + i);
+}
+
+AVX2 static void v_dequant(const uint8_t *codes, size_t n, float base, float cbias, float step,
+                           float *out, int mode)
+{
+    const __m256 b = _mm256_set1_ps(base), cb = _mm256_set1_ps(cbias), s = _mm256_set1_ps(step);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, codes + i, 8);
+        __m256 c = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)w)));
+        put8(out + i, _mm256_add_ps(b, _mm256_mul_ps(_mm256_add_ps(c, cb), s)), mode);
+    }
+    hp_ops_generic.dequant(codes + i, n - i, base, cbias, step, out + i, mode);
+}
+
+AVX2 static void v_pack(const uint8_t *codes, size_t n, unsigned bits, uint8_t *packed)
+{
+    size_t i = 0;
+    if (bits == 8) {
+        memcpy(packed, codes, n);
+        return;
+    }
+    if (bits == 4) {
+        const __m256i lo = _mm256_set1_epi16(0x000f), hi = _mm256_set1_epi16(0x00f0);
+        for (; i + 32 <= n; i += 32) {
+            __m256i w = _mm256_loadu_si256((const __m256i *)(codes + i));
+            __m256i t = _mm256_or_si256(_mm256_and_si256(w, lo),
+                                        _mm256_and_si256(_mm256_srli_epi16(w, 4), hi));
+            __m128i r = _mm_packus_epi16(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
+            _mm_storeu_si128((__m128i *)(packed + i / 2), r);
+        }
+    } else if (bits == 2) {
+        const __m256i m1 = _mm256_set1_epi16(0x0401), m2 = _mm256_set1_epi32(0x00100001);
+        for (; i + 32 <= n; i += 32) {
+            __m256i w = _mm256_loadu_si256((const __m256i *)(codes + i));
+            __m256i t = _mm256_madd_epi16(_mm256_maddubs_epi16(w, m1), m2);
+            __m128i r = _mm_packus_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
+            r = _mm_packus_epi16(r, r);
+            _mm_storel_epi64((__m128i *)(packed + i / 4), r);
+        }
+    } else if (bits == 1) {
+        for (; i + 32 <= n; i += 32) {
+            __m256i w = _mm256_loadu_si256((const __m256i *)(codes + i));
+            uint32_t m = (uint32_t)_mm256_movemask_epi8(_mm256_slli_epi16(w, 7));
+            memcpy(packed + i / 8, &m, 4);
+        }
+    }
+    hp_ops_generic.pack(codes + i, n - i, bits, packed + i * bits / 8);
+}
+
+AVX2 static unsigned v_unpack(const uint8_t *packed, size_t n, unsigned bits, uint8_t *codes,
+                              uint8_t *min_p, uint8_t *max_p)
+{
+    __m256i mn = _mm256_set1_epi8(-1), mx = _mm256_setzero_si256();
+    size_t i = 0;
+    uint8_t tmn, tmx, l[32];
+    unsigned pad;
+    if (bits == 8) {
+        for (; i + 32 <= n; i += 32) {
+            __m256i c = _mm256_loadu_si256((const __m256i *)(packed + i));
+            _mm256_storeu_si256((__m256i *)(codes + i), c);
+            mn = _mm256_min_epu8(mn, c);
+            mx = _mm256_max_epu8(mx, c);
+        }
+    } else if (bits == 4) {
+        const __m256i m = _mm256_set1_epi8(0x0f);
+        for (; i + 32 <= n; i += 32) {
+            __m256i b = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(packed + i / 2)));
+            __m256i c = _mm256_and_si256(_mm256_or_si256(b, _mm256_slli_epi16(b, 4)), m);
+            _mm256_storeu_si256((__m256i *)(codes + i), c);
+            mn = _mm256_min_epu8(mn, c);
+            mx = _mm256_max_epu8(mx, c);
+        }
+    } else if (bits == 2) {
+        const __m256i m = _mm256_set1_epi8(0x03);
+        for (; i + 32 <= n; i += 32) {
+            uint64_t w;
+            memcpy(&w, packed + i / 4, 8);
+            __m256i b = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)w));
+            __m256i c = _mm256_or_si256(_mm256_or_si256(b, _mm256_slli_epi32(b, 6)),
+                                        _mm256_or_si256(_mm256_slli_epi32(b, 12), _mm256_slli_epi32(b, 18)));
+            c = _mm256_and_si256(c, m);
+            _mm256_storeu_si256((__m256i *)(codes + i), c);
+            mn = _mm256_min_epu8(mn, c);
+            mx = _mm256_max_epu8(mx, c);
+        }
+    } else if (bits == 1) {
+        const __m256i rep = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+                                             2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+        const __m256i sel = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
+        const __m256i one = _mm256_set1_epi8(1);
+        for (; i + 32 <= n; i += 32) {
+            uint32_t w;
+            memcpy(&w, packed + i / 8, 4);
+            /* shuffle_epi8 works per 128-bit lane: bytes 0..3 of w in both lanes */
+            __m256i b = _mm256_shuffle_epi8(_mm256_set1_epi32((int)w), rep);
+            __m256i c = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(b, sel), sel), one);
+            _mm256_storeu_si256((__m256i *)(codes + i), c);
+            mn = _mm256_min_epu8(mn, c);
+            mx = _mm256_max_epu8(mx, c);
+        }
+    }
+    pad = hp_ops_generic.unpack(packed + i * bits / 8, n - i, bits, codes + i, &tmn, &tmx);
+    if (i > 0) {
+        uint8_t vmn = 0xff, vmx = 0;
+        _mm256_storeu_si256((__m256i *)l, mn);
+        for (int j = 0; j < 32; j++)
+            vmn = l[j] < vmn ? l[j] : vmn;
+        _mm256_storeu_si256((__m256i *)l, mx);
+        for (int j = 0; j < 32; j++)
+            vmx = l[j] > vmx ? l[j] : vmx;
+        if (i < n) { /* fold in the tail */
+            vmn = tmn < vmn ? tmn : vmn;
+            vmx = tmx > vmx ? tmx : vmx;
+        }
+        tmn = vmn;
+        tmx = vmx;
+    }
+    *min_p = tmn;
+    *max_p = tmx;
+    return pad;
+}
+
+AVX2 static int v_f32_to_f16(const float *x, size_t n, uint8_t *out)
+{
+    const __m256i expo = _mm256_set1_epi32(0x7f800000);
+    __m256i bad = _mm256_setzero_si256();
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m256 a = _mm256_loadu_ps(x + i), b = _mm256_loadu_ps(x + i + 8);
+        __m256i ea = _mm256_and_si256(_mm256_castps_si256(a), expo);
+        __m256i eb = _mm256_and_si256(_mm256_castps_si256(b), expo);
+        bad = _mm256_or_si256(bad, _mm256_or_si256(_mm256_cmpeq_epi32(ea, expo), _mm256_cmpeq_epi32(eb, expo)));
+        _mm_storeu_si128((__m128i *)(out + 2 * i), _mm256_cvtps_ph(a, _MM_FROUND_TO_NEAREST_INT));
+        _mm_storeu_si128((__m128i *)(out + 2 * i + 16), _mm256_cvtps_ph(b, _MM_FROUND_TO_NEAREST_INT));
+    }
+    int r = !_mm256_testz_si256(bad, bad);
+    return hp_ops_generic.f32_to_f16(x + i, n - i, out + 2 * i) | r;
+}
+
+AVX2 static int v_f16_to_f32(const uint8_t *in, size_t n, float *out, int mode)
+{
+    const __m256i abs = _mm256_set1_epi16(0x7fff), inf = _mm256_set1_epi16(0x7c00);
+    __m256i nan = _mm256_setzero_si256();
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m256i h = _mm256_loadu_si256((const __m256i *)(in + 2 * i));
+        nan = _mm256_or_si256(nan, _mm256_cmpgt_epi16(_mm256_and_si256(h, abs), inf));
+        put8(out + i, _mm256_cvtph_ps(_mm256_castsi256_si128(h)), mode);
+        put8(out + i + 8, _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1)), mode);
+    }
+    return hp_ops_generic.f16_to_f32(in + 2 * i, n - i, out + i, mode) | !_mm256_testz_si256(nan, nan);
+}
+
+/* hp_f32_to_bf16 on 8 lanes, results in the low 16 bits of each 32-bit lane */
+AVX2 static inline __m256i bf16x8(__m256 v)
+{
+    __m256i x = _mm256_castps_si256(v);
+    __m256i ax = _mm256_and_si256(x, _mm256_set1_epi32(0x7fffffff));
+    __m256i nan = _mm256_cmpgt_epi32(ax, _mm256_set1_epi32(0x7f800000));
+    __m256i hi = _mm256_srli_epi32(x, 16);
+    __m256i rnd = _mm256_add_epi32(_mm256_set1_epi32(0x7fff), _mm256_and_si256(hi, _mm256_set1_epi32(1)));
+    __m256i r = _mm256_srli_epi32(_mm256_add_epi32(x, rnd), 16);
+    __m256i q = _mm256_or_si256(hi, _mm256_set1_epi32(0x40));
+    return _mm256_blendv_epi8(r, q, nan);
+}
+
+AVX2 static int v_f32_to_bf16(const float *x, size_t n, uint8_t *out)
+{
+    const __m256i expo = _mm256_set1_epi32(0x7f800000);
+    __m256i bad = _mm256_setzero_si256();
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m256 a = _mm256_loadu_ps(x + i), b = _mm256_loadu_ps(x + i + 8);
+        __m256i ea = _mm256_and_si256(_mm256_castps_si256(a), expo);
+        __m256i eb = _mm256_and_si256(_mm256_castps_si256(b), expo);
+        bad = _mm256_or_si256(bad, _mm256_or_si256(_mm256_cmpeq_epi32(ea, expo), _mm256_cmpeq_epi32(eb, expo)));
+        __m256i p = _mm256_packus_epi32(bf16x8(a), bf16x8(b)); /* a0-3 b0-3 | a4-7 b4-7 */
+        _mm256_storeu_si256((__m256i *)(out + 2 * i), _mm256_permute4x64_epi64(p, 0xD8));
+    }
+    int r = !_mm256_testz_si256(bad, bad);
+    return hp_ops_generic.f32_to_bf16(x + i, n - i, out + 2 * i) | r;
+}
+
+AVX2 static int v_bf16_to_f32(const uint8_t *in, size_t n, float *out, int mode)
+{
+    const __m256i abs = _mm256_set1_epi16(0x7fff), inf = _mm256_set1_epi16(0x7f80);
+    __m256i nan = _mm256_setzero_si256();
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m256i h = _mm256_loadu_si256((const __m256i *)(in + 2 * i));
+        nan = _mm256_or_si256(nan, _mm256_cmpgt_epi16(_mm256_and_si256(h, abs), inf));
+        __m256 a = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_castsi256_si128(h)), 16));
+        __m256 b = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_extracti128_si256(h, 1)), 16));
+        put8(out + i, a, mode);
+        put8(out + i + 8, b, mode);
+    }
+    return hp_ops_generic.bf16_to_f32(in + 2 * i, n - i, out + i, mode) | !_mm256_testz_si256(nan, nan);
+}
+
+/* z * m mod 2^64 on 4 lanes, m = (mh << 32) | ml */
+AVX2 static inline __m256i mul64c(__m256i z, __m256i ml, __m256i mh)
+{
+    __m256i lo = _mm256_mul_epu32(z, ml);
+    __m256i cross = _mm256_add_epi64(_mm256_mul_epu32(_mm256_srli_epi64(z, 32), ml),
+                                     _mm256_mul_epu32(z, mh));
+    return _mm256_add_epi64(lo, _mm256_slli_epi64(cross, 32));
+}
+
+/* hp_mix64 on 4 lanes */
+AVX2 static inline __m256i mix64x4(__m256i z)
+{
+    const __m256i m1l = _mm256_set1_epi64x(0x1ce4e5b9), m1h = _mm256_set1_epi64x(0xbf58476d);
+    const __m256i m2l = _mm256_set1_epi64x(0x133111eb), m2h = _mm256_set1_epi64x(0x94d049bb);
+    z = mul64c(_mm256_xor_si256(z, _mm256_srli_epi64(z, 30)), m1l, m1h);
+    z = mul64c(_mm256_xor_si256(z, _mm256_srli_epi64(z, 27)), m2l, m2h);
+    return _mm256_xor_si256(z, _mm256_srli_epi64(z, 31));
+}
+
+/* hp_rng_u32 for 8 consecutive counters: the even ones in za, the odd ones
+ * in zb (each the pre-mix value k + C*(counter+1)) */
+AVX2 static inline __m256i rng8(__m256i za, __m256i zb)
+{
+    __m256i a = _mm256_srli_epi64(mix64x4(za), 32);  /* hi words of even elements, at even slots */
+    __m256i b = mix64x4(zb);                         /* hi words of odd elements, at odd slots */
+    return _mm256_blend_epi32(a, b, 0xAA);
+}
+
+#define GOLDEN 0x9E3779B97F4A7C15ULL
+
+AVX2 static size_t rng_vec(uint64_t k, uint64_t counter0, size_t n, void *out, int unit)
+{
+    uint64_t z0 = k + GOLDEN * (counter0 + 1);
+    __m256i za = _mm256_setr_epi64x((long long)z0, (long long)(z0 + 2 * GOLDEN),
+                                    (long long)(z0 + 4 * GOLDEN), (long long)(z0 + 6 * GOLDEN));
+    __m256i zb = _mm256_add_epi64(za, _mm256_set1_epi64x((long long)GOLDEN));
+    const __m256i step = _mm256_set1_epi64x((long long)(8 * GOLDEN));
+    const __m256 scale = _mm256_set1_ps(1.0f / 16777216.0f);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256i r = rng8(za, zb);
+        if (unit)
+            _mm256_storeu_ps((float *)out + i,
+                             _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(r, 8)), scale));
+        else
+            _mm256_storeu_si256((__m256i *)((uint32_t *)out + i), r);
+        za = _mm256_add_epi64(za, step);
+        zb = _mm256_add_epi64(zb, step);
+    }
+    return i;
+}
+
+AVX2 static void v_rng_u32(uint64_t k, uint64_t counter0, size_t n, uint32_t *out)
+{
+    size_t i = rng_vec(k, counter0, n, out, 0);
+    hp_ops_generic.rng_u32(k, counter0 + i, n - i, out + i);
+}
+
+AVX2 static void v_rng_unit(uint64_t k, uint64_t counter0, size_t n, float *out)
+{
+    size_t i = rng_vec(k, counter0, n, out, 1);
+    hp_ops_generic.rng_unit(k, counter0 + i, n - i, out + i);
+}
+
+const hp_ops_t hp_ops_avx2 = {
+    .name = "avx2",
+    .isa = HP_ISA_AVX2,
+    .add = v_add,
+    .nonfinite = v_nonfinite,
+    .minmax = v_minmax,
+    .abs_sum = v_abs_sum,
+    .sign_sum = v_sign_sum,
+    .pack_sign = v_pack_sign,
+    .select1 = v_select1,
+    .quant_ternary = v_quant_ternary,
+    .quant_stoch = v_quant_stoch,
+    .dequant = v_dequant,
+    .pack = v_pack,
+    .unpack = v_unpack,
+    .f32_to_f16 = v_f32_to_f16,
+    .f16_to_f32 = v_f16_to_f32,
+    .f32_to_bf16 = v_f32_to_bf16,
+    .bf16_to_f32 = v_bf16_to_f32,
+    .rng_u32 = v_rng_u32,
+    .rng_unit = v_rng_unit,
+};
+
+#else
+/* not x86: hp_ops_get() only knows the generic table */
+typedef int hp_ops_avx2_unused_t;
+#endif

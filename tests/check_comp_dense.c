@@ -1,0 +1,1032 @@
+/*
+ * Dense CompLL compressors (fp16, bf16, onebit, tbq, terngrad) and the
+ * operator layer under them: wire sizes, error bounds, error feedback,
+ * unbiasedness, determinism, identical bytes on every ISA path, NaN/Inf,
+ * and rejection of malformed messages.
+ */
+#include <check.h>
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "hp_comp.h"
+#include "hp_ops.h"
+
+/* Check's ck_assert records every passing check through a pipe: these cost
+ * nothing when they hold, for the per-element checks. */
+#define REQUIRE(c) \
+    do { if (!(c)) ck_abort_msg("%s:%d: check failed: %s", __FILE__, __LINE__, #c); } while (0)
+#define REQUIRE_MSG(c, ...) \
+    do { if (!(c)) ck_abort_msg(__VA_ARGS__); } while (0)
+
+static const size_t sizes[] = {1, 31, 32, 33, 4095, 4097, 1000007};
+
+/* ------------------------------------------------------------- helpers */
+
+static uint64_t rng_state;
+static uint64_t next_u64(void)
+{
+    rng_state += 0x9E3779B97F4A7C15ULL;
+    return hp_mix64(rng_state);
+}
+static double next_unit(void) { return (double)(next_u64() >> 11) * 0x1p-53; }
+static double next_normal(void)
+{
+    double s = 0;
+    for (int i = 0; i < 4; i++)
+        s += next_unit() - 0.5;
+    return s * 1.7320508075688772; /* variance 1 */
+}
+
+/* gradient-like values: a smooth component plus noise of varying scale */
+static void fill_grad(float *x, size_t n, uint64_t seed)
+{
+    rng_state = seed;
+    for (size_t i = 0; i < n; i++)
+        x[i] = (float)(0.01 * sin((double)i * 0.0007 + (double)seed) +
+                       0.003 * (1.0 + (double)(i % 97) / 50.0) * next_normal());
+}
+
+static float *falloc(size_t n)
+{
+    float *p = malloc((n + 16) * sizeof(float));
+    ck_assert_ptr_nonnull(p);
+    return p;
+}
+
+static hipress_comp_params_t params_isa(int isa)
+{
+    hipress_comp_params_t p;
+    hipress_comp_params_default(&p);
+    p.isa = isa;
+    return p;
+}
+
+static hp_comp_t *comp(const char *name)
+{
+    int k = hp_comp_find(name);
+    REQUIRE_MSG(k >= 0, "compressor %s not registered", name);
+    return hp_comp_get(k);
+}
+
+/* Encode through the compressor; returns the payload length. */
+static size_t enc(hp_comp_t *c, const float *in, float *res, size_t n, const hipress_comp_params_t *p,
+                  void *out, size_t cap, uint64_t seed, int *nonfinite_p)
+{
+    hipress_encode_args_t a;
+    size_t len = 0;
+    int nf = -1;
+    memset(&a, 0, sizeof(a));
+    a.in = in;
+    a.residual = res;
+    a.n = n;
+    a.out = out;
+    a.out_cap = cap;
+    a.rng_key[0] = seed;
+    a.rng_key[1] = 3;
+    a.rng_key[2] = 7;
+    a.rng_key[3] = 1;
+    a.rng_offset = 1000;
+    a.params = p;
+    ck_assert_int_eq(c->encode(&a, &len, &nf), HIPRESS_COMP_OK);
+    REQUIRE(nf == 0 || nf == 1);
+    REQUIRE(len <= cap);
+    if (nonfinite_p)
+        *nonfinite_p = nf;
+    else
+        REQUIRE_MSG(nf == 0, "%s: unexpected non-finite", c->name);
+    return len;
+}
+
+static size_t expected_payload(const char *name, size_t n, const hipress_comp_params_t *p)
+{
+    if (!strcmp(name, "fp16") || !strcmp(name, "bf16"))
+        return 2 * n;
+    if (!strcmp(name, "onebit"))
+        return 8 * ((n + p->onebit_block - 1) / p->onebit_block) + 4 * ((n + 31) / 32);
+    if (!strcmp(name, "tbq"))
+        return 4 + (n + 3) / 4;
+    if (!strcmp(name, "terngrad")) /* one element: max == min, the min-only form */
+        return n == 1 ? 8 : 8 + (n * p->terngrad_bits + 7) / 8;
+    ck_abort_msg("unknown compressor %s", name);
+    return 0;
+}
+
+static const char *dense_names[] = {"fp16", "bf16", "onebit", "tbq", "terngrad"};
+
+/* ------------------------------------------------------------ operators */
+
+START_TEST(test_dispatch)
+{
+    const hp_ops_t *g = hp_ops_get(HP_ISA_GENERIC);
+    ck_assert_ptr_eq(g, &hp_ops_generic);
+    ck_assert_int_eq(g->isa, HP_ISA_GENERIC);
+    if (hp_ops_have_avx2()) {
+        ck_assert_str_eq(hp_ops_get(HP_ISA_AUTO)->name, "avx2");
+        ck_assert_str_eq(hp_ops_get(HP_ISA_AVX2)->name, "avx2");
+    } else {
+        ck_assert_ptr_eq(hp_ops_get(HP_ISA_AUTO), &hp_ops_generic);
+        ck_assert_ptr_eq(hp_ops_get(HP_ISA_AVX2), &hp_ops_generic);
+    }
+    ck_assert_ptr_eq(hp_ops_get(99), &hp_ops_generic);
+}
+END_TEST
+
+/* values that exercise every branch: signs, zeros, ties, specials */
+static void fill_special(float *x, size_t n, uint64_t seed, int allow_nonfinite)
+{
+    static const float sp[] = {0.0f, -0.0f, 1.0f, -1.0f, 0.5f, 65504.0f, 65520.0f, 1e-8f, -1e-8f,
+                               6.1e-5f, 5.96e-8f, 2.98e-8f, 1e30f, -1e30f, FLT_MAX, -FLT_MAX,
+                               1.17549435e-38f, 1e-45f, 0.25f, -0.25f};
+    rng_state = seed;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t r = next_u64();
+        if ((r & 7) == 0)
+            x[i] = sp[(r >> 8) % (sizeof(sp) / sizeof(sp[0]))];
+        else if ((r & 7) == 1) {
+            uint32_t u = (uint32_t)(r >> 32);
+            memcpy(&x[i], &u, 4);
+            if (!allow_nonfinite && hp_nonfinite(x[i]))
+                x[i] = 1.5f;
+        } else
+            x[i] = (float)(next_normal() * ldexp(1.0, (int)((r >> 16) % 40) - 20));
+    }
+    if (allow_nonfinite && n > 3) {
+        x[n / 2] = NAN;
+        x[n / 3] = INFINITY;
+    }
+}
+
+START_TEST(test_ops_isa_identical)
+{
+    static const size_t ns[] = {0, 1, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 100, 2047, 2048, 2049, 5001};
+    const hp_ops_t *g = &hp_ops_generic, *v = hp_ops_avx2_table();
+    const size_t cap = 5100;
+    float *x = falloc(cap), *y = falloc(cap), *o1 = falloc(cap), *o2 = falloc(cap);
+    uint8_t *c1 = malloc(8 * cap), *c2 = malloc(8 * cap), *codes = malloc(cap);
+    if (v == NULL) {
+        fprintf(stderr, "check_comp_dense: no AVX2 on this CPU, ISA comparison skipped\n");
+        goto out;
+    }
+    for (size_t t = 0; t < sizeof(ns) / sizeof(ns[0]); t++) {
+        for (int off = 0; off < 3; off += 2) { /* off 2: not 32-byte aligned */
+            size_t n = ns[t];
+            float *xs = x + off, mn1, mx1, mn2, mx2;
+            uint32_t am1, am2;
+            double d1, d2, e1, e2;
+            fill_special(xs, n, 100 + n, 1);
+            fill_grad(y, n, 7 + n);
+
+            g->add(xs, y, o1, n);
+            v->add(xs, y, o2, n);
+            REQUIRE(!memcmp(o1, o2, 4 * n));
+            ck_assert_int_eq(g->nonfinite(xs, n), v->nonfinite(xs, n));
+            ck_assert_int_eq(g->nonfinite(y, n), 0);
+            ck_assert_int_eq(v->nonfinite(y, n), 0);
+
+            /* reductions: finite data (NaN makes min/max meaningless) */
+            fill_special(xs, n, 200 + n, 0);
+            g->minmax(xs, n, &mn1, &mx1, &am1);
+            v->minmax(xs, n, &mn2, &mx2, &am2);
+            REQUIRE(hp_f2u(mn1) == hp_f2u(mn2) && hp_f2u(mx1) == hp_f2u(mx2) && am1 == am2);
+            d1 = g->abs_sum(xs, n);
+            d2 = v->abs_sum(xs, n);
+            REQUIRE(!memcmp(&d1, &d2, 8));
+            g->sign_sum(xs, n, &d1, &e1);
+            v->sign_sum(xs, n, &d2, &e2);
+            REQUIRE(!memcmp(&d1, &d2, 8) && !memcmp(&e1, &e2, 8));
+
+            memset(c1, 0xAA, cap);
+            memset(c2, 0xAA, cap);
+            g->pack_sign(xs, n, c1);
+            v->pack_sign(xs, n, c2);
+            REQUIRE(!memcmp(c1, c2, (n + 7) / 8 + 1));
+            for (int mode = 0; mode < 3; mode++) {
+                memcpy(o1, y, 4 * n);
+                memcpy(o2, y, 4 * n);
+                g->select1(c1, n, 0.375f, -1.25f, o1, mode);
+                v->select1(c1, n, 0.375f, -1.25f, o2, mode);
+                REQUIRE(!memcmp(o1, o2, 4 * n));
+            }
+            g->quant_ternary(xs, n, 0.01f, c1);
+            v->quant_ternary(xs, n, 0.01f, c2);
+            REQUIRE(!memcmp(c1, c2, n));
+            fill_grad(xs, n, 300 + n);
+            g->rng_unit(99, 12345, n, o1);
+            g->quant_stoch(xs, o1, n, -0.05f, 0.1f / 15.0f, 15.0f, c1);
+            v->quant_stoch(xs, o1, n, -0.05f, 0.1f / 15.0f, 15.0f, c2);
+            REQUIRE(!memcmp(c1, c2, n));
+            for (int mode = 0; mode < 3; mode++) {
+                memcpy(o1, y, 4 * n);
+                memcpy(o2, y, 4 * n);
+                g->dequant(c1, n, -0.05f, -1.0f, 0.1f / 15.0f, o1, mode);
+                v->dequant(c1, n, -0.05f, -1.0f, 0.1f / 15.0f, o2, mode);
+                REQUIRE(!memcmp(o1, o2, 4 * n));
+            }
+            for (unsigned b = 1; b <= 8; b *= 2) {
+                size_t pb = (n * b + 7) / 8;
+                uint8_t u1[5200], u2[5200], l1 = 0, h1 = 0, l2 = 1, h2 = 1;
+                for (size_t i = 0; i < n; i++)
+                    codes[i] = (uint8_t)((next_u64() >> 20) & ((1u << b) - 1u));
+                memset(c1, 0x5A, pb + 8);
+                memset(c2, 0x5A, pb + 8);
+                g->pack(codes, n, b, c1);
+                v->pack(codes, n, b, c2);
+                REQUIRE(!memcmp(c1, c2, pb + 8)); /* nothing written past pb */
+                ck_assert_uint_eq(g->unpack(c1, n, b, u1, &l1, &h1), 0);
+                ck_assert_uint_eq(v->unpack(c1, n, b, u2, &l2, &h2), 0);
+                REQUIRE(!memcmp(u1, codes, n) && !memcmp(u2, codes, n));
+                REQUIRE(l1 == l2 && h1 == h2);
+                if (n > 0 && (n * b) % 8) {
+                    c1[pb - 1] |= 0x80; /* a padding bit */
+                    ck_assert_uint_ne(g->unpack(c1, n, b, u1, &l1, &h1), 0);
+                    ck_assert_uint_ne(v->unpack(c1, n, b, u2, &l2, &h2), 0);
+                }
+            }
+            fill_special(xs, n, 400 + n, 1);
+            ck_assert_int_eq(g->f32_to_f16(xs, n, c1), v->f32_to_f16(xs, n, c2));
+            REQUIRE(!memcmp(c1, c2, 2 * n));
+            for (int mode = 0; mode < 3; mode++) {
+                memcpy(o1, y, 4 * n);
+                memcpy(o2, y, 4 * n);
+                ck_assert_int_eq(g->f16_to_f32(c1, n, o1, mode), v->f16_to_f32(c1, n, o2, mode));
+                REQUIRE(!memcmp(o1, o2, 4 * n));
+            }
+            ck_assert_int_eq(g->f32_to_bf16(xs, n, c1), v->f32_to_bf16(xs, n, c2));
+            REQUIRE(!memcmp(c1, c2, 2 * n));
+            for (int mode = 0; mode < 3; mode++) {
+                memcpy(o1, y, 4 * n);
+                memcpy(o2, y, 4 * n);
+                ck_assert_int_eq(g->bf16_to_f32(c1, n, o1, mode), v->bf16_to_f32(c1, n, o2, mode));
+                REQUIRE(!memcmp(o1, o2, 4 * n));
+            }
+            /* counters that wrap the 64-bit multiply */
+            g->rng_u32(0xDEADBEEFCAFEF00DULL, UINT64_MAX - 37, n, (uint32_t *)o1);
+            v->rng_u32(0xDEADBEEFCAFEF00DULL, UINT64_MAX - 37, n, (uint32_t *)o2);
+            REQUIRE(!memcmp(o1, o2, 4 * n));
+            g->rng_unit(42, 1ULL << 40, n, o1);
+            v->rng_unit(42, 1ULL << 40, n, o2);
+            REQUIRE(!memcmp(o1, o2, 4 * n));
+            for (size_t i = 0; i < n; i++)
+                REQUIRE(hp_f2u(o1[i]) == hp_f2u(hp_rng_unit(42, (1ULL << 40) + i)) && o1[i] < 1.0f);
+        }
+    }
+out:
+    free(x); free(y); free(o1); free(o2); free(c1); free(c2); free(codes);
+}
+END_TEST
+
+/* fp16/bf16 conversion of a sample of all float bit patterns against the
+ * scalar reference, on both paths; every half decodes alike */
+START_TEST(test_ops_convert_sampled)
+{
+    const hp_ops_t *tabs[2] = {&hp_ops_generic, hp_ops_avx2_table()};
+    const size_t n = 1 << 16;
+    float *x = falloc(n), *o = falloc(n);
+    uint8_t *h = malloc(2 * n);
+    for (uint64_t base = 0; base < (1ULL << 32); base += 4099ULL * n) {
+        for (size_t i = 0; i < n; i++) {
+            uint32_t u = (uint32_t)(base + 4099ULL * i + (i & 1 ? 0 : 0x7fff8000u));
+            memcpy(&x[i], &u, 4);
+        }
+        for (int t = 0; t < 2; t++) {
+            if (tabs[t] == NULL)
+                continue;
+            tabs[t]->f32_to_f16(x, n, h);
+            for (size_t i = 0; i < n; i++) {
+                uint16_t w;
+                memcpy(&w, h + 2 * i, 2);
+                REQUIRE_MSG(w == hp_f32_to_f16(x[i]), "%s f16 of %08x", tabs[t]->name, hp_f2u(x[i]));
+            }
+            tabs[t]->f32_to_bf16(x, n, h);
+            for (size_t i = 0; i < n; i++) {
+                uint16_t w;
+                memcpy(&w, h + 2 * i, 2);
+                REQUIRE(w == hp_f32_to_bf16(x[i]));
+            }
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        uint16_t w = (uint16_t)i;
+        memcpy(h + 2 * i, &w, 2);
+    }
+    for (int t = 0; t < 2; t++) {
+        if (tabs[t] == NULL)
+            continue;
+        ck_assert_int_eq(tabs[t]->f16_to_f32(h, n, o, HP_OUT_SET), 1); /* NaNs among them */
+        for (size_t i = 0; i < n; i++)
+            if ((i & 0x7fff) <= 0x7c00)
+                REQUIRE(hp_f2u(o[i]) == hp_f2u(hp_f16_to_f32((uint16_t)i)));
+        ck_assert_int_eq(tabs[t]->f16_to_f32(h, 0x7c01, o, HP_OUT_SET), 0);
+    }
+    free(x); free(o); free(h);
+}
+END_TEST
+
+/* ------------------------------------------------------------ wire size */
+
+START_TEST(test_wire_sizes)
+{
+    hipress_comp_params_t p = params_isa(HP_ISA_AUTO);
+    float *x = falloc(1000007), *r = falloc(1000007);
+    uint8_t *out = malloc(8 * 1000007 + 64), *msg = malloc(8 * 1000007 + 64);
+    for (size_t d = 0; d < 5; d++) {
+        hp_comp_t *c = comp(dense_names[d]);
+        for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
+            size_t n = sizes[s];
+            for (int var = 0; var < 4; var++) {
+                size_t len, mlen;
+                int nf;
+                hipress_encode_args_t a;
+                if (var > 0 && strcmp(c->name, "onebit") && strcmp(c->name, "terngrad"))
+                    break;
+                p.onebit_block = var == 1 ? 32 : var == 2 ? 65536 : 4096;
+                p.terngrad_bits = 1u << var;
+                fill_grad(x, n, n);
+                memset(r, 0, 4 * n);
+                len = enc(c, x, (c->flags & HIPRESS_COMP_EF) ? r : NULL, n, &p, out,
+                          c->max_payload(n, &p), 1, NULL);
+                REQUIRE_MSG(len == expected_payload(c->name, n, &p), "%s n=%zu: %zu", c->name, n, len);
+                ck_assert_uint_eq(c->max_payload(n, &p), strcmp(c->name, "terngrad") ? len : 8 + (n * p.terngrad_bits + 7) / 8);
+                /* the framework adds exactly the header */
+                memset(&a, 0, sizeof(a));
+                a.in = x;
+                a.n = n;
+                a.params = &p;
+                ck_assert_int_eq(hp_msg_encode(hp_comp_find(c->name), &a, msg,
+                                               hp_msg_max_bytes(hp_comp_find(c->name), n, &p), &mlen, &nf), HP_OK);
+                ck_assert_uint_eq(mlen, HP_MSG_HEADER + len);
+                /* capacity one byte short */
+                {
+                    size_t l2;
+                    hipress_encode_args_t b = a;
+                    b.out = out;
+                    b.out_cap = len - 1;
+                    ck_assert_int_eq(c->encode(&b, &l2, &nf), HIPRESS_COMP_ENOSPC);
+                }
+            }
+        }
+    }
+    free(x); free(r); free(out); free(msg);
+}
+END_TEST
+
+/* ---------------------------------------------------------- error bounds */
+
+START_TEST(test_fp16_bf16_rounding)
+{
+    const size_t n = 100003;
+    hipress_comp_params_t p = params_isa(HP_ISA_AUTO);
+    float *x = falloc(n), *o = falloc(n);
+    uint8_t *out = malloc(2 * n);
+    fill_grad(x, n, 5);
+    for (size_t i = 0; i < n; i += 101)
+        x[i] *= 1e5f; /* some beyond the fp16 range: +-Inf */
+    for (int t = 0; t < 2; t++) {
+        hp_comp_t *c = comp(t ? "bf16" : "fp16");
+        double rel = t ? 0x1p-8 : 0x1p-11; /* half an ulp of 8 / 11 significant bits */
+        size_t len = enc(c, x, NULL, n, &p, out, 2 * n, 1, NULL);
+        ck_assert_int_eq(c->decode(out, len, n, o, 0, &p), HIPRESS_COMP_OK);
+        for (size_t i = 0; i < n; i++) {
+            double ax = fabs((double)x[i]), err = fabs((double)o[i] - (double)x[i]);
+            if (!t && ax >= 65520.0) {
+                REQUIRE(isinf(o[i]) && signbit(o[i]) == signbit(x[i]));
+                continue;
+            }
+            if (!t && ax < 6.103515625e-05) /* fp16 subnormal: absolute half ulp */
+                REQUIRE(err <= 0x1p-25);
+            else
+                REQUIRE_MSG(err <= rel * ax, "%s x=%g got %g", c->name, x[i], o[i]);
+        }
+    }
+    free(x); free(o); free(out);
+}
+END_TEST
+
+START_TEST(test_onebit_scales)
+{
+    const size_t n = 10007;
+    for (int useres = 0; useres < 2; useres++) {
+        hipress_comp_params_t p = params_isa(HP_ISA_AUTO);
+        hp_comp_t *c = comp("onebit");
+        float *x = falloc(n), *r = falloc(n), *v = falloc(n), *o = falloc(n);
+        uint8_t *out;
+        size_t len, B;
+        p.onebit_block = 1024;
+        B = p.onebit_block;
+        out = malloc(c->max_payload(n, &p));
+        fill_grad(x, n, 11);
+        fill_grad(r, n, 12);
+        for (size_t i = 0; i < n; i++)
+            r[i] *= 0.1f;
+        for (size_t i = 0; i < 2 * B; i++) /* block 1 all >= 0: empty clear class */
+            x[B + i / 2] = fabsf(x[B + i / 2]) + 1.0f;
+        for (size_t i = 0; i < n; i++)
+            v[i] = useres ? x[i] + r[i] : x[i];
+        len = enc(c, x, useres ? r : NULL, n, &p, out, c->max_payload(n, &p), 1, NULL);
+        ck_assert_int_eq(c->decode(out, len, n, o, 0, &p), HIPRESS_COMP_OK);
+        for (size_t b0 = 0; b0 < n; b0 += B) {
+            size_t e = HP_MIN(n, b0 + B);
+            double sp = 0, sn = 0;
+            size_t np = 0, nn = 0;
+            float sc[2];
+            memcpy(sc, out + 8 * (b0 / B), 8);
+            for (size_t i = b0; i < e; i++) {
+                if (v[i] >= 0) {
+                    sp += v[i];
+                    np++;
+                } else {
+                    sn += v[i];
+                    nn++;
+                }
+            }
+            REQUIRE(np ? fabs(sc[0] - sp / (double)np) <= 1e-6 * fabs(sp / (double)np) : sc[0] == 0.0f);
+            REQUIRE(nn ? fabs(sc[1] - sn / (double)nn) <= 1e-6 * fabs(sn / (double)nn) : sc[1] == 0.0f);
+            for (size_t i = b0; i < e; i++) {
+                float want = v[i] >= 0 ? sc[0] : sc[1];
+                REQUIRE(hp_f2u(o[i]) == hp_f2u(want));
+                /* the new residual is exactly v - decode */
+                if (useres)
+                    REQUIRE(hp_f2u(r[i]) == hp_f2u(v[i] - want));
+            }
+        }
+        free(x); free(r); free(v); free(o); free(out);
+    }
+}
+END_TEST
+
+START_TEST(test_tbq_codes)
+{
+    const size_t n = 20011;
+    for (int mode = 0; mode < 3; mode++) { /* scale, scale + residual, threshold */
+        hipress_comp_params_t p = params_isa(HP_ISA_AUTO);
+        hp_comp_t *c = comp("tbq");
+        float *x = falloc(n), *r = falloc(n), *v = falloc(n), *o = falloc(n), tau;
+        uint8_t *out = malloc(c->max_payload(n, &p));
+        double asum = 0;
+        size_t len, cnt[3] = {0, 0, 0};
+        p.tbq_scale = 1.5f;
+        if (mode == 2)
+            p.tbq_threshold = 0.004f;
+        fill_grad(x, n, 21);
+        fill_grad(r, n, 22);
+        x[5] = 0.012f; /* around tau */
+        x[6] = -0.012f;
+        for (size_t i = 0; i < n; i++) {
+            r[i] *= 0.2f;
+            v[i] = mode == 1 ? x[i] + r[i] : x[i];
+            asum += fabs(v[i]);
+        }
+        len = enc(c, x, mode == 1 ? r : NULL, n, &p, out, c->max_payload(n, &p), 1, NULL);
+        ck_assert_int_eq(c->decode(out, len, n, o, 0, &p), HIPRESS_COMP_OK);
+        memcpy(&tau, out, 4);
+        if (mode == 2)
+            REQUIRE(tau == 0.004f);
+        else
+            REQUIRE(fabs(tau - 1.5 * asum / (double)n) <= 1e-6 * tau);
+        for (size_t i = 0; i < n; i++) {
+            float vi = mode == 1 ? v[i] : x[i];
+            float want = vi >= tau ? tau : vi <= -tau ? -tau : 0.0f;
+            unsigned code = (out[4 + i / 4] >> (2 * (i % 4))) & 3u;
+            ck_assert_uint_eq(code, vi >= tau ? 2u : vi <= -tau ? 0u : 1u);
+            REQUIRE(o[i] == want);
+            cnt[code]++;
+        }
+        REQUIRE(cnt[0] > 0 && cnt[1] > 0 && cnt[2] > 0);
+        free(x); free(r); free(v); free(o); free(out);
+    }
+}
+END_TEST
+
+START_TEST(test_tbq_zero_input)
+{
+    const size_t n = 1001;
+    hipress_comp_params_t p = params_isa(HP_ISA_AUTO);
+    hp_comp_t *c = comp("tbq");
+    float x[1001], r[1001], o[1001], tau;
+    uint8_t out[300];
+    size_t len;
+    memset(x, 0, sizeof(x));
+    memset(r, 0, sizeof(r));
+    x[3] = -0.0f;
+    len = enc(c, x, r, n, &p, out, sizeof(out), 1, NULL);
+    memcpy(&tau, out, 4);
+    REQUIRE(hp_f2u(tau) == 0);
+    for (size_t i = 0; i < n; i++)
+        ck_assert_uint_eq((out[4 + i / 4] >> (2 * (i % 4))) & 3u, 1u);
+    ck_assert_uint_eq(out[4 + n / 4] >> 2, 0); /* padding */
+    ck_assert_int_eq(c->decode(out, len, n, o, 0, &p), HIPRESS_COMP_OK);
+    for (size_t i = 0; i < n; i++)
+        REQUIRE(o[i] == 0.0f && r[i] == 0.0f);
+}
+END_TEST
+
+/* over T steps: sum of decoded + final residual == sum of inputs */
+START_TEST(test_error_feedback)
+{
+    const size_t n = 9001;
+    const int T = 30;
+    for (int which = 0; which < 3; which++) {
+        hipress_comp_params_t p = params_isa(HP_ISA_AUTO);
+        hp_comp_t *c = comp(which == 0 ? "onebit" : "tbq");
+        float *g = falloc(n), *r = falloc(n), *o = falloc(n);
+        double *sg = calloc(n, 8), *sd = calloc(n, 8), *tol = calloc(n, 8);
+        uint8_t *out;
+        double maxabs = 0;
+        if (which == 2)
+            p.tbq_threshold = 0.01f;
+        p.onebit_block = 512;
+        out = malloc(c->max_payload(n, &p));
+        memset(r, 0, 4 * n);
+        for (int t = 0; t < T; t++) {
+            size_t len;
+            fill_grad(g, n, 1000 + (uint64_t)t);
+            for (size_t i = 0; i < n; i++) {
+                /* rounding of v = g + r and of r' = v - d, each half an ulp */
+                tol[i] += 0x1p-24 * (fabs(g[i]) + 3.0 * fabs(r[i]));
+                sg[i] += g[i];
+            }
+            len = enc(c, g, r, n, &p, out, c->max_payload(n, &p), 1, NULL);
+            ck_assert_int_eq(c->decode(out, len, n, o, 0, &p), HIPRESS_COMP_OK);
+            for (size_t i = 0; i < n; i++) {
+                sd[i] += o[i];
+                tol[i] += 0x1p-24 * (fabs(o[i]) + fabs(r[i]));
+            }
+        }
+        for (size_t i = 0; i < n; i++) {
+            double err = fabs(sd[i] + r[i] - sg[i]);
+            maxabs = fmax(maxabs, fabs(r[i]));
+            REQUIRE_MSG(err <= tol[i], "%s step sum off by %g (tol %g) at %zu", c->name, err, tol[i], i);
+        }
+        /* the residual stays bounded (error feedback converges) */
+        REQUIRE_MSG(maxabs < 1.0, "%s residual grew to %g", c->name, maxabs);
+        free(g); free(r); free(o); free(sg); free(sd); free(tol); free(out);
+    }
+}
+END_TEST
+
+/* -------------------------------------------------------------- terngrad */
+
+START_TEST(test_terngrad_unbiased)
+{
+    const size_t n = 1000;
+    const int S = 2000;
+    hp_comp_t *c = comp("terngrad");
+    for (unsigned b = 1; b <= 8; b *= 2) {
+        hipress_comp_params_t p = params_isa(HP_ISA_AUTO);
+        float x[1000], o[1000], mn = INFINITY, mx = -INFINITY, gap;
+        double *sum = calloc(n, 8);
+        uint8_t out[1100];
+        p.terngrad_bits = b;
+        fill_grad(x, n, 77);
+        x[0] = 0.02f;   /* max */
+        x[1] = -0.02f;  /* min */
+        for (size_t i = 0; i < n; i++) {
+            mn = fminf(mn, x[i]);
+            mx = fmaxf(mx, x[i]);
+        }
+        for (int s = 0; s < S; s++) {
+            size_t len = enc(c, x, NULL, n, &p, out, sizeof(out), 500 + (uint64_t)s, NULL);
+            float hdr[2];
+            memcpy(hdr, out, 8);
+            REQUIRE(hdr[0] == mn);
+            gap = hdr[1];
+            REQUIRE(gap == (mx - mn) / (float)((1u << b) - 1u));
+            ck_assert_int_eq(c->decode(out, len, n, o, 0, &p), HIPRESS_COMP_OK);
+            for (size_t i = 0; i < n; i++) {
+                unsigned q = (unsigned)((out[8 + i * b / 8] >> (i * b % 8)) & ((1u << b) - 1u));
+                /* one of the two levels around x: rounding never leaves the field */
+                REQUIRE_MSG(fabs((double)o[i] - x[i]) <= gap * (1.0 + 1e-5), "b=%u i=%zu", b, i);
+                REQUIRE(o[i] == mn + (float)q * gap);
+                sum[i] += o[i];
+            }
+            REQUIRE(o[1] == mn);
+        }
+        /* Hoeffding: |mean - x| > 3 gap / sqrt(S) has probability < 3e-8 per element */
+        for (size_t i = 0; i < n; i++)
+            REQUIRE_MSG(fabs(sum[i] / S - x[i]) <= 3.0 * gap / sqrt((double)S) + 1e-7,
+                          "b=%u i=%zu mean %g x %g", b, i, sum[i] / S, x[i]);
+        free(sum);
+    }
+}
+END_TEST
+
+START_TEST(test_terngrad_constant_and_seed)
+{
+    hp_comp_t *c = comp("terngrad");
+    hipress_comp_params_t p = params_isa(HP_ISA_AUTO);
+    float x[777], o[777];
+    uint8_t a[800], b[800];
+    size_t la, lb;
+    for (size_t i = 0; i < 777; i++)
+        x[i] = -3.25f;
+    la = enc(c, x, NULL, 777, &p, a, sizeof(a), 1, NULL);
+    ck_assert_uint_eq(la, 8);
+    ck_assert_int_eq(c->decode(a, la, 777, o, 0, &p), HIPRESS_COMP_OK);
+    for (size_t i = 0; i < 777; i++)
+        REQUIRE(o[i] == -3.25f);
+    ck_assert_int_eq(c->decode(a, la, 777, o, 1, &p), HIPRESS_COMP_OK);
+    REQUIRE(o[776] == -6.5f);
+    /* zero elements */
+    la = enc(c, x, NULL, 0, &p, a, sizeof(a), 1, NULL);
+    ck_assert_uint_eq(la, 8);
+    ck_assert_int_eq(c->decode(a, la, 0, o, 0, &p), HIPRESS_COMP_OK);
+    /* same key: same bytes; another rank: other bytes */
+    fill_grad(x, 777, 3);
+    la = enc(c, x, NULL, 777, &p, a, sizeof(a), 9, NULL);
+    lb = enc(c, x, NULL, 777, &p, b, sizeof(b), 9, NULL);
+    REQUIRE(la == lb && !memcmp(a, b, la));
+    lb = enc(c, x, NULL, 777, &p, b, sizeof(b), 10, NULL);
+    REQUIRE(la == lb && memcmp(a, b, la) != 0);
+}
+END_TEST
+
+/* --------------------------------------------------- identical on every ISA */
+
+START_TEST(test_compressors_isa_identical)
+{
+    static const size_t ns[] = {1, 7, 31, 33, 1001, 2049, 4097, 70001};
+    hipress_comp_params_t pg = params_isa(HP_ISA_GENERIC), pv = params_isa(HP_ISA_AVX2);
+    const size_t cap = 70001 + 32;
+    float *x = falloc(cap), *r1 = falloc(cap), *r2 = falloc(cap), *o1 = falloc(cap), *o2 = falloc(cap);
+    uint8_t *e1 = malloc(4 * cap + 64), *e2 = malloc(4 * cap + 64);
+    if (!hp_ops_have_avx2()) {
+        fprintf(stderr, "check_comp_dense: no AVX2, compressor ISA comparison skipped\n");
+        goto out;
+    }
+    for (size_t d = 0; d < 5; d++) {
+        hp_comp_t *c = comp(dense_names[d]);
+        for (size_t s = 0; s < sizeof(ns) / sizeof(ns[0]); s++) {
+            for (int var = 0; var < 4; var++) {
+                size_t n = ns[s], l1, l2;
+                float *xs = x + (var & 1) + 1; /* odd element offsets */
+                pg.terngrad_bits = pv.terngrad_bits = 1u << var;
+                pg.onebit_block = pv.onebit_block = var & 1 ? 32 : 4096;
+                pg.tbq_threshold = pv.tbq_threshold = var == 3 ? 0.005f : 0.0f;
+                fill_grad(xs, n, n + (uint64_t)var);
+                fill_grad(r1, n, 2 * n + 1);
+                for (size_t i = 0; i < n; i++)
+                    r1[i] *= 0.5f;
+                memcpy(r2, r1, 4 * n);
+                l1 = enc(c, xs, (c->flags & HIPRESS_COMP_EF) ? r1 : NULL, n, &pg, e1, c->max_payload(n, &pg), 5, NULL);
+                l2 = enc(c, xs, (c->flags & HIPRESS_COMP_EF) ? r2 : NULL, n, &pv, e2, c->max_payload(n, &pv), 5, NULL);
+                REQUIRE_MSG(l1 == l2 && !memcmp(e1, e2, l1), "%s n=%zu var=%d: bytes differ", c->name, n, var);
+                REQUIRE_MSG(!memcmp(r1, r2, 4 * n), "%s n=%zu: residuals differ", c->name, n);
+                for (int acc = 0; acc < 2; acc++) {
+                    memcpy(o1, r1, 4 * n);
+                    memcpy(o2, r1, 4 * n);
+                    ck_assert_int_eq(c->decode(e1, l1, n, o1, acc, &pg), HIPRESS_COMP_OK);
+                    ck_assert_int_eq(c->decode(e1, l1, n, o2, acc, &pv), HIPRESS_COMP_OK);
+                    REQUIRE(!memcmp(o1, o2, 4 * n));
+                }
+                if (strcmp(c->name, "onebit") && strcmp(c->name, "terngrad") &&
+                    !(var == 3 && !strcmp(c->name, "tbq")))
+                    break;
+            }
+        }
+    }
+out:
+    free(x); free(r1); free(r2); free(o1); free(o2); free(e1); free(e2);
+}
+END_TEST
+
+/* decode(accumulate) == previous + decode(overwrite), bit for bit */
+START_TEST(test_accumulate)
+{
+    const size_t n = 5003;
+    hipress_comp_params_t p = params_isa(HP_ISA_AUTO);
+    float *x = falloc(n), *o1 = falloc(n), *o2 = falloc(n), *base = falloc(n);
+    uint8_t *e = malloc(4 * n + 64);
+    fill_grad(x, n, 41);
+    fill_grad(base, n, 42);
+    for (size_t d = 0; d < 5; d++) {
+        hp_comp_t *c = comp(dense_names[d]);
+        size_t len = enc(c, x, NULL, n, &p, e, c->max_payload(n, &p), 1, NULL);
+        ck_assert_int_eq(c->decode(e, len, n, o1, 0, &p), HIPRESS_COMP_OK);
+        memcpy(o2, base, 4 * n);
+        ck_assert_int_eq(c->decode(e, len, n, o2, 1, &p), HIPRESS_COMP_OK);
+        for (size_t i = 0; i < n; i++)
+            REQUIRE(hp_f2u(o2[i]) == hp_f2u(base[i] + o1[i]));
+    }
+    free(x); free(o1); free(o2); free(base); free(e);
+}
+END_TEST
+
+/* ------------------------------------------------------------- NaN / Inf */
+
+START_TEST(test_nonfinite)
+{
+    static const size_t ns[] = {1, 33, 5000, 70001};
+    const float bad[3] = {NAN, INFINITY, -INFINITY};
+    const size_t cap = 70001;
+    float *x = falloc(cap), *r = falloc(cap), *r0 = falloc(cap), *o = falloc(cap);
+    uint8_t *msg = malloc(4 * cap + 64);
+    for (size_t d = 0; d < 5; d++) {
+        int kind = hp_comp_find(dense_names[d]);
+        hp_comp_t *c = hp_comp_get(kind);
+        for (int thr = 0; thr < 2; thr++) {
+            hipress_comp_params_t p = params_isa(HP_ISA_AUTO);
+            if (thr && strcmp(c->name, "tbq"))
+                break;
+            p.tbq_threshold = thr ? 0.003f : 0.0f;
+            for (size_t s = 0; s < sizeof(ns) / sizeof(ns[0]); s++) {
+                size_t n = ns[s];
+                size_t where[3] = {0, n / 2, n - 1};
+                for (int w = 0; w < 3; w++) {
+                    for (int b = 0; b < 3; b++) {
+                        hipress_encode_args_t a;
+                        hp_msg_header_t h;
+                        size_t len;
+                        int nf = 0;
+                        fill_grad(x, n, n + (uint64_t)w);
+                        fill_grad(r, n, 3 * n);
+                        memcpy(r0, r, 4 * n);
+                        x[where[w]] = bad[b];
+                        memset(&a, 0, sizeof(a));
+                        a.in = x;
+                        a.residual = (c->flags & HIPRESS_COMP_EF) ? r : NULL;
+                        a.n = n;
+                        a.params = &p;
+                        ck_assert_int_eq(hp_msg_encode(kind, &a, msg, hp_msg_max_bytes(kind, n, &p), &len, &nf), HP_OK);
+                        REQUIRE_MSG(nf == 1, "%s n=%zu at %zu", c->name, n, where[w]);
+                        ck_assert_uint_eq(len, HP_MSG_HEADER);
+                        ck_assert_int_eq(hp_msg_header(msg, len, &h), HP_OK);
+                        REQUIRE(h.flags & HP_MSG_NONFINITE);
+                        REQUIRE_MSG(!memcmp(r, r0, 4 * n), "%s changed the residual", c->name);
+                        ck_assert_int_eq(hp_msg_decode(kind, msg, len, n, o, 0, &p), HP_OK);
+                        for (size_t i = 0; i < n; i++)
+                            REQUIRE(isnan(o[i]));
+                    }
+                }
+            }
+        }
+    }
+    free(x); free(r); free(r0); free(o); free(msg);
+}
+END_TEST
+
+/* finite input whose sum with the residual overflows: reported too, residual kept */
+START_TEST(test_nonfinite_overflow)
+{
+    const size_t n = 3000;
+    float *x = falloc(n), *r = falloc(n), *r0 = falloc(n);
+    uint8_t *out = malloc(4 * n + 64);
+    for (int which = 0; which < 3; which++) {
+        hipress_comp_params_t p = params_isa(HP_ISA_AUTO);
+        hp_comp_t *c = comp(which == 0 ? "onebit" : which == 1 ? "tbq" : "terngrad");
+        int nf = 0;
+        fill_grad(x, n, 8);
+        fill_grad(r, n, 9);
+        x[2500] = FLT_MAX;
+        r[2500] = FLT_MAX;
+        if (which == 2)
+            x[2500] = 0x1p126f; /* terngrad's range limit */
+        memcpy(r0, r, 4 * n);
+        enc(c, x, which < 2 ? r : NULL, n, &p, out, c->max_payload(n, &p), 1, &nf);
+        REQUIRE_MSG(nf == 1, "%s", c->name);
+        REQUIRE(!memcmp(r, r0, 4 * n));
+    }
+    free(x); free(r); free(r0); free(out);
+}
+END_TEST
+
+/* ------------------------------------------------------ malformed messages */
+
+static int dec(hp_comp_t *c, const uint8_t *msg, size_t len, size_t n, const hipress_comp_params_t *p)
+{
+    float *o = falloc(n + 16);
+    int rc;
+    for (size_t i = 0; i < n + 16; i++)
+        o[i] = 1.0f;
+    rc = c->decode(msg, len, n, o, 1, p);
+    for (size_t i = n; i < n + 16; i++)
+        REQUIRE_MSG(o[i] == 1.0f, "%s wrote past out[n)", c->name);
+    free(o);
+    return rc;
+}
+
+START_TEST(test_reject_size)
+{
+    const size_t n = 4097;
+    float *x = falloc(n);
+    uint8_t *e = malloc(4 * n + 64);
+    fill_grad(x, n, 51);
+    for (size_t d = 0; d < 5; d++) {
+        hipress_comp_params_t p = params_isa(HP_ISA_AUTO);
+        hp_comp_t *c = comp(dense_names[d]);
+        size_t len = enc(c, x, NULL, n, &p, e, c->max_payload(n, &p), 1, NULL);
+        ck_assert_int_eq(dec(c, e, len, n, &p), HIPRESS_COMP_OK);
+        ck_assert_int_eq(dec(c, e, len - 1, n, &p), HIPRESS_COMP_EINVAL);
+        ck_assert_int_eq(dec(c, e, len + 1, n, &p), HIPRESS_COMP_EINVAL);
+        /* (n + 1 may fit the padding of a packed format: n - 1 and n + 64 do not) */
+        ck_assert_int_eq(dec(c, e, len, n - 1, &p), HIPRESS_COMP_EINVAL);
+        ck_assert_int_eq(dec(c, e, len, n + 64, &p), HIPRESS_COMP_EINVAL);
+        ck_assert_int_eq(dec(c, e, 0, n, &p), HIPRESS_COMP_EINVAL);
+        ck_assert_int_eq(dec(c, e, len / 2, n, &p), HIPRESS_COMP_EINVAL);
+    }
+    free(x); free(e);
+}
+END_TEST
+
+static void put_f(uint8_t *p, float f) { memcpy(p, &f, 4); }
+
+START_TEST(test_reject_content)
+{
+    const size_t n = 1001; /* padding bits in every format */
+    hipress_comp_params_t p = params_isa(HP_ISA_AUTO);
+    float x[1001];
+    uint8_t e[4200], m[4200];
+    size_t len;
+    hp_comp_t *c;
+    fill_grad(x, n, 61);
+    x[10] = 0.05f;
+    x[11] = -0.05f;
+
+    /* fp16 / bf16: NaN halves */
+    for (int t = 0; t < 2; t++) {
+        uint16_t nanh = t ? 0x7fc1 : 0x7e01;
+        c = comp(t ? "bf16" : "fp16");
+        len = enc(c, x, NULL, n, &p, e, sizeof(e), 1, NULL);
+        for (size_t at = 0; at < n; at += 333) {
+            memcpy(m, e, len);
+            memcpy(m + 2 * at, &nanh, 2);
+            ck_assert_int_eq(dec(c, m, len, n, &p), HIPRESS_COMP_EINVAL);
+        }
+    }
+
+    /* onebit */
+    c = comp("onebit");
+    p.onebit_block = 256;
+    len = enc(c, x, NULL, n, &p, e, sizeof(e), 1, NULL);
+    {
+        size_t nb = (n + 255) / 256, bits = 8 * nb;
+        const float badv[] = {NAN, INFINITY, -INFINITY};
+        for (int k = 0; k < 3; k++) {
+            memcpy(m, e, len);
+            put_f(m + 8, badv[k]);
+            ck_assert_int_eq(dec(c, m, len, n, &p), HIPRESS_COMP_EINVAL);
+            memcpy(m, e, len);
+            put_f(m + 4, badv[k]);
+            ck_assert_int_eq(dec(c, m, len, n, &p), HIPRESS_COMP_EINVAL);
+        }
+        memcpy(m, e, len);
+        put_f(m, -0.1f); /* s+ < 0 */
+        ck_assert_int_eq(dec(c, m, len, n, &p), HIPRESS_COMP_EINVAL);
+        memcpy(m, e, len);
+        put_f(m + 4, 0.1f); /* s- > 0 */
+        ck_assert_int_eq(dec(c, m, len, n, &p), HIPRESS_COMP_EINVAL);
+        memcpy(m, e, len);
+        m[bits + n / 8] |= (uint8_t)(1u << (n % 8)); /* first padding bit */
+        ck_assert_int_eq(dec(c, m, len, n, &p), HIPRESS_COMP_EINVAL);
+        memcpy(m, e, len);
+        m[len - 1] |= 0x80; /* last padding bit of the last word */
+        ck_assert_int_eq(dec(c, m, len, n, &p), HIPRESS_COMP_EINVAL);
+        memcpy(m, e, len);
+        memset(m + bits, 0, 32); /* block 0 all clear, but s+ != 0 */
+        ck_assert_int_eq(dec(c, m, len, n, &p), HIPRESS_COMP_EINVAL);
+        memcpy(m, e, len);
+        memset(m + bits, 0xff, 32); /* block 0 all set, but s- != 0 */
+        ck_assert_int_eq(dec(c, m, len, n, &p), HIPRESS_COMP_EINVAL);
+        p.onebit_block = 100; /* not a power of two */
+        ck_assert_int_eq(dec(c, e, len, n, &p), HIPRESS_COMP_EINVAL);
+        p.onebit_block = 256;
+    }
+
+    /* tbq */
+    c = comp("tbq");
+    len = enc(c, x, NULL, n, &p, e, sizeof(e), 1, NULL);
+    {
+        const float badt[] = {NAN, INFINITY, -0.001f, -0.0f};
+        for (int k = 0; k < 4; k++) {
+            memcpy(m, e, len);
+            put_f(m, badt[k]);
+            ck_assert_int_eq(dec(c, m, len, n, &p), HIPRESS_COMP_EINVAL);
+        }
+        memcpy(m, e, len);
+        m[4 + 100] |= 0x0c; /* code 3 */
+        ck_assert_int_eq(dec(c, m, len, n, &p), HIPRESS_COMP_EINVAL);
+        memcpy(m, e, len);
+        m[len - 1] |= 0x40; /* padding */
+        ck_assert_int_eq(dec(c, m, len, n, &p), HIPRESS_COMP_EINVAL);
+        memcpy(m, e, len);
+        put_f(m, 0.0f); /* tau 0 needs every code 1 */
+        ck_assert_int_eq(dec(c, m, len, n, &p), HIPRESS_COMP_EINVAL);
+        memset(m + 4, 0x55, len - 4);
+        m[len - 1] = 0x01;
+        ck_assert_int_eq(dec(c, m, len, n, &p), HIPRESS_COMP_OK);
+    }
+
+    /* terngrad */
+    c = comp("terngrad");
+    for (unsigned b = 1; b <= 8; b *= 2) {
+        p.terngrad_bits = b;
+        len = enc(c, x, NULL, n, &p, e, sizeof(e), 1, NULL);
+        ck_assert_int_eq(dec(c, e, len, n, &p), HIPRESS_COMP_OK);
+        const float badg[] = {-0.001f, 0.0f, -0.0f, NAN, INFINITY, 0x1.2p127f};
+        for (int k = 0; k < 6; k++) {
+            memcpy(m, e, len);
+            put_f(m + 4, badg[k]);
+            REQUIRE_MSG(dec(c, m, len, n, &p) == HIPRESS_COMP_EINVAL, "b=%u gap %g", b, badg[k]);
+        }
+        const float badm[] = {NAN, -INFINITY, 0x1p126f, -0x1p126f};
+        for (int k = 0; k < 4; k++) {
+            memcpy(m, e, len);
+            put_f(m, badm[k]);
+            ck_assert_int_eq(dec(c, m, len, n, &p), HIPRESS_COMP_EINVAL);
+            ck_assert_int_eq(dec(c, m, 8, n, &p), HIPRESS_COMP_EINVAL);
+        }
+        if ((n * b) % 8) {
+            memcpy(m, e, len);
+            m[len - 1] |= 0x80;
+            ck_assert_int_eq(dec(c, m, len, n, &p), HIPRESS_COMP_EINVAL);
+        }
+        /* the min-only form needs gap == +0 */
+        ck_assert_int_eq(dec(c, e, 8, n, &p), HIPRESS_COMP_EINVAL);
+        memcpy(m, e, 8);
+        put_f(m + 4, 0.0f);
+        ck_assert_int_eq(dec(c, m, 8, n, &p), HIPRESS_COMP_OK);
+        put_f(m + 4, -0.0f);
+        ck_assert_int_eq(dec(c, m, 8, n, &p), HIPRESS_COMP_EINVAL);
+    }
+    p.terngrad_bits = 3;
+    ck_assert_int_eq(dec(c, e, len, n, &p), HIPRESS_COMP_EINVAL);
+}
+END_TEST
+
+/* a message through the framework: header + payload, decoded by kind */
+START_TEST(test_msg_roundtrip)
+{
+    const size_t n = 12345;
+    hipress_comp_params_t p = params_isa(HP_ISA_AUTO);
+    float *x = falloc(n), *o = falloc(n), *r = falloc(n);
+    uint8_t *msg = malloc(4 * n + 64);
+    fill_grad(x, n, 71);
+    for (size_t d = 0; d < 5; d++) {
+        int kind = hp_comp_find(dense_names[d]), nf = 1;
+        hp_comp_t *c = hp_comp_get(kind);
+        hipress_encode_args_t a;
+        size_t len;
+        double err = 0, norm = 0;
+        memset(&a, 0, sizeof(a));
+        memset(r, 0, 4 * n);
+        a.in = x;
+        a.residual = (c->flags & HIPRESS_COMP_EF) ? r : NULL;
+        a.n = n;
+        a.params = &p;
+        ck_assert_int_eq(hp_msg_encode(kind, &a, msg, hp_msg_max_bytes(kind, n, &p), &len, &nf), HP_OK);
+        ck_assert_int_eq(nf, 0);
+        ck_assert_uint_eq(len, HP_MSG_HEADER + expected_payload(c->name, n, &p));
+        ck_assert_int_eq(hp_msg_decode(kind, msg, len, n, o, 0, &p), HP_OK);
+        for (size_t i = 0; i < n; i++) {
+            err += ((double)o[i] - x[i]) * ((double)o[i] - x[i]);
+            norm += (double)x[i] * x[i];
+        }
+        /* loose sanity of the relative error of one encode */
+        REQUIRE_MSG(sqrt(err / norm) < (d < 2 ? 1e-2 : 1.0), "%s rel err %g", c->name, sqrt(err / norm));
+        ck_assert_int_eq(hp_msg_decode(kind, msg, len - 1, n, o, 0, &p), HP_ERR_MESSAGE);
+    }
+    free(x); free(o); free(r); free(msg);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("comp_dense");
+    TCase *t = tcase_create("ops");
+    tcase_set_timeout(t, 120);
+    tcase_add_test(t, test_dispatch);
+    tcase_add_test(t, test_ops_isa_identical);
+    tcase_add_test(t, test_ops_convert_sampled);
+    suite_add_tcase(s, t);
+    t = tcase_create("compressors");
+    tcase_set_timeout(t, 300);
+    tcase_add_test(t, test_wire_sizes);
+    tcase_add_test(t, test_fp16_bf16_rounding);
+    tcase_add_test(t, test_onebit_scales);
+    tcase_add_test(t, test_tbq_codes);
+    tcase_add_test(t, test_tbq_zero_input);
+    tcase_add_test(t, test_error_feedback);
+    tcase_add_test(t, test_terngrad_unbiased);
+    tcase_add_test(t, test_terngrad_constant_and_seed);
+    tcase_add_test(t, test_compressors_isa_identical);
+    tcase_add_test(t, test_accumulate);
+    tcase_add_test(t, test_nonfinite);
+    tcase_add_test(t, test_nonfinite_overflow);
+    tcase_add_test(t, test_msg_roundtrip);
+    suite_add_tcase(s, t);
+    t = tcase_create("malformed");
+    tcase_add_test(t, test_reject_size);
+    tcase_add_test(t, test_reject_content);
+    suite_add_tcase(s, t);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(suite());
+    int failed;
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
