@@ -15,7 +15,7 @@ prog="$HP_BUILDDIR/tests/mpi_suite"
 [ -x "$prog" ] || { echo "FAIL: $prog is missing"; exit 1; }
 for np in ${HP_TEST_NPS:-1 2 3 4 5}; do
     t0=$(date +%s)
-    hp_mpirun "$np" -x LD_PRELOAD="$HP_LIB" -x HIPRESS_COMPRESSOR=none -x HIPRESS_ALGO=ring \
+    hp_mpirun "$np" -x LD_PRELOAD="$HP_PRELOAD" -x HIPRESS_COMPRESSOR=none -x HIPRESS_ALGO=ring \
         -x HIPRESS_PARTITION_BYTES=256K -x HIPRESS_MIN_BYTES=1048576 "$prog"
     rc=$?
     echo "# np $np: exit $rc after $(( $(date +%s) - t0 )) s"

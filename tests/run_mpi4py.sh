@@ -11,7 +11,7 @@ out=$(mktemp) err=$(mktemp)
 trap 'rm -f "$out" "$err"' EXIT
 [ -x "$HP_PYTHON" ] || { echo "FAIL: python $HP_PYTHON not found"; exit 1; }
 for np in 2 3; do
-    hp_mpirun $np -x LD_PRELOAD="$HP_LIB" -x HIPRESS_STATS=1 -x HIPRESS_ALGO=ring \
+    hp_mpirun $np -x LD_PRELOAD="$HP_PRELOAD" -x HIPRESS_STATS=1 -x HIPRESS_ALGO=ring \
         -x HIPRESS_PARTITION_BYTES=256K "$HP_PYTHON" "$HP_SRCDIR/tests/mpi4py_suite.py" >"$out" 2>"$err"
     rc=$?
     echo "# np $np: exit $rc: $(cat "$out")"

@@ -57,23 +57,22 @@ expect_ok() {
     fi
 }
 
-P="-x LD_PRELOAD=$HP_LIB"
 expect_error "unknown compressor" HIPRESS_COMPRESSOR "'bogus'" "compressors" -- \
-    $P -x HIPRESS_COMPRESSOR=bogus "$prog"
+    -x LD_PRELOAD="$HP_PRELOAD" -x HIPRESS_COMPRESSOR=bogus "$prog"
 expect_error "negative size" HIPRESS_MIN_BYTES "'-3'" "byte count" -- \
-    $P -x HIPRESS_MIN_BYTES=-3 "$prog"
+    -x LD_PRELOAD="$HP_PRELOAD" -x HIPRESS_MIN_BYTES=-3 "$prog"
 expect_error "unknown setting" HIPRESS_BOGUS "'1'" "unknown setting" -- \
-    $P -x HIPRESS_BOGUS=1 "$prog"
+    -x LD_PRELOAD="$HP_PRELOAD" -x HIPRESS_BOGUS=1 "$prog"
 expect_error "bad enum" HIPRESS_ALGO "'nope'" "auto|ring|tree|ps|allgather" -- \
-    $P -x HIPRESS_ALGO=nope "$prog"
+    -x LD_PRELOAD="$HP_PRELOAD" -x HIPRESS_ALGO=nope "$prog"
 # mismatches: the environment differs on rank 1 only (set by a wrapper, which
 # also sets the preload so the shell itself is not preloaded)
 wrap='export LD_PRELOAD="$1"; if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then export $2; fi; exec "$3"'
 expect_error "rank-dependent compressor" HIPRESS_COMPRESSOR "'none'" "same on every rank" -- \
-    sh -c "$wrap" sh "$HP_LIB" HIPRESS_COMPRESSOR=fp16 "$prog"
+    sh -c "$wrap" sh "$HP_PRELOAD" HIPRESS_COMPRESSOR=fp16 "$prog"
 expect_error "rank-dependent size" HIPRESS_MIN_BYTES "'2M'" "same on every rank" -- \
-    -x HIPRESS_MIN_BYTES=2M sh -c "$wrap" sh "$HP_LIB" HIPRESS_MIN_BYTES=3M "$prog"
+    -x HIPRESS_MIN_BYTES=2M sh -c "$wrap" sh "$HP_PRELOAD" HIPRESS_MIN_BYTES=3M "$prog"
 # the same value spelled differently agrees; HIPRESS_DEBUG need not agree
-expect_ok "1M and 1048576 agree" -x HIPRESS_MIN_BYTES=1M sh -c "$wrap" sh "$HP_LIB" HIPRESS_MIN_BYTES=1048576 "$prog"
-expect_ok "rank-dependent HIPRESS_DEBUG" sh -c "$wrap" sh "$HP_LIB" HIPRESS_DEBUG=NONE "$prog"
+expect_ok "1M and 1048576 agree" -x HIPRESS_MIN_BYTES=1M sh -c "$wrap" sh "$HP_PRELOAD" HIPRESS_MIN_BYTES=1048576 "$prog"
+expect_ok "rank-dependent HIPRESS_DEBUG" sh -c "$wrap" sh "$HP_PRELOAD" HIPRESS_DEBUG=NONE "$prog"
 exit $status

@@ -11,7 +11,6 @@ prog="$HP_BUILDDIR/tests/mpi_basic"
 [ -x "$prog" ] || { echo "FAIL: $prog is missing"; exit 1; }
 out=$(mktemp) err=$(mktemp)
 trap 'rm -f "$out" "$err"' EXIT
-P="-x LD_PRELOAD=$HP_LIB"
 NP=3
 
 run() {
@@ -34,7 +33,7 @@ row() {
 }
 
 # 1. the statistics table; a fixed plan, so compressed == eligible
-if run "HIPRESS_STATS=1" $P -x HIPRESS_STATS=1 -x HIPRESS_ALGO=ring -x HIPRESS_PARTITION_BYTES=256K "$prog" 3; then
+if run "HIPRESS_STATS=1" -x LD_PRELOAD="$HP_PRELOAD" -x HIPRESS_STATS=1 -x HIPRESS_ALGO=ring -x HIPRESS_PARTITION_BYTES=256K "$prog" 3; then
     calls=$(sed -n 's/^mpi_basic: ok, \([0-9]*\) MPI_Allreduce calls, \([0-9]*\) eligible.*/\1/p' "$out")
     elig=$(sed -n 's/^mpi_basic: ok, \([0-9]*\) MPI_Allreduce calls, \([0-9]*\) eligible.*/\2/p' "$out")
     tables=$(grep -c '^hipress statistics' "$err")
@@ -51,7 +50,7 @@ if run "HIPRESS_STATS=1" $P -x HIPRESS_STATS=1 -x HIPRESS_ALGO=ring -x HIPRESS_P
 fi
 
 # 2. nothing on stderr by default
-if run "defaults" $P "$prog"; then
+if run "defaults" -x LD_PRELOAD="$HP_PRELOAD" "$prog"; then
     if grep -q '^hipress' "$err"; then
         hp_fail "a clean run with default settings printed:"
         cat "$err"
@@ -59,7 +58,7 @@ if run "defaults" $P "$prog"; then
 fi
 
 # 3. HIPRESS_DEBUG=INFO: prefixed lines from every rank
-if run "HIPRESS_DEBUG=INFO" $P -x HIPRESS_DEBUG=INFO "$prog"; then
+if run "HIPRESS_DEBUG=INFO" -x LD_PRELOAD="$HP_PRELOAD" -x HIPRESS_DEBUG=INFO "$prog"; then
     r=0
     while [ $r -lt $NP ]; do
         grep -Eq "^hipress [^ :]+:[0-9]+:$r info " "$err" || hp_fail "no 'hipress host:pid:$r info' line from rank $r"
@@ -72,7 +71,7 @@ if run "HIPRESS_DEBUG=INFO" $P -x HIPRESS_DEBUG=INFO "$prog"; then
 fi
 
 # 4. HIPRESS_ENABLE=0: a pure pass-through
-if run "HIPRESS_ENABLE=0" $P -x HIPRESS_ENABLE=0 -x HIPRESS_STATS=1 "$prog"; then
+if run "HIPRESS_ENABLE=0" -x LD_PRELOAD="$HP_PRELOAD" -x HIPRESS_ENABLE=0 -x HIPRESS_STATS=1 "$prog"; then
     [ "$(row 'compressed')" = 0 ] || hp_fail "HIPRESS_ENABLE=0 compressed $(row 'compressed') calls"
 fi
 exit $status

@@ -10,6 +10,11 @@ set -u
 HP_MPI_TIMEOUT=${HP_MPI_TIMEOUT:-300}
 . "${HP_SRCDIR:-$(dirname "$0")/..}/tests/hp_test_lib.sh"
 
+if [ -n "$HP_ASAN" ]; then
+    # not a missing dependency: ASan and memcheck exclude each other
+    echo "SKIP: a sanitizer build cannot run under valgrind; run make check-valgrind in a build configured without --enable-sanitizers"
+    exit 77
+fi
 command -v valgrind >/dev/null || { echo "FAIL: valgrind not found (apt-get install valgrind)"; exit 1; }
 ompi_supp=/usr/share/openmpi/openmpi-valgrind.supp
 [ -f "$ompi_supp" ] || { echo "FAIL: $ompi_supp not found"; exit 1; }
@@ -28,7 +33,7 @@ run() {
     label=$1
     shift
     t0=$(date +%s)
-    hp_mpirun 2 "$@" $vg env LD_PRELOAD="$HP_LIB" "$prog" 2 >"$out" 2>"$err"
+    hp_mpirun 2 "$@" $vg env LD_PRELOAD="$HP_PRELOAD" "$prog" 2 >"$out" 2>"$err"
     rc=$?
     echo "# $label: exit $rc after $(( $(date +%s) - t0 )) s"
     if [ $rc -ne 0 ] || ! grep -q '^mpi_basic: ok' "$out" || grep -q '^==[0-9]*== ' "$err"; then
