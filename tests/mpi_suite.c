@@ -129,7 +129,7 @@ typedef struct {
     MPI_Datatype dt;
     size_t       size;    /* bytes of one element (the C type's sizeof) */
     tclass_t     cls;
-    int          sub;     /* C_FLT/C_CPLX: 0 float, 1 double, 2 long double; C_PAIR: pair_t */
+    int          sub;     /* C_FLT/C_CPLX: 0 float, 1 double, 2 long double; C_PAIR: P_* */
 } tinfo_t;
 
 enum { P_FLOAT_INT, P_DOUBLE_INT, P_LONG_INT, P_2INT, P_SHORT_INT, P_LONG_DOUBLE_INT };
@@ -151,7 +151,7 @@ static MPI_Op op_handle(opi_t o)
     return ops[o];
 }
 
-#define NTYPES 31
+#define NTYPES 34
 static tinfo_t types[NTYPES];
 
 static void types_init(void)
@@ -183,12 +183,15 @@ static void types_init(void)
     T("LONG_DOUBLE", MPI_LONG_DOUBLE, long double, C_FLT, 2);
     T("C_FLOAT_COMPLEX", MPI_C_FLOAT_COMPLEX, float complex, C_CPLX, 0);
     T("C_DOUBLE_COMPLEX", MPI_C_DOUBLE_COMPLEX, double complex, C_CPLX, 1);
+    T("C_LONG_DOUBLE_COMPLEX", MPI_C_LONG_DOUBLE_COMPLEX, long double complex, C_CPLX, 2);
     T("C_BOOL", MPI_C_BOOL, bool, C_BOOL, 0);
     T("BYTE", MPI_BYTE, unsigned char, C_BYTE, 0);
     T("FLOAT_INT", MPI_FLOAT_INT, struct pair_fi, C_PAIR, P_FLOAT_INT);
     T("DOUBLE_INT", MPI_DOUBLE_INT, struct pair_di, C_PAIR, P_DOUBLE_INT);
     T("LONG_INT", MPI_LONG_INT, struct pair_li, C_PAIR, P_LONG_INT);
     T("2INT", MPI_2INT, struct pair_ii, C_PAIR, P_2INT);
+    T("SHORT_INT", MPI_SHORT_INT, struct pair_si, C_PAIR, P_SHORT_INT);
+    T("LONG_DOUBLE_INT", MPI_LONG_DOUBLE_INT, struct pair_ldi, C_PAIR, P_LONG_DOUBLE_INT);
 #undef T
     if (k != NTYPES) {
         fprintf(stderr, "types table: %d entries, NTYPES %d\n", k, NTYPES);
@@ -322,7 +325,8 @@ static void store(const tinfo_t *t, void *e, val_t v)
         break;
     case C_CPLX:
         if (t->sub == 0) *(float complex *)e = (float complex)v.z;
-        else *(double complex *)e = v.z;
+        else if (t->sub == 1) *(double complex *)e = v.z;
+        else *(long double complex *)e = (long double complex)v.z;
         break;
     case C_PAIR:
         switch (t->sub) {
@@ -342,7 +346,7 @@ static void store(const tinfo_t *t, void *e, val_t v)
  * need not preserve), pairs by their two fields. */
 static int same(const tinfo_t *t, const void *e, val_t x)
 {
-    unsigned char tmp[64];
+    _Alignas(32) unsigned char tmp[64];   /* any element type, aligned for all */
     store(t, tmp, x);
     switch (t->cls) {
     case C_FLT:
@@ -351,7 +355,8 @@ static int same(const tinfo_t *t, const void *e, val_t x)
         return *(const long double *)e == *(const long double *)tmp;
     case C_CPLX:
         if (t->sub == 0) return *(const float complex *)e == *(const float complex *)tmp;
-        return *(const double complex *)e == *(const double complex *)tmp;
+        if (t->sub == 1) return *(const double complex *)e == *(const double complex *)tmp;
+        return *(const long double complex *)e == *(const long double complex *)tmp;
     case C_PAIR:
         switch (t->sub) {
 #define PAIR_EQ(T) return ((const T *)e)->v == ((const T *)tmp)->v && ((const T *)e)->i == ((const T *)tmp)->i
