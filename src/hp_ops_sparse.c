@@ -53,24 +53,43 @@ int hp_sparse_isa(const hipress_comp_params_t *params)
 
 /* ------------------------------------------------------------ selection */
 
-static void swap_u32(uint32_t *a, uint32_t *b)
-{
-    uint32_t t = *a;
-    *a = *b;
-    *b = t;
-}
-
 static int cmp_u32(const void *a, const void *b)
 {
     uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
     return (x > y) - (x < y);
 }
 
+/* Branch-free partition of a[lo..hi) around p: values < p (or <= p when
+ * le) first; returns where the rest starts.  Each element is written back
+ * whatever the comparison says, so there is no mispredicted branch. */
+static size_t partition_bf(uint32_t *a, size_t lo, size_t hi, uint32_t p, int le)
+{
+    size_t lt = lo;
+    if (le) {
+        for (size_t i = lo; i < hi; i++) {
+            uint32_t x = a[i];
+            a[i] = a[lt];
+            a[lt] = x;
+            lt += x <= p;
+        }
+    } else {
+        for (size_t i = lo; i < hi; i++) {
+            uint32_t x = a[i];
+            a[i] = a[lt];
+            a[lt] = x;
+            lt += x < p;
+        }
+    }
+    return lt;
+}
+
 /*
  * The j-th smallest (0-based) of a[0..m), reordering a.  Quickselect with a
- * median-of-three pivot and a three-way partition (gradients hold many equal
- * values, zeros above all); after too many rounds the rest is sorted, so the
- * worst case stays O(m log m).  Deterministic: it depends on the data only.
+ * median-of-three pivot and branch-free partitions; when the pivot is the
+ * smallest value left, a second partition splits off its copies, so long
+ * runs of equal values finish at once.  After too many rounds the rest is
+ * sorted, so the worst case stays O(m log m).  Deterministic: it depends on
+ * the data only.
  */
 static uint32_t select_nth(uint32_t *a, size_t m, size_t j)
 {
@@ -78,7 +97,7 @@ static uint32_t select_nth(uint32_t *a, size_t m, size_t j)
     int rounds = 0;
 
     while (hi - lo > 16) {
-        size_t mid = lo + (hi - lo) / 2, lt, gt, i;
+        size_t mid = lo + (hi - lo) / 2, lt;
         uint32_t x = a[lo], y = a[mid], z = a[hi - 1], piv;
 
         if (++rounds > 64) {
@@ -86,24 +105,18 @@ static uint32_t select_nth(uint32_t *a, size_t m, size_t j)
             return a[j];
         }
         piv = x < y ? (y < z ? y : (x < z ? z : x)) : (x < z ? x : (y < z ? z : y));
-        /* a[lo..lt) < piv, a[lt..i) == piv, a[gt..hi) > piv */
-        lt = lo;
-        i = lo;
-        gt = hi;
-        while (i < gt) {
-            if (a[i] < piv)
-                swap_u32(&a[lt++], &a[i++]);
-            else if (a[i] > piv)
-                swap_u32(&a[i], &a[--gt]);
-            else
-                i++;
-        }
-        if (j < lt)
+        lt = partition_bf(a, lo, hi, piv, 0);
+        if (j < lt) {
             hi = lt;
-        else if (j >= gt)
-            lo = gt;
-        else
-            return piv;
+        } else if (lt > lo) {
+            lo = lt;
+        } else {
+            /* nothing below the pivot: [lo, le) holds its copies */
+            size_t le = partition_bf(a, lo, hi, piv, 1);
+            if (j < le)
+                return piv;
+            lo = le;
+        }
     }
     /* insertion sort of the small rest */
     for (size_t i = lo + 1; i < hi; i++) {
@@ -632,8 +645,8 @@ int hp_sparse_encode(const hipress_encode_args_t *a, const hp_sparse_src_t *src,
         return HIPRESS_COMP_OK;
     }
 
-    /* small partitions, or k so large that a sample says little: exact */
-    exact = n <= HP_SPARSE_EXACT_N || hp_sparse_sample_size(n, sratio) * 2 >= n || 4 * k >= n;
+    /* small partitions, or a sample so large it would be most of them */
+    exact = n <= HP_SPARSE_EXACT_N || hp_sparse_sample_size(n, sratio) * 2 >= n;
     if (exact) {
         thr = 1;
     } else {
