@@ -12,10 +12,13 @@
  * then ceil(n/32) little-endian 32-bit words of bits, bit i of the partition
  * at bit i%32 of word i/32; the bits after element n-1 are zero.
  *
- * Passes: (A) per chunk v, sign sums and bits, which also find NaN/Inf;
- * (B) only when there is a residual and v was finite: residual = v - decode.
- * B runs after A has seen the whole partition, so a NaN anywhere leaves the
- * whole residual untouched.  s+ and s- have the sign of the values they
+ * Passes: with a residual, a read-only NaN/Inf check of the input first
+ * (the residual is then written block by block, and a NaN anywhere must
+ * leave all of it untouched).  Then per block: v (in place of the
+ * residual), sign sums and bits; and, with the block still in cache,
+ * residual = v - decode.  Where in + residual
+ * overflows (finite input, huge residual) that element's v is in alone: its
+ * error feedback is dropped.  s+ and s- have the sign of the values they
  * average, so v - decode never overflows.
  */
 #include "hp_comp.h"
@@ -44,17 +47,48 @@ static size_t onebit_max_payload(size_t n, const hipress_comp_params_t *p)
     return payload_bytes(n, block_ok(b) ? b : 32);
 }
 
+/* set bits in p[0..nbytes) (SWAR: no popcnt instruction assumed) */
 static size_t popcount_bytes(const uint8_t *p, size_t nbytes)
 {
     size_t c = 0, i = 0;
     for (; i + 8 <= nbytes; i += 8) {
         uint64_t w;
         memcpy(&w, p + i, 8);
-        c += (size_t)__builtin_popcountll(w);
+        w = w - ((w >> 1) & 0x5555555555555555ULL);
+        w = (w & 0x3333333333333333ULL) + ((w >> 2) & 0x3333333333333333ULL);
+        w = (w + (w >> 4)) & 0x0f0f0f0f0f0f0f0fULL;
+        c += (size_t)((w * 0x0101010101010101ULL) >> 56);
     }
     for (; i < nbytes; i++)
-        c += (size_t)__builtin_popcount(p[i]);
+        for (unsigned b = p[i]; b; b &= b - 1)
+            c++;
     return c;
+}
+
+/* Sign sums, bits and set count of one block of v = x + r (r may be NULL;
+ * vout receives v when not NULL), chunk by chunk. */
+static void block_stats(const hp_ops_t *ops, const float *x, const float *r, size_t len,
+                        float *vout, uint8_t *bits, double *pos_p, double *neg_p, size_t *npos_p)
+{
+    double pos = 0.0, neg = 0.0;
+    size_t npos = 0;
+    for (size_t c = 0; c < len; c += HP_OPS_CHUNK) {
+        size_t m = HP_MIN((size_t)HP_OPS_CHUNK, len - c);
+        double p, q;
+        npos += ops->sign_sum(x + c, r ? r + c : NULL, m, vout ? vout + c : NULL, &p, &q, bits + c / 8);
+        pos += p; /* chunk results in chunk order: part of the definition */
+        neg += q;
+    }
+    *pos_p = pos;
+    *neg_p = neg;
+    *npos_p = npos;
+}
+
+static void put_scales(uint8_t *at, double pos, double neg, size_t npos, size_t len, float sc[2])
+{
+    sc[0] = npos ? (float)(pos / (double)npos) : 0.0f;
+    sc[1] = len - npos ? (float)(neg / (double)(len - npos)) : 0.0f;
+    memcpy(at, sc, 8);
 }
 
 static int onebit_encode(const hipress_encode_args_t *a, size_t *len_p, int *nonfinite_p)
@@ -64,8 +98,6 @@ static int onebit_encode(const hipress_encode_args_t *a, size_t *len_p, int *non
     const size_t n = a->n;
     size_t nb, plen;
     uint8_t *scales = (uint8_t *)a->out, *bits;
-    float v[HP_OPS_CHUNK];
-    int bad = 0;
 
     if (!block_ok(B))
         return HIPRESS_COMP_EINVAL;
@@ -73,48 +105,55 @@ static int onebit_encode(const hipress_encode_args_t *a, size_t *len_p, int *non
     plen = payload_bytes(n, B);
     if (a->out_cap < plen)
         return HIPRESS_COMP_ENOSPC;
+    *len_p = plen;
+    *nonfinite_p = 0;
     bits = scales + 8 * nb;
-    /* bytes of the last word past ceil(n/8): pack_sign writes the rest */
+    /* bytes of the last word past ceil(n/8): sign_sum writes the rest */
     memset(bits + (n + 7) / 8, 0, 4 * ((n + 31) / 32) - (n + 7) / 8);
 
-    for (size_t blk = 0; blk < nb; blk++) {
-        size_t start = blk * B, len = HP_MIN((size_t)B, n - start), npos = 0;
-        double pos = 0.0, neg = 0.0;
-        float sc[2];
-        for (size_t c = 0; c < len; c += HP_OPS_CHUNK) {
-            size_t m = HP_MIN((size_t)HP_OPS_CHUNK, len - c), at = start + c;
-            const float *x = a->in + at;
-            double p, q;
-            if (a->residual) {
-                ops->add(x, a->residual + at, v, m);
-                x = v;
+    if (a->residual == NULL) {
+        for (size_t blk = 0; blk < nb; blk++) {
+            size_t start = blk * B, len = HP_MIN((size_t)B, n - start), npos;
+            double pos, neg;
+            float sc[2];
+            block_stats(ops, a->in + start, NULL, len, NULL, bits + start / 8, &pos, &neg, &npos);
+            if (!isfinite(pos) || !isfinite(neg)) {
+                *nonfinite_p = 1;
+                return HIPRESS_COMP_OK;
             }
-            ops->sign_sum(x, m, &p, &q);
-            pos += p;
-            neg += q;
-            ops->pack_sign(x, m, bits + at / 8);
-            npos += popcount_bytes(bits + at / 8, (m + 7) / 8);
+            put_scales(scales + 8 * blk, pos, neg, npos, len, sc);
         }
-        bad |= !isfinite(pos) || !isfinite(neg);
-        sc[0] = npos ? (float)(pos / (double)npos) : 0.0f;
-        sc[1] = len - npos ? (float)(neg / (double)(len - npos)) : 0.0f;
-        memcpy(scales + 8 * blk, sc, 8);
-    }
-    *len_p = plen;
-    *nonfinite_p = bad;
-    if (bad || a->residual == NULL)
         return HIPRESS_COMP_OK;
+    }
 
+    /* The residual is written block by block, so the whole input must be
+     * known finite first: one read-only pass.  Then each block: v = in + r
+     * in place of r, sums and bits, r = v - decode while the block is in
+     * cache. */
+    if (ops->nonfinite(a->in, n)) {
+        *nonfinite_p = 1;
+        return HIPRESS_COMP_OK;
+    }
     for (size_t blk = 0; blk < nb; blk++) {
-        size_t start = blk * B, len = HP_MIN((size_t)B, n - start);
+        size_t start = blk * B, len = HP_MIN((size_t)B, n - start), npos;
+        const float *in = a->in + start;
+        float *v = a->residual + start;
+        uint8_t *bb = bits + start / 8;
+        double pos, neg;
         float sc[2];
-        memcpy(sc, scales + 8 * blk, 8);
-        for (size_t c = 0; c < len; c += HP_OPS_CHUNK) {
-            size_t m = HP_MIN((size_t)HP_OPS_CHUNK, len - c), at = start + c;
-            float *r = a->residual + at;
-            ops->add(a->in + at, r, r, m); /* r = v, the same bits as in pass A */
-            ops->select1(bits + at / 8, m, sc[0], sc[1], r, HP_OUT_SUB);
+
+        block_stats(ops, in, v, len, v, bb, &pos, &neg, &npos); /* v = in + r, in place */
+        if (!isfinite(pos) || !isfinite(neg)) {
+            /* finite input, but in + residual overflowed: v = in there, that
+             * element's error feedback is dropped */
+            for (size_t i = 0; i < len; i++)
+                v[i] = hp_nonfinite(v[i]) ? in[i] : v[i];
+            block_stats(ops, v, NULL, len, NULL, bb, &pos, &neg, &npos);
         }
+        put_scales(scales + 8 * blk, pos, neg, npos, len, sc);
+        for (size_t c = 0; c < len; c += HP_OPS_CHUNK)
+            ops->select1(bb + c / 8, HP_MIN((size_t)HP_OPS_CHUNK, len - c), sc[0], sc[1], v + c,
+                         HP_OUT_SUB);
     }
     return HIPRESS_COMP_OK;
 }

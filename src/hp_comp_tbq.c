@@ -17,6 +17,8 @@
  *
  * Passes: (A) over the partition when tau needs the mean or a residual must
  * be protected: mean |v| and NaN/Inf; (B) per chunk: codes, and the residual.
+ * Where in + residual overflows (finite input, huge residual) that element's
+ * v is in alone: its error feedback is dropped.
  */
 #include "hp_comp.h"
 #include "hp_ops.h"
@@ -30,6 +32,16 @@ static size_t tbq_max_payload(size_t n, const hipress_comp_params_t *p)
     return 4 + (n + 3) / 4;
 }
 
+/* v = in + r, except where that overflows: there v = in (the element's
+ * error feedback is dropped).  Scalar and shared by every ISA path. */
+static void v_reset(const float *in, const float *r, float *v, size_t m)
+{
+    for (size_t i = 0; i < m; i++) {
+        float t = in[i] + r[i];
+        v[i] = hp_nonfinite(t) ? in[i] : t;
+    }
+}
+
 static int tbq_encode(const hipress_encode_args_t *a, size_t *len_p, int *nonfinite_p)
 {
     const hp_ops_t *ops = hp_ops_get(a->params ? a->params->isa : HP_ISA_AUTO);
@@ -39,62 +51,72 @@ static int tbq_encode(const hipress_encode_args_t *a, size_t *len_p, int *nonfin
     uint8_t *out = (uint8_t *)a->out, *packed = out + 4;
     float v[HP_OPS_CHUNK], tau = thr;
     uint8_t codes[HP_OPS_CHUNK];
-    int bad = 0, checked = 0;
+    int checked = 0, reset = 0;
 
     if (!(thr >= 0.0f) || !isfinite(thr) || (thr == 0.0f && !(scale > 0.0f && isfinite(scale))))
         return HIPRESS_COMP_EINVAL;
     if (a->out_cap < plen)
         return HIPRESS_COMP_ENOSPC;
+    *len_p = plen;
+    *nonfinite_p = 0;
 
+    /* pass A: mean |v| when tau needs it, and the NaN/Inf check before any
+     * residual is written (a sum of |v| in double is finite exactly when
+     * every v is) */
     if (thr == 0.0f || a->residual != NULL) {
         double asum = 0.0;
         for (size_t c = 0; c < n; c += HP_OPS_CHUNK) {
             size_t m = HP_MIN((size_t)HP_OPS_CHUNK, n - c);
-            const float *x = a->in + c;
-            if (a->residual) {
-                ops->add(x, a->residual + c, v, m);
-                x = v;
+            const float *r = a->residual ? a->residual + c : NULL;
+            double s = ops->abs_sum(a->in + c, r, m, NULL);
+            if (!isfinite(s)) {
+                if (r == NULL || ops->nonfinite(a->in + c, m)) {
+                    *nonfinite_p = 1; /* NaN/Inf in the input: nothing written */
+                    return HIPRESS_COMP_OK;
+                }
+                /* finite input, in + residual overflowed */
+                reset = 1;
+                v_reset(a->in + c, r, v, m);
+                s = ops->abs_sum(v, NULL, m, NULL);
             }
-            if (thr == 0.0f)
-                asum += ops->abs_sum(x, m);
-            else
-                bad |= ops->nonfinite(x, m);
+            asum += s; /* chunk results in chunk order: part of the definition */
         }
         if (thr == 0.0f) {
-            bad = !isfinite(asum);
             tau = n ? (float)(asum / (double)n) * scale : 0.0f;
             if (!(tau <= FLT_MAX))
                 tau = FLT_MAX;
         }
         checked = 1;
-        if (bad) {
-            *len_p = plen;
-            *nonfinite_p = 1;
-            return HIPRESS_COMP_OK;
-        }
     }
 
+    /* pass B: codes and, with the chunk in cache, residual = v - decode
+     * (forward: the hardware prefetchers follow it; going backwards to reuse
+     * what pass A left in cache measured slower) */
     memcpy(out, &tau, 4);
     for (size_t c = 0; c < n; c += HP_OPS_CHUNK) {
         size_t m = HP_MIN((size_t)HP_OPS_CHUNK, n - c);
-        const float *x = a->in + c;
-        float *r = a->residual ? a->residual + c : NULL;
-        if (r) {
-            ops->add(x, r, r, m); /* r = v, the same bits as in pass A */
-            x = r;
-        } else if (!checked) {
-            bad |= ops->nonfinite(x, m);
+        const float *x = a->in + c, *r = a->residual ? a->residual + c : NULL;
+        float *res = a->residual ? a->residual + c : NULL;
+        if (res && reset) {
+            /* the rare overflow path: v = in where in + r overflows */
+            v_reset(x, res, res, m);
+            x = res;
+            r = NULL;
+        } else if (!res && !checked && ops->nonfinite(x, m)) {
+            *nonfinite_p = 1;
+            return HIPRESS_COMP_OK;
         }
-        if (tau > 0.0f)
-            ops->quant_ternary(x, m, tau, codes);
-        else
+        /* codes of v = x + r (the same bits as pass A) and, in the same
+         * pass, the new residual v - decode */
+        if (tau > 0.0f) {
+            ops->quant_ternary(x, r, m, tau, codes, res);
+        } else {
+            if (r)
+                ops->add(x, r, res, m); /* v - 0 */
             memset(codes, 1, m);
+        }
         ops->pack(codes, m, 2, packed + c / 4);
-        if (r)
-            ops->dequant(codes, m, 0.0f, -1.0f, tau, r, HP_OUT_SUB);
     }
-    *len_p = plen;
-    *nonfinite_p = bad;
     return HIPRESS_COMP_OK;
 }
 

@@ -3,14 +3,15 @@
  * quantisation with unbiased stochastic rounding; no residual.
  *
  *   L = 2^b - 1;  gap = (max - min) / L   (float)
- *   q_i = clamp(floor((g_i - min) / gap + u_i), 0, L)
+ *   q_i = clamp(floor((g_i - min) * (1/gap) + u_i), 0, L)
+ *         (1/gap once in float: a multiply instead of a divide per element)
  *   u_i = hp_rng_unit(hp_rng_key(rng_key), rng_offset + i)
  *   decode min + q * gap
  *
  * Payload: min and gap as little-endian floats, then ceil(n*b/8) bytes of
  * codes (element i at bit (i*b)%8 of byte i*b/8, zero padding).  When
- * gap == 0 (max == min, or a range that underflows) the payload is the
- * 8 bytes (min, +0) alone and decodes to min everywhere.
+ * gap == 0 (max == min, or 1/gap overflows: a range below 2^-128 L) the
+ * payload is the 8 bytes (min, +0) alone and decodes to min everywhere.
  *
  * Range limit: an input with |g| >= 2^126 (or NaN/Inf) is reported as
  * non-finite, so that max - min, gap * L and min + q * gap never overflow;
@@ -18,6 +19,7 @@
  */
 #include "hp_comp.h"
 #include "hp_ops.h"
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -45,7 +47,7 @@ static int tg_encode(const hipress_encode_args_t *a, size_t *len_p, int *nonfini
     const uint32_t b = bits_of(a->params);
     const size_t n = a->n;
     uint8_t *out = (uint8_t *)a->out;
-    float mn = INFINITY, mx = -INFINITY, gap, levels, hdr[2];
+    float mn = INFINITY, mx = -INFINITY, gap, inv, levels, hdr[2];
     uint32_t absmax = 0;
     uint64_t key;
     float u[HP_OPS_CHUNK];
@@ -76,6 +78,9 @@ static int tg_encode(const hipress_encode_args_t *a, size_t *len_p, int *nonfini
     if (n == 0)
         mn = mx = 0.0f;
     gap = (mx - mn) / levels;
+    inv = 1.0f / gap;
+    if (!(inv <= FLT_MAX)) /* gap 0, or below 2^-128: every value is min to < 1e-36 */
+        gap = 0.0f;
     hdr[0] = mn;
     hdr[1] = gap == 0.0f ? 0.0f : gap; /* +0 in the min-only form */
     memcpy(out, hdr, 8);
@@ -89,7 +94,7 @@ static int tg_encode(const hipress_encode_args_t *a, size_t *len_p, int *nonfini
     for (size_t c = 0; c < n; c += HP_OPS_CHUNK) {
         size_t m = HP_MIN((size_t)HP_OPS_CHUNK, n - c);
         ops->rng_unit(key, a->rng_offset + c, m, u);
-        ops->quant_stoch(a->in + c, u, m, mn, gap, levels, codes);
+        ops->quant_stoch(a->in + c, u, m, mn, inv, levels, codes);
         ops->pack(codes, m, b, out + 8 + c * b / 8);
     }
     *len_p = 8 + (n * b + 7) / 8;

@@ -51,25 +51,92 @@ void hp_ops_minmax_finish(const hp_minmax_lanes_t *l, float *min_p, float *max_p
                            umax2(umax2(a[4], a[5]), umax2(a[6], a[7])));
 }
 
-void hp_ops_abs_sum_step(const float *x, size_t n, double lanes[8])
+/* v = x + r (or x), stored to vout when asked */
+static inline float load_v(const float *x, const float *r, float *vout, size_t i)
+{
+    float v = r ? x[i] + r[i] : x[i];
+    if (vout)
+        vout[i] = v;
+    return v;
+}
+
+void hp_ops_abs_sum_step(const float *x, const float *r, size_t n, float *vout, float lanes[32])
 {
     for (size_t i = 0; i < n; i++)
-        lanes[i & 7] += (double)fabsf(x[i]);
+        lanes[i & 31] += fabsf(load_v(x, r, vout, i));
 }
 
-void hp_ops_sign_sum_step(const float *x, size_t n, double pos[8], double neg[8])
+size_t hp_ops_sign_sum_step(const float *x, const float *r, size_t n, float *vout, float pos[32],
+                            float neg[32], uint8_t *bits)
 {
+    size_t npos = 0;
+    unsigned b = 0;
     for (size_t i = 0; i < n; i++) {
-        float v = x[i];
+        float v = load_v(x, r, vout, i);
+        unsigned set = v >= 0.0f;
         /* both classes add a value (+0 for a non-member), as the vector code does */
-        pos[i & 7] += (double)(v >= 0.0f ? v : 0.0f);
-        neg[i & 7] += (double)(v >= 0.0f ? 0.0f : v);
+        pos[i & 31] += set ? v : 0.0f;
+        neg[i & 31] += set ? 0.0f : v;
+        npos += set;
+        b |= set << (i & 7);
+        if ((i & 7) == 7 || i + 1 == n) {
+            if (bits)
+                bits[i >> 3] = (uint8_t)b;
+            b = 0;
+        }
     }
+    return npos;
 }
 
-double hp_ops_sum_lanes(const double l[8])
+static double sum_lanes32(const float l[32])
+{
+    double s = 0.0;
+    for (int j = 0; j < 32; j++)
+        s += (double)l[j];
+    return s;
+}
+
+static double sum_lanes8(const double l[8])
 {
     return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+}
+
+double hp_ops_abs_sum_finish(const float lanes[32], const float *x, const float *r, size_t n,
+                             const float *vout)
+{
+    double s = sum_lanes32(lanes), d[8] = {0};
+    if (isfinite(s))
+        return s;
+    if (vout) {
+        x = vout;
+        r = NULL;
+    }
+    for (size_t i = 0; i < n; i++)
+        d[i & 7] += (double)fabsf(r ? x[i] + r[i] : x[i]);
+    return sum_lanes8(d);
+}
+
+void hp_ops_sign_sum_finish(const float pos[32], const float neg[32], const float *x,
+                            const float *r, size_t n, const float *vout, double *pos_p,
+                            double *neg_p)
+{
+    double p = sum_lanes32(pos), q = sum_lanes32(neg), dp[8] = {0}, dq[8] = {0};
+    if (isfinite(p) && isfinite(q)) {
+        *pos_p = p;
+        *neg_p = q;
+        return;
+    }
+    if (vout) {
+        x = vout;
+        r = NULL;
+    }
+    for (size_t i = 0; i < n; i++) {
+        float v = r ? x[i] + r[i] : x[i];
+        dp[i & 7] += (double)(v >= 0.0f ? v : 0.0f);
+        dq[i & 7] += (double)(v >= 0.0f ? 0.0f : v);
+    }
+    *pos_p = sum_lanes8(dp);
+    *neg_p = sum_lanes8(dq);
 }
 
 /* ------------------------------------------------------- generic kernels */
@@ -106,19 +173,20 @@ static void g_minmax(const float *x, size_t n, float *min_p, float *max_p, uint3
     hp_ops_minmax_finish(&l, min_p, max_p, absmax_bits_p);
 }
 
-static double g_abs_sum(const float *x, size_t n)
+static double g_abs_sum(const float *x, const float *r, size_t n, float *vout)
 {
-    double lanes[8] = {0};
-    hp_ops_abs_sum_step(x, n, lanes);
-    return hp_ops_sum_lanes(lanes);
+    float lanes[32] = {0};
+    hp_ops_abs_sum_step(x, r, n, vout, lanes);
+    return hp_ops_abs_sum_finish(lanes, x, r, n, vout);
 }
 
-static void g_sign_sum(const float *x, size_t n, double *pos_p, double *neg_p)
+static size_t g_sign_sum(const float *x, const float *r, size_t n, float *vout, double *pos_p,
+                         double *neg_p, uint8_t *bits)
 {
-    double pos[8] = {0}, neg[8] = {0};
-    hp_ops_sign_sum_step(x, n, pos, neg);
-    *pos_p = hp_ops_sum_lanes(pos);
-    *neg_p = hp_ops_sum_lanes(neg);
+    float pos[32] = {0}, neg[32] = {0};
+    size_t npos = hp_ops_sign_sum_step(x, r, n, vout, pos, neg, bits);
+    hp_ops_sign_sum_finish(pos, neg, x, r, n, vout, pos_p, neg_p);
+    return npos;
 }
 
 static void g_pack_sign(const float *x, size_t n, uint8_t *bits)
@@ -146,17 +214,23 @@ static void g_select1(const uint8_t *bits, size_t n, float s1, float s0, float *
     }
 }
 
-static void g_quant_ternary(const float *x, size_t n, float tau, uint8_t *codes)
+static void g_quant_ternary(const float *x, const float *r, size_t n, float tau, uint8_t *codes,
+                            float *rout)
 {
-    for (size_t i = 0; i < n; i++)
-        codes[i] = (uint8_t)hp_quant_ternary(x[i], tau);
+    for (size_t i = 0; i < n; i++) {
+        float v = load_v(x, r, NULL, i);
+        uint32_t c = hp_quant_ternary(v, tau);
+        codes[i] = (uint8_t)c;
+        if (rout)
+            rout[i] = v - hp_dequant(c, 0.0f, -1.0f, tau);
+    }
 }
 
-static void g_quant_stoch(const float *x, const float *u, size_t n, float lo, float gap,
+static void g_quant_stoch(const float *x, const float *u, size_t n, float lo, float inv_gap,
                           float levels, uint8_t *codes)
 {
     for (size_t i = 0; i < n; i++)
-        codes[i] = (uint8_t)hp_quant_stoch(x[i], lo, gap, u[i], levels);
+        codes[i] = (uint8_t)hp_quant_stoch(x[i], lo, inv_gap, u[i], levels);
 }
 
 static void g_dequant(const uint8_t *codes, size_t n, float base, float cbias, float step,
@@ -297,7 +371,8 @@ int hp_ops_have_avx2(void)
     static int have = -1;
     if (have < 0) {
         __builtin_cpu_init();
-        have = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") ? 1 : 0;
+        have = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") &&
+               __builtin_cpu_supports("popcnt") ? 1 : 0;
     }
     return have;
 }

@@ -5,14 +5,18 @@
  * math is IEEE single precision without contraction, and every reduction has
  * one defined summation order (below), which both paths follow.
  *
- * Reduction order.  A reduction over x[0..n) keeps 8 lanes; lane j takes
- * x[j], x[j+8], x[j+16], ... in index order (the tail too), and the lanes are
- * then combined as ((l0 o l1) o (l2 o l3)) o ((l4 o l5) o (l6 o l7)).  Sums
- * are kept in double, so a sum of finite floats never overflows and a NaN or
- * Inf in the input always shows in the result.  Callers that reduce longer
- * arrays in chunks add the chunk results in chunk order; chunk boundaries
- * are then part of the definition and are fixed by the caller, never by the
- * ISA.
+ * Reduction order.  Min/max keep 8 lanes: lane j takes x[j], x[j+8],
+ * x[j+16], ... in index order (the tail too), and the lanes are combined as
+ * ((l0 o l1) o (l2 o l3)) o ((l4 o l5) o (l6 o l7)).  Sums have a fast form
+ * and an exact form.  Fast: 32 float lanes, lane j adding x[j], x[j+32], ...
+ * in index order from +0, then the lane totals added in double in lane order
+ * 0..31.  When the fast result is not finite (a NaN or Inf in the input, or
+ * a float lane that overflowed), the sum is recomputed in the exact form: 8
+ * double lanes (lane j: x[j], x[j+8], ...) combined like min/max -- so a sum
+ * of finite floats is always finite, and a NaN or Inf in the input always
+ * shows.  Callers that reduce longer arrays in chunks add the chunk results
+ * in chunk order; chunk boundaries are then part of the definition and are
+ * fixed by the caller, never by the ISA.
  *
  * Pointers to float arrays must be 4-byte aligned; pointers into payloads
  * (uint8_t, uint16_t, uint32_t data) may have any alignment.  Bit-packed data
@@ -50,10 +54,12 @@ extern "C" {
 /* Per-element math shared with future CUDA kernels. */
 
 /* Stochastic uniform quantisation of x to a level in [0, levels]:
- * floor((x - lo) / gap + u), clamped.  gap > 0, u in [0, 1). */
-HP_HD uint32_t hp_quant_stoch(float x, float lo, float gap, float u, float levels)
+ * floor((x - lo) * inv_gap + u), clamped; inv_gap = 1 / gap (a multiply is
+ * several times cheaper than a divide; the bias it adds is float rounding,
+ * far below the quantisation step).  u in [0, 1). */
+HP_HD uint32_t hp_quant_stoch(float x, float lo, float inv_gap, float u, float levels)
 {
-    float t = (x - lo) / gap + u;
+    float t = (x - lo) * inv_gap + u;
     t = floorf(t);
     t = t > 0.0f ? t : 0.0f;     /* same operand order as maxps/minps */
     t = t < levels ? t : levels;
@@ -88,25 +94,36 @@ typedef struct hp_ops {
      * min and max are then meaningless).  n == 0 gives +Inf, -Inf, 0. */
     void (*minmax)(const float *x, size_t n, float *min_p, float *max_p, uint32_t *absmax_bits_p);
 
-    /* Sum of |x[i]| in double. */
-    double (*abs_sum)(const float *x, size_t n);
+    /* The reductions and the ternary quantiser take their input as
+     * v[i] = x[i] + r[i] (r NULL: v[i] = x[i]); the reductions store v into
+     * vout when it is not NULL (vout may be r: error feedback adds the
+     * residual in place while the data streams through once). */
 
-    /* Sums in double of the x[i] >= 0 (the set class) and of the rest (the
-     * clear class; a NaN lands there, making the sum NaN). */
-    void (*sign_sum)(const float *x, size_t n, double *pos_p, double *neg_p);
+    /* Sum of |v[i]| in double. */
+    double (*abs_sum)(const float *x, const float *r, size_t n, float *vout);
 
-    /* bits[i] = x[i] >= 0, packed 1 bit per element; the unused high bits of
-     * the last byte of ceil(n/8) are written as zero. */
+    /* onebit's reduction: sums in double of the v[i] >= 0 (the set class)
+     * and of the rest (the clear class; a NaN lands there, making the sum
+     * NaN), and, when bits is not NULL, the classes packed 1 bit per element
+     * (bits[i] = v[i] >= 0; the unused high bits of byte ceil(n/8)-1 zero).
+     * Returns the number of elements in the set class. */
+    size_t (*sign_sum)(const float *x, const float *r, size_t n, float *vout, double *pos_p,
+                       double *neg_p, uint8_t *bits);
+
+    /* bits[i] = x[i] >= 0 alone, packed as sign_sum packs them. */
     void (*pack_sign)(const float *x, size_t n, uint8_t *bits);
 
     /* v = bit i ? s1 : s0 stored into out[i] by `mode` (HP_OUT_*). */
     void (*select1)(const uint8_t *bits, size_t n, float s1, float s0, float *out, int mode);
 
-    /* codes[i] = hp_quant_ternary(x[i], tau). */
-    void (*quant_ternary)(const float *x, size_t n, float tau, uint8_t *codes);
+    /* codes[i] = hp_quant_ternary(v[i], tau), tau > 0; with error feedback
+     * (rout not NULL, may be r) also the new residual
+     * rout[i] = v[i] - hp_dequant(codes[i], 0, -1, tau), in the same pass. */
+    void (*quant_ternary)(const float *x, const float *r, size_t n, float tau, uint8_t *codes,
+                          float *rout);
 
-    /* codes[i] = hp_quant_stoch(x[i], lo, gap, u[i], levels). */
-    void (*quant_stoch)(const float *x, const float *u, size_t n, float lo, float gap,
+    /* codes[i] = hp_quant_stoch(x[i], lo, inv_gap, u[i], levels). */
+    void (*quant_stoch)(const float *x, const float *u, size_t n, float lo, float inv_gap,
                         float levels, uint8_t *codes);
 
     /* v = hp_dequant(codes[i], base, cbias, step) stored into out[i] by mode. */
@@ -152,7 +169,9 @@ const hp_ops_t *hp_ops_avx2_table(void); /* NULL when not built or not supported
 /* Internal: the scalar lane steps and lane combinations that both tables
  * use, so a vector kernel handles whole groups of 8 and leaves the tail and
  * the combination to the same code the generic kernel runs.  x points at an
- * element whose index is a multiple of 8 (lane 0). */
+ * element whose index is a multiple of 32 (lane 0).  The finish functions
+ * fall back to the exact form when the fast one is not finite; they read v
+ * from vout when it was stored, else from x and r. */
 typedef struct {
     float mn[8], mx[8];
     uint32_t am[8];
@@ -161,9 +180,14 @@ void hp_ops_minmax_init(hp_minmax_lanes_t *l);
 void hp_ops_minmax_step(const float *x, size_t n, hp_minmax_lanes_t *l);
 void hp_ops_minmax_finish(const hp_minmax_lanes_t *l, float *min_p, float *max_p,
                           uint32_t *absmax_bits_p);
-void hp_ops_abs_sum_step(const float *x, size_t n, double lanes[8]);
-void hp_ops_sign_sum_step(const float *x, size_t n, double pos[8], double neg[8]);
-double hp_ops_sum_lanes(const double lanes[8]);
+void hp_ops_abs_sum_step(const float *x, const float *r, size_t n, float *vout, float lanes[32]);
+double hp_ops_abs_sum_finish(const float lanes[32], const float *x, const float *r, size_t n,
+                             const float *vout);
+size_t hp_ops_sign_sum_step(const float *x, const float *r, size_t n, float *vout, float pos[32],
+                            float neg[32], uint8_t *bits);
+void hp_ops_sign_sum_finish(const float pos[32], const float neg[32], const float *x,
+                            const float *r, size_t n, const float *vout, double *pos_p,
+                            double *neg_p);
 
 #ifdef __cplusplus
 }

@@ -12,7 +12,7 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 
-#define AVX2 __attribute__((target("avx2,f16c")))
+#define AVX2 __attribute__((target("avx2,f16c,popcnt")))
 
 /* out[i] (op)= v for 8 lanes */
 AVX2 static inline void put8(float *out, __m256 v, int mode)
@@ -86,46 +86,104 @@ AVX2 static void v_minmax(const float *x, size_t n, float *min_p, float *max_p,
     hp_ops_minmax_finish(&l, min_p, max_p, absmax_bits_p);
 }
 
-AVX2 static double v_abs_sum(const float *x, size_t n)
+/* v = x + r (or x) for 8 lanes, stored to vout when asked; has_r/has_v
+ * are constants in each instantiation, so the branches fold away */
+#define INLINE __attribute__((always_inline)) inline
+AVX2 static INLINE __m256 load_v8(const float *x, const float *r, float *vout, size_t i,
+                                  int has_r, int has_v)
 {
-    double lanes[8];
-    size_t n8 = n & ~(size_t)7;
-    const __m256 absm = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
-    __m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd();
-    for (size_t i = 0; i < n8; i += 8) {
-        __m256 v = _mm256_and_ps(_mm256_loadu_ps(x + i), absm);
-        s0 = _mm256_add_pd(s0, _mm256_cvtps_pd(_mm256_castps256_ps128(v)));
-        s1 = _mm256_add_pd(s1, _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
-    }
-    _mm256_storeu_pd(lanes, s0);
-    _mm256_storeu_pd(lanes + 4, s1);
-    hp_ops_abs_sum_step(x + n8, n - n8, lanes);
-    return hp_ops_sum_lanes(lanes);
+    __m256 v = _mm256_loadu_ps(x + i);
+    if (has_r)
+        v = _mm256_add_ps(v, _mm256_loadu_ps(r + i));
+    if (has_v)
+        _mm256_storeu_ps(vout + i, v);
+    return v;
 }
 
-AVX2 static void v_sign_sum(const float *x, size_t n, double *pos_p, double *neg_p)
+/* the (r, vout) combinations of a fused kernel: r and vout both given,
+ * r alone, vout alone, neither */
+#define DISPATCH_RV(body, ...) \
+    do { \
+        if (r && vout) body(__VA_ARGS__, 1, 1); \
+        else if (r) body(__VA_ARGS__, 1, 0); \
+        else if (vout) body(__VA_ARGS__, 0, 1); \
+        else body(__VA_ARGS__, 0, 0); \
+    } while (0)
+
+AVX2 static INLINE void abs_sum_body(const float *x, const float *r, float *vout, size_t n32,
+                                     float lanes[32], int has_r, int has_v)
 {
-    double pos[8], neg[8];
-    size_t n8 = n & ~(size_t)7;
-    const __m256 zero = _mm256_setzero_ps();
-    __m256d p0 = _mm256_setzero_pd(), p1 = _mm256_setzero_pd();
-    __m256d q0 = _mm256_setzero_pd(), q1 = _mm256_setzero_pd();
-    for (size_t i = 0; i < n8; i += 8) {
-        __m256 v = _mm256_loadu_ps(x + i);
-        __m256 m = _mm256_cmp_ps(v, zero, _CMP_GE_OQ);
-        __m256 p = _mm256_and_ps(m, v), q = _mm256_andnot_ps(m, v);
-        p0 = _mm256_add_pd(p0, _mm256_cvtps_pd(_mm256_castps256_ps128(p)));
-        p1 = _mm256_add_pd(p1, _mm256_cvtps_pd(_mm256_extractf128_ps(p, 1)));
-        q0 = _mm256_add_pd(q0, _mm256_cvtps_pd(_mm256_castps256_ps128(q)));
-        q1 = _mm256_add_pd(q1, _mm256_cvtps_pd(_mm256_extractf128_ps(q, 1)));
+    const __m256 absm = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    for (size_t i = 0; i < n32; i += 32) {
+        s0 = _mm256_add_ps(s0, _mm256_and_ps(load_v8(x, r, vout, i, has_r, has_v), absm));
+        s1 = _mm256_add_ps(s1, _mm256_and_ps(load_v8(x, r, vout, i + 8, has_r, has_v), absm));
+        s2 = _mm256_add_ps(s2, _mm256_and_ps(load_v8(x, r, vout, i + 16, has_r, has_v), absm));
+        s3 = _mm256_add_ps(s3, _mm256_and_ps(load_v8(x, r, vout, i + 24, has_r, has_v), absm));
     }
-    _mm256_storeu_pd(pos, p0);
-    _mm256_storeu_pd(pos + 4, p1);
-    _mm256_storeu_pd(neg, q0);
-    _mm256_storeu_pd(neg + 4, q1);
-    hp_ops_sign_sum_step(x + n8, n - n8, pos, neg);
-    *pos_p = hp_ops_sum_lanes(pos);
-    *neg_p = hp_ops_sum_lanes(neg);
+    _mm256_storeu_ps(lanes, s0);
+    _mm256_storeu_ps(lanes + 8, s1);
+    _mm256_storeu_ps(lanes + 16, s2);
+    _mm256_storeu_ps(lanes + 24, s3);
+}
+
+AVX2 static double v_abs_sum(const float *x, const float *r, size_t n, float *vout)
+{
+    float lanes[32];
+    size_t n32 = n & ~(size_t)31;
+    DISPATCH_RV(abs_sum_body, x, r, vout, n32, lanes);
+    hp_ops_abs_sum_step(x + n32, r ? r + n32 : NULL, n - n32, vout ? vout + n32 : NULL, lanes);
+    return hp_ops_abs_sum_finish(lanes, x, r, n, vout);
+}
+
+/* 8 lanes of onebit's reduction: class mask, sums, 8 bits */
+#define SIGN8(k) \
+    do { \
+        __m256 v = load_v8(x, r, vout, i + 8 * (k), has_r, has_v); \
+        __m256 m = _mm256_cmp_ps(v, zero, _CMP_GE_OQ); \
+        p##k = _mm256_add_ps(p##k, _mm256_and_ps(m, v)); \
+        q##k = _mm256_add_ps(q##k, _mm256_andnot_ps(m, v)); \
+        w |= (uint32_t)_mm256_movemask_ps(m) << (8 * (k)); \
+    } while (0)
+
+AVX2 static INLINE size_t sign_sum_body(const float *x, const float *r, float *vout, size_t n32,
+                                        float pos[32], float neg[32], uint8_t *bits,
+                                        int has_r, int has_v)
+{
+    const __m256 zero = _mm256_setzero_ps();
+    __m256 p0 = zero, p1 = zero, p2 = zero, p3 = zero, q0 = zero, q1 = zero, q2 = zero, q3 = zero;
+    size_t npos = 0;
+    for (size_t i = 0; i < n32; i += 32) {
+        uint32_t w = 0;
+        SIGN8(0);
+        SIGN8(1);
+        SIGN8(2);
+        SIGN8(3);
+        npos += (size_t)__builtin_popcount(w);
+        if (bits)
+            memcpy(bits + i / 8, &w, 4);
+    }
+    _mm256_storeu_ps(pos, p0);
+    _mm256_storeu_ps(pos + 8, p1);
+    _mm256_storeu_ps(pos + 16, p2);
+    _mm256_storeu_ps(pos + 24, p3);
+    _mm256_storeu_ps(neg, q0);
+    _mm256_storeu_ps(neg + 8, q1);
+    _mm256_storeu_ps(neg + 16, q2);
+    _mm256_storeu_ps(neg + 24, q3);
+    return npos;
+}
+
+AVX2 static size_t v_sign_sum(const float *x, const float *r, size_t n, float *vout, double *pos_p,
+                              double *neg_p, uint8_t *bits)
+{
+    float pos[32], neg[32];
+    size_t n32 = n & ~(size_t)31, npos = 0;
+    DISPATCH_RV(npos = sign_sum_body, x, r, vout, n32, pos, neg, bits);
+    npos += hp_ops_sign_sum_step(x + n32, r ? r + n32 : NULL, n - n32, vout ? vout + n32 : NULL, pos,
+                                 neg, bits ? bits + (n32 >> 3) : NULL);
+    hp_ops_sign_sum_finish(pos, neg, x, r, n, vout, pos_p, neg_p);
+    return npos;
 }
 
 AVX2 static void v_pack_sign(const float *x, size_t n, uint8_t *bits)
@@ -168,33 +226,57 @@ AVX2 static inline __m256i ternary8(__m256 v, __m256 tau, __m256 ntau)
     return _mm256_add_epi32(_mm256_sub_epi32(_mm256_set1_epi32(1), ge), le);
 }
 
-AVX2 static void v_quant_ternary(const float *x, size_t n, float tau, uint8_t *codes)
+/* 8 lanes of tbq: codes, and the new residual v - (code - 1) * tau */
+#define TERN8(k) \
+    __m256 v##k = load_v8(x, r, NULL, i + 8 * (k), has_r, 0); \
+    __m256i c##k = ternary8(v##k, t, nt); \
+    if (has_out) \
+        _mm256_storeu_ps(rout + i + 8 * (k), _mm256_sub_ps(v##k, _mm256_add_ps(zero, \
+            _mm256_mul_ps(_mm256_add_ps(_mm256_cvtepi32_ps(c##k), mone), t))));
+
+AVX2 static INLINE void ternary_body(const float *x, const float *r, size_t n32, float tau,
+                                     uint8_t *codes, float *rout, int has_r, int has_out)
 {
     const __m256 t = _mm256_set1_ps(tau), nt = _mm256_set1_ps(-tau);
-    size_t i = 0;
-    for (; i + 32 <= n; i += 32) {
-        __m256i r = pack_i32x32_u8(ternary8(_mm256_loadu_ps(x + i), t, nt),
-                                   ternary8(_mm256_loadu_ps(x + i + 8), t, nt),
-                                   ternary8(_mm256_loadu_ps(x + i + 16), t, nt),
-                                   ternary8(_mm256_loadu_ps(x + i + 24), t, nt));
-        _mm256_storeu_si256((__m256i *)(codes + i), r);
+    const __m256 zero = _mm256_setzero_ps(), mone = _mm256_set1_ps(-1.0f);
+    for (size_t i = 0; i < n32; i += 32) {
+        TERN8(0)
+        TERN8(1)
+        TERN8(2)
+        TERN8(3)
+        _mm256_storeu_si256((__m256i *)(codes + i), pack_i32x32_u8(c0, c1, c2, c3));
     }
-    hp_ops_generic.quant_ternary(x + i, n - i, tau, codes + i);
 }
 
-AVX2 static inline __m256i stoch8(__m256 v, __m256 u, __m256 lo, __m256 gap, __m256 levels)
+AVX2 static void v_quant_ternary(const float *x, const float *r, size_t n, float tau,
+                                 uint8_t *codes, float *rout)
 {
-    __m256 t = _mm256_add_ps(_mm256_div_ps(_mm256_sub_ps(v, lo), gap), u);
+    size_t n32 = n & ~(size_t)31;
+    if (r && rout)
+        ternary_body(x, r, n32, tau, codes, rout, 1, 1);
+    else if (r)
+        ternary_body(x, r, n32, tau, codes, rout, 1, 0);
+    else if (rout)
+        ternary_body(x, r, n32, tau, codes, rout, 0, 1);
+    else
+        ternary_body(x, r, n32, tau, codes, rout, 0, 0);
+    hp_ops_generic.quant_ternary(x + n32, r ? r + n32 : NULL, n - n32, tau, codes + n32,
+                                 rout ? rout + n32 : NULL);
+}
+
+AVX2 static inline __m256i stoch8(__m256 v, __m256 u, __m256 lo, __m256 inv, __m256 levels)
+{
+    __m256 t = _mm256_add_ps(_mm256_mul_ps(_mm256_sub_ps(v, lo), inv), u);
     t = _mm256_round_ps(t, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
     t = _mm256_max_ps(t, _mm256_setzero_ps()); /* t > 0 ? t : 0 */
     t = _mm256_min_ps(t, levels);              /* t < levels ? t : levels */
     return _mm256_cvttps_epi32(t);
 }
 
-AVX2 static void v_quant_stoch(const float *x, const float *u, size_t n, float lo, float gap,
+AVX2 static void v_quant_stoch(const float *x, const float *u, size_t n, float lo, float inv_gap,
                                float levels, uint8_t *codes)
 {
-    const __m256 l = _mm256_set1_ps(lo), g = _mm256_set1_ps(gap), lv = _mm256_set1_ps(levels);
+    const __m256 l = _mm256_set1_ps(lo), g = _mm256_set1_ps(inv_gap), lv = _mm256_set1_ps(levels);
     size_t i = 0;
     for (; i + 32 <= n; i += 32) {
         __m256i r = pack_i32x32_u8(
@@ -204,7 +286,7 @@ AVX2 static void v_quant_stoch(const float *x, const float *u, size_t n, float l
             stoch8(_mm256_loadu_ps(x + i + 24), _mm256_loadu_ps(u + i + 24), l, g, lv));
         _mm256_storeu_si256((__m256i *)(codes + i), r);
     }
-    hp_ops_generic.quant_stoch(x + i, u + i, n - i, lo, gap, levels, codes + i);
+    hp_ops_generic.quant_stoch(x + i, u + i, n - i, lo, inv_gap, levels, codes + i);
 }
 
 AVX2 static void v_dequant(const uint8_t *codes, size_t n, float base, float cbias, float step,
@@ -406,32 +488,48 @@ AVX2 static int v_bf16_to_f32(const uint8_t *in, size_t n, float *out, int mode)
     return hp_ops_generic.bf16_to_f32(in + 2 * i, n - i, out + i, mode) | !_mm256_testz_si256(nan, nan);
 }
 
-/* z * m mod 2^64 on 4 lanes, m = (mh << 32) | ml */
-AVX2 static inline __m256i mul64c(__m256i z, __m256i ml, __m256i mh)
+/* z * m mod 2^64 on 4 lanes, m = (mh << 32) | ml; mswap holds (mh, ml) in
+ * the (low, high) 32-bit halves of each lane */
+AVX2 static inline __m256i mul64c(__m256i z, __m256i ml, __m256i mswap)
 {
-    __m256i lo = _mm256_mul_epu32(z, ml);
-    __m256i cross = _mm256_add_epi64(_mm256_mul_epu32(_mm256_srli_epi64(z, 32), ml),
-                                     _mm256_mul_epu32(z, mh));
-    return _mm256_add_epi64(lo, _mm256_slli_epi64(cross, 32));
+    __m256i t = _mm256_mullo_epi32(z, mswap);                 /* zl*mh | zh*ml */
+    __m256i cross = _mm256_add_epi32(t, _mm256_slli_epi64(t, 32)); /* high half: zh*ml + zl*mh */
+    cross = _mm256_blend_epi32(_mm256_setzero_si256(), cross, 0xAA);
+    return _mm256_add_epi64(_mm256_mul_epu32(z, ml), cross);
 }
 
-/* hp_mix64 on 4 lanes */
-AVX2 static inline __m256i mix64x4(__m256i z)
+/* the high 32 bits of z * m (in the high half of each lane; the low half is
+ * garbage) */
+AVX2 static inline __m256i mulhi64c(__m256i z, __m256i ml, __m256i mswap)
 {
-    const __m256i m1l = _mm256_set1_epi64x(0x1ce4e5b9), m1h = _mm256_set1_epi64x(0xbf58476d);
-    const __m256i m2l = _mm256_set1_epi64x(0x133111eb), m2h = _mm256_set1_epi64x(0x94d049bb);
-    z = mul64c(_mm256_xor_si256(z, _mm256_srli_epi64(z, 30)), m1l, m1h);
-    z = mul64c(_mm256_xor_si256(z, _mm256_srli_epi64(z, 27)), m2l, m2h);
-    return _mm256_xor_si256(z, _mm256_srli_epi64(z, 31));
+    __m256i t = _mm256_mullo_epi32(z, mswap);
+    __m256i cross = _mm256_add_epi32(t, _mm256_slli_epi64(t, 32));
+    return _mm256_add_epi32(_mm256_mul_epu32(z, ml), cross);
 }
 
-/* hp_rng_u32 for 8 consecutive counters: the even ones in za, the odd ones
- * in zb (each the pre-mix value k + C*(counter+1)) */
-AVX2 static inline __m256i rng8(__m256i za, __m256i zb)
+/* hp_mix64 on 4 lanes, up to its last step: returns z whose high 32-bit
+ * halves are the high halves of the value before the final z ^= z >> 31
+ * (which changes only bit 0 of the high half: bit 63 of z) */
+AVX2 static inline __m256i mix64hi(__m256i z)
 {
-    __m256i a = _mm256_srli_epi64(mix64x4(za), 32);  /* hi words of even elements, at even slots */
-    __m256i b = mix64x4(zb);                         /* hi words of odd elements, at odd slots */
-    return _mm256_blend_epi32(a, b, 0xAA);
+    const __m256i m1l = _mm256_set1_epi64x(0x1ce4e5b9), m1s = _mm256_set1_epi64x(0x1ce4e5b9bf58476dLL);
+    const __m256i m2l = _mm256_set1_epi64x(0x133111eb), m2s = _mm256_set1_epi64x(0x133111eb94d049bbLL);
+    z = mul64c(_mm256_xor_si256(z, _mm256_srli_epi64(z, 30)), m1l, m1s);
+    return mulhi64c(_mm256_xor_si256(z, _mm256_srli_epi64(z, 27)), m2l, m2s);
+}
+
+/* hp_rng_u32 (full = 1) or its top 24 bits' source (full = 0: bit 0 left
+ * out, unit values need bits 8..31 only) for 8 consecutive counters: the
+ * even ones in za, the odd ones in zb (each the pre-mix value
+ * k + C*(counter+1)) */
+AVX2 static inline __m256i rng8(__m256i za, __m256i zb, int full)
+{
+    __m256i a = _mm256_srli_epi64(mix64hi(za), 32); /* high halves of even elements, at even slots */
+    __m256i b = mix64hi(zb);                        /* high halves of odd elements, at odd slots */
+    __m256i r = _mm256_blend_epi32(a, b, 0xAA);
+    if (full) /* the final z ^= z >> 31: bit 63 into bit 32 */
+        r = _mm256_xor_si256(r, _mm256_srli_epi32(r, 31));
+    return r;
 }
 
 #define GOLDEN 0x9E3779B97F4A7C15ULL
@@ -445,15 +543,20 @@ AVX2 static size_t rng_vec(uint64_t k, uint64_t counter0, size_t n, void *out, i
     const __m256i step = _mm256_set1_epi64x((long long)(8 * GOLDEN));
     const __m256 scale = _mm256_set1_ps(1.0f / 16777216.0f);
     size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        __m256i r = rng8(za, zb);
-        if (unit)
+    if (unit) {
+        for (; i + 8 <= n; i += 8) {
+            __m256i r = rng8(za, zb, 0);
             _mm256_storeu_ps((float *)out + i,
                              _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(r, 8)), scale));
-        else
-            _mm256_storeu_si256((__m256i *)((uint32_t *)out + i), r);
-        za = _mm256_add_epi64(za, step);
-        zb = _mm256_add_epi64(zb, step);
+            za = _mm256_add_epi64(za, step);
+            zb = _mm256_add_epi64(zb, step);
+        }
+    } else {
+        for (; i + 8 <= n; i += 8) {
+            _mm256_storeu_si256((__m256i *)((uint32_t *)out + i), rng8(za, zb, 1));
+            za = _mm256_add_epi64(za, step);
+            zb = _mm256_add_epi64(zb, step);
+        }
     }
     return i;
 }

@@ -189,18 +189,58 @@ START_TEST(test_ops_isa_identical)
             g->minmax(xs, n, &mn1, &mx1, &am1);
             v->minmax(xs, n, &mn2, &mx2, &am2);
             REQUIRE(hp_f2u(mn1) == hp_f2u(mn2) && hp_f2u(mx1) == hp_f2u(mx2) && am1 == am2);
-            d1 = g->abs_sum(xs, n);
-            d2 = v->abs_sum(xs, n);
-            REQUIRE(!memcmp(&d1, &d2, 8));
-            g->sign_sum(xs, n, &d1, &e1);
-            v->sign_sum(xs, n, &d2, &e2);
-            REQUIRE(!memcmp(&d1, &d2, 8) && !memcmp(&e1, &e2, 8));
-
+            /* the fused forms: v = x + r, stored or not */
+            for (int form = 0; form < 3; form++) {
+                const float *rr = form ? y : NULL;
+                float *vo1 = form == 2 ? o1 : NULL, *vo2 = form == 2 ? o2 : NULL;
+                size_t k1, k2;
+                memset(o1, 0, 4 * n);
+                memset(o2, 0, 4 * n);
+                d1 = g->abs_sum(xs, rr, n, vo1);
+                d2 = v->abs_sum(xs, rr, n, vo2);
+                REQUIRE(!memcmp(&d1, &d2, 8) && !memcmp(o1, o2, 4 * n));
+                memset(c1, 0xAA, cap);
+                memset(c2, 0x55, cap);
+                k1 = g->sign_sum(xs, rr, n, vo1, &d1, &e1, NULL);
+                k2 = v->sign_sum(xs, rr, n, vo2, &d2, &e2, NULL);
+                REQUIRE(k1 == k2 && !memcmp(&d1, &d2, 8) && !memcmp(&e1, &e2, 8));
+                k1 = g->sign_sum(xs, rr, n, vo1, &d1, &e1, c1);
+                k2 = v->sign_sum(xs, rr, n, vo2, &d2, &e2, c2);
+                REQUIRE(k1 == k2 && !memcmp(&d1, &d2, 8) && !memcmp(&e1, &e2, 8));
+                REQUIRE(!memcmp(c1, c2, (n + 7) / 8) && !memcmp(o1, o2, 4 * n));
+                REQUIRE(c1[(n + 7) / 8] == 0xAA && c2[(n + 7) / 8] == 0x55); /* no more bytes written */
+                if (form == 2) {
+                    for (size_t i = 0; i < n; i++)
+                        REQUIRE(hp_f2u(o1[i]) == hp_f2u(xs[i] + y[i]));
+                    /* in place, as error feedback uses it */
+                    memcpy(o2, y, 4 * n);
+                    v->sign_sum(xs, o2, n, o2, &d2, &e2, c2);
+                    REQUIRE(!memcmp(o1, o2, 4 * n) && !memcmp(&d1, &d2, 8));
+                }
+                g->quant_ternary(xs, rr, n, 0.01f, c1, vo1);
+                v->quant_ternary(xs, rr, n, 0.01f, c2, vo2);
+                REQUIRE(!memcmp(c1, c2, n) && !memcmp(o1, o2, 4 * n));
+                if (form == 2) {
+                    /* the residual equals v - dequant, as a separate pass makes it */
+                    float *t = falloc(n + 1);
+                    for (size_t i = 0; i < n; i++)
+                        t[i] = xs[i] + y[i];
+                    g->dequant(c1, n, 0.0f, -1.0f, 0.01f, t, HP_OUT_SUB);
+                    REQUIRE(!memcmp(t, o1, 4 * n));
+                    memcpy(o2, y, 4 * n);
+                    v->quant_ternary(xs, o2, n, 0.01f, c2, o2); /* in place */
+                    REQUIRE(!memcmp(t, o2, 4 * n));
+                    free(t);
+                }
+            }
+            g->sign_sum(xs, NULL, n, NULL, &d1, &e1, c1);
+            memcpy(codes, c1, (n + 7) / 8);
             memset(c1, 0xAA, cap);
             memset(c2, 0xAA, cap);
             g->pack_sign(xs, n, c1);
             v->pack_sign(xs, n, c2);
             REQUIRE(!memcmp(c1, c2, (n + 7) / 8 + 1));
+            REQUIRE(!memcmp(c1, codes, (n + 7) / 8)); /* as sign_sum packs them */
             for (int mode = 0; mode < 3; mode++) {
                 memcpy(o1, y, 4 * n);
                 memcpy(o2, y, 4 * n);
@@ -208,13 +248,10 @@ START_TEST(test_ops_isa_identical)
                 v->select1(c1, n, 0.375f, -1.25f, o2, mode);
                 REQUIRE(!memcmp(o1, o2, 4 * n));
             }
-            g->quant_ternary(xs, n, 0.01f, c1);
-            v->quant_ternary(xs, n, 0.01f, c2);
-            REQUIRE(!memcmp(c1, c2, n));
             fill_grad(xs, n, 300 + n);
             g->rng_unit(99, 12345, n, o1);
-            g->quant_stoch(xs, o1, n, -0.05f, 0.1f / 15.0f, 15.0f, c1);
-            v->quant_stoch(xs, o1, n, -0.05f, 0.1f / 15.0f, 15.0f, c2);
+            g->quant_stoch(xs, o1, n, -0.05f, 15.0f / 0.1f, 15.0f, c1);
+            v->quant_stoch(xs, o1, n, -0.05f, 15.0f / 0.1f, 15.0f, c2);
             REQUIRE(!memcmp(c1, c2, n));
             for (int mode = 0; mode < 3; mode++) {
                 memcpy(o1, y, 4 * n);
@@ -765,28 +802,44 @@ START_TEST(test_nonfinite)
 }
 END_TEST
 
-/* finite input whose sum with the residual overflows: reported too, residual kept */
-START_TEST(test_nonfinite_overflow)
+/* finite input whose sum with the residual overflows: that element's error
+ * feedback is dropped (v = in), the rest is encoded as usual; terngrad
+ * reports |g| >= 2^126 as non-finite */
+START_TEST(test_overflow)
 {
-    const size_t n = 3000;
-    float *x = falloc(n), *r = falloc(n), *r0 = falloc(n);
+    const size_t n = 3000, at = 2500;
+    float *x = falloc(n), *r = falloc(n), *r0 = falloc(n), *o = falloc(n);
     uint8_t *out = malloc(4 * n + 64);
     for (int which = 0; which < 3; which++) {
-        hipress_comp_params_t p = params_isa(HP_ISA_AUTO);
-        hp_comp_t *c = comp(which == 0 ? "onebit" : which == 1 ? "tbq" : "terngrad");
-        int nf = 0;
-        fill_grad(x, n, 8);
-        fill_grad(r, n, 9);
-        x[2500] = FLT_MAX;
-        r[2500] = FLT_MAX;
-        if (which == 2)
-            x[2500] = 0x1p126f; /* terngrad's range limit */
-        memcpy(r0, r, 4 * n);
-        enc(c, x, which < 2 ? r : NULL, n, &p, out, c->max_payload(n, &p), 1, &nf);
-        REQUIRE_MSG(nf == 1, "%s", c->name);
-        REQUIRE(!memcmp(r, r0, 4 * n));
+        for (int isa = 1; isa <= 2; isa++) {
+            hipress_comp_params_t p = params_isa(isa);
+            hp_comp_t *c = comp(which == 0 ? "onebit" : which == 1 ? "tbq" : "terngrad");
+            int nf = 0;
+            size_t len;
+            fill_grad(x, n, 8);
+            fill_grad(r, n, 9);
+            x[at] = FLT_MAX;
+            r[at] = FLT_MAX;
+            if (which == 2)
+                x[at] = 0x1p126f; /* terngrad's range limit */
+            memcpy(r0, r, 4 * n);
+            len = enc(c, x, which < 2 ? r : NULL, n, &p, out, c->max_payload(n, &p), 1, &nf);
+            if (which == 2) {
+                REQUIRE(nf == 1);
+                x[at] = 0x1.fffffep125f; /* just below: fine */
+                enc(c, x, NULL, n, &p, out, c->max_payload(n, &p), 1, NULL);
+                continue;
+            }
+            REQUIRE_MSG(nf == 0, "%s", c->name);
+            ck_assert_int_eq(c->decode(out, len, n, o, 0, &p), HIPRESS_COMP_OK);
+            for (size_t i = 0; i < n; i++) {
+                float v = i == at ? x[i] : x[i] + r0[i];
+                REQUIRE(isfinite(o[i]) && isfinite(r[i]));
+                REQUIRE(hp_f2u(r[i]) == hp_f2u(v - o[i]));
+            }
+        }
     }
-    free(x); free(r); free(r0); free(out);
+    free(x); free(r); free(r0); free(o); free(out);
 }
 END_TEST
 
@@ -1011,7 +1064,7 @@ static Suite *suite(void)
     tcase_add_test(t, test_compressors_isa_identical);
     tcase_add_test(t, test_accumulate);
     tcase_add_test(t, test_nonfinite);
-    tcase_add_test(t, test_nonfinite_overflow);
+    tcase_add_test(t, test_overflow);
     tcase_add_test(t, test_msg_roundtrip);
     suite_add_tcase(s, t);
     t = tcase_create("malformed");
