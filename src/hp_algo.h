@@ -52,13 +52,17 @@ void hp_call_decode(hp_call_t *call, const void *msg, size_t msg_len, size_t off
 void hp_call_decode_to(hp_call_t *call, const void *msg, size_t msg_len, float *dst, size_t len,
                        int accumulate);
 
-/* Carve `count` message slots of `cap` bytes (plus requests) from scratch. */
+/* Carve `count` message slots of *cap_p bytes (plus `extra_bytes` returned in
+ * *extra_p) from the call's scratch.  When that memory cannot be had, the
+ * call is marked failed (HP_ERR_NOMEM) and the slots shrink to room for an
+ * error message (*cap_p updated, *extra_p = NULL): the rank still takes part
+ * in the protocol, so no peer hangs.  NULL only when even that fails. */
 typedef struct {
     void    *buf;
     size_t   len;
     hp_req_t req;
 } hp_slot_t;
-hp_slot_t *hp_call_slots(hp_call_t *call, size_t count, size_t cap, size_t extra_bytes,
+hp_slot_t *hp_call_slots(hp_call_t *call, size_t count, size_t *cap_p, size_t extra_bytes,
                          void **extra_p);
 /* Wait for every request of `count` slots; HP_ERR_MPI if one failed. */
 hp_status_t hp_slots_wait(hp_call_t *call, hp_slot_t *slots, size_t count);

@@ -11,14 +11,14 @@ hp_status_t hp_algo_allgather(hp_call_t *call)
     hp_transport_t *tp = call->tp;
     const size_t N = (size_t)tp->size, r = (size_t)tp->rank;
     const size_t P = hp_call_parts(call, call->n);
-    const size_t cap = hp_call_msg_cap(call, hp_chunk_len(call->n, P, 0));
+    size_t cap = hp_call_msg_cap(call, hp_chunk_len(call->n, P, 0));
     hp_slot_t *slots, *msg, *sreq;
     hp_status_t st = HP_OK;
 
     if (N < 2)
         return HP_ERR_INVALID;
     /* msg[j][p]: rank j's message (mine at j = r); sreq[k][p]: send requests */
-    slots = hp_call_slots(call, 2 * N * P, cap, 0, NULL);
+    slots = hp_call_slots(call, 2 * N * P, &cap, 0, NULL);
     if (slots == NULL)
         return HP_ERR_NOMEM;
     msg = slots;

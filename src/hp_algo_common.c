@@ -83,18 +83,27 @@ void hp_call_decode_to(hp_call_t *call, const void *msg, size_t msg_len, float *
     }
 }
 
-hp_slot_t *hp_call_slots(hp_call_t *call, size_t count, size_t cap, size_t extra_bytes,
+hp_slot_t *hp_call_slots(hp_call_t *call, size_t count, size_t *cap_p, size_t extra_bytes,
                          void **extra_p)
 {
     size_t head = (count * sizeof(hp_slot_t) + 63) & ~(size_t)63;
     size_t ex = (extra_bytes + 63) & ~(size_t)63;
+    size_t cap = (*cap_p + 63) & ~(size_t)63;
     unsigned char *mem;
     hp_slot_t *slots;
 
-    cap = (cap + 63) & ~(size_t)63;
     mem = call->scratch(call->scratch_ctx, head + ex + count * cap);
-    if (mem == NULL)
-        return NULL;
+    if (mem == NULL) {
+        HP_WARN("out of memory for %zu message buffers of %zu bytes: this call fails on every rank",
+                count, cap);
+        if (call->err == HP_OK)
+            call->err = HP_ERR_NOMEM;
+        ex = 0;
+        cap = 64;    /* an error message */
+        mem = call->scratch(call->scratch_ctx, head + count * cap);
+        if (mem == NULL)
+            return NULL;
+    }
     slots = (hp_slot_t *)mem;
     for (size_t i = 0; i < count; i++) {
         slots[i].buf = mem + head + ex + i * cap;
@@ -103,6 +112,7 @@ hp_slot_t *hp_call_slots(hp_call_t *call, size_t count, size_t cap, size_t extra
     }
     if (extra_p != NULL)
         *extra_p = ex ? mem + head : NULL;
+    *cap_p = cap;
     return slots;
 }
 
@@ -115,13 +125,10 @@ hp_status_t hp_slots_wait(hp_call_t *call, hp_slot_t *slots, size_t count)
     return st;
 }
 
-/* Until src/hp_comp_powersgd.c lands the symbol is weak and absent. */
-__attribute__((weak)) hp_status_t hp_powersgd_run(hp_call_t *call);
-
 hp_status_t hp_algo_collective(hp_call_t *call)
 {
     hp_comp_t *c = hp_comp_get(call->kind);
-    if (c != NULL && strcmp(c->name, "powersgd") == 0 && hp_powersgd_run != NULL)
+    if (c != NULL && strcmp(c->name, "powersgd") == 0)
         return hp_powersgd_run(call);
     return HP_ERR_UNSUPPORTED;
 }

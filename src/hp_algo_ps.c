@@ -19,7 +19,7 @@ hp_status_t hp_algo_ps(hp_call_t *call)
     const size_t maxshard = hp_chunk_len(call->n, N, 0);
     const size_t P = hp_call_parts(call, maxshard);
     const size_t maxpart = hp_chunk_len(maxshard, P, 0);
-    const size_t cap = hp_call_msg_cap(call, maxpart);
+    size_t cap = hp_call_msg_cap(call, maxpart);
     hp_slot_t *slots, *s1, *r1, *s2, *r3;
     float *acc;
     hp_status_t st = HP_OK;
@@ -28,7 +28,7 @@ hp_status_t hp_algo_ps(hp_call_t *call)
         return HP_ERR_INVALID;
     /* s1[c][p]: to owner c; r1[j][p]: from j, my shard; s2[p]: my sum;
      * r3[j][p]: owner j's sum */
-    slots = hp_call_slots(call, (3 * N + 1) * P, cap, maxpart * sizeof(float), (void **)&acc);
+    slots = hp_call_slots(call, (3 * N + 1) * P, &cap, maxpart * sizeof(float), (void **)&acc);
     if (slots == NULL)
         return HP_ERR_NOMEM;
     s1 = slots;
@@ -68,6 +68,8 @@ hp_status_t hp_algo_ps(hp_call_t *call)
         float *own = call->buf + off;
         for (size_t j = 0; j < N; j++) {
             if (j == r) {
+                if (acc == NULL)
+                    continue;   /* out of memory: only keep the protocol going */
                 if (j == 0)
                     memcpy(acc, own, len * sizeof(float));
                 else
@@ -81,7 +83,8 @@ hp_status_t hp_algo_ps(hp_call_t *call)
                 hp_call_decode_to(call, in->buf, got, acc, len, j != 0);
             }
         }
-        memcpy(own, acc, len * sizeof(float));
+        if (acc != NULL)
+            memcpy(own, acc, len * sizeof(float));
         s2[p].len = hp_call_encode(call, off, len, 1, (int)N, s2[p].buf, cap);
         hp_call_decode(call, s2[p].buf, s2[p].len, off, len, 0);
         if (call->err != HP_OK)

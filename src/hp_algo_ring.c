@@ -33,7 +33,7 @@ hp_status_t hp_algo_ring(hp_call_t *call)
         return HP_ERR_INVALID;
     P = hp_call_parts(call, maxchunk);
     cap = hp_call_msg_cap(call, hp_chunk_len(maxchunk, P, 0));
-    slots = hp_call_slots(call, 4 * P, cap, 0, NULL);
+    slots = hp_call_slots(call, 4 * P, &cap, 0, NULL);
     if (slots == NULL)
         return HP_ERR_NOMEM;
     for (int k = 0; k < 2; k++) {

@@ -14,7 +14,7 @@ hp_status_t hp_algo_tree(hp_call_t *call)
     hp_transport_t *tp = call->tp;
     const int N = tp->size, r = tp->rank;
     const size_t P = hp_call_parts(call, call->n);
-    const size_t cap = hp_call_msg_cap(call, hp_chunk_len(call->n, P, 0));
+    size_t cap = hp_call_msg_cap(call, hp_chunk_len(call->n, P, 0));
     int children[32], nchild = 0, parent = -1, subtree = 1;
     hp_slot_t *slots, *rc, *up, *down;
     hp_status_t st = HP_OK;
@@ -32,7 +32,7 @@ hp_status_t hp_algo_tree(hp_call_t *call)
         }
     }
     /* rc[c][p]: from child c; up[p]: to parent; down[p]: the final message */
-    slots = hp_call_slots(call, ((size_t)nchild + 2) * P, cap, 0, NULL);
+    slots = hp_call_slots(call, ((size_t)nchild + 2) * P, &cap, 0, NULL);
     if (slots == NULL)
         return HP_ERR_NOMEM;
     rc = slots;

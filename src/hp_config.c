@@ -96,7 +96,7 @@ static int parse_int(const char *t, long long *out)
 {
     char *end;
     errno = 0;
-    long long v = strtoll(t, &end, 0);
+    long long v = strtoll(t, &end, 10);
     if (errno != 0 || end == t || *end != '\0')
         return 0;
     *out = v;

@@ -12,7 +12,14 @@
 
 static void *scratch_cb(void *ctx, size_t bytes)
 {
-    return hp_comm_scratch((hp_comm_state_t *)ctx, bytes);
+    hp_comm_state_t *cs = (hp_comm_state_t *)ctx;
+    /* test knob: this rank's message buffers cannot be had (an error message
+     * still fits, so the protocol can complete) */
+    if (hp_cfg_i(&cs->cfg, HP_S_TEST_NOMEM) == cs->rank && cs->nomem_call != cs->ncalls + 1) {
+        cs->nomem_call = cs->ncalls + 1;    /* the first request of each call fails */
+        return NULL;
+    }
+    return hp_comm_scratch(cs, bytes);
 }
 
 static int size_class(size_t bytes)

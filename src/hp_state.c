@@ -47,8 +47,15 @@ static hp_status_t load_settings(char *err, size_t errlen)
             return st;
     }
     /* the compressor name can be checked only once plugins are in */
-    return hp_config_set(&hp_g.cfg, "HIPRESS_COMPRESSOR", hp_cfg_s(&hp_g.cfg, HP_S_COMPRESSOR),
-                         hp_comp_name_ok, err, errlen);
+    st = hp_config_set(&hp_g.cfg, "HIPRESS_COMPRESSOR", hp_cfg_s(&hp_g.cfg, HP_S_COMPRESSOR),
+                       hp_comp_name_ok, err, errlen);
+    if (st != HP_OK) {
+        size_t used = (size_t)snprintf(err, errlen, "HIPRESS_COMPRESSOR='%s': accepted values are",
+                                       hp_cfg_s(&hp_g.cfg, HP_S_COMPRESSOR));
+        for (int i = 0; i < hp_comp_count() && used < errlen; i++)
+            used += (size_t)snprintf(err + used, errlen - used, "%s %s", i ? "," : "", hp_comp_get(i)->name);
+    }
+    return st;
 }
 
 static int delete_state(MPI_Comm comm, int keyval, void *attr, void *extra);

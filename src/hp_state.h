@@ -77,6 +77,7 @@ typedef struct hp_comm_state {
     int                  kind;      /* compressor of cfg */
     hipress_comp_params_t params;
     unsigned long long   ncalls;    /* compressed calls on this communicator */
+    unsigned long long   nomem_call; /* HIPRESS_TEST_NOMEM: call whose allocation failed, + 1 */
     hp_residual_store_t *res;
     /* hierarchy: node communicator and leaders' communicator (MPI_COMM_NULL
      * on non-leaders); hier = 1 when the call goes through them */

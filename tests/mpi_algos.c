@@ -202,6 +202,14 @@ static void test_fail(void)
         EXPECT(all == 1, "%s: corrupted message did not fail on every rank (rc %d here)", algos[a], rc);
         hipress_comm_set(c, "HIPRESS_TEST_CORRUPT", "-1");
         check_call(c, "fp16", "after failure", n, 0);
+        /* one rank cannot allocate its message buffers */
+        hipress_comm_set(c, "HIPRESS_TEST_NOMEM", nranks > 1 ? "1" : "0");
+        rc = MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, c);
+        err = rc != MPI_SUCCESS;
+        PMPI_Allreduce(&err, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+        EXPECT(all == 1, "%s: out of memory on one rank did not fail on every rank (rc %d here)", algos[a], rc);
+        hipress_comm_set(c, "HIPRESS_TEST_NOMEM", "-1");
+        check_call(c, "fp16", "after out of memory", n, 1);
         MPI_Comm_free(&c);
     }
     free(buf);
