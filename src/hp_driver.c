@@ -198,6 +198,17 @@ static hp_status_t plan_for(hp_comm_state_t *cs, size_t count, hp_plan_t *plan_p
         *plan_p = ps->chosen;
         return HP_OK;
     }
+    if (ps->state == 0 && (hp_comp_get(cs->kind)->flags & HIPRESS_COMP_COLLECTIVE)) {
+        /* a collective compressor (powersgd) runs its own exchanges: the
+         * only choice is whether to use it at all */
+        ps->ncand = 2;
+        ps->cand[0] = (hp_plan_t){0, HP_ALGO_RING, 1, 0};
+        ps->cand[1] = (hp_plan_t){1, HP_ALGO_AUTO, 1, 0};
+        for (int i = 0; i < HP_PLAN_CANDIDATES; i++)
+            ps->best_t[i] = INFINITY;
+        ps->trial = 0;
+        ps->state = 1;
+    }
     if (ps->state == 0) {
         /* candidates: plain (T0 is measured, not modelled), then the
          * algorithms in the model's order while within HP_PLAN_PRUNE of its

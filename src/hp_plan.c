@@ -132,6 +132,8 @@ const char *hp_plan_str(const hp_plan_t *plan, char *buf, size_t len)
 {
     if (!plan->compress)
         snprintf(buf, len, "plain");
+    else if (plan->algo == HP_ALGO_AUTO)
+        snprintf(buf, len, "collective");
     else
         snprintf(buf, len, "%s K=%zu", hp_algo_name(plan->algo), plan->parts);
     return buf;
