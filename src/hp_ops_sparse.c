@@ -701,13 +701,19 @@ int hp_sparse_encode(const hipress_encode_args_t *a, const hp_sparse_src_t *src,
     }
 
     if (m > k) {
-        uint32_t *tk = (uint32_t *)malloc(2 * m * sizeof(uint32_t));
+        /* scratch for 2m magnitudes: the unused tail of idx when it is long
+         * enough (the usual case: m is a small fraction of n).  Should the
+         * allocation fail, v stays whole in the residual, so nothing is
+         * lost: the next call sends it. */
+        const int own = 3 * m > n;
+        uint32_t *tk = own ? (uint32_t *)malloc(2 * m * sizeof(uint32_t)) : idx + m;
         if (tk == NULL) {
             rc = HIPRESS_COMP_ENOMEM;
             goto out;
         }
         m = hp_sparse_topk(&post, idx, m, k, tk);
-        free(tk);
+        if (own)
+            free(tk);
     }
     hp_sparse_pack(&post, idx, m, a->out);
     hp_sparse_mask(r_out, u_out, idx, m);

@@ -141,6 +141,7 @@ void hp_sparse_mask(float *r, float *u, const uint32_t *idx, size_t m);
  * NaN or Inf in the input: *nonfinite_p = 1, residual and state untouched.
  * A finite input whose v overflows to Inf also gives *nonfinite_p = 1, and
  * resets residual and state to zero (their old values are gone by then).
+ * HIPRESS_COMP_ENOMEM after the update leaves v whole in the residual.
  */
 int hp_sparse_encode(const hipress_encode_args_t *a, const hp_sparse_src_t *src, float *r_out,
                      float *u_out, size_t *out_len_p, int *nonfinite_p);
