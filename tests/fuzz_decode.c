@@ -10,11 +10,13 @@
  *                   0x08 set the header's n and payload-length fields to match
  *                   0x10 encode mode: the message bytes are float inputs
  *                   0xc0 parameter variant (0..3)
- *   byte 1        L, then L bytes: compressor name (an unknown name picks
- *                 compressor (hash of the name) % count, so every input
- *                 reaches some decoder)
- *   bytes 2       n - 1 (little endian, modulo HP_FUZZ_MAX_N)
- *   rest          the message (decode mode) or the float values (encode mode)
+ *   byte 1        L (at most 16), then L bytes: the compressor's name (an
+ *                 unknown name picks compressor (hash of the name) % count,
+ *                 so every input reaches some decoder)
+ *   2 bytes       n - 1, little endian, modulo HP_FUZZ_MAX_N (encode mode:
+ *                 the k asked for, modulo n / 2 + 1)
+ *   rest          the message (decode mode) or the float values (encode mode,
+ *                 n = their count, at most HP_FUZZ_MAX_N)
  * Selecting by name keeps a corpus valid when the registry order (the kind
  * byte on the wire) changes; the 0x02 / 0x08 bits keep a seed's header in
  * step with the registry it runs against.
