@@ -34,19 +34,23 @@
 
 int hp_sparse_isa(const hipress_comp_params_t *params)
 {
+    /* CPU probe cached; threads may race to fill it with the same value */
     static int have_avx2 = -1;
-    int want = params != NULL ? params->isa : 0;
+    int want = params != NULL ? params->isa : 0, have;
 
     if (want == HP_SPARSE_ISA_GENERIC)
         return HP_SPARSE_ISA_GENERIC;
 #if HP_SPARSE_HAVE_AVX2
-    if (have_avx2 < 0) {
+    have = __atomic_load_n(&have_avx2, __ATOMIC_RELAXED);
+    if (have < 0) {
         __builtin_cpu_init();
-        have_avx2 = __builtin_cpu_supports("avx2") ? 1 : 0;
+        have = __builtin_cpu_supports("avx2") ? 1 : 0;
+        __atomic_store_n(&have_avx2, have, __ATOMIC_RELAXED);
     }
-    return have_avx2 ? HP_SPARSE_ISA_AVX2 : HP_SPARSE_ISA_GENERIC;
+    return have ? HP_SPARSE_ISA_AVX2 : HP_SPARSE_ISA_GENERIC;
 #else
     (void)have_avx2;
+    (void)have;
     return HP_SPARSE_ISA_GENERIC;
 #endif
 }
