@@ -368,13 +368,15 @@ extern const hp_ops_t hp_ops_avx2;
 
 int hp_ops_have_avx2(void)
 {
-    static int have = -1;
-    if (have < 0) {
+    static int have = -1; /* racing first calls store the same value */
+    int h = __atomic_load_n(&have, __ATOMIC_RELAXED);
+    if (h < 0) {
         __builtin_cpu_init();
-        have = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") &&
-               __builtin_cpu_supports("popcnt") ? 1 : 0;
+        h = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") &&
+            __builtin_cpu_supports("popcnt") ? 1 : 0;
+        __atomic_store_n(&have, h, __ATOMIC_RELAXED);
     }
-    return have;
+    return h;
 }
 
 const hp_ops_t *hp_ops_avx2_table(void)

@@ -313,6 +313,72 @@ out:
 }
 END_TEST
 
+/* stochastic rounding never leaves [0, levels], whatever x and u: values
+ * outside [lo, lo + levels gap] and u just below 1 (levels + u rounds up to
+ * levels + 1 in float for levels >= 128) */
+START_TEST(test_ops_quant_clamp)
+{
+    const hp_ops_t *tabs[2] = {&hp_ops_generic, hp_ops_avx2_table()};
+    float x[301], u[301];
+    uint8_t codes[301];
+    for (unsigned b = 1; b <= 8; b *= 2) {
+        float levels = (float)((1u << b) - 1u), gap = 0.125f, lo = -1.0f;
+        for (int i = 0; i < 301; i++) {
+            x[i] = lo + ((float)i / 300.0f * (levels + 20.0f) - 10.0f) * gap;
+            u[i] = i % 2 ? 0x1.fffffep-1f : 0.0f;
+        }
+        for (int t = 0; t < 2; t++) {
+            if (tabs[t] == NULL)
+                continue;
+            tabs[t]->quant_stoch(x, u, 301, lo, 1.0f / gap, levels, codes);
+            for (int i = 0; i < 301; i++) {
+                REQUIRE_MSG(codes[i] <= (unsigned)levels, "%s b=%u x=%g code %u", tabs[t]->name, b, x[i], codes[i]);
+                if (x[i] >= lo + levels * gap)
+                    REQUIRE(codes[i] == (unsigned)levels);
+                if (x[i] < lo)
+                    REQUIRE(codes[i] == 0);
+            }
+        }
+    }
+}
+END_TEST
+
+/* sums whose float lanes overflow fall back to the exact double form: finite
+ * for finite input, equal on both paths; NaN and Inf always show */
+START_TEST(test_ops_sum_fallback)
+{
+    const hp_ops_t *tabs[2] = {&hp_ops_generic, hp_ops_avx2_table()};
+    float x[200], r[200], v[200];
+    uint8_t bits[32];
+    double res[2][3];
+    for (int t = 0; t < 2; t++) {
+        double p, q, want = 0;
+        if (tabs[t] == NULL) {
+            memcpy(res[1], res[0], sizeof(res[0]));
+            continue;
+        }
+        for (int i = 0; i < 200; i++) {
+            x[i] = i % 3 ? 3e38f : -3e38f;
+            r[i] = i % 5 ? 1e37f : -1e37f;
+            want += fabs((double)x[i] + (double)r[i]);
+        }
+        res[t][0] = tabs[t]->abs_sum(x, r, 200, NULL);
+        ck_assert_msg(isfinite(res[t][0]) && fabs(res[t][0] - want) <= 1e-6 * want, "%s", tabs[t]->name);
+        tabs[t]->sign_sum(x, r, 200, v, &p, &q, bits);
+        REQUIRE(isfinite(p) && isfinite(q) && p > 1e39 && q < -1e39);
+        res[t][1] = p;
+        res[t][2] = q;
+        x[77] = INFINITY;
+        REQUIRE(!isfinite(tabs[t]->abs_sum(x, r, 200, NULL)));
+        x[77] = NAN;
+        REQUIRE(isnan(tabs[t]->abs_sum(x, NULL, 200, NULL)));
+        tabs[t]->sign_sum(x, r, 200, NULL, &p, &q, NULL);
+        REQUIRE(isnan(q));
+    }
+    REQUIRE(!memcmp(res[0], res[1], sizeof(res[0])));
+}
+END_TEST
+
 /* fp16/bf16 conversion of a sample of all float bit patterns against the
  * scalar reference, on both paths; every half decodes alike */
 START_TEST(test_ops_convert_sampled)
@@ -1049,6 +1115,8 @@ static Suite *suite(void)
     tcase_set_timeout(t, 120);
     tcase_add_test(t, test_dispatch);
     tcase_add_test(t, test_ops_isa_identical);
+    tcase_add_test(t, test_ops_quant_clamp);
+    tcase_add_test(t, test_ops_sum_fallback);
     tcase_add_test(t, test_ops_convert_sampled);
     suite_add_tcase(s, t);
     t = tcase_create("compressors");
