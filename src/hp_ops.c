@@ -74,9 +74,11 @@ size_t hp_ops_sign_sum_step(const float *x, const float *r, size_t n, float *vou
     for (size_t i = 0; i < n; i++) {
         float v = load_v(x, r, vout, i);
         unsigned set = v >= 0.0f;
-        /* both classes add a value (+0 for a non-member), as the vector code does */
-        pos[i & 31] += set ? v : 0.0f;
-        neg[i & 31] += set ? 0.0f : v;
+        uint32_t m = 0u - (uint32_t)set;
+        /* both classes add a value (+0 for a non-member), as the vector code
+         * does; masks rather than branches (the signs are random) */
+        pos[i & 31] += hp_u2f(hp_f2u(v) & m);
+        neg[i & 31] += hp_u2f(hp_f2u(v) & ~m);
         npos += set;
         b |= set << (i & 7);
         if ((i & 7) == 7 || i + 1 == n) {
@@ -141,15 +143,24 @@ void hp_ops_sign_sum_finish(const float pos[32], const float neg[32], const floa
 
 /* ------------------------------------------------------- generic kernels */
 
-static inline void put_out(float *out, size_t i, float v, int mode)
+static inline uint16_t load_u16(const uint8_t *p, size_t i)
 {
-    if (mode == HP_OUT_SET)
-        out[i] = v;
-    else if (mode == HP_OUT_ADD)
-        out[i] += v;
-    else
-        out[i] -= v;
+    uint16_t h;
+    memcpy(&h, p + 2 * i, 2);
+    return h;
 }
+
+/* for (i < n) out[i] (=, +=, -=) EXPR, one loop per mode so that the loop
+ * body has no branch (and the compiler may vectorise it) */
+#define OUT_LOOP(n, out, mode, EXPR) \
+    do { \
+        if ((mode) == HP_OUT_SET) \
+            for (size_t i = 0; i < (n); i++) (out)[i] = (EXPR); \
+        else if ((mode) == HP_OUT_ADD) \
+            for (size_t i = 0; i < (n); i++) (out)[i] += (EXPR); \
+        else \
+            for (size_t i = 0; i < (n); i++) (out)[i] -= (EXPR); \
+    } while (0)
 
 static void g_add(const float *a, const float *b, float *out, size_t n)
 {
@@ -208,10 +219,12 @@ static void g_pack_sign(const float *x, size_t n, uint8_t *bits)
 
 static void g_select1(const uint8_t *bits, size_t n, float s1, float s0, float *out, int mode)
 {
-    for (size_t i = 0; i < n; i++) {
-        float v = ((bits[i >> 3] >> (i & 7)) & 1u) ? s1 : s0;
-        put_out(out, i, v, mode);
-    }
+    const uint32_t u1 = hp_f2u(s1), u0 = hp_f2u(s0);
+    /* a mask, not a branch: the bits are random */
+#define SEL1(i) hp_u2f((u1 & (0u - ((uint32_t)(bits[(i) >> 3] >> ((i) & 7)) & 1u))) | \
+                       (u0 & ~(0u - ((uint32_t)(bits[(i) >> 3] >> ((i) & 7)) & 1u))))
+    OUT_LOOP(n, out, mode, SEL1(i));
+#undef SEL1
 }
 
 static void g_quant_ternary(const float *x, const float *r, size_t n, float tau, uint8_t *codes,
@@ -236,8 +249,7 @@ static void g_quant_stoch(const float *x, const float *u, size_t n, float lo, fl
 static void g_dequant(const uint8_t *codes, size_t n, float base, float cbias, float step,
                       float *out, int mode)
 {
-    for (size_t i = 0; i < n; i++)
-        put_out(out, i, hp_dequant(codes[i], base, cbias, step), mode);
+    OUT_LOOP(n, out, mode, hp_dequant(codes[i], base, cbias, step));
 }
 
 static void g_pack(const uint8_t *codes, size_t n, unsigned bits, uint8_t *packed)
@@ -298,8 +310,8 @@ static int g_f16_to_f32(const uint8_t *in, size_t n, float *out, int mode)
         uint16_t h;
         memcpy(&h, in + 2 * i, 2);
         nan |= (uint32_t)((h & 0x7fffu) > 0x7c00u);
-        put_out(out, i, hp_f16_to_f32(h), mode);
     }
+    OUT_LOOP(n, out, mode, hp_f16_to_f32(load_u16(in, i)));
     return nan != 0;
 }
 
@@ -321,8 +333,8 @@ static int g_bf16_to_f32(const uint8_t *in, size_t n, float *out, int mode)
         uint16_t h;
         memcpy(&h, in + 2 * i, 2);
         nan |= (uint32_t)((h & 0x7fffu) > 0x7f80u);
-        put_out(out, i, hp_bf16_to_f32(h), mode);
     }
+    OUT_LOOP(n, out, mode, hp_bf16_to_f32(load_u16(in, i)));
     return nan != 0;
 }
 
