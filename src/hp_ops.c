@@ -376,6 +376,8 @@ const hp_ops_t hp_ops_generic = {
 /* ------------------------------------------------------------- dispatch */
 
 #if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+
 extern const hp_ops_t hp_ops_avx2;
 
 int hp_ops_have_avx2(void)
@@ -383,9 +385,13 @@ int hp_ops_have_avx2(void)
     static int have = -1; /* racing first calls store the same value */
     int h = __atomic_load_n(&have, __ATOMIC_RELAXED);
     if (h < 0) {
+        unsigned a = 0, b = 0, c = 0, d = 0;
         __builtin_cpu_init();
-        h = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") &&
-            __builtin_cpu_supports("popcnt") ? 1 : 0;
+        /* F16C: CPUID.1:ECX bit 29 (clang's __builtin_cpu_supports does not
+         * know "f16c"); the AVX2 check already covers the OS saving the
+         * vector state */
+        h = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("popcnt") &&
+            __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29)) ? 1 : 0;
         __atomic_store_n(&have, h, __ATOMIC_RELAXED);
     }
     return h;
