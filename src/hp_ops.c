@@ -375,7 +375,7 @@ const hp_ops_t hp_ops_generic = {
 
 /* ------------------------------------------------------------- dispatch */
 
-#if defined(__x86_64__) || defined(__i386__)
+#if defined(__x86_64__)
 #include <cpuid.h>
 
 extern const hp_ops_t hp_ops_avx2;

@@ -99,12 +99,13 @@ typedef struct hp_ops {
      * vout when it is not NULL (vout may be r: error feedback adds the
      * residual in place while the data streams through once). */
 
-    /* Sum of |v[i]| in double. */
+    /* Sum of |v[i]| (in the order above). */
     double (*abs_sum)(const float *x, const float *r, size_t n, float *vout);
 
-    /* onebit's reduction: sums in double of the v[i] >= 0 (the set class)
-     * and of the rest (the clear class; a NaN lands there, making the sum
-     * NaN), and, when bits is not NULL, the classes packed 1 bit per element
+    /* onebit's reduction: sums (in the order above; a non-member adds +0)
+     * of the v[i] >= 0 (the set class) and of the rest (the clear class; a
+     * NaN lands there, making that sum NaN), and, when bits is not NULL,
+     * the classes packed 1 bit per element
      * (bits[i] = v[i] >= 0; the unused high bits of byte ceil(n/8)-1 zero).
      * Returns the number of elements in the set class. */
     size_t (*sign_sum)(const float *x, const float *r, size_t n, float *vout, double *pos_p,
@@ -134,9 +135,9 @@ typedef struct hp_ops {
      * ceil(n*bits/8) bytes; the unused high bits of the last byte are zero. */
     void (*pack)(const uint8_t *codes, size_t n, unsigned bits, uint8_t *packed);
 
-    /* Inverse of pack; returns the OR over all bytes of the bits beyond
-     * element n-1 in the last byte (0 for a well-formed array) and stores the
-     * smallest and largest code in *min_p, *max_p (0, 0 for n == 0). */
+    /* Inverse of pack; returns the bits after element n-1 in the last byte
+     * (0 for a well-formed array) and stores the smallest and largest code
+     * in *min_p, *max_p (0, 0 for n == 0). */
     unsigned (*unpack)(const uint8_t *packed, size_t n, unsigned bits, uint8_t *codes,
                        uint8_t *min_p, uint8_t *max_p);
 
@@ -155,11 +156,12 @@ typedef struct hp_ops {
 } hp_ops_t;
 
 /* The kernel table for HIPRESS_ISA value `isa`: HP_ISA_AUTO picks AVX2 when
- * the CPU has AVX2 and F16C; HP_ISA_AVX2 on a CPU without them, or any value
- * not known, falls back to the generic table.  Never NULL. */
+ * the CPU has AVX2, F16C and POPCNT; HP_ISA_AVX2 on a CPU without them, or
+ * any value not known, falls back to the generic table.  Never NULL. */
 const hp_ops_t *hp_ops_get(int isa);
 
-/* 1 when this CPU (and this build) can run the AVX2 table. */
+/* 1 when this CPU (and this build) can run the AVX2 table (x86: AVX2 with
+ * the OS saving the vector state, F16C, POPCNT). */
 int hp_ops_have_avx2(void);
 
 /* The two tables, for tests that compare them directly. */
@@ -167,9 +169,10 @@ extern const hp_ops_t hp_ops_generic;
 const hp_ops_t *hp_ops_avx2_table(void); /* NULL when not built or not supported */
 
 /* Internal: the scalar lane steps and lane combinations that both tables
- * use, so a vector kernel handles whole groups of 8 and leaves the tail and
- * the combination to the same code the generic kernel runs.  x points at an
- * element whose index is a multiple of 32 (lane 0).  The finish functions
+ * use, so a vector kernel handles whole groups (8 elements for min/max, 32
+ * for sums) and leaves the tail and the combination to the same code the
+ * generic kernel runs.  x points at an element whose index is a multiple of
+ * the group (lane 0).  The finish functions
  * fall back to the exact form when the fast one is not finite; they read v
  * from vout when it was stored, else from x and r. */
 typedef struct {

@@ -1,7 +1,7 @@
 /*
- * CompLL operators, AVX2 + F16C kernels.  Compiled with the default flags:
- * each function carries a target attribute and hp_ops_get() only hands the
- * table out when the CPU has the instructions.  Every kernel computes what
+ * CompLL operators, AVX2 (+ F16C, POPCNT) kernels, x86-64 only.  Compiled
+ * with the default flags: each function carries a target attribute and
+ * hp_ops_get() only hands the table out when the CPU has the instructions.  Every kernel computes what
  * its generic twin in hp_ops.c computes, bit for bit: the same IEEE
  * operations in the same order (no FMA), the same lane order for
  * reductions, and the generic lane step for tails.
@@ -9,7 +9,7 @@
 #include "hp_ops.h"
 #include <string.h>
 
-#if defined(__x86_64__) || defined(__i386__)
+#if defined(__x86_64__)
 #include <immintrin.h>
 
 #define AVX2 __attribute__((target("avx2,f16c,popcnt")))
