@@ -4,8 +4,9 @@
  *
  *   v = in + residual
  *   tau = HIPRESS_TBQ_THRESHOLD when > 0, else HIPRESS_TBQ_SCALE * mean |v|
- *         over the partition (sum in double, hp_ops lane order chunk by chunk,
- *         rounded to float, times the scale in float, at most FLT_MAX)
+ *         over the partition (summed in the hp_ops order, chunk by chunk,
+ *         divided in double, rounded to float, times the scale in float, at
+ *         most FLT_MAX)
  *   code = 2 if v >= tau, 0 if v <= -tau, else 1;  decode (code - 1) * tau
  *   tau == 0 (v all zero, or a mean that underflows): every code is 1
  *   new residual = v - decode

@@ -730,6 +730,15 @@ START_TEST(test_terngrad_constant_and_seed)
         REQUIRE(o[i] == -3.25f);
     ck_assert_int_eq(c->decode(a, la, 777, o, 1, &p), HIPRESS_COMP_OK);
     REQUIRE(o[776] == -6.5f);
+    /* a range so small that 1/gap overflows: the min-only form too */
+    memset(x, 0, sizeof(x));
+    x[100] = 0x1p-128f;
+    p.terngrad_bits = 1;
+    la = enc(c, x, NULL, 777, &p, a, sizeof(a), 1, NULL);
+    ck_assert_uint_eq(la, 8);
+    ck_assert_int_eq(c->decode(a, la, 777, o, 0, &p), HIPRESS_COMP_OK);
+    REQUIRE(o[100] == 0.0f && o[0] == 0.0f);
+    p.terngrad_bits = 2;
     /* zero elements */
     la = enc(c, x, NULL, 0, &p, a, sizeof(a), 1, NULL);
     ck_assert_uint_eq(la, 8);
