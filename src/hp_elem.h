@@ -55,8 +55,8 @@ HP_HD float hp_f16_to_f32(uint16_t h)
     uint32_t sign = ((uint32_t)h & 0x8000u) << 16;
     uint32_t e = ((uint32_t)h >> 10) & 0x1fu;
     uint32_t m = (uint32_t)h & 0x3ffu;
-    if (e == 0x1fu)
-        return hp_u2f(sign | 0x7f800000u | (m << 13));
+    if (e == 0x1fu)   /* Inf, or NaN made quiet as the F16C instruction does */
+        return hp_u2f(sign | 0x7f800000u | (m ? 0x400000u | (m << 13) : 0u));
     if (e == 0) {
         if (m == 0)
             return hp_u2f(sign);
