@@ -17,12 +17,15 @@ static void usage(FILE *f)
     fprintf(f, "usage: hipress_info [--compressors | --settings | --help]\n");
 }
 
-static void load_plugin(void)
+static int load_plugin(void)
 {
     const char *plugin = getenv("HIPRESS_PLUGIN");
     char err[512];
-    if (plugin != NULL && plugin[0] != '\0' && hp_comp_load_plugin(plugin, err, sizeof(err)) != HP_OK)
-        fprintf(stderr, "hipress_info: %s\n", err);
+    if (plugin != NULL && plugin[0] != '\0' && hp_comp_load_plugin(plugin, err, sizeof(err)) != HP_OK) {
+        fprintf(stderr, "hipress_info: error: %s\n", err);
+        return 1;
+    }
+    return 0;
 }
 
 static void print_settings(void)
@@ -50,7 +53,8 @@ int main(int argc, char **argv)
         usage(stdout);
         return 0;
     }
-    load_plugin();
+    if (load_plugin() != 0)
+        return 1;
     if (argc == 2 && strcmp(argv[1], "--compressors") == 0) {
         for (int i = 0; i < hp_comp_count(); i++)
             printf("%s\n", hp_comp_get(i)->name);
