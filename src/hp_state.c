@@ -54,6 +54,8 @@ static hp_status_t load_settings(char *err, size_t errlen)
                                        hp_cfg_s(&hp_g.cfg, HP_S_COMPRESSOR));
         for (int i = 0; i < hp_comp_count() && used < errlen; i++)
             used += (size_t)snprintf(err + used, errlen - used, "%s %s", i ? "," : "", hp_comp_get(i)->name);
+        if (used < errlen)
+            snprintf(err + used, errlen - used, " (hipress_info --compressors lists them)");
     }
     return st;
 }
