@@ -6,6 +6,7 @@
 #define HP_ELEM_H
 
 #include <stdint.h>
+#include <math.h>
 #include <string.h>
 
 #if defined(__CUDACC__)
@@ -109,6 +110,31 @@ HP_HD uint32_t hp_rng_u32(uint64_t k, uint64_t counter)
 HP_HD float hp_rng_unit(uint64_t k, uint64_t counter)
 {
     return (float)(hp_rng_u32(k, counter) >> 8) * (1.0f / 16777216.0f);
+}
+
+/* Stochastic uniform quantisation of x to a level in [0, levels]:
+ * floor((x - lo) * inv_gap + u), clamped; inv_gap = 1 / gap (a multiply is
+ * several times cheaper than a divide; the bias it adds is float rounding,
+ * far below the quantisation step).  u in [0, 1). */
+HP_HD uint32_t hp_quant_stoch(float x, float lo, float inv_gap, float u, float levels)
+{
+    float t = (x - lo) * inv_gap + u;
+    t = floorf(t);
+    t = t > 0.0f ? t : 0.0f;     /* same operand order as maxps/minps */
+    t = t < levels ? t : levels;
+    return (uint32_t)t;
+}
+
+/* tbq code: 2 if x >= tau, 0 if x <= -tau, else 1 (tau > 0). */
+HP_HD uint32_t hp_quant_ternary(float x, float tau)
+{
+    return (uint32_t)(x >= tau) + 1u - (uint32_t)(x <= -tau);
+}
+
+/* Linear dequantisation: base + (code + cbias) * step. */
+HP_HD float hp_dequant(uint32_t code, float base, float cbias, float step)
+{
+    return base + ((float)code + cbias) * step;
 }
 
 #endif

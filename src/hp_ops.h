@@ -51,32 +51,9 @@ extern "C" {
  * and word boundaries of every packed format. */
 #define HP_OPS_CHUNK 2048
 
-/* Per-element math shared with future CUDA kernels. */
-
-/* Stochastic uniform quantisation of x to a level in [0, levels]:
- * floor((x - lo) * inv_gap + u), clamped; inv_gap = 1 / gap (a multiply is
- * several times cheaper than a divide; the bias it adds is float rounding,
- * far below the quantisation step).  u in [0, 1). */
-HP_HD uint32_t hp_quant_stoch(float x, float lo, float inv_gap, float u, float levels)
-{
-    float t = (x - lo) * inv_gap + u;
-    t = floorf(t);
-    t = t > 0.0f ? t : 0.0f;     /* same operand order as maxps/minps */
-    t = t < levels ? t : levels;
-    return (uint32_t)t;
-}
-
-/* tbq code: 2 if x >= tau, 0 if x <= -tau, else 1 (tau > 0). */
-HP_HD uint32_t hp_quant_ternary(float x, float tau)
-{
-    return (uint32_t)(x >= tau) + 1u - (uint32_t)(x <= -tau);
-}
-
-/* Linear dequantisation: base + (code + cbias) * step. */
-HP_HD float hp_dequant(uint32_t code, float base, float cbias, float step)
-{
-    return base + ((float)code + cbias) * step;
-}
+/* The per-element math (hp_quant_stoch, hp_quant_ternary, hp_dequant, the
+ * fp16/bf16 conversions, the counter RNG) lives in hp_elem.h, shared with
+ * the CUDA kernels. */
 
 /* Kernel table of one instruction set. */
 typedef struct hp_ops {
