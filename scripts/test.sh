@@ -30,4 +30,8 @@ if [ "${1:-}" != "--no-sanitizers" ]; then
         exit 1
     }
 fi
+# one closing line over both runs
+cat _build/test-suite.log _build_asan/test-suite.log 2>/dev/null |
+    awk '/^# PASS:/ {p += $3} /^# FAIL:/ {f += $3} /^# ERROR:/ {f += $3} /^# SKIP:/ {s += $3}
+         END {printf "%d passed, %d failed, %d skipped\n", p, f, s}'
 echo "test.sh: all tests passed"
