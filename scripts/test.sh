@@ -3,7 +3,8 @@
 #   1. install what is missing (Debian packages),
 #   2. build from scratch in _build and run `make check` (Check unit suites,
 #      mpirun tests at 1 to 8 ranks, fuzz replay, plugin, docs),
-#   3. build the Check suites with ASan+UBSan in _build_asan and run them.
+#   3. `make install` into a staging root (_stage) and check what it installed,
+#   4. build the Check suites with ASan+UBSan in _build_asan and run them.
 # Usage: scripts/test.sh [--no-sanitizers]
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -20,6 +21,18 @@ rm -rf _build && mkdir -p _build
     for f in _build/test-suite.log _build/tests/*.log; do [ -f "$f" ] && { echo "--- $f" >&2; tail -n 60 "$f" >&2; }; done
     exit 1
 }
+
+# install into a staging root and check what a user gets
+rm -rf _stage
+(cd _build && make -s install DESTDIR="$top/_stage" >/dev/null)
+prefix=$(sed -n 's/^prefix=//p' _build/hipress.pc)
+for f in lib/libhipress.so include/hipress.h include/hipress_compressor.h \
+         lib/pkgconfig/hipress.pc bin/hipress_info bin/hipress-bench; do
+    [ -e "_stage$prefix/$f" ] || { echo "test.sh: make install did not install $f" >&2; exit 1; }
+done
+LD_LIBRARY_PATH="$top/_stage$prefix/lib" "_stage$prefix/bin/hipress_info" --compressors >/dev/null ||
+    { echo "test.sh: installed hipress_info does not run" >&2; exit 1; }
+echo "test.sh: make install ok ($prefix)"
 
 if [ "${1:-}" != "--no-sanitizers" ]; then
     rm -rf _build_asan && mkdir -p _build_asan
