@@ -204,8 +204,6 @@ static hp_status_t plan_for(hp_comm_state_t *cs, size_t count, hp_plan_t *plan_p
         ps->ncand = 2;
         ps->cand[0] = (hp_plan_t){0, HP_ALGO_RING, 1, 0};
         ps->cand[1] = (hp_plan_t){1, HP_ALGO_AUTO, 1, 0};
-        for (int i = 0; i < HP_PLAN_CANDIDATES; i++)
-            ps->best_t[i] = INFINITY;
         ps->trial = 0;
         ps->state = 1;
     }
@@ -222,36 +220,48 @@ static hp_status_t plan_for(hp_comm_state_t *cs, size_t count, hp_plan_t *plan_p
                 break;
             ps->cand[ps->ncand++] = p;
         }
-        for (int i = 0; i < HP_PLAN_CANDIDATES; i++)
-            ps->best_t[i] = INFINITY;
         ps->trial = 0;
         ps->state = 1;
     }
-    *plan_p = ps->cand[ps->trial % ps->ncand];
+    *plan_p = ps->cand[ps->trial / HP_PLAN_REPS];
     *explore_p = ps;
     return HP_OK;
+}
+
+_Static_assert(HP_PLAN_REPS == 3, "median3 takes three trials");
+static double median3(const double *v)
+{
+    double a = v[0], b = v[1], c = v[2];
+    if (a > b) { double t = a; a = b; b = t; }
+    if (b > c) b = c;
+    return a > b ? a : b;
 }
 
 /* Record the agreed time of an exploration call; fix the plan when done. */
 static void plan_report(hp_comm_state_t *cs, hp_plan_slot_t *ps, double t, size_t count)
 {
     double tmax = t;
-    int i = ps->trial % ps->ncand;
+    int i = ps->trial / HP_PLAN_REPS;
     PMPI_Allreduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, cs->priv);
-    ps->best_t[i] = HP_MIN(ps->best_t[i], tmax);
+    double med[HP_PLAN_CANDIDATES];
+    ps->t[i][ps->trial % HP_PLAN_REPS] = tmax;
     if (++ps->trial < ps->ncand * HP_PLAN_REPS)
         return;
+    /* the median of each candidate's calls: robust to a first call that
+     * sets up connections and to a lucky one alike */
     int best = 0;
-    for (int k = 1; k < ps->ncand; k++)
-        if (ps->best_t[k] < ps->best_t[best])
+    for (int k = 0; k < ps->ncand; k++) {
+        med[k] = median3(ps->t[k]);
+        if (med[k] < med[best])
             best = k;
+    }
     ps->chosen = ps->cand[best];
     ps->state = 2;
     {
         char a[32], line[64];
         int c = size_class(count * sizeof(float));
         hp_plan_str(&ps->chosen, a, sizeof(a));
-        snprintf(line, sizeof(line), "%s (%.0f us; plain %.0f us)", a, ps->best_t[best] * 1e6, ps->best_t[0] * 1e6);
+        snprintf(line, sizeof(line), "%s (%.0f us; plain %.0f us)", a, med[best] * 1e6, med[0] * 1e6);
         HP_INFO("plan for %zu bytes: %s", count * sizeof(float), line);
         pthread_mutex_lock(&hp_g.stats.stats_lock);
         snprintf(hp_g.stats.plan_text[c], sizeof(hp_g.stats.plan_text[c]), "%s", line);

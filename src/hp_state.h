@@ -54,7 +54,7 @@ extern hp_global_t hp_g;
 
 /* Plan of one size class (bytes in [2^c, 2^(c+1))) on one communicator:
  * explored on its first calls (plain, then every algorithm the model puts
- * within HP_PLAN_PRUNE of its best, each timed three times (the fastest counts), times agreed across
+ * within HP_PLAN_PRUNE of its best, each timed over three calls in a row (the median counts), times agreed across
  * ranks), then fixed. */
 #define HP_PLAN_CLASSES 48
 #define HP_PLAN_CANDIDATES 5
@@ -64,7 +64,7 @@ typedef struct {
     int       state;            /* 0 new, 1 exploring, 2 fixed */
     int       ncand, trial;
     hp_plan_t cand[HP_PLAN_CANDIDATES];
-    double    best_t[HP_PLAN_CANDIDATES];
+    double    t[HP_PLAN_CANDIDATES][HP_PLAN_REPS];   /* agreed call times */
     hp_plan_t chosen;
 } hp_plan_slot_t;
 
