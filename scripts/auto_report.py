@@ -3,7 +3,9 @@
 algorithm, per size, from hipress-bench CSV files of one compressor.
 
 Target (issue 4): auto is at most 1.25x slower below 1 MiB, 1.1x from 1 MiB up.
-Plain time per size = median of the base_time_us of all runs at that size."""
+Each run reports medians over its iterations; where several runs cover one
+(algorithm, size), the median over the runs is used.  Plain time per size =
+median of the base_time_us of all runs at that size."""
 import csv
 import statistics
 import sys
@@ -21,8 +23,11 @@ def main(paths):
     for s in sizes:
         at = [r for r in rows if int(r["bytes"]) == s]
         plain = statistics.median(float(r["base_time_us"]) for r in at)
-        fixed = {r["algo"]: float(r["time_us"]) for r in at if r["algo"] != "auto"}
-        autos = [float(r["time_us"]) for r in at if r["algo"] == "auto"]
+        # several runs of one (algorithm, size): the median of their medians
+        algos = sorted({r["algo"] for r in at})
+        times = {a: statistics.median(float(r["time_us"]) for r in at if r["algo"] == a) for a in algos}
+        fixed = {a: t for a, t in times.items() if a != "auto"}
+        autos = [times["auto"]] if "auto" in times else []
         if not autos or not fixed:
             continue
         best_name, best = min(fixed.items(), key=lambda kv: kv[1])
