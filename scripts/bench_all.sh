@@ -34,18 +34,7 @@ done
 
 # auto against plain and every fixed algorithm, 4 KiB to 64 MiB
 for c in onebit fp16; do
-    for a in ring ps tree allgather auto; do
-        echo "bench_all: $c $a at 1gbit (4K-64M)" >&2
-        # small sizes are noisy and cheap: five runs; large ones: one run
-        f="$out/algo-$c-$a-1gbit.csv"
-        sh "$top/scripts/netem.sh" 1gbit -- mpirun --oversubscribe -np 4 "$b/hipress-bench" \
-            -c "$c" -a "$a" -b 4M -e 64M -f 4 -n 5 -w 2 --csv > "$f"
-        for run in 1 2 3 4 5; do
-            sh "$top/scripts/netem.sh" 1gbit -- mpirun --oversubscribe -np 4 "$b/hipress-bench" \
-                -c "$c" -a "$a" -b 4K -e 1M -f 4 -n 5 -w 2 --csv | tail -n +2 >> "$f"
-        done
-    done
-    /usr/bin/python3 "$top/scripts/auto_report.py" "$out"/algo-$c-*-1gbit.csv > "$out/auto-$c-1gbit.txt" || true
+    sh "$top/scripts/bench_auto.sh" 1gbit "$c" "$out" || true
 done
 
 py=/usr/bin/python3
