@@ -32,6 +32,10 @@ for r in 1gbit 10gbit; do
     done
 done
 
+# overlap where compute and transfer are of one size and no core is shared
+sh "$top/scripts/netem.sh" 2gbit -- mpirun --oversubscribe -np 2 "$b/hipress-bench" \
+    -c tbq -a ring -b 16M -e 64M -f 2 -n 5 -w 2 --breakdown > "$out/breakdown-tbq-2gbit-np2.txt"
+
 # auto against plain and every fixed algorithm, 4 KiB to 64 MiB
 for c in onebit fp16; do
     sh "$top/scripts/bench_auto.sh" 1gbit "$c" "$out" || true
