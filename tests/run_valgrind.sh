@@ -5,7 +5,8 @@
 # with HIPRESS_STATS and HIPRESS_VERIFY.  Any memcheck error or definite leak
 # fails the run (--error-exitcode=1); the only suppressions are Open MPI's
 # own file and tests/valgrind/openmpi-extra.supp (Open MPI / PMIx internals,
-# each justified there).  About 30 s; `make check-valgrind` runs it alone.
+# each justified there).  Then the algorithm tests' failure paths and a loop
+# of error-feedback calls.  About a minute; `make check-valgrind` runs it alone.
 set -u
 HP_MPI_TIMEOUT=${HP_MPI_TIMEOUT:-300}
 . "${HP_SRCDIR:-$(dirname "$0")/..}/tests/hp_test_lib.sh"
@@ -44,4 +45,18 @@ run() {
 run "defaults"
 run "fp16 ring, stats, verify" -x HIPRESS_COMPRESSOR=fp16 -x HIPRESS_ALGO=ring -x HIPRESS_PARTITION_BYTES=64K \
     -x HIPRESS_STATS=1 -x HIPRESS_VERIFY=1
+# The collectives (issue 4): every algorithm's failure paths (a corrupted
+# message, an allocation failure) and a loop of error-feedback calls over
+# rotating buffers with a 1 MiB residual bound (evictions).  mpi_algos links
+# libhipress itself: run the real binary (not its libtool wrapper script,
+# whose sed and sh would be traced too) with the library's directory.
+t0=$(date +%s)
+hp_mpirun 2 -x LD_LIBRARY_PATH="$HP_BUILDDIR/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+    $vg "$HP_BUILDDIR/tests/.libs/mpi_algos" fail memory 300 >"$out" 2>"$err"
+rc=$?
+echo "# algorithms, failures, 300 error-feedback calls: exit $rc after $(( $(date +%s) - t0 )) s"
+if [ $rc -ne 0 ] || ! grep -q 'failed$' "$out" || grep -q ' [1-9][0-9]* failed$' "$out" || grep -q '^==[0-9]*== ' "$err"; then
+    hp_fail "mpi_algos under memcheck: errors, leaks or failed checks (exit $rc)"
+    cat "$out" "$err"
+fi
 exit $status
