@@ -418,6 +418,7 @@ int hp_allreduce_compressed(const void *sendbuf, void *recvbuf, size_t count, MP
     if (explore != NULL && !failed)
         plan_report(cs, explore, hp_now() - t0, count);
 
+    hp_comm_state_sync_stats(cs);
     atomic_fetch_add_explicit(&hp_g.stats.compressed, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&hp_g.stats.bytes_raw, count * sizeof(float), memory_order_relaxed);
     if (is_algo_rank) {

@@ -60,6 +60,18 @@ static hp_status_t load_settings(char *err, size_t errlen)
     return st;
 }
 
+void hp_comm_state_sync_stats(hp_comm_state_t *cs)
+{
+    hp_residual_info_t ri;
+    if (cs->res == NULL)
+        return;
+    hp_residual_info(cs->res, &ri);
+    atomic_fetch_add_explicit(&hp_g.stats.res_created, ri.created - cs->res_created_seen, memory_order_relaxed);
+    atomic_fetch_add_explicit(&hp_g.stats.res_evicted, ri.evicted - cs->res_evicted_seen, memory_order_relaxed);
+    cs->res_created_seen = ri.created;
+    cs->res_evicted_seen = ri.evicted;
+}
+
 static int delete_state(MPI_Comm comm, int keyval, void *attr, void *extra);
 
 int hp_init_after_mpi(void)
@@ -140,10 +152,7 @@ static void state_free(hp_comm_state_t *cs)
     if (cs->priv != MPI_COMM_NULL)
         PMPI_Comm_free(&cs->priv);
     if (cs->res != NULL) {
-        hp_residual_info_t ri;
-        hp_residual_info(cs->res, &ri);
-        atomic_fetch_add_explicit(&hp_g.stats.res_created, ri.created, memory_order_relaxed);
-        atomic_fetch_add_explicit(&hp_g.stats.res_evicted, ri.evicted, memory_order_relaxed);
+        hp_comm_state_sync_stats(cs);
         hp_residual_destroy(cs->res);
     }
     free(cs->scratch);

@@ -79,6 +79,7 @@ typedef struct hp_comm_state {
     unsigned long long   ncalls;    /* compressed calls on this communicator */
     unsigned long long   nomem_call; /* HIPRESS_TEST_NOMEM: call whose allocation failed, + 1 */
     hp_residual_store_t *res;
+    size_t               res_created_seen, res_evicted_seen;   /* already in hp_g.stats */
     /* hierarchy: node communicator and leaders' communicator (MPI_COMM_NULL
      * on non-leaders); hier = 1 when the call goes through them */
     int                  hier;
@@ -112,6 +113,9 @@ void hp_params_from_config(const hp_config_t *cfg, hipress_comp_params_t *p);
 int hp_init_after_mpi(void);     /* returns 0 or exits on a bad setting */
 void hp_finalize_before_mpi(void);
 void hp_stats_print(void);
+
+/* Add this communicator's new residual keys and evictions to the stats. */
+void hp_comm_state_sync_stats(hp_comm_state_t *cs);
 
 /* Forget plans and measurements (settings changed). */
 void hp_comm_state_reset_plans(hp_comm_state_t *cs);
