@@ -1,7 +1,6 @@
 /* Encode/decode of one partition inside a collective: error feedback, random
  * keys, timing, the corruption test knob and error messages. */
 #include "hp_algo.h"
-#include <math.h>
 #include <string.h>
 
 size_t hp_call_encode(hp_call_t *call, size_t off, size_t len, int hop, int contribs,
@@ -27,9 +26,7 @@ size_t hp_call_encode(hp_call_t *call, size_t off, size_t len, int hop, int cont
     a.rng_key[3] = (uint64_t)hop;
     a.rng_offset = off;
     if (c->flags & HIPRESS_COMP_SPARSE) {
-        size_t k = (size_t)ceil((double)len * call->params->sparse_ratio);
-        k = HP_MAX(k, 1);
-        a.k = contribs > 1 && k > len / (size_t)contribs ? len : HP_MIN(len, k * (size_t)HP_MAX(contribs, 1));
+        a.k = hp_sparse_k2(len, contribs, call->params);
         if (8 * a.k >= 4 * len) {
             /* denser than half: plain floats are smaller than (index, value) */
             kind = hp_kind_none;

@@ -1,5 +1,6 @@
 /* CompLL registry, plugin loading and the message header. */
 #include "hp_comp.h"
+#include "hp_ops_sparse.h"
 #include <dlfcn.h>
 #include <math.h>
 #include <pthread.h>
@@ -106,6 +107,12 @@ hp_status_t hp_comp_load_plugin(const char *path, char *err, size_t errlen)
         return HP_ERR_INVALID;
     }
     return hp_comp_register(one, err, errlen);
+}
+
+size_t hp_sparse_k2(size_t len, int contribs, const hipress_comp_params_t *p)
+{
+    size_t k = hp_sparse_k(len, 0, p), c = (size_t)HP_MAX(contribs, 1);
+    return k > len / c ? len : HP_MIN(len, k * c);
 }
 
 size_t hp_msg_max_bytes(int kind, size_t n, const hipress_comp_params_t *p)

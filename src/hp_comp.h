@@ -37,6 +37,11 @@ int hp_comp_name_ok(const char *name);        /* 1 when registered */
 hp_status_t hp_comp_load_plugin(const char *path, char *err, size_t errlen);
 hp_status_t hp_comp_register(hp_comp_t *c, char *err, size_t errlen);
 
+/* Elements a sparse message of len elements aggregating `contribs` ranks
+ * keeps: k2 = min(len, contribs * k), k = ceil(len * HIPRESS_SPARSE_RATIO).
+ * The message goes dense (`none`) when 8 k2 >= 4 len. */
+size_t hp_sparse_k2(size_t len, int contribs, const hipress_comp_params_t *p);
+
 /* Bytes of the largest message for n elements. */
 size_t hp_msg_max_bytes(int kind, size_t n, const hipress_comp_params_t *p);
 

@@ -16,8 +16,7 @@ size_t hp_plan_msg_bytes(int kind, size_t len, int contribs, const hipress_comp_
 {
     hp_comp_t *c = hp_comp_get(kind);
     if (c != NULL && (c->flags & HIPRESS_COMP_SPARSE)) {
-        size_t k = (size_t)ceil((double)len * p->sparse_ratio);
-        size_t k2 = HP_MIN(len, HP_MAX(k, 1) * (size_t)HP_MAX(contribs, 1));
+        size_t k2 = hp_sparse_k2(len, contribs, p);
         return HP_MSG_HEADER + HP_MIN(8 * k2, 4 * len);
     }
     return c != NULL ? HP_MSG_HEADER + c->max_payload(len, p) : HP_MSG_HEADER + 4 * len;
