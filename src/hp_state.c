@@ -117,11 +117,8 @@ int hp_init_after_mpi(void)
         exit(1);
     }
 
-    {
-        char lvl[16];
-        hp_cfg_enum_name(&hp_g.cfg, HP_S_DEBUG, lvl, sizeof(lvl));
-        hp_log_level = (int)hp_cfg_i(&hp_g.cfg, HP_S_DEBUG);
-    }
+    /* the DEBUG enum lists NONE|WARN|INFO|TRACE in hp_log_level_t order */
+    hp_log_level = (int)hp_cfg_i(&hp_g.cfg, HP_S_DEBUG);
     if (PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_state, &hp_g.keyval, NULL) != MPI_SUCCESS)
         return -1;
     {
