@@ -64,10 +64,3 @@ hp_status_t hp_tp_agree(hp_transport_t *tp, int *flag)
     *flag = out;
     return HP_OK;
 }
-
-hp_status_t hp_tp_bcast_bytes(hp_transport_t *tp, void *buf, size_t len, int root)
-{
-    if (len > INT_MAX)
-        return HP_ERR_UNSUPPORTED;
-    return PMPI_Bcast(buf, (int)len, MPI_BYTE, root, tp->comm) == MPI_SUCCESS ? HP_OK : HP_ERR_MPI;
-}

@@ -28,7 +28,5 @@ hp_status_t hp_tp_wait(hp_transport_t *tp, hp_req_t *req, size_t *len_p);
 void hp_tp_progress(hp_transport_t *tp);
 /* Logical OR of flag over all ranks (the failure protocol's agreement). */
 hp_status_t hp_tp_agree(hp_transport_t *tp, int *flag);
-/* Blocking exchange helpers built on the above. */
-hp_status_t hp_tp_bcast_bytes(hp_transport_t *tp, void *buf, size_t len, int root);
 
 #endif
