@@ -66,6 +66,14 @@ int hipress_comm_set(MPI_Comm comm, const char *name, const char *value);
  * yet.  Local; the same on every rank of comm. */
 int hipress_comm_plan(MPI_Comm comm, size_t bytes, char *buf, size_t len);
 
+/* This rank's error-feedback residual for the buffer (buf, count) on comm:
+ * the gradient it still owes the sum for those elements, which its next
+ * call on that buffer adds in.  Copies count floats into out (zeros when it
+ * holds none: no call yet, a compressor without error feedback, a staging
+ * buffer).  Local; for tests, checkpoints and diagnostics.  Returns
+ * HIPRESS_OK or HIPRESS_ERR_INVALID (NULL pointer, MPI not initialised). */
+int hipress_comm_residual(MPI_Comm comm, const void *buf, size_t count, float *out);
+
 /* Statistics of this process since MPI_Init (see doc/settings.md). */
 typedef struct hipress_stats {
     unsigned long long calls;         /* MPI_Allreduce calls seen */

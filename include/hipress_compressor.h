@@ -48,6 +48,10 @@ typedef struct hipress_comp_params {
     float    dgc_momentum;     /* HIPRESS_DGC_MOMENTUM */
     uint32_t powersgd_rank;    /* HIPRESS_POWERSGD_RANK */
     int      isa;              /* 0 auto, 1 generic, 2 avx2 */
+    /* Appended in 0.2 (a plugin built against 0.1 never reads them): */
+    uint32_t tbq_block;        /* HIPRESS_TBQ_BLOCK, power of two: one threshold per block */
+    uint32_t sparse_block;     /* HIPRESS_SPARSE_BLOCK, power of two: top-k per block */
+    uint32_t dgc_warmup;       /* HIPRESS_DGC_WARMUP: calls of dgc's density warm-up */
 } hipress_comp_params_t;
 
 /* One encode call.  `in` holds n values; when the compressor has the EF flag

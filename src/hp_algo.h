@@ -17,10 +17,13 @@ typedef struct hp_call {
     float                      *buf;        /* n floats: input on entry, result on exit */
     size_t                      n;
     int                         kind;       /* compressor */
-    const hipress_comp_params_t *params;
-    hp_residual_store_t        *res;        /* NULL: no error feedback */
-    uintptr_t                   res_addr;   /* residual key: recvbuf and count */
-    size_t                      res_count;
+    const hipress_comp_params_t *params;    /* for this call (hp_comp_ext_t.call_params) */
+    hp_residual_store_t        *res;        /* the communicator's store */
+    hp_res_buf_t               *rb;         /* this buffer's state; NULL: no error feedback */
+    float                      *resid;      /* rb's residual, n floats, or NULL */
+    float                      *mom;        /* momentum state masked where sent (dgc), or NULL */
+    float                      *state;      /* a plugin's MOMENTUM state vector, or NULL */
+    size_t                      grain;      /* every message starts on a multiple of it */
     uint64_t                    seed, call_no;
     size_t                      part_elems; /* pipeline partition, elements */
     int                         corrupt;    /* test knob: corrupt first message */
@@ -33,12 +36,17 @@ typedef struct hp_call {
     hp_status_t                 err;        /* first local error (sticky) */
 } hp_call_t;
 
-/* Encode buf[off .. off+len) (an element range of the whole buffer) as one
- * message into out (cap bytes), with error feedback when the compressor wants
- * it.  `hop` keys the random generator.  `contribs` is how many ranks' data
- * the values aggregate: a sparse compressor keeps k2 = min(len, contribs * k)
- * elements and the message goes dense (`none`) when 8 k2 >= 4 len.  Returns
- * the message length; on a local failure writes an error message instead and
+/* Encode buf[off .. off+len) (an element range of the whole buffer, off a
+ * multiple of call->grain) as one message into out (cap bytes).  Error
+ * feedback: a compressor with HIPRESS_COMP_EF encodes v = buf + residual
+ * and keeps what it lost in the residual; any other compressor (and the
+ * dense fallback below) folds the residual into what it sends, exactly as
+ * far as its format allows, and clears it -- so a residual always enters
+ * this rank's next encode of its element.  `hop` keys the random
+ * generator.  `contribs` is how many ranks' data the values aggregate: a
+ * sparse compressor keeps the density hp_sparse_density(contribs) per block,
+ * and the message goes dense (`none`) when 8 k2 >= 4 len.  Returns the
+ * message length; on a local failure writes an error message instead and
  * records call->err. */
 size_t hp_call_encode(hp_call_t *call, size_t off, size_t len, int hop, int contribs,
                       void *out, size_t cap);
@@ -67,11 +75,30 @@ hp_slot_t *hp_call_slots(hp_call_t *call, size_t count, size_t *cap_p, size_t ex
 /* Wait for every request of `count` slots; HP_ERR_MPI if one failed. */
 hp_status_t hp_slots_wait(hp_call_t *call, hp_slot_t *slots, size_t count);
 
-/* Partitions of a range of len elements: how many (>= 1). */
+/* Grain-aligned split: [0, n) cut into `parts` spans whose boundaries fall
+ * on multiples of g elements; span i gets its share of the ceil(n/g) grains
+ * (the first ones one more), the last grain may be partial, and a span may
+ * be empty.  g = 1 is the plain even split (hp_chunk_off).  A span of a
+ * span whose start is a multiple of g has absolute boundaries on multiples
+ * of g too, so no compressor block ever straddles two messages. */
+static inline size_t hp_span_off(size_t n, size_t parts, size_t i, size_t g)
+{
+    size_t ng = (n + g - 1) / g, o = g * hp_chunk_off(ng, parts, i);
+    return o < n ? o : n;
+}
+static inline size_t hp_span_len(size_t n, size_t parts, size_t i, size_t g)
+{
+    return hp_span_off(n, parts, i + 1, g) - hp_span_off(n, parts, i, g);
+}
+
+/* Partitions of a range of len elements: how many (>= 1, at most one per
+ * grain). */
 static inline size_t hp_call_parts(const hp_call_t *call, size_t len)
 {
     size_t pe = call->part_elems ? call->part_elems : len;
-    size_t p = (len + pe - 1) / (pe ? pe : 1);
+    size_t g = call->grain ? call->grain : 1;
+    size_t p = (len + pe - 1) / (pe ? pe : 1), ng = (len + g - 1) / g;
+    p = p < ng ? p : ng;
     return p ? p : 1;
 }
 
@@ -87,9 +114,14 @@ hp_status_t hp_algo_tree(hp_call_t *call);
 hp_status_t hp_algo_allgather(hp_call_t *call);
 
 /* Collective compressors (HIPRESS_COMP_COLLECTIVE) drive the whole allreduce
- * themselves; hp_algo_collective dispatches by compressor name.
- * HP_ERR_UNSUPPORTED when the compressor has no collective implementation. */
+ * themselves through their hp_comp_ext_t.run hook.  HP_ERR_UNSUPPORTED when
+ * the compressor has none (a collective plugin: ABI v1 has no such hook). */
 hp_status_t hp_algo_collective(hp_call_t *call);
 hp_status_t hp_powersgd_run(hp_call_t *call);     /* src/hp_comp_powersgd.c */
+
+/* Fold this rank's residual of buf[off .. off+len) into buf (buf += r,
+ * r = 0), unless buf holds NaN or Inf there (then both stay as they are:
+ * the call decodes to NaN and the residual waits).  No-op without one. */
+void hp_call_fold(hp_call_t *call, size_t off, size_t len);
 
 #endif

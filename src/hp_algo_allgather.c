@@ -11,7 +11,8 @@ hp_status_t hp_algo_allgather(hp_call_t *call)
     hp_transport_t *tp = call->tp;
     const size_t N = (size_t)tp->size, r = (size_t)tp->rank;
     const size_t P = hp_call_parts(call, call->n);
-    size_t cap = hp_call_msg_cap(call, hp_chunk_len(call->n, P, 0));
+    const size_t G = call->grain ? call->grain : 1;
+    size_t cap = hp_call_msg_cap(call, hp_span_len(call->n, P, 0, G));
     hp_slot_t *slots, *msg, *sreq;
     hp_status_t st = HP_OK;
 
@@ -24,8 +25,8 @@ hp_status_t hp_algo_allgather(hp_call_t *call)
     msg = slots;
     sreq = slots + N * P;
 
-#define PART_OFF(p) hp_chunk_off(call->n, P, (p))
-#define PART_LEN(p) hp_chunk_len(call->n, P, (p))
+#define PART_OFF(p) hp_span_off(call->n, P, (p), G)
+#define PART_LEN(p) hp_span_len(call->n, P, (p), G)
     for (size_t k = 1; k < N; k++) {
         size_t j = (r + N - k) % N;
         for (size_t p = 0; p < P; p++)

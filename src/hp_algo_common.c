@@ -1,7 +1,38 @@
 /* Encode/decode of one partition inside a collective: error feedback, random
  * keys, timing, the corruption test knob and error messages. */
 #include "hp_algo.h"
+#include "hp_ops.h"
+#include "hp_ops_sparse.h"
 #include <string.h>
+
+void hp_call_fold(hp_call_t *call, size_t off, size_t len)
+{
+    const hp_ops_t *ops;
+    float *r = call->resid != NULL ? call->resid + off : NULL;
+    if (r == NULL || len == 0)
+        return;
+    ops = hp_ops_get(call->params ? call->params->isa : HP_ISA_AUTO);
+    if (ops->nonfinite(call->buf + off, len))
+        return;
+    ops->add(call->buf + off, r, call->buf + off, len);
+    memset(r, 0, len * sizeof(float));
+}
+
+/* Momentum factor masking: the momentum of the elements a message carried
+ * starts again from zero (a dense message carried all of them). */
+static void mask_sent(float *mom, int dense, const unsigned char *msg, size_t mlen, size_t len)
+{
+    if (dense) {
+        memset(mom, 0, len * sizeof(float));
+        return;
+    }
+    for (size_t j = HP_MSG_HEADER; j + 8 <= mlen; j += 8) {
+        uint32_t i;
+        memcpy(&i, msg + j, 4);
+        if (i < len)
+            mom[i] = 0.0f;
+    }
+}
 
 size_t hp_call_encode(hp_call_t *call, size_t off, size_t len, int hop, int contribs,
                       void *out, size_t cap)
@@ -9,6 +40,7 @@ size_t hp_call_encode(hp_call_t *call, size_t off, size_t len, int hop, int cont
     hp_comp_t *c = hp_comp_get(call->kind);
     int kind = call->kind;
     hipress_encode_args_t a;
+    hipress_comp_params_t sp;
     size_t mlen = 0;
     int nonfinite = 0;
     hp_status_t st;
@@ -26,21 +58,25 @@ size_t hp_call_encode(hp_call_t *call, size_t off, size_t len, int hop, int cont
     a.rng_key[3] = (uint64_t)hop;
     a.rng_offset = off;
     if (c->flags & HIPRESS_COMP_SPARSE) {
-        a.k = hp_sparse_k2(len, contribs, call->params);
-        if (8 * a.k >= 4 * len) {
+        /* an aggregate of `contribs` ranks keeps `contribs` times the density */
+        sp = *call->params;
+        sp.sparse_ratio = hp_sparse_density(contribs, call->params);
+        a.params = &sp;
+        if (8 * hp_sparse_k_blocks(len, &sp) >= 4 * len) {
             /* denser than half: plain floats are smaller than (index, value) */
             kind = hp_kind_none;
             c = hp_comp_get(kind);
+            a.params = call->params;
         }
     }
-    if (call->res != NULL && (c->flags & HIPRESS_COMP_EF)) {
-        hp_residual_key_t key = {call->res_addr, call->res_count, off, 0};
-        a.residual = hp_residual_get(call->res, &key, len, NULL);
-        if (c->flags & HIPRESS_COMP_MOMENTUM) {
-            key.slot = 1;
-            a.state = hp_residual_get(call->res, &key, len, NULL);
-        }
+    if (call->resid != NULL) {
+        if (c->flags & HIPRESS_COMP_EF)
+            a.residual = call->resid + off;
+        else
+            hp_call_fold(call, off, len);   /* what it owes travels with this message */
     }
+    if (call->state != NULL && (c->flags & HIPRESS_COMP_MOMENTUM))
+        a.state = call->state + off;
     st = hp_msg_encode(kind, &a, out, cap, &mlen, &nonfinite);
     call->t_encode += hp_now() - t0;
     if (st != HP_OK) {
@@ -48,6 +84,8 @@ size_t hp_call_encode(hp_call_t *call, size_t off, size_t len, int hop, int cont
         return hp_msg_error(out, len);
     }
     call->nonfinite += (unsigned long long)nonfinite;
+    if (call->mom != NULL && !nonfinite)
+        mask_sent(call->mom + off, kind == hp_kind_none, (const unsigned char *)out, mlen, len);
     if (call->corrupt) {
         /* test knob: a message whose header lies about its payload */
         ((unsigned char *)out)[8] ^= 0x5a;
@@ -124,8 +162,6 @@ hp_status_t hp_slots_wait(hp_call_t *call, hp_slot_t *slots, size_t count)
 
 hp_status_t hp_algo_collective(hp_call_t *call)
 {
-    hp_comp_t *c = hp_comp_get(call->kind);
-    if (c != NULL && strcmp(c->name, "powersgd") == 0)
-        return hp_powersgd_run(call);
-    return HP_ERR_UNSUPPORTED;
+    const hp_comp_ext_t *x = hp_comp_ext(call->kind);
+    return x->run != NULL ? x->run(call) : HP_ERR_UNSUPPORTED;
 }

@@ -16,9 +16,10 @@ hp_status_t hp_algo_ps(hp_call_t *call)
 {
     hp_transport_t *tp = call->tp;
     const size_t N = (size_t)tp->size, r = (size_t)tp->rank;
-    const size_t maxshard = hp_chunk_len(call->n, N, 0);
+    const size_t G = call->grain ? call->grain : 1;
+    const size_t maxshard = hp_span_len(call->n, N, 0, G);
     const size_t P = hp_call_parts(call, maxshard);
-    const size_t maxpart = hp_chunk_len(maxshard, P, 0);
+    const size_t maxpart = hp_span_len(maxshard, P, 0, G);
     size_t cap = hp_call_msg_cap(call, maxpart);
     hp_slot_t *slots, *s1, *r1, *s2, *r3;
     float *acc;
@@ -36,10 +37,10 @@ hp_status_t hp_algo_ps(hp_call_t *call)
     r3 = r1 + N * P;
     s2 = r3 + N * P;
 
-#define SH_OFF(c) hp_chunk_off(call->n, N, (c))
-#define SH_LEN(c) hp_chunk_len(call->n, N, (c))
-#define PART_OFF(c, p) (SH_OFF(c) + hp_chunk_off(SH_LEN(c), P, (p)))
-#define PART_LEN(c, p) hp_chunk_len(SH_LEN(c), P, (p))
+#define SH_OFF(c) hp_span_off(call->n, N, (c), G)
+#define SH_LEN(c) hp_span_len(call->n, N, (c), G)
+#define PART_OFF(c, p) (SH_OFF(c) + hp_span_off(SH_LEN(c), P, (p), G))
+#define PART_LEN(c, p) hp_span_len(SH_LEN(c), P, (p), G)
 
     /* receives in the order each peer sends: phase 1 parts, then phase 3 parts */
     for (size_t k = 1; k < N; k++) {

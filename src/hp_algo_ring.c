@@ -23,7 +23,8 @@ hp_status_t hp_algo_ring(hp_call_t *call)
     hp_transport_t *tp = call->tp;
     const int N = tp->size, r = tp->rank;
     const int left = (r - 1 + N) % N, right = (r + 1) % N;
-    const size_t maxchunk = hp_chunk_len(call->n, (size_t)N, 0);
+    const size_t G = call->grain ? call->grain : 1;
+    const size_t maxchunk = hp_span_len(call->n, (size_t)N, 0, G);
     size_t P, cap;
     hp_slot_t *slots, *rs[2], *ss[2];
     const int steps = 2 * (N - 1);
@@ -32,7 +33,7 @@ hp_status_t hp_algo_ring(hp_call_t *call)
     if (N < 2)
         return HP_ERR_INVALID;
     P = hp_call_parts(call, maxchunk);
-    cap = hp_call_msg_cap(call, hp_chunk_len(maxchunk, P, 0));
+    cap = hp_call_msg_cap(call, hp_span_len(maxchunk, P, 0, G));
     slots = hp_call_slots(call, 4 * P, &cap, 0, NULL);
     if (slots == NULL)
         return HP_ERR_NOMEM;
@@ -42,10 +43,10 @@ hp_status_t hp_algo_ring(hp_call_t *call)
     }
 
     /* chunk and partition geometry */
-#define CH_OFF(c) hp_chunk_off(call->n, (size_t)N, (c))
-#define CH_LEN(c) hp_chunk_len(call->n, (size_t)N, (c))
-#define PART_OFF(c, p) (CH_OFF(c) + hp_chunk_off(CH_LEN(c), P, (p)))
-#define PART_LEN(c, p) hp_chunk_len(CH_LEN(c), P, (p))
+#define CH_OFF(c) hp_span_off(call->n, (size_t)N, (c), G)
+#define CH_LEN(c) hp_span_len(call->n, (size_t)N, (c), G)
+#define PART_OFF(c, p) (CH_OFF(c) + hp_span_off(CH_LEN(c), P, (p), G))
+#define PART_LEN(c, p) hp_span_len(CH_LEN(c), P, (p), G)
 
     /* step 0: post receives, encode and send our own chunk */
     for (size_t p = 0; p < P; p++)

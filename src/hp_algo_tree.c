@@ -14,7 +14,8 @@ hp_status_t hp_algo_tree(hp_call_t *call)
     hp_transport_t *tp = call->tp;
     const int N = tp->size, r = tp->rank;
     const size_t P = hp_call_parts(call, call->n);
-    size_t cap = hp_call_msg_cap(call, hp_chunk_len(call->n, P, 0));
+    const size_t G = call->grain ? call->grain : 1;
+    size_t cap = hp_call_msg_cap(call, hp_span_len(call->n, P, 0, G));
     int children[32], nchild = 0, parent = -1, subtree = 1;
     hp_slot_t *slots, *rc, *up, *down;
     hp_status_t st = HP_OK;
@@ -39,8 +40,8 @@ hp_status_t hp_algo_tree(hp_call_t *call)
     up = rc + (size_t)nchild * P;
     down = up + P;
 
-#define PART_OFF(p) hp_chunk_off(call->n, P, (p))
-#define PART_LEN(p) hp_chunk_len(call->n, P, (p))
+#define PART_OFF(p) hp_span_off(call->n, P, (p), G)
+#define PART_LEN(p) hp_span_len(call->n, P, (p), G)
     for (int c = 0; c < nchild; c++)
         for (size_t p = 0; p < P; p++)
             if (hp_tp_irecv(tp, rc[c * P + p].buf, cap, children[c], &rc[c * P + p].req) != HP_OK)

@@ -8,7 +8,8 @@
 
 /* Built-in compressors, each defined in its own hp_comp_*.c, in registry
  * order (the kind byte of a message is the index, the same on every rank). */
-#define HP_BUILTIN(name) extern const hipress_compressor_v1_t hp_comp_##name;
+#define HP_BUILTIN(name) extern const hipress_compressor_v1_t hp_comp_##name; \
+                         extern const hp_comp_ext_t hp_compx_##name;
 #include "hp_builtins.def"
 #undef HP_BUILTIN
 
@@ -17,8 +18,15 @@ static hp_comp_t *const builtins[] = {
 #include "hp_builtins.def"
 #undef HP_BUILTIN
 };
+static const hp_comp_ext_t *const builtin_ext[] = {
+#define HP_BUILTIN(name) &hp_compx_##name,
+#include "hp_builtins.def"
+#undef HP_BUILTIN
+};
 
 static hp_comp_t *registry[HP_MAX_COMPRESSORS];
+static const hp_comp_ext_t *registry_ext[HP_MAX_COMPRESSORS];
+static hp_comp_ext_t plugin_ext[HP_MAX_COMPRESSORS];
 static int registry_count = -1;
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 int hp_kind_none = 0;
@@ -28,8 +36,24 @@ static void registry_init(void)
     if (registry_count >= 0)
         return;
     registry_count = 0;
-    for (size_t i = 0; i < HP_ARRAY_SIZE(builtins); i++)
+    for (size_t i = 0; i < HP_ARRAY_SIZE(builtins); i++) {
+        registry_ext[registry_count] = builtin_ext[i];
         registry[registry_count++] = builtins[i];
+    }
+}
+
+const hp_comp_ext_t *hp_comp_ext(int kind)
+{
+    static const hp_comp_ext_t none = {HP_QCLASS_EXACT, NULL, NULL, NULL, NULL};
+    registry_init();
+    return (kind >= 0 && kind < registry_count) ? registry_ext[kind] : &none;
+}
+
+size_t hp_comp_grain(int kind, const hipress_comp_params_t *p)
+{
+    const hp_comp_ext_t *x = hp_comp_ext(kind);
+    size_t g = x->grain != NULL ? x->grain(p) : 1;
+    return g ? g : 1;
 }
 
 int hp_comp_count(void)
@@ -76,6 +100,13 @@ hp_status_t hp_comp_register(hp_comp_t *c, char *err, size_t errlen)
         snprintf(err, errlen, "too many compressors (at most %d)", HP_MAX_COMPRESSORS);
         st = HP_ERR_INVALID;
     } else {
+        /* a plugin: element-wise, its class from its flags; a collective
+         * plugin is not supported by ABI v1 (no run hook) */
+        hp_comp_ext_t *x = &plugin_ext[registry_count];
+        memset(x, 0, sizeof(*x));
+        x->qclass = (c->flags & HIPRESS_COMP_LOSSLESS) ? HP_QCLASS_EXACT
+                    : (c->flags & HIPRESS_COMP_SPARSE) ? HP_QCLASS_SPARSE : HP_QCLASS_QUANT;
+        registry_ext[registry_count] = x;
         registry[registry_count++] = c;
     }
     pthread_mutex_unlock(&registry_lock);
@@ -109,10 +140,22 @@ hp_status_t hp_comp_load_plugin(const char *path, char *err, size_t errlen)
     return hp_comp_register(one, err, errlen);
 }
 
+double hp_sparse_density(int contribs, const hipress_comp_params_t *p)
+{
+    double d = (p != NULL ? p->sparse_ratio : 0.001) * (double)HP_MAX(contribs, 1);
+    return d < 1.0 ? d : 1.0;
+}
+
 size_t hp_sparse_k2(size_t len, int contribs, const hipress_comp_params_t *p)
 {
-    size_t k = hp_sparse_k(len, 0, p), c = (size_t)HP_MAX(contribs, 1);
-    return k > len / c ? len : HP_MIN(len, k * c);
+    hipress_comp_params_t q;
+    if (p != NULL) {
+        q = *p;
+    } else {
+        memset(&q, 0, sizeof(q));   /* the encoder's defaults for a NULL params */
+    }
+    q.sparse_ratio = hp_sparse_density(contribs, p);
+    return hp_sparse_k_blocks(len, &q);
 }
 
 size_t hp_msg_max_bytes(int kind, size_t n, const hipress_comp_params_t *p)
@@ -169,6 +212,14 @@ hp_status_t hp_msg_encode(int kind, hipress_encode_args_t *args, void *out, size
 
     if (c == NULL || cap < HP_MSG_HEADER || args->n > UINT32_MAX)
         return HP_ERR_INVALID;
+    if (args->n == 0) {
+        /* an empty range (grain-aligned spans can be): header only, whatever
+         * the format, so no compressor has to define n = 0 */
+        put_header(out, kind, 0, 0, 0);
+        *len_p = HP_MSG_HEADER;
+        *nonfinite_p = 0;
+        return HP_OK;
+    }
     args->out = (unsigned char *)out + HP_MSG_HEADER;
     args->out_cap = cap - HP_MSG_HEADER;
     rc = c->encode(args, &plen, &nonfinite);
@@ -196,6 +247,8 @@ hp_status_t hp_msg_decode(int kind, const void *msg, size_t len, size_t n, float
         return HP_ERR_PEER;
     if ((size_t)h.n != n || (h.kind != kind && h.kind != hp_kind_none))
         return HP_ERR_MESSAGE;
+    if (n == 0)
+        return h.payload == 0 && h.flags == 0 ? HP_OK : HP_ERR_MESSAGE;
     if (h.flags & HP_MSG_NONFINITE) {
         if (h.payload != 0)
             return HP_ERR_MESSAGE;

@@ -28,6 +28,40 @@ typedef struct {
 } hp_msg_header_t;
 
 typedef const hipress_compressor_v1_t hp_comp_t;
+struct hp_call;
+
+/* How much one lossy stage (an encode on an element's path) costs: the
+ * plan's quality budget has a default per class (hp_plan.c). */
+typedef enum {
+    HP_QCLASS_EXACT = 0, /* lossless (none) */
+    HP_QCLASS_ROUNDING,  /* fp16, bf16: one rounding per encode */
+    HP_QCLASS_QUANT,     /* onebit, tbq, terngrad: a few levels per element */
+    HP_QCLASS_SPARSE,    /* graddrop, dgc: most elements deferred */
+    HP_QCLASS_LOWRANK,   /* powersgd: one low-rank approximation */
+    HP_QCLASS_N
+} hp_qclass_t;
+
+/* What the framework knows of a compressor beyond its public ops struct.
+ * Built-ins define hp_compx_<name> next to hp_comp_<name>; a plugin gets a
+ * default derived from its flags.  The framework dispatches through these
+ * hooks, never by comparing names. */
+typedef struct hp_comp_ext {
+    hp_qclass_t qclass;
+    /* Elements per independent block of the format: every message the
+     * algorithms send starts on a multiple of it (an absolute element index
+     * of the buffer), so a call's result does not depend on how the plan
+     * partitions the buffer.  NULL: 1 (element-wise formats). */
+    size_t (*grain)(const hipress_comp_params_t *p);
+    /* Momentum of the worker-side state applied where this rank's own
+     * gradient enters the call (dgc's momentum correction); 0 or NULL: none. */
+    float (*momentum)(const hipress_comp_params_t *p);
+    /* Parameters for the `call`-th compressed call (from 0) on one buffer
+     * (dgc's density warm-up).  NULL: the settings as they are. */
+    void (*call_params)(hipress_comp_params_t *p, unsigned long long call);
+    /* Collective compressors drive the whole allreduce themselves (powersgd);
+     * NULL for the others. */
+    hp_status_t (*run)(struct hp_call *call);
+} hp_comp_ext_t;
 
 /* Registry: built-ins first, then plugins in load order. */
 int hp_comp_count(void);
@@ -37,9 +71,17 @@ int hp_comp_name_ok(const char *name);        /* 1 when registered */
 hp_status_t hp_comp_load_plugin(const char *path, char *err, size_t errlen);
 hp_status_t hp_comp_register(hp_comp_t *c, char *err, size_t errlen);
 
-/* Elements a sparse message of len elements aggregating `contribs` ranks
- * keeps: k2 = min(len, contribs * k), k = ceil(len * HIPRESS_SPARSE_RATIO).
- * The message goes dense (`none`) when 8 k2 >= 4 len. */
+/* The extension of compressor `kind` (never NULL for a registered kind). */
+const hp_comp_ext_t *hp_comp_ext(int kind);
+
+/* Elements per block of `kind` (hp_comp_ext_t.grain), at least 1. */
+size_t hp_comp_grain(int kind, const hipress_comp_params_t *p);
+
+/* The density a sparse message aggregating `contribs` ranks keeps:
+ * min(1, contribs * HIPRESS_SPARSE_RATIO) (the encoder then keeps
+ * ceil(block * density) per block).  k2 is the element count that gives for
+ * len elements; the message goes dense (`none`) when 8 k2 >= 4 len. */
+double hp_sparse_density(int contribs, const hipress_comp_params_t *p);
 size_t hp_sparse_k2(size_t len, int contribs, const hipress_comp_params_t *p);
 
 /* Bytes of the largest message for n elements. */

@@ -40,3 +40,7 @@ const hipress_compressor_v1_t hp_comp_bf16 = {
     .encode = bf16_encode,
     .decode = bf16_decode,
 };
+
+const hp_comp_ext_t hp_compx_bf16 = {
+    .qclass = HP_QCLASS_ROUNDING,
+};

@@ -37,3 +37,22 @@ const hipress_compressor_v1_t hp_comp_dgc = {
     .encode = dgc_encode,
     .decode = dgc_decode,
 };
+
+static float dgc_momentum(const hipress_comp_params_t *p)
+{
+    return p != NULL ? p->dgc_momentum : 0.0f;
+}
+
+/* DGC's warm-up: the density falls geometrically from 25% to
+ * HIPRESS_SPARSE_RATIO over the first HIPRESS_DGC_WARMUP calls on a buffer. */
+static void dgc_call_params(hipress_comp_params_t *p, unsigned long long call)
+{
+    p->sparse_ratio = hp_dgc_density(p->sparse_ratio, p->dgc_warmup, call);
+}
+
+const hp_comp_ext_t hp_compx_dgc = {
+    .qclass = HP_QCLASS_SPARSE,
+    .grain = hp_sparse_grain,
+    .momentum = dgc_momentum,
+    .call_params = dgc_call_params,
+};

@@ -40,3 +40,7 @@ const hipress_compressor_v1_t hp_comp_fp16 = {
     .encode = fp16_encode,
     .decode = fp16_decode,
 };
+
+const hp_comp_ext_t hp_compx_fp16 = {
+    .qclass = HP_QCLASS_ROUNDING,
+};

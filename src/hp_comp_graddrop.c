@@ -35,3 +35,8 @@ const hipress_compressor_v1_t hp_comp_graddrop = {
     .encode = graddrop_encode,
     .decode = graddrop_decode,
 };
+
+const hp_comp_ext_t hp_compx_graddrop = {
+    .qclass = HP_QCLASS_SPARSE,
+    .grain = hp_sparse_grain,
+};

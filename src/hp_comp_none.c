@@ -51,3 +51,7 @@ const hipress_compressor_v1_t hp_comp_none = {
     .encode = none_encode,
     .decode = none_decode,
 };
+
+const hp_comp_ext_t hp_compx_none = {
+    .qclass = HP_QCLASS_EXACT,
+};

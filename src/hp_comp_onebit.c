@@ -205,3 +205,14 @@ const hipress_compressor_v1_t hp_comp_onebit = {
     .encode = onebit_encode,
     .decode = onebit_decode,
 };
+
+static size_t onebit_grain(const hipress_comp_params_t *p)
+{
+    uint32_t b = block_of(p);
+    return block_ok(b) ? b : 1;
+}
+
+const hp_comp_ext_t hp_compx_onebit = {
+    .qclass = HP_QCLASS_QUANT,
+    .grain = onebit_grain,
+};

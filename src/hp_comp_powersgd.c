@@ -996,7 +996,9 @@ static hp_status_t ring_sum(hp_call_t *call, float *v, size_t len, int corrupt, 
     sub.buf = v;
     sub.n = len;
     sub.kind = hp_kind_none;
-    sub.res = NULL;
+    sub.rb = NULL;
+    sub.resid = sub.mom = sub.state = NULL;
+    sub.grain = 1;
     sub.corrupt = corrupt;
     sub.t_encode = sub.t_decode = 0;
     sub.nonfinite = 0;
@@ -1018,7 +1020,10 @@ static void fill_nan(float *v, size_t n)
  * a whole, as on the compressed path. */
 static hp_status_t run_plain(hp_call_t *call)
 {
-    hp_status_t st = ring_sum(call, call->buf, call->n, call->corrupt, HP_OK);
+    hp_status_t st;
+    /* exact: what this rank owes is sent with it */
+    hp_call_fold(call, 0, call->n);
+    st = ring_sum(call, call->buf, call->n, call->corrupt, HP_OK);
     if (st == HP_OK && row_check(call->buf, call->n)) {
         fill_nan(call->buf, call->n);
         call->nonfinite++;
@@ -1026,34 +1031,18 @@ static hp_status_t run_plain(hp_call_t *call)
     return st;
 }
 
-/* The residual (slot 0, n floats) and the warm-start Q^T (slot 2, r c floats)
- * of this buffer.  Either may be NULL (no store, or over its bound).  When
- * the store cannot hold both, getting the second evicts the first: detect
- * that and go without error feedback rather than keep a freed pointer. */
+/* The residual (the call's, n floats) and the warm-start Q^T (r c floats)
+ * of this buffer.  Either may be NULL (no error feedback, or over the
+ * store's bound); getting Q never evicts this buffer's residual. */
 static void get_state(hp_call_t *call, size_t rc, float **res_p, float **q_p, int *q_new_p)
 {
-    hp_residual_key_t kq = {call->res_addr, call->res_count, 0, 2};
-    hp_residual_key_t kr = {call->res_addr, call->res_count, 0, 0};
-    int q_new = 1, again = 0;
-    float *q, *res;
-
-    *res_p = *q_p = NULL;
+    *res_p = call->resid;
+    *q_p = NULL;
     *q_new_p = 1;
-    if (call->res == NULL)
+    if (call->rb == NULL)
         return;
-    q = hp_residual_get(call->res, &kq, rc, &q_new);
-    res = hp_residual_get(call->res, &kr, call->n, NULL);
-    if (q != NULL && res != NULL) {
-        q = hp_residual_get(call->res, &kq, rc, &again);
-        if (again) {
-            /* q was evicted by res, and res by the new q */
-            res = NULL;
-            q_new = 1;
-        }
-    }
-    *res_p = res;
-    *q_p = q;
-    *q_new_p = q_new;
+    *q_new_p = call->rb->vec[HP_RES_AUX] == NULL || call->rb->len[HP_RES_AUX] != rc;
+    *q_p = hp_residual_vec(call->res, call->rb, HP_RES_AUX, rc);
 }
 
 hp_status_t hp_powersgd_run(hp_call_t *call)
@@ -1147,3 +1136,8 @@ hp_status_t hp_powersgd_run(hp_call_t *call)
     free(ws);
     return HP_OK;
 }
+
+const hp_comp_ext_t hp_compx_powersgd = {
+    .qclass = HP_QCLASS_LOWRANK,
+    .run = hp_powersgd_run,
+};

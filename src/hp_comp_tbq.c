@@ -1,25 +1,32 @@
 /*
  * `tbq` (threshold binary quantisation, error feedback): three levels -tau,
- * 0, +tau with 2-bit codes.
+ * 0, +tau with 2-bit codes, one tau per block of B = HIPRESS_TBQ_BLOCK
+ * elements (a power of two >= 32).
  *
  *   v = in + residual
- *   tau = HIPRESS_TBQ_THRESHOLD when > 0, else HIPRESS_TBQ_SCALE * mean |v|
- *         over the partition (summed in the hp_ops order, chunk by chunk,
- *         divided in double, rounded to float, times the scale in float, at
- *         most FLT_MAX)
- *   code = 2 if v >= tau, 0 if v <= -tau, else 1;  decode (code - 1) * tau
- *   tau == 0 (v all zero, or a mean that underflows): every code is 1
+ *   tau_b = HIPRESS_TBQ_THRESHOLD when > 0, else HIPRESS_TBQ_SCALE * mean |v|
+ *           over block b (summed in the hp_ops order, chunk by chunk, a chunk
+ *           being min(B, HP_OPS_CHUNK) elements, divided in double, rounded
+ *           to float, times the scale in float, at most FLT_MAX)
+ *   code = 2 if v >= tau_b, 0 if v <= -tau_b, else 1;  decode (code-1) * tau_b
+ *   tau_b == 0 (block all zero, or a mean that underflows): every code is 1
  *   new residual = v - decode
  *
- * Payload: tau as a little-endian float, then ceil(n/4) bytes of codes,
- * element i at bits 2*(i%4) of byte i/4; the bits after element n-1 are
- * zero.  A decoder rejects tau that is not finite or negative, code 3,
- * nonzero padding, and tau == 0 with any code other than 1.
+ * Blocks start at element 0 of the message; the algorithms start every
+ * message on a multiple of B (the compressor's grain), so blocks sit at the
+ * same absolute elements whatever the partitioning.
  *
- * Passes: (A) over the partition when tau needs the mean or a residual must
- * be protected: mean |v| and NaN/Inf; (B) per chunk: codes, and the residual.
- * Where in + residual overflows (finite input, huge residual) that element's
- * v is in alone: its error feedback is dropped.
+ * Payload (nb = ceil(n/B) blocks): nb little-endian floats tau_b, then
+ * ceil(n/4) bytes of codes, element i at bits 2*(i%4) of byte i/4; the bits
+ * after element n-1 are zero.  A decoder rejects a tau that is not finite
+ * or negative, code 3, nonzero padding, and tau_b == 0 with any code other
+ * than 1 in its block.
+ *
+ * Passes: (A) when a tau needs the mean or a residual must be protected:
+ * mean |v| per block and NaN/Inf, over the whole message before anything is
+ * written; (B) per chunk: codes, and the residual.  Where in + residual
+ * overflows (finite input, huge residual) that element's v is in alone: its
+ * error feedback is dropped.
  */
 #include "hp_comp.h"
 #include "hp_ops.h"
@@ -27,10 +34,32 @@
 #include <math.h>
 #include <string.h>
 
+static uint32_t block_of(const hipress_comp_params_t *p)
+{
+    /* 0: parameters from a caller built before the field existed */
+    return p != NULL && p->tbq_block != 0 ? p->tbq_block : 4096u;
+}
+
+static int block_ok(uint32_t b)
+{
+    return b >= 32 && (b & (b - 1)) == 0;
+}
+
+static size_t payload_bytes(size_t n, uint32_t b)
+{
+    return 4 * ((n + b - 1) / b) + (n + 3) / 4;
+}
+
 static size_t tbq_max_payload(size_t n, const hipress_comp_params_t *p)
 {
-    (void)p;
-    return 4 + (n + 3) / 4;
+    uint32_t b = block_of(p);
+    return payload_bytes(n, block_ok(b) ? b : 32);
+}
+
+static size_t tbq_grain(const hipress_comp_params_t *p)
+{
+    uint32_t b = block_of(p);
+    return block_ok(b) ? b : 1;
 }
 
 /* v = in + r, except where that overflows: there v = in (the element's
@@ -46,28 +75,35 @@ static void v_reset(const float *in, const float *r, float *v, size_t m)
 static int tbq_encode(const hipress_encode_args_t *a, size_t *len_p, int *nonfinite_p)
 {
     const hp_ops_t *ops = hp_ops_get(a->params ? a->params->isa : HP_ISA_AUTO);
-    const size_t n = a->n, plen = 4 + (n + 3) / 4;
+    const uint32_t B = block_of(a->params);
+    const size_t n = a->n;
+    const size_t step = HP_MIN((size_t)B, (size_t)HP_OPS_CHUNK);
     float thr = a->params ? a->params->tbq_threshold : 0.0f;
     float scale = a->params ? a->params->tbq_scale : 1.0f;
-    uint8_t *out = (uint8_t *)a->out, *packed = out + 4;
-    float v[HP_OPS_CHUNK], tau = thr;
+    uint8_t *out = (uint8_t *)a->out, *packed;
+    float v[HP_OPS_CHUNK];
     uint8_t codes[HP_OPS_CHUNK];
+    size_t nb, plen;
     int checked = 0, reset = 0;
 
-    if (!(thr >= 0.0f) || !isfinite(thr) || (thr == 0.0f && !(scale > 0.0f && isfinite(scale))))
+    if (!block_ok(B) || !(thr >= 0.0f) || !isfinite(thr) ||
+        (thr == 0.0f && !(scale > 0.0f && isfinite(scale))))
         return HIPRESS_COMP_EINVAL;
+    nb = (n + B - 1) / B;
+    plen = payload_bytes(n, B);
     if (a->out_cap < plen)
         return HIPRESS_COMP_ENOSPC;
     *len_p = plen;
     *nonfinite_p = 0;
+    packed = out + 4 * nb;
 
-    /* pass A: mean |v| when tau needs it, and the NaN/Inf check before any
-     * residual is written (a sum of |v| in double is finite exactly when
-     * every v is) */
+    /* pass A: mean |v| per block when tau needs it, and the NaN/Inf check
+     * before any residual is written (a sum of |v| in double is finite
+     * exactly when every v is) */
     if (thr == 0.0f || a->residual != NULL) {
         double asum = 0.0;
-        for (size_t c = 0; c < n; c += HP_OPS_CHUNK) {
-            size_t m = HP_MIN((size_t)HP_OPS_CHUNK, n - c);
+        for (size_t c = 0; c < n; c += step) {
+            size_t m = HP_MIN(step, n - c);
             const float *r = a->residual ? a->residual + c : NULL;
             double s = ops->abs_sum(a->in + c, r, m, NULL);
             if (!isfinite(s)) {
@@ -81,23 +117,33 @@ static int tbq_encode(const hipress_encode_args_t *a, size_t *len_p, int *nonfin
                 s = ops->abs_sum(v, NULL, m, NULL);
             }
             asum += s; /* chunk results in chunk order: part of the definition */
-        }
-        if (thr == 0.0f) {
-            tau = n ? (float)(asum / (double)n) * scale : 0.0f;
-            if (!(tau <= FLT_MAX))
-                tau = FLT_MAX;
+            if (c + m == n || (c + m) % B == 0) {
+                /* end of block c / B */
+                size_t blen = c + m - (c / B) * B;
+                float tau = thr;
+                if (thr == 0.0f) {
+                    tau = (float)(asum / (double)blen) * scale;
+                    if (!(tau <= FLT_MAX))
+                        tau = FLT_MAX;
+                }
+                memcpy(out + 4 * (c / B), &tau, 4);
+                asum = 0.0;
+            }
         }
         checked = 1;
+    } else {
+        for (size_t b = 0; b < nb; b++)
+            memcpy(out + 4 * b, &thr, 4);
     }
 
     /* pass B: codes and, with the chunk in cache, residual = v - decode
-     * (forward: the hardware prefetchers follow it; going backwards to reuse
-     * what pass A left in cache measured slower) */
-    memcpy(out, &tau, 4);
-    for (size_t c = 0; c < n; c += HP_OPS_CHUNK) {
-        size_t m = HP_MIN((size_t)HP_OPS_CHUNK, n - c);
+     * (forward: the hardware prefetchers follow it) */
+    for (size_t c = 0; c < n; c += step) {
+        size_t m = HP_MIN(step, n - c);
         const float *x = a->in + c, *r = a->residual ? a->residual + c : NULL;
         float *res = a->residual ? a->residual + c : NULL;
+        float tau;
+        memcpy(&tau, out + 4 * (c / B), 4);
         if (res && reset) {
             /* the rare overflow path: v = in where in + r overflows */
             v_reset(x, res, res, m);
@@ -125,17 +171,28 @@ static int tbq_decode(const void *payload, size_t len, size_t n, float *out, int
                       const hipress_comp_params_t *p)
 {
     const hp_ops_t *ops = hp_ops_get(p ? p->isa : HP_ISA_AUTO);
-    const uint8_t *packed = (const uint8_t *)payload + 4;
+    const uint32_t B = block_of(p);
+    const size_t step = HP_MIN((size_t)B, (size_t)HP_OPS_CHUNK);
+    const uint8_t *taus = (const uint8_t *)payload, *packed;
     uint8_t codes[HP_OPS_CHUNK], mn, mx;
-    float tau;
+    size_t nb;
 
-    if (len != 4 + (n + 3) / 4)
+    if (!block_ok(B) || len != payload_bytes(n, B))
         return HIPRESS_COMP_EINVAL;
-    memcpy(&tau, payload, 4);
-    if (!isfinite(tau) || (hp_f2u(tau) >> 31) != 0)
-        return HIPRESS_COMP_EINVAL;
-    for (size_t c = 0; c < n; c += HP_OPS_CHUNK) {
-        size_t m = HP_MIN((size_t)HP_OPS_CHUNK, n - c);
+    nb = (n + B - 1) / B;
+    packed = taus + 4 * nb;
+    for (size_t b = 0; b < nb; b++) {
+        float tau;
+        memcpy(&tau, taus + 4 * b, 4);
+        if (!isfinite(tau) || (hp_f2u(tau) >> 31) != 0)
+            return HIPRESS_COMP_EINVAL;
+    }
+    /* validated chunk by chunk as it is written (a rejected message leaves
+     * out unspecified, as hp_msg_decode documents) */
+    for (size_t c = 0; c < n; c += step) {
+        size_t m = HP_MIN(step, n - c);
+        float tau;
+        memcpy(&tau, taus + 4 * (c / B), 4);
         if (ops->unpack(packed + c / 4, m, 2, codes, &mn, &mx) != 0 || mx > 2 ||
             (tau == 0.0f && (mn != 1 || mx != 1)))
             return HIPRESS_COMP_EINVAL;
@@ -151,4 +208,9 @@ const hipress_compressor_v1_t hp_comp_tbq = {
     .max_payload = tbq_max_payload,
     .encode = tbq_encode,
     .decode = tbq_decode,
+};
+
+const hp_comp_ext_t hp_compx_tbq = {
+    .qclass = HP_QCLASS_QUANT,
+    .grain = tbq_grain,
 };

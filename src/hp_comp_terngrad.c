@@ -144,3 +144,7 @@ const hipress_compressor_v1_t hp_comp_terngrad = {
     .encode = tg_encode,
     .decode = tg_decode,
 };
+
+const hp_comp_ext_t hp_compx_terngrad = {
+    .qclass = HP_QCLASS_QUANT,
+};

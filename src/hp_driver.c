@@ -6,6 +6,7 @@
 #include "hp_state.h"
 #include "hp_algo.h"
 #include "hp_comp.h"
+#include "hp_ops.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -164,6 +165,25 @@ static int algo_size(const hp_comm_state_t *cs)
     return n;
 }
 
+/* The quality budget of this communicator's compressor (0: no limit). */
+static int comm_budget(const hp_comm_state_t *cs)
+{
+    return hp_plan_budget(cs->kind, hp_cfg_i(&cs->cfg, HP_S_MAX_STAGES));
+}
+
+/* A fixed algorithm beyond the quality budget still runs: say so once. */
+static void warn_budget(hp_comm_state_t *cs, const hp_plan_t *plan)
+{
+    int budget = comm_budget(cs);
+    if (plan->compress && budget > 0 && plan->stages > budget && !(cs->warned & HP_WARNED_BUDGET)) {
+        cs->warned |= HP_WARNED_BUDGET;
+        if (cs->rank == 0)
+            HP_WARN("HIPRESS_ALGO=%s puts each element through %d lossy stages with %s, over the quality "
+                    "budget of %d (HIPRESS_MAX_STAGES; doc/accuracy.md): it runs, but accuracy may suffer",
+                    hp_algo_name(plan->algo), plan->stages, hp_comp_get(cs->kind)->name, budget);
+    }
+}
+
 /* The plan for this call; *explore_p receives the plan slot being explored
  * (time the call and report with plan_report), or NULL. */
 static hp_status_t plan_for(hp_comm_state_t *cs, size_t count, hp_plan_t *plan_p,
@@ -171,6 +191,8 @@ static hp_status_t plan_for(hp_comm_state_t *cs, size_t count, hp_plan_t *plan_p
 {
     int algo = (int)hp_cfg_i(&cs->cfg, HP_S_ALGO);
     size_t part_bytes = (size_t)hp_cfg_i(&cs->cfg, HP_S_PARTITION_BYTES);
+    int allow_plain = (int)hp_cfg_i(&cs->cfg, HP_S_ALLOW_PLAIN);
+    int budget = comm_budget(cs);
     int N;
     hp_plan_slot_t *ps = &cs->plans[size_class(count * sizeof(float))];
     hp_status_t st;
@@ -183,45 +205,64 @@ static hp_status_t plan_for(hp_comm_state_t *cs, size_t count, hp_plan_t *plan_p
     N = algo_size(cs);
     if (N < 2) {
         /* a single node: the exact node reduction is the whole job */
-        *plan_p = (hp_plan_t){1, HP_ALGO_RING, 1, 0};
+        *plan_p = (hp_plan_t){1, HP_ALGO_RING, 1, 0, 0};
+        return HP_OK;
+    }
+    if (algo != HP_ALGO_AUTO && hp_comp_ext(cs->kind)->run != NULL) {
+        /* a collective compressor runs its own exchanges whatever HIPRESS_ALGO says */
+        *plan_p = (hp_plan_t){1, HP_ALGO_AUTO, 1, 0, hp_plan_stages(HP_ALGO_AUTO, N)};
         return HP_OK;
     }
     if (algo != HP_ALGO_AUTO && part_bytes > 0) {
-        *plan_p = hp_plan_choose(&cs->inputs, cs->kind, &cs->params, count, N, algo, part_bytes, 0);
+        *plan_p = hp_plan_choose(&cs->inputs, cs->kind, &cs->params, count, N, algo, part_bytes, 0, 0);
+        warn_budget(cs, plan_p);
         return HP_OK;
     }
     if ((st = ensure_inputs(cs)) != HP_OK)
         return st;
     if (algo != HP_ALGO_AUTO) {
-        ps->chosen = hp_plan_choose(&cs->inputs, cs->kind, &cs->params, count, N, algo, part_bytes, 0);
+        ps->chosen = hp_plan_choose(&cs->inputs, cs->kind, &cs->params, count, N, algo, part_bytes, 0, 0);
         ps->state = 2;
         *plan_p = ps->chosen;
+        warn_budget(cs, plan_p);
         return HP_OK;
     }
-    if (ps->state == 0 && (hp_comp_get(cs->kind)->flags & HIPRESS_COMP_COLLECTIVE)) {
+    if (ps->state == 0 && hp_comp_ext(cs->kind)->run != NULL) {
         /* a collective compressor (powersgd) runs its own exchanges: the
          * only choice is whether to use it at all */
-        ps->ncand = 2;
-        ps->cand[0] = (hp_plan_t){0, HP_ALGO_RING, 1, 0};
-        ps->cand[1] = (hp_plan_t){1, HP_ALGO_AUTO, 1, 0};
+        ps->ncand = 0;
+        if (allow_plain)
+            ps->cand[ps->ncand++] = (hp_plan_t){0, HP_ALGO_RING, 1, 0, 0};
+        ps->cand[ps->ncand++] = (hp_plan_t){1, HP_ALGO_AUTO, 1, 0, 1};
         ps->trial = 0;
         ps->state = 1;
     }
     if (ps->state == 0) {
         /* candidates: plain (T0 is measured, not modelled), then the
-         * algorithms in the model's order while within HP_PLAN_PRUNE of its
-         * best: the model prunes and sets K, the measurement decides */
-        hp_plan_t best = hp_plan_choose(&cs->inputs, cs->kind, &cs->params, count, N, HP_ALGO_AUTO, part_bytes, 0);
+         * algorithms within the quality budget in the model's order while
+         * within HP_PLAN_PRUNE of its best: the model prunes and sets K, the
+         * measurement decides */
+        hp_plan_t best = hp_plan_choose(&cs->inputs, cs->kind, &cs->params, count, N, HP_ALGO_AUTO,
+                                        part_bytes, budget, 0);
         ps->ncand = 0;
-        ps->cand[ps->ncand++] = (hp_plan_t){0, HP_ALGO_RING, 1, 0};
+        if (allow_plain)
+            ps->cand[ps->ncand++] = (hp_plan_t){0, HP_ALGO_RING, 1, 0, 0};
         for (int k = 0; ps->ncand < HP_PLAN_CANDIDATES; k++) {
-            hp_plan_t p = hp_plan_choose(&cs->inputs, cs->kind, &cs->params, count, N, HP_ALGO_AUTO, part_bytes, k);
+            hp_plan_t p = hp_plan_choose(&cs->inputs, cs->kind, &cs->params, count, N, HP_ALGO_AUTO,
+                                         part_bytes, budget, k);
             if (!p.compress || p.t_model > HP_PLAN_PRUNE * best.t_model)
                 break;
             ps->cand[ps->ncand++] = p;
         }
         ps->trial = 0;
         ps->state = 1;
+    }
+    if (ps->ncand == 1) {
+        /* nothing to compare */
+        ps->chosen = ps->cand[0];
+        ps->state = 2;
+        *plan_p = ps->chosen;
+        return HP_OK;
     }
     *plan_p = ps->cand[ps->trial / HP_PLAN_REPS];
     *explore_p = ps;
@@ -248,20 +289,30 @@ static void plan_report(hp_comm_state_t *cs, hp_plan_slot_t *ps, double t, size_
     if (++ps->trial < ps->ncand * HP_PLAN_REPS)
         return;
     /* the median of each candidate's calls: robust to a first call that
-     * sets up connections and to a lucky one alike */
-    int best = 0;
+     * sets up connections and to a lucky one alike.  The best compressed
+     * candidate wins unless plain is faster by HP_PLAN_MARGIN: near a tie,
+     * timings on a loaded machine flip from run to run, and the same job
+     * must not be compressed in one run and not in the next by chance. */
+    int best = -1, plain = -1;
     for (int k = 0; k < ps->ncand; k++) {
         med[k] = median3(ps->t[k]);
-        if (med[k] < med[best])
+        if (!ps->cand[k].compress)
+            plain = k;
+        else if (best < 0 || med[k] < med[best])
             best = k;
     }
+    if (best < 0 || (plain >= 0 && med[plain] < (1.0 - HP_PLAN_MARGIN) * med[best]))
+        best = plain;
     ps->chosen = ps->cand[best];
     ps->state = 2;
     {
-        char a[32], line[64];
+        char a[48], line[96];
         int c = size_class(count * sizeof(float));
         hp_plan_str(&ps->chosen, a, sizeof(a));
-        snprintf(line, sizeof(line), "%s (%.0f us; plain %.0f us)", a, med[best] * 1e6, med[0] * 1e6);
+        if (plain >= 0)
+            snprintf(line, sizeof(line), "%s (%.0f us; plain %.0f us)", a, med[best] * 1e6, med[plain] * 1e6);
+        else
+            snprintf(line, sizeof(line), "%s (%.0f us; plain not allowed)", a, med[best] * 1e6);
         HP_INFO("plan for %zu bytes: %s", count * sizeof(float), line);
         pthread_mutex_lock(&hp_g.stats.stats_lock);
         snprintf(hp_g.stats.plan_text[c], sizeof(hp_g.stats.plan_text[c]), "%s", line);
@@ -299,33 +350,118 @@ static void verify_result(hp_comm_state_t *cs, const float *exact, const float *
 
 /* ------------------------------------------------------------- driver */
 
+/* The algorithms by id (HP_ALGO_*); HP_ALGO_AUTO runs a collective
+ * compressor's own hook. */
+static hp_status_t (*const algo_run[])(hp_call_t *) = {
+    [HP_ALGO_AUTO] = hp_algo_collective,
+    [HP_ALGO_RING] = hp_algo_ring,
+    [HP_ALGO_TREE] = hp_algo_tree,
+    [HP_ALGO_PS] = hp_algo_ps,
+    [HP_ALGO_ALLGATHER] = hp_algo_allgather,
+};
+
 static hp_status_t run_algo(hp_call_t *call, const hp_plan_t *plan)
 {
-    hp_comp_t *c = hp_comp_get(call->kind);
-    int slot = HP_ALGO_AUTO;   /* counts collective compressors */
-    hp_status_t st;
-
-    if (c->flags & HIPRESS_COMP_COLLECTIVE) {
-        st = hp_algo_collective(call);
-    } else {
-        slot = plan->algo;
-        switch (plan->algo) {
-        case HP_ALGO_PS:        st = hp_algo_ps(call); break;
-        case HP_ALGO_TREE:      st = hp_algo_tree(call); break;
-        case HP_ALGO_ALLGATHER: st = hp_algo_allgather(call); break;
-        default:                st = hp_algo_ring(call); slot = HP_ALGO_RING; break;
-        }
-    }
-    atomic_fetch_add_explicit(&hp_g.stats.algo_calls[slot], 1, memory_order_relaxed);
-    return st;
+    int a = plan->algo >= 0 && plan->algo < (int)HP_ARRAY_SIZE(algo_run) ? plan->algo : HP_ALGO_RING;
+    atomic_fetch_add_explicit(&hp_g.stats.algo_calls[a], 1, memory_order_relaxed);
+    return algo_run[a](call);
 }
 
-/* Elements per partition for K partitions of the algorithm's unit. */
-static size_t part_elems(const hp_plan_t *plan, size_t n, int N)
+/* Elements per partition for K partitions of the algorithm's unit (a span
+ * of whole grains for ring and ps, the buffer otherwise). */
+static size_t part_elems(const hp_plan_t *plan, size_t n, int N, size_t grain)
 {
-    size_t unit = (plan->algo == HP_ALGO_RING || plan->algo == HP_ALGO_PS) ? (n + (size_t)N - 1) / (size_t)N : n;
+    size_t unit = (plan->algo == HP_ALGO_RING || plan->algo == HP_ALGO_PS)
+                      ? hp_span_len(n, (size_t)N, 0, grain) : n;
     size_t K = HP_MAX(plan->parts, 1);
     return HP_MAX((unit + K - 1) / K, 1);
+}
+
+/* This call's buffer state (error feedback), NULL when there is none: a
+ * compressor that keeps state creates it, any call finds what an earlier
+ * one left so it can be folded in.  Staging buffers are found here. */
+static hp_res_buf_t *buffer_state(hp_comm_state_t *cs, void *recvbuf, size_t count, int create)
+{
+    int staging = 0;
+    hp_res_buf_t *rb = hp_residual_buffer(cs->res, (uintptr_t)recvbuf, count, create,
+                                          (hp_layout_t)cs->layout, &staging);
+    if (staging && !(cs->warned & HP_WARNED_STAGING)) {
+        cs->warned |= HP_WARNED_STAGING;
+        HP_WARN("the buffer at %p is reduced with more than one element count (now %zu): it is a "
+                "staging buffer, such as a fusion buffer, whose layout changes between calls; error "
+                "feedback is off for it and its residuals were dropped (counted in HIPRESS_STATS). "
+                "See doc/usage.md, 'Error feedback and buffer layouts', for a stable layout",
+                recvbuf, count);
+    }
+    return rb;
+}
+
+/* The residual rb holds for a buffer of count elements, or NULL. */
+static float *held_residual(const hp_res_buf_t *rb, size_t count)
+{
+    return rb != NULL && rb->len[HP_RES_R] == count ? rb->vec[HP_RES_R] : NULL;
+}
+
+/* Warnings about residual memory, once per communicator. */
+static void warn_residuals(hp_comm_state_t *cs)
+{
+    hp_residual_info_t ri;
+    hp_residual_info(cs->res, &ri);
+    if (ri.stranded > cs->res_seen.stranded && !(cs->warned & HP_WARNED_STRAND)) {
+        cs->warned |= HP_WARNED_STRAND;
+        HP_WARN("residuals of buffers that were reduced once and never again were evicted: the "
+                "program reduces gradients in new buffers each step, so error feedback cannot "
+                "follow them (see doc/usage.md, 'Error feedback and buffer layouts')");
+    }
+    if (ri.oversize > cs->res_seen.oversize && !(cs->warned & HP_WARNED_OVERSIZE)) {
+        cs->warned |= HP_WARNED_OVERSIZE;
+        HP_WARN("a buffer's error-feedback state does not fit in HIPRESS_RESIDUAL_MAX_MB=%lld: it "
+                "runs without error feedback", hp_cfg_i(&cs->cfg, HP_S_RESIDUAL_MAX_MB));
+    }
+}
+
+/* A call the plan sends plain.  What this rank still owes for the buffer
+ * travels with it, exactly (unless the data holds NaN or Inf: then the
+ * result is NaN anyway and the residual waits). */
+static int plain_call(hp_comm_state_t *cs, const void *sendbuf, void *recvbuf, size_t count,
+                      MPI_Comm comm)
+{
+    hp_res_buf_t *rb = buffer_state(cs, recvbuf, count, 0);
+    float *r = held_residual(rb, count);
+    const hp_ops_t *ops = hp_ops_get(cs->params.isa);
+
+    if (r == NULL)
+        return PMPI_Allreduce(sendbuf, recvbuf, (int)count, MPI_FLOAT, MPI_SUM, comm);
+    if (sendbuf != MPI_IN_PLACE)
+        memcpy(recvbuf, sendbuf, count * sizeof(float));
+    if (!ops->nonfinite((float *)recvbuf, count)) {
+        ops->add((float *)recvbuf, r, (float *)recvbuf, count);
+        memset(r, 0, count * sizeof(float));
+        atomic_fetch_add_explicit(&hp_g.stats.res_folded, 1, memory_order_relaxed);
+    }
+    return PMPI_Allreduce(MPI_IN_PLACE, recvbuf, (int)count, MPI_FLOAT, MPI_SUM, comm);
+}
+
+/* dgc's momentum correction where this rank's own gradient enters: its
+ * contribution becomes u = m u + g (over the whole buffer, before any
+ * encode), and every stage then applies plain error feedback to what it
+ * encodes; u is masked where this rank's messages carried an element.  A
+ * buffer holding NaN or Inf skips it for this call (u stays as it was). */
+static float *apply_momentum(hp_comm_state_t *cs, hp_res_buf_t *rb, float m, float *buf, size_t count)
+{
+    const hp_ops_t *ops = hp_ops_get(cs->params.isa);
+    float *u;
+    if (rb == NULL || !(m > 0.0f) || ops->nonfinite(buf, count))
+        return NULL;
+    u = hp_residual_vec(cs->res, rb, HP_RES_U, count);
+    if (u == NULL)
+        return NULL;
+    for (size_t i = 0; i < count; i++) {
+        float v = m * u[i];
+        u[i] = v + buf[i];
+        buf[i] = u[i];
+    }
+    return u;
 }
 
 int hp_allreduce_compressed(const void *sendbuf, void *recvbuf, size_t count, MPI_Comm comm,
@@ -336,8 +472,12 @@ int hp_allreduce_compressed(const void *sendbuf, void *recvbuf, size_t count, MP
     hp_plan_t plan;
     hp_plan_slot_t *explore = NULL;
     hp_status_t st;
+    hp_comp_t *comp;
+    const hp_comp_ext_t *ext;
+    hipress_comp_params_t cparams;
+    hp_res_buf_t *rb = NULL;
     float *exact = NULL;
-    int failed, is_algo_rank;
+    int failed, is_algo_rank, keeps_state;
     double t0 = hp_now();
     MPI_Comm ac;
 
@@ -350,13 +490,17 @@ int hp_allreduce_compressed(const void *sendbuf, void *recvbuf, size_t count, MP
     if (st != HP_OK)
         goto err;
     if (!plan.compress) {
-        int rc = PMPI_Allreduce(sendbuf, recvbuf, (int)count, MPI_FLOAT, MPI_SUM, comm);
+        int rc = plain_call(cs, sendbuf, recvbuf, count, comm);
         atomic_fetch_add_explicit(&hp_g.stats.plan_plain, 1, memory_order_relaxed);
         if (explore != NULL && rc == MPI_SUCCESS)
             plan_report(cs, explore, hp_now() - t0, count);
+        hp_comm_state_sync_stats(cs);
         return rc;
     }
 
+    comp = hp_comp_get(cs->kind);
+    ext = hp_comp_ext(cs->kind);
+    keeps_state = (comp->flags & (HIPRESS_COMP_EF | HIPRESS_COMP_MOMENTUM)) != 0;
     if (sendbuf != MPI_IN_PLACE)
         memcpy(recvbuf, sendbuf, count * sizeof(float));
     if (hp_cfg_i(&cs->cfg, HP_S_VERIFY)) {
@@ -366,42 +510,82 @@ int hp_allreduce_compressed(const void *sendbuf, void *recvbuf, size_t count, MP
             exact = NULL;
         }
     }
-    /* hierarchical: exact sum on each node's leader first */
+    rb = buffer_state(cs, recvbuf, count, keeps_state);
+    ac = algo_comm(cs);
+    is_algo_rank = ac != MPI_COMM_NULL;
+    /* hierarchical: exact sum on each node's leader first; a rank that
+     * encodes nothing this call sends what it owes with its data */
     if (cs->hier) {
         int nr;
+        float *r = held_residual(rb, count);
+        if (!is_algo_rank && r != NULL) {
+            const hp_ops_t *ops = hp_ops_get(cs->params.isa);
+            if (!ops->nonfinite((float *)recvbuf, count)) {
+                ops->add((float *)recvbuf, r, (float *)recvbuf, count);
+                memset(r, 0, count * sizeof(float));
+                atomic_fetch_add_explicit(&hp_g.stats.res_folded, 1, memory_order_relaxed);
+            }
+        }
         PMPI_Comm_rank(cs->node, &nr);
         if (PMPI_Reduce(nr == 0 ? MPI_IN_PLACE : recvbuf, nr == 0 ? recvbuf : NULL, (int)count,
                         MPI_FLOAT, MPI_SUM, 0, cs->node) != MPI_SUCCESS)
             st = HP_ERR_MPI;
         atomic_fetch_add_explicit(&hp_g.stats.hier_calls, 1, memory_order_relaxed);
     }
-    ac = algo_comm(cs);
-    is_algo_rank = ac != MPI_COMM_NULL;
     memset(&call, 0, sizeof(call));
     call.err = st;
     if (is_algo_rank) {
         int acsize;
         PMPI_Comm_size(ac, &acsize);
         hp_tp_init(&tp, ac);
+        if (acsize < 2) {
+            /* a single node: the node reduction was the whole job, and
+             * what this leader owes goes with it */
+            float *r = held_residual(rb, count);
+            if (r != NULL && st == HP_OK) {
+                call.buf = (float *)recvbuf;
+                call.resid = r;
+                call.params = &cs->params;
+                hp_call_fold(&call, 0, count);
+            }
+            is_algo_rank = 0;
+            tp.bytes_sent = 0;
+        }
+    }
+    if (is_algo_rank) {
+        int acsize;
+        PMPI_Comm_size(ac, &acsize);
+        /* this call's parameters (dgc's warm-up counts calls on the buffer) */
+        cparams = cs->params;
+        if (ext->call_params != NULL)
+            ext->call_params(&cparams, rb != NULL ? rb->calls : 0);
         call.tp = &tp;
         call.buf = (float *)recvbuf;
         call.n = count;
         call.kind = cs->kind;
-        call.params = &cs->params;
+        call.params = &cparams;
         call.res = cs->res;
-        call.res_addr = (uintptr_t)recvbuf;
-        call.res_count = count;
+        call.rb = rb;
+        call.resid = (rb != NULL && (comp->flags & HIPRESS_COMP_EF))
+                         ? hp_residual_vec(cs->res, rb, HP_RES_R, count) : held_residual(rb, count);
+        if (ext->momentum != NULL)
+            call.mom = apply_momentum(cs, rb, ext->momentum(&cparams), call.buf, count);
+        else if (rb != NULL && (comp->flags & HIPRESS_COMP_MOMENTUM))
+            call.state = hp_residual_vec(cs->res, rb, HP_RES_U, count);
+        call.grain = hp_comp_grain(cs->kind, &cparams);
         call.seed = (uint64_t)hp_cfg_i(&cs->cfg, HP_S_SEED);
         call.call_no = cs->ncalls;
-        call.part_elems = part_elems(&plan, count, acsize);
+        call.part_elems = part_elems(&plan, count, acsize, call.grain);
         call.corrupt = hp_cfg_i(&cs->cfg, HP_S_TEST_CORRUPT) == cs->rank;
         call.scratch = scratch_cb;
         call.scratch_ctx = cs;
-        if (acsize > 1 && call.err == HP_OK)
+        if (call.err == HP_OK)
             st = run_algo(&call, &plan);
     } else {
         tp.bytes_sent = 0;
     }
+    if (rb != NULL)
+        rb->calls++;
     cs->ncalls++;
     if (cs->hier && PMPI_Bcast(recvbuf, (int)count, MPI_FLOAT, 0, cs->node) != MPI_SUCCESS)
         st = HP_ERR_MPI;
@@ -418,6 +602,7 @@ int hp_allreduce_compressed(const void *sendbuf, void *recvbuf, size_t count, MP
     if (explore != NULL && !failed)
         plan_report(cs, explore, hp_now() - t0, count);
 
+    warn_residuals(cs);
     hp_comm_state_sync_stats(cs);
     atomic_fetch_add_explicit(&hp_g.stats.compressed, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&hp_g.stats.bytes_raw, count * sizeof(float), memory_order_relaxed);
@@ -453,5 +638,23 @@ HP_EXPORT int hipress_comm_plan(MPI_Comm comm, size_t bytes, char *buf, size_t l
         hp_plan_str(&ps->chosen, buf, len);
     else
         snprintf(buf, len, ps->state == 1 ? "exploring" : "none");
+    return HIPRESS_OK;
+}
+
+HP_EXPORT int hipress_comm_residual(MPI_Comm comm, const void *buf, size_t count, float *out)
+{
+    hp_comm_state_t *cs;
+    hp_res_buf_t *rb;
+    const float *r;
+    if (!hp_g.initialized || buf == NULL || (out == NULL && count > 0))
+        return HIPRESS_ERR_INVALID;
+    cs = hp_comm_state(comm, 0);
+    /* a lookup with layout trust: it must not count as a call on the buffer */
+    rb = cs != NULL ? hp_residual_buffer(cs->res, (uintptr_t)buf, count, 0, HP_LAYOUT_TRUST, NULL) : NULL;
+    r = held_residual(rb, count);
+    if (r != NULL)
+        memcpy(out, r, count * sizeof(float));
+    else if (count > 0)
+        memset(out, 0, count * sizeof(float));
     return HIPRESS_OK;
 }

@@ -27,6 +27,7 @@
  * caller passes no params. */
 #define DEFAULT_SPARSE_RATIO 0.001
 #define DEFAULT_SAMPLE_RATIO 0.01
+#define DEFAULT_SPARSE_BLOCK 65536
 
 #define NONFINITE_BITS 0x7f800000u
 
@@ -152,7 +153,7 @@ size_t hp_sparse_k(size_t n, size_t args_k, const hipress_comp_params_t *params)
 
 size_t hp_sparse_max_payload(size_t n, const hipress_comp_params_t *params)
 {
-    return 8 * hp_sparse_k(n, 0, params);
+    return 8 * hp_sparse_k_blocks(n, params);
 }
 
 size_t hp_sparse_sample_size(size_t n, double sample_ratio)
@@ -618,36 +619,51 @@ void hp_sparse_mask(float *r, float *u, const uint32_t *idx, size_t m)
 
 /* --------------------------------------------------------------- encode */
 
-int hp_sparse_encode(const hipress_encode_args_t *a, const hp_sparse_src_t *src, float *r_out,
-                     float *u_out, size_t *out_len_p, int *nonfinite_p)
+size_t hp_sparse_grain(const hipress_comp_params_t *params)
+{
+    uint32_t g = params != NULL ? params->sparse_block : 0;
+    /* 0: parameters from a caller built before the field existed */
+    return g >= 32 && (g & (g - 1)) == 0 ? g : DEFAULT_SPARSE_BLOCK;
+}
+
+size_t hp_sparse_k_blocks(size_t n, const hipress_comp_params_t *params)
+{
+    const size_t g = hp_sparse_grain(params);
+    size_t k = 0;
+    for (size_t off = 0; off < n; off += g)
+        k += hp_sparse_k(n - off < g ? n - off : g, 0, params);
+    return k;
+}
+
+double hp_dgc_density(double ratio, uint32_t warmup, unsigned long long call)
+{
+    const double start = 0.25;
+    double d;
+    if (warmup == 0 || call >= warmup || !(ratio < start))
+        return ratio;
+    d = start * pow(ratio / start, (double)call / (double)warmup);
+    return d > ratio ? d : ratio;
+}
+
+/* One block: top-k of n elements (k given), input known finite when the
+ * block writes state.  The payload's indices are relative to the block. */
+static int encode_block(const hipress_encode_args_t *a, const hp_sparse_src_t *src, float *r_out,
+                        float *u_out, size_t k, int isa, size_t *out_len_p, int *nonfinite_p)
 {
     const size_t n = a->n;
     const double sratio = a->params != NULL ? a->params->sample_ratio : DEFAULT_SAMPLE_RATIO;
     const int writes = r_out != NULL || u_out != NULL;
     hp_sparse_src_t post; /* v after the fused pass: read back from memory */
-    size_t k, s = 0, m = 0;
+    size_t s = 0, m = 0;
     uint32_t *idx = NULL, *scratch = NULL, thr;
     uint64_t key;
-    int isa, level = 0, exact, first = 1, bad = 0, rc = HIPRESS_COMP_OK;
+    int level = 0, exact, first = 1, bad = 0, rc = HIPRESS_COMP_OK;
 
     *out_len_p = 0;
     *nonfinite_p = 0;
     if (n == 0)
         return HIPRESS_COMP_OK;
-    if (n > UINT32_MAX || a->in == NULL || a->out == NULL || r_out != src->r || u_out != src->u)
-        return HIPRESS_COMP_EINVAL;
-    k = hp_sparse_k(n, a->k, a->params);
-    if (a->out_cap < 8 * k)
-        return HIPRESS_COMP_ENOSPC;
-    isa = hp_sparse_isa(a->params);
     key = hp_rng_key(a->rng_key);
-
-    /* NaN / Inf in the input: the NaN message, residual and state as they
-     * were.  Checked first so the pass below may write as it goes. */
-    if (writes && !hp_sparse_all_finite(a->in, n, isa)) {
-        *nonfinite_p = 1;
-        return HIPRESS_COMP_OK;
-    }
 
     /* small partitions, or a sample so large it would be most of them */
     exact = n <= HP_SPARSE_EXACT_N || hp_sparse_sample_size(n, sratio) * 2 >= n;
@@ -726,6 +742,78 @@ out:
     free(idx);
     free(scratch);
     return rc;
+}
+
+int hp_sparse_encode(const hipress_encode_args_t *a, const hp_sparse_src_t *src, float *r_out,
+                     float *u_out, size_t *out_len_p, int *nonfinite_p)
+{
+    const size_t n = a->n;
+    /* an explicit k selects over the whole range; otherwise per block */
+    const size_t g = a->k != 0 ? n : hp_sparse_grain(a->params);
+    const int writes = r_out != NULL || u_out != NULL;
+    size_t ktot, used = 0;
+    int isa;
+
+    *out_len_p = 0;
+    *nonfinite_p = 0;
+    if (n == 0)
+        return HIPRESS_COMP_OK;
+    if (n > UINT32_MAX || a->in == NULL || a->out == NULL || r_out != src->r || u_out != src->u)
+        return HIPRESS_COMP_EINVAL;
+    ktot = a->k != 0 ? hp_sparse_k(n, a->k, a->params) : hp_sparse_k_blocks(n, a->params);
+    if (a->out_cap < 8 * ktot)
+        return HIPRESS_COMP_ENOSPC;
+    isa = hp_sparse_isa(a->params);
+
+    /* NaN / Inf in the input: the NaN message, residual and state as they
+     * were.  Checked first so the blocks below may write as they go. */
+    if (writes && !hp_sparse_all_finite(a->in, n, isa)) {
+        *nonfinite_p = 1;
+        return HIPRESS_COMP_OK;
+    }
+    for (size_t off = 0; off < n; off += g) {
+        hipress_encode_args_t b = *a;
+        hp_sparse_src_t bs = *src;
+        size_t len = 0;
+        int rc;
+        b.in = a->in + off;
+        b.n = n - off < g ? n - off : g;
+        b.out = (unsigned char *)a->out + used;
+        b.out_cap = a->out_cap - used;
+        b.rng_offset = a->rng_offset + off;
+        bs.g = src->g + off;
+        bs.r = src->r != NULL ? src->r + off : NULL;
+        bs.u = src->u != NULL ? src->u + off : NULL;
+        rc = encode_block(&b, &bs, r_out != NULL ? r_out + off : NULL,
+                          u_out != NULL ? u_out + off : NULL,
+                          a->k != 0 ? ktot : hp_sparse_k(b.n, 0, a->params), isa, &len,
+                          nonfinite_p);
+        if (rc != HIPRESS_COMP_OK || *nonfinite_p) {
+            /* a block whose v overflowed resets error feedback (the message
+             * decodes to NaN): all of it, as for one block */
+            if (*nonfinite_p) {
+                if (r_out != NULL)
+                    memset(r_out, 0, n * sizeof(float));
+                if (u_out != NULL)
+                    memset(u_out, 0, n * sizeof(float));
+            }
+            *out_len_p = 0;
+            return rc;
+        }
+        if (off != 0) {
+            /* indices relative to the block become relative to the message */
+            unsigned char *o = (unsigned char *)b.out;
+            for (size_t j = 0; j < len / 8; j++) {
+                uint32_t i;
+                memcpy(&i, o + 8 * j, 4);
+                i += (uint32_t)off;
+                memcpy(o + 8 * j, &i, 4);
+            }
+        }
+        used += len;
+    }
+    *out_len_p = used;
+    return HIPRESS_COMP_OK;
 }
 
 /* --------------------------------------------------------------- decode */

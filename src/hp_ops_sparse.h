@@ -132,12 +132,16 @@ int hp_sparse_all_finite(const float *x, size_t n, int isa);
 void hp_sparse_mask(float *r, float *u, const uint32_t *idx, size_t m);
 
 /*
- * The whole sparse encode shared by graddrop and dgc: k = a->k, or
- * ceil(n * sparse_ratio) when 0 (at least 1, at most n); sends exactly
- * min(k, number of non-zero v) elements -- those of largest |v|, ties to the
- * lower index -- as sorted pairs, and leaves u' in the state and v in the
- * residual, both zeroed at the sent indices.  r_out / u_out must be src->r /
- * src->u (NULL: none kept).
+ * The whole sparse encode shared by graddrop and dgc.  With a->k == 0 the
+ * range is cut into blocks of G = sparse_block elements (from element 0 of
+ * the message; the algorithms start messages on multiples of G, so blocks
+ * are absolute), and each block of b elements keeps k_b = ceil(b *
+ * sparse_ratio) (at least 1, at most b); with a->k != 0 the whole range is
+ * one block keeping a->k.  Each block sends exactly min(k_b, number of
+ * non-zero v) elements -- those of largest |v|, ties to the lower index --
+ * as sorted pairs, and leaves u' in the state and v in the residual, both
+ * zeroed at the sent indices.  r_out / u_out must be src->r / src->u (NULL:
+ * none kept).
  * NaN or Inf in the input: *nonfinite_p = 1, residual and state untouched.
  * A finite input whose v overflows to Inf also gives *nonfinite_p = 1, and
  * resets residual and state to zero (their old values are gone by then).
@@ -146,11 +150,22 @@ void hp_sparse_mask(float *r, float *u, const uint32_t *idx, size_t m);
 int hp_sparse_encode(const hipress_encode_args_t *a, const hp_sparse_src_t *src, float *r_out,
                      float *u_out, size_t *out_len_p, int *nonfinite_p);
 
-/* k the encoder uses for n elements (args k, else ceil(n * ratio)). */
+/* k the encoder uses for one block of n elements (args k, else
+ * ceil(n * ratio), at least 1, at most n). */
 size_t hp_sparse_k(size_t n, size_t args_k, const hipress_comp_params_t *params);
 
-/* Bytes of the largest payload when args k is 0: 8 * hp_sparse_k(n, 0, p). */
+/* Elements per top-k block (params->sparse_block; 65536 when unset). */
+size_t hp_sparse_grain(const hipress_comp_params_t *params);
+
+/* k over all the blocks of n elements (args k 0). */
+size_t hp_sparse_k_blocks(size_t n, const hipress_comp_params_t *params);
+
+/* Bytes of the largest payload when args k is 0: 8 * hp_sparse_k_blocks(n, p). */
 size_t hp_sparse_max_payload(size_t n, const hipress_comp_params_t *params);
+
+/* dgc's warm-up: the density of the `call`-th call (from 0) on a buffer,
+ * 0.25 * (ratio / 0.25)^(call / warmup) for call < warmup, then ratio. */
+double hp_dgc_density(double ratio, uint32_t warmup, unsigned long long call);
 
 /*
  * Validating decoder of a sparse payload: len % 8 == 0, at most n pairs,

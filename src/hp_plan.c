@@ -30,6 +30,41 @@ static int ceil_log2(int N)
     return l;
 }
 
+int hp_plan_stages(int algo, int N)
+{
+    if (N < 2)
+        return 0;
+    switch (algo) {
+    case HP_ALGO_RING:      return N;
+    case HP_ALGO_TREE:      return ceil_log2(N) + 1;
+    case HP_ALGO_PS:        return 2;
+    case HP_ALGO_ALLGATHER: return 1;
+    default:                return 1;   /* a collective compressor */
+    }
+}
+
+int hp_plan_default_budget(hp_qclass_t qclass)
+{
+    /* From the convergence study (doc/accuracy.md): re-encoding a rounded
+     * value costs almost nothing; a quantised or sparsified partial sum
+     * costs accuracy with each stage. */
+    static const int budget[HP_QCLASS_N] = {
+        [HP_QCLASS_EXACT] = 0,
+        [HP_QCLASS_ROUNDING] = 0,
+        [HP_QCLASS_QUANT] = 2,
+        [HP_QCLASS_SPARSE] = 2,
+        [HP_QCLASS_LOWRANK] = 0,
+    };
+    return qclass < HP_QCLASS_N ? budget[qclass] : 1;
+}
+
+int hp_plan_budget(int kind, long long max_stages)
+{
+    if (max_stages > 0)
+        return (int)HP_MIN(max_stages, 65536);
+    return hp_plan_default_budget(hp_comp_ext(kind)->qclass);
+}
+
 /* Wire bytes, encoded and decoded raw bytes, and messages on the critical path. */
 static void algo_volume(int kind, const hipress_comp_params_t *p, size_t n, int N, int algo,
                         double *wire, double *enc, double *dec, double *msgs)
@@ -85,27 +120,32 @@ double hp_plan_cost(const hp_plan_inputs_t *in, int kind, const hipress_comp_par
 }
 
 hp_plan_t hp_plan_choose(const hp_plan_inputs_t *in, int kind, const hipress_comp_params_t *p,
-                         size_t n, int N, int algo_fixed, size_t part_bytes, int rank)
+                         size_t n, int N, int algo_fixed, size_t part_bytes, int budget, int rank)
 {
     hp_plan_t best[4];
     int nbest = 0;
     int first = algo_fixed == HP_ALGO_AUTO ? HP_ALGO_RING : algo_fixed;
     int last = algo_fixed == HP_ALGO_AUTO ? HP_ALGO_ALLGATHER : algo_fixed;
+    const size_t g = hp_comp_grain(kind, p);
 
     for (int a = first; a <= last; a++) {
-        /* the unit each algorithm partitions: a chunk (ring, ps) or all of it */
+        /* the unit each algorithm partitions: a chunk (ring, ps) or all of
+         * it; partitions are whole grains */
         size_t unit = (a == HP_ALGO_RING || a == HP_ALGO_PS) ? (n + (size_t)N - 1) / (size_t)N : n;
-        hp_plan_t pl = {1, a, 1, 0};
+        size_t grains = HP_MAX((unit + g - 1) / g, 1);
+        hp_plan_t pl = {1, a, 1, 0, hp_plan_stages(a, N)};
+        if (algo_fixed == HP_ALGO_AUTO && budget > 0 && pl.stages > budget && a != HP_ALGO_ALLGATHER)
+            continue;
         if (part_bytes > 0) {
             size_t pe = HP_MAX(part_bytes / 4, 1);
             pl.parts = (unit + pe - 1) / pe;
-            pl.parts = HP_MAX(pl.parts, 1);
+            pl.parts = HP_MAX(HP_MIN(pl.parts, grains), 1);
             pl.t_model = hp_plan_cost(in, kind, p, n, N, a, pl.parts);
         } else {
             pl.t_model = INFINITY;
             for (size_t K = 1; K <= HP_PLAN_MAX_PARTS; K *= 2) {
                 double t;
-                if (K > 1 && 4 * unit / K < HP_PLAN_MIN_PART_BYTES)
+                if (K > 1 && (4 * unit / K < HP_PLAN_MIN_PART_BYTES || K > grains))
                     break;
                 t = hp_plan_cost(in, kind, p, n, N, a, K);
                 if (t < pl.t_model) {
@@ -124,7 +164,7 @@ hp_plan_t hp_plan_choose(const hp_plan_inputs_t *in, int kind, const hipress_com
     }
     if (rank < nbest)
         return best[rank];
-    return (hp_plan_t){0, HP_ALGO_RING, 1, INFINITY};
+    return (hp_plan_t){0, HP_ALGO_RING, 1, INFINITY, 0};
 }
 
 const char *hp_plan_str(const hp_plan_t *plan, char *buf, size_t len)
@@ -132,8 +172,9 @@ const char *hp_plan_str(const hp_plan_t *plan, char *buf, size_t len)
     if (!plan->compress)
         snprintf(buf, len, "plain");
     else if (plan->algo == HP_ALGO_AUTO)
-        snprintf(buf, len, "collective");
+        snprintf(buf, len, "collective, %d stage%s", plan->stages, plan->stages == 1 ? "" : "s");
     else
-        snprintf(buf, len, "%s K=%zu", hp_algo_name(plan->algo), plan->parts);
+        snprintf(buf, len, "%s K=%zu, %d stage%s", hp_algo_name(plan->algo), plan->parts,
+                 plan->stages, plan->stages == 1 ? "" : "s");
     return buf;
 }

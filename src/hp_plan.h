@@ -32,10 +32,31 @@ typedef struct {
 
 typedef struct {
     int    compress;   /* 0: plain PMPI_Allreduce */
-    int    algo;       /* HP_ALGO_RING ... */
+    int    algo;       /* HP_ALGO_RING ... (HP_ALGO_AUTO: a collective compressor) */
     size_t parts;      /* pipeline partitions per chunk/shard (K) */
     double t_model;    /* modelled seconds */
+    int    stages;     /* lossy stages on an element's longest path (0 when plain) */
 } hp_plan_t;
+
+/*
+ * Quality.  Every encode on an element's way to the result is a lossy stage:
+ * allgather 1 (each rank encodes its own data once), ps 2 (the worker's
+ * encode of a peer's shard, then the owner's encode of the sum), tree
+ * ceil(log2 N) + 1 (a leaf, each internal node re-encoding its subtree, the
+ * root), ring N (the chunk's first rank, N - 2 relays, the owner).  The
+ * hierarchical mode adds none (the node reduction is exact); N is then the
+ * number of nodes.  A collective compressor counts 1.
+ */
+int hp_plan_stages(int algo, int N);
+
+/* The default budget of a compressor class for HIPRESS_MAX_STAGES=0: the
+ * most stages auto may choose (0 = no limit).  Set from the convergence
+ * study (doc/accuracy.md). */
+int hp_plan_default_budget(hp_qclass_t qclass);
+
+/* The budget in effect: HIPRESS_MAX_STAGES when > 0, else the class default
+ * of `kind` (0 = no limit). */
+int hp_plan_budget(int kind, long long max_stages);
 
 /* Wire bytes of one message of len elements aggregating `contribs` ranks. */
 size_t hp_plan_msg_bytes(int kind, size_t len, int contribs, const hipress_comp_params_t *p);
@@ -45,14 +66,16 @@ double hp_plan_cost(const hp_plan_inputs_t *in, int kind, const hipress_comp_par
                     size_t n, int N, int algo, size_t K);
 
 /* Best (algo, K) for n floats on N ranks.  algo_fixed = HP_ALGO_AUTO lets
- * the model choose the algorithm, otherwise only K is chosen.  part_bytes > 0
- * fixes the partition size.  Returns the `rank`-th best algorithm (0 = best)
- * so callers can try runners-up; compress = 0 in the result when fewer
- * algorithms exist. */
+ * the model choose among the algorithms of at most `budget` stages (0: any;
+ * allgather always qualifies), otherwise only K is chosen for algo_fixed,
+ * whatever its stages.  part_bytes > 0 fixes the partition size.  K never
+ * exceeds the grains of the partitioned unit.  Returns the `rank`-th best
+ * algorithm (0 = best) so callers can try runners-up; compress = 0 in the
+ * result when fewer algorithms exist. */
 hp_plan_t hp_plan_choose(const hp_plan_inputs_t *in, int kind, const hipress_comp_params_t *p,
-                         size_t n, int N, int algo_fixed, size_t part_bytes, int rank);
+                         size_t n, int N, int algo_fixed, size_t part_bytes, int budget, int rank);
 
-/* "ring K=4" etc. */
+/* "ring K=4, 4 stages" etc. */
 const char *hp_plan_str(const hp_plan_t *plan, char *buf, size_t len);
 const char *hp_algo_name(int algo);
 

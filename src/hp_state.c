@@ -33,6 +33,9 @@ void hp_params_from_config(const hp_config_t *cfg, hipress_comp_params_t *p)
     p->dgc_momentum = (float)hp_cfg_d(cfg, HP_S_DGC_MOMENTUM);
     p->powersgd_rank = (uint32_t)hp_cfg_i(cfg, HP_S_POWERSGD_RANK);
     p->isa = (int)hp_cfg_i(cfg, HP_S_ISA);
+    p->tbq_block = (uint32_t)hp_cfg_i(cfg, HP_S_TBQ_BLOCK);
+    p->sparse_block = (uint32_t)hp_cfg_i(cfg, HP_S_SPARSE_BLOCK);
+    p->dgc_warmup = (uint32_t)hp_cfg_i(cfg, HP_S_DGC_WARMUP);
 }
 
 /* Load settings and plugins; err receives a one-line message. */
@@ -62,14 +65,26 @@ static hp_status_t load_settings(char *err, size_t errlen)
 
 void hp_comm_state_sync_stats(hp_comm_state_t *cs)
 {
-    hp_residual_info_t ri;
+    hp_residual_info_t ri, *seen = &cs->res_seen;
+    hp_stats_t *st = &hp_g.stats;
     if (cs->res == NULL)
         return;
     hp_residual_info(cs->res, &ri);
-    atomic_fetch_add_explicit(&hp_g.stats.res_created, ri.created - cs->res_created_seen, memory_order_relaxed);
-    atomic_fetch_add_explicit(&hp_g.stats.res_evicted, ri.evicted - cs->res_evicted_seen, memory_order_relaxed);
-    cs->res_created_seen = ri.created;
-    cs->res_evicted_seen = ri.evicted;
+#define HP_ADD(field, value) atomic_fetch_add_explicit(&st->field, (value), memory_order_relaxed)
+    HP_ADD(res_created, ri.created - seen->created);
+    HP_ADD(res_staging, ri.staging - seen->staging);
+    HP_ADD(res_stranded, ri.stranded - seen->stranded);
+    HP_ADD(res_oversize, ri.oversize - seen->oversize);
+    for (int k = 0; k < HP_RES_DROP_NREASONS; k++) {
+        HP_ADD(res_drop_buffers[k], ri.drop_buffers[k] - seen->drop_buffers[k]);
+        HP_ADD(res_drop_bytes[k], ri.drop_bytes[k] - seen->drop_bytes[k]);
+    }
+#undef HP_ADD
+    pthread_mutex_lock(&st->stats_lock);
+    for (int k = 0; k < HP_RES_DROP_NREASONS; k++)
+        st->res_drop_l1[k] += ri.drop_l1[k] - seen->drop_l1[k];
+    pthread_mutex_unlock(&st->stats_lock);
+    *seen = ri;
 }
 
 static int delete_state(MPI_Comm comm, int keyval, void *attr, void *extra);
@@ -149,8 +164,9 @@ static void state_free(hp_comm_state_t *cs)
     if (cs->priv != MPI_COMM_NULL)
         PMPI_Comm_free(&cs->priv);
     if (cs->res != NULL) {
+        hp_residual_drop_all(cs->res, HP_RES_DROP_FREED);
         hp_comm_state_sync_stats(cs);
-        hp_residual_destroy(cs->res);
+        hp_residual_destroy(cs->res, HP_RES_DROP_FREED);
     }
     free(cs->scratch);
     free(cs);
@@ -172,8 +188,21 @@ hp_status_t hp_comm_state_refresh(hp_comm_state_t *cs, char *err, size_t errlen)
     }
     cs->kind = kind;
     cs->opted_out = !hp_cfg_i(&cs->cfg, HP_S_ENABLE);
+    cs->layout = (int)hp_cfg_i(&cs->cfg, HP_S_EF_LAYOUT);   /* detect|trust|none = hp_layout_t */
     hp_comm_state_reset_plans(cs);
     hp_params_from_config(&cs->cfg, &cs->params);
+    if (cs->res != NULL) {
+        /* a communicator opted out passes its calls through untouched:
+         * what it owed cannot be sent any more (counted) */
+        if (cs->opted_out || cs->layout == HP_LAYOUT_NONE)
+            hp_residual_drop_all(cs->res, HP_RES_DROP_OPTOUT);
+        hp_residual_set_max(cs->res, (size_t)hp_cfg_i(&cs->cfg, HP_S_RESIDUAL_MAX_MB) << 20);
+        hp_comm_state_sync_stats(cs);
+    }
+    /* the hierarchy is rebuilt at the next call when its settings changed */
+    if (hp_cfg_i(&cs->cfg, HP_S_HIERARCHICAL) != cs->hier_mode ||
+        hp_cfg_i(&cs->cfg, HP_S_NODE_SIZE) != cs->hier_k)
+        cs->hier_built = 0;
     return HP_OK;
 }
 
@@ -219,7 +248,16 @@ static hp_status_t make_hierarchy(hp_comm_state_t *cs)
     long long k = hp_cfg_i(&cs->cfg, HP_S_NODE_SIZE);
     int node_size = 0, node_rank = 0, nodes = 0, rc;
 
+    if (cs->leaders != MPI_COMM_NULL)
+        PMPI_Comm_free(&cs->leaders);
+    if (cs->node != MPI_COMM_NULL)
+        PMPI_Comm_free(&cs->node);
     cs->hier = 0;
+    cs->hier_built = 1;
+    cs->hier_mode = mode;
+    cs->hier_k = k;
+    /* the cost model's inputs were measured on the other communicator */
+    cs->have_inputs = 0;
     if (mode == HP_HIER_OFF)
         return HP_OK;
     if (k > 0)
@@ -256,18 +294,19 @@ static hp_status_t make_hierarchy(hp_comm_state_t *cs)
 
 hp_status_t hp_comm_state_ready(hp_comm_state_t *cs, MPI_Comm comm)
 {
-    hp_status_t st;
-    if (cs->priv != MPI_COMM_NULL)
-        return HP_OK;
-    /* split, not dup: a dup would run the user's attribute copy callbacks */
-    if (PMPI_Comm_split(comm, 0, cs->rank, &cs->priv) != MPI_SUCCESS)
-        return HP_ERR_MPI;
-    PMPI_Comm_set_errhandler(cs->priv, MPI_ERRORS_RETURN);
-    cs->res = hp_residual_create((size_t)hp_cfg_i(&cs->cfg, HP_S_RESIDUAL_MAX_MB) << 20);
-    if (cs->res == NULL)
-        return HP_ERR_NOMEM;
-    st = make_hierarchy(cs);
-    return st;
+    if (cs->priv == MPI_COMM_NULL) {
+        /* split, not dup: a dup would run the user's attribute copy callbacks */
+        if (PMPI_Comm_split(comm, 0, cs->rank, &cs->priv) != MPI_SUCCESS)
+            return HP_ERR_MPI;
+        PMPI_Comm_set_errhandler(cs->priv, MPI_ERRORS_RETURN);
+        cs->res = hp_residual_create((size_t)hp_cfg_i(&cs->cfg, HP_S_RESIDUAL_MAX_MB) << 20);
+        if (cs->res == NULL)
+            return HP_ERR_NOMEM;
+        cs->hier_built = 0;
+    }
+    /* every rank of comm makes the same settings change before its next
+     * call (hipress_comm_set's rule), so this is collective */
+    return cs->hier_built ? HP_OK : make_hierarchy(cs);
 }
 
 void *hp_comm_scratch(hp_comm_state_t *cs, size_t bytes)
@@ -367,8 +406,33 @@ void hp_stats_print(void)
     for (int c = 0; c < HP_PLAN_CLASSES; c++)
         if (s->plan_text[c][0])
             fprintf(f, "    plan for %-10s %s\n", size_class_name(c), s->plan_text[c]);
-    fprintf(f, "  %-28s %llu created, %llu evicted\n", "residual keys",
-            (unsigned long long)atomic_load(&s->res_created), (unsigned long long)atomic_load(&s->res_evicted));
+    {
+        unsigned long long nb = 0, by = 0;
+        double l1 = 0;
+        pthread_mutex_lock(&s->stats_lock);
+        for (int k = 0; k < HP_RES_DROP_NREASONS; k++)
+            if (k != HP_RES_DROP_FREED) {
+                nb += atomic_load(&s->res_drop_buffers[k]);
+                by += atomic_load(&s->res_drop_bytes[k]);
+                l1 += s->res_drop_l1[k];
+            }
+        fprintf(f, "  %-28s %llu buffers; %llu staging buffers (no error feedback); %llu folded into exact data\n",
+                "error feedback", (unsigned long long)atomic_load(&s->res_created),
+                (unsigned long long)atomic_load(&s->res_staging), (unsigned long long)atomic_load(&s->res_folded));
+        fprintf(f, "  %-28s %llu buffers, %.1f MiB, L1 mass %.4g", "residuals dropped", nb, by / 1048576.0, l1);
+        for (int k = 0; k < HP_RES_DROP_NREASONS; k++)
+            if (k != HP_RES_DROP_FREED && atomic_load(&s->res_drop_buffers[k]))
+                fprintf(f, "; %s %llu (L1 %.4g)", hp_res_drop_name((hp_res_drop_t)k),
+                        (unsigned long long)atomic_load(&s->res_drop_buffers[k]), s->res_drop_l1[k]);
+        if (atomic_load(&s->res_stranded))
+            fprintf(f, "; %llu used once only", (unsigned long long)atomic_load(&s->res_stranded));
+        if (atomic_load(&s->res_oversize))
+            fprintf(f, "; %llu refused (over the bound)", (unsigned long long)atomic_load(&s->res_oversize));
+        fprintf(f, "\n  %-28s %llu buffers, %.1f MiB, L1 mass %.4g\n", "residuals held at the end",
+                (unsigned long long)atomic_load(&s->res_drop_buffers[HP_RES_DROP_FREED]),
+                atomic_load(&s->res_drop_bytes[HP_RES_DROP_FREED]) / 1048576.0, s->res_drop_l1[HP_RES_DROP_FREED]);
+        pthread_mutex_unlock(&s->stats_lock);
+    }
     fprintf(f, "  %-28s %llu\n", "non-finite partitions", (unsigned long long)atomic_load(&s->nonfinite));
     if (atomic_load(&s->verify_calls))
         fprintf(f, "  %-28s %llu calls, max relative error %.3g, %llu not identical\n", "verify",

@@ -21,8 +21,14 @@ typedef struct {
     _Atomic unsigned long long bytes_wire;
     _Atomic unsigned long long nonfinite;
     _Atomic unsigned long long errors;
-    _Atomic unsigned long long res_created;
-    _Atomic unsigned long long res_evicted;
+    _Atomic unsigned long long res_created;     /* buffers with error-feedback state */
+    _Atomic unsigned long long res_staging;     /* addresses found to be staging buffers */
+    _Atomic unsigned long long res_stranded;    /* evicted after one call */
+    _Atomic unsigned long long res_oversize;    /* vectors over HIPRESS_RESIDUAL_MAX_MB */
+    _Atomic unsigned long long res_drop_buffers[HP_RES_DROP_NREASONS];
+    _Atomic unsigned long long res_drop_bytes[HP_RES_DROP_NREASONS];
+    double res_drop_l1[HP_RES_DROP_NREASONS];   /* under stats_lock */
+    _Atomic unsigned long long res_folded;      /* calls that folded a residual into plain data */
     _Atomic unsigned long long verify_calls;
     _Atomic unsigned long long verify_mismatch;
     _Atomic unsigned long long ns_encode;
@@ -32,7 +38,7 @@ typedef struct {
     _Atomic unsigned long long algo_calls[8];
     _Atomic unsigned long long plan_plain;     /* eligible calls the plan sent plain */
     _Atomic unsigned long long hier_calls;
-    char plan_text[48][64];      /* last plan fixed per size class (under stats_lock) */
+    char plan_text[48][96];      /* last plan fixed per size class (under stats_lock) */
     double max_rel_err;          /* under stats_lock */
     pthread_mutex_t stats_lock;
 } hp_stats_t;
@@ -60,6 +66,7 @@ extern hp_global_t hp_g;
 #define HP_PLAN_CANDIDATES 5
 #define HP_PLAN_PRUNE 3.0
 #define HP_PLAN_REPS 3
+#define HP_PLAN_MARGIN 0.1   /* plain must win by 10% to be chosen over compression */
 typedef struct {
     int       state;            /* 0 new, 1 exploring, 2 fixed */
     int       ncand, trial;
@@ -79,10 +86,14 @@ typedef struct hp_comm_state {
     unsigned long long   ncalls;    /* compressed calls on this communicator */
     unsigned long long   nomem_call; /* HIPRESS_TEST_NOMEM: call whose allocation failed, + 1 */
     hp_residual_store_t *res;
-    size_t               res_created_seen, res_evicted_seen;   /* already in hp_g.stats */
+    hp_residual_info_t   res_seen;  /* counters already added to hp_g.stats */
+    int                  layout;    /* hp_layout_t from HIPRESS_EF_LAYOUT */
+    int                  warned;    /* HP_WARNED_* bits: warnings given on this communicator */
     /* hierarchy: node communicator and leaders' communicator (MPI_COMM_NULL
      * on non-leaders); hier = 1 when the call goes through them */
     int                  hier;
+    int                  hier_built;   /* node/leaders made for the settings below */
+    long long            hier_mode, hier_k;
     MPI_Comm             node, leaders;
     /* plan */
     int                  have_inputs, inputs_kind;
@@ -114,8 +125,13 @@ int hp_init_after_mpi(void);     /* returns 0 or exits on a bad setting */
 void hp_finalize_before_mpi(void);
 void hp_stats_print(void);
 
-/* Add this communicator's new residual keys and evictions to the stats. */
+/* Add this communicator's new residual counters to the stats. */
 void hp_comm_state_sync_stats(hp_comm_state_t *cs);
+
+#define HP_WARNED_BUDGET  0x1   /* a fixed algorithm over the quality budget */
+#define HP_WARNED_STAGING 0x2   /* a staging buffer */
+#define HP_WARNED_STRAND  0x4   /* residuals of buffers that are never reduced again */
+#define HP_WARNED_OVERSIZE 0x8  /* a buffer too large for HIPRESS_RESIDUAL_MAX_MB */
 
 /* Forget plans and measurements (settings changed). */
 void hp_comm_state_reset_plans(hp_comm_state_t *cs);

@@ -9,6 +9,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include "hp_algo.h"
 #include "hp_comp.h"
 #include "hp_ops.h"
 
@@ -105,7 +106,7 @@ static size_t expected_payload(const char *name, size_t n, const hipress_comp_pa
     if (!strcmp(name, "onebit"))
         return 8 * ((n + p->onebit_block - 1) / p->onebit_block) + 4 * ((n + 31) / 32);
     if (!strcmp(name, "tbq"))
-        return 4 + (n + 3) / 4;
+        return 4 * ((n + p->tbq_block - 1) / p->tbq_block) + (n + 3) / 4;
     if (!strcmp(name, "terngrad")) /* one element: max == min, the min-only form */
         return n == 1 ? 8 : 8 + (n * p->terngrad_bits + 7) / 8;
     ck_abort_msg("unknown compressor %s", name);
@@ -441,9 +442,11 @@ START_TEST(test_wire_sizes)
                 size_t len, mlen;
                 int nf;
                 hipress_encode_args_t a;
-                if (var > 0 && strcmp(c->name, "onebit") && strcmp(c->name, "terngrad"))
+                if (var > 0 && strcmp(c->name, "onebit") && strcmp(c->name, "terngrad") &&
+                    strcmp(c->name, "tbq"))
                     break;
                 p.onebit_block = var == 1 ? 32 : var == 2 ? 65536 : 4096;
+                p.tbq_block = var == 1 ? 32 : var == 2 ? 65536 : var == 3 ? 2048 : 4096;
                 p.terngrad_bits = 1u << var;
                 fill_grad(x, n, n);
                 memset(r, 0, 4 * n);
@@ -561,43 +564,110 @@ END_TEST
 START_TEST(test_tbq_codes)
 {
     const size_t n = 20011;
-    for (int mode = 0; mode < 3; mode++) { /* scale, scale + residual, threshold */
+    for (int mode = 0; mode < 6; mode++) { /* scale, scale + residual, threshold; blocks 4096 / 1024 */
         hipress_comp_params_t p = params_isa(HP_ISA_AUTO);
         hp_comp_t *c = comp("tbq");
-        float *x = falloc(n), *r = falloc(n), *v = falloc(n), *o = falloc(n), tau;
-        uint8_t *out = malloc(c->max_payload(n, &p));
-        double asum = 0;
-        size_t len, cnt[3] = {0, 0, 0};
+        float *x = falloc(n), *r = falloc(n), *v = falloc(n), *o = falloc(n);
+        uint8_t *out, *codes;
+        size_t len, cnt[3] = {0, 0, 0}, B, nb;
         p.tbq_scale = 1.5f;
-        if (mode == 2)
+        p.tbq_block = mode >= 3 ? 1024 : 4096;
+        B = p.tbq_block;
+        nb = (n + B - 1) / B;
+        if (mode % 3 == 2)
             p.tbq_threshold = 0.004f;
+        out = malloc(c->max_payload(n, &p));
+        codes = out + 4 * nb;
         fill_grad(x, n, 21);
         fill_grad(r, n, 22);
         x[5] = 0.012f; /* around tau */
         x[6] = -0.012f;
         for (size_t i = 0; i < n; i++) {
             r[i] *= 0.2f;
-            v[i] = mode == 1 ? x[i] + r[i] : x[i];
-            asum += fabs(v[i]);
+            v[i] = mode % 3 == 1 ? x[i] + r[i] : x[i];
         }
-        len = enc(c, x, mode == 1 ? r : NULL, n, &p, out, c->max_payload(n, &p), 1, NULL);
+        len = enc(c, x, mode % 3 == 1 ? r : NULL, n, &p, out, c->max_payload(n, &p), 1, NULL);
+        ck_assert_uint_eq(len, 4 * nb + (n + 3) / 4);
         ck_assert_int_eq(c->decode(out, len, n, o, 0, &p), HIPRESS_COMP_OK);
-        memcpy(&tau, out, 4);
-        if (mode == 2)
-            REQUIRE(tau == 0.004f);
-        else
-            REQUIRE(fabs(tau - 1.5 * asum / (double)n) <= 1e-6 * tau);
-        for (size_t i = 0; i < n; i++) {
-            float vi = mode == 1 ? v[i] : x[i];
-            float want = vi >= tau ? tau : vi <= -tau ? -tau : 0.0f;
-            unsigned code = (out[4 + i / 4] >> (2 * (i % 4))) & 3u;
-            ck_assert_uint_eq(code, vi >= tau ? 2u : vi <= -tau ? 0u : 1u);
-            REQUIRE(o[i] == want);
-            cnt[code]++;
+        for (size_t b = 0; b < nb; b++) {
+            size_t lo = b * B, hi = HP_MIN(n, lo + B);
+            double asum = 0;
+            float tau;
+            memcpy(&tau, out + 4 * b, 4);
+            for (size_t i = lo; i < hi; i++)
+                asum += fabs(v[i]);
+            if (mode % 3 == 2)
+                REQUIRE(tau == 0.004f);
+            else
+                REQUIRE_MSG(fabs(tau - 1.5 * asum / (double)(hi - lo)) <= 1e-6 * tau, "block %zu tau %g", b, tau);
+            for (size_t i = lo; i < hi; i++) {
+                float vi = v[i];
+                float want = vi >= tau ? tau : vi <= -tau ? -tau : 0.0f;
+                unsigned code = (codes[i / 4] >> (2 * (i % 4))) & 3u;
+                ck_assert_uint_eq(code, vi >= tau ? 2u : vi <= -tau ? 0u : 1u);
+                REQUIRE(o[i] == want);
+                cnt[code]++;
+            }
         }
         REQUIRE(cnt[0] > 0 && cnt[1] > 0 && cnt[2] > 0);
         free(x); free(r); free(v); free(o); free(out);
     }
+}
+END_TEST
+
+/* Quality does not depend on the partitioning: encoding a range in one
+ * message or in any grain-aligned pieces (the spans the algorithms use)
+ * decodes to the same bits and leaves the same residual, for every
+ * compressor with blocks (onebit, tbq, graddrop, dgc). */
+START_TEST(test_partition_independent)
+{
+    static const char *names[] = {"onebit", "tbq", "graddrop", "dgc"};
+    const size_t n = 3 * 65536 + 4096 * 5 + 77;
+    float *x = falloc(n), *r1 = falloc(n), *r2 = falloc(n), *o1 = falloc(n), *o2 = falloc(n);
+    for (size_t ci = 0; ci < 4; ci++) {
+        int kind = hp_comp_find(names[ci]);
+        hipress_comp_params_t p = params_isa(HP_ISA_AUTO);
+        size_t g = hp_comp_grain(kind, &p), cap;
+        unsigned char *msg;
+        ck_assert_uint_gt(g, 1);
+        p.tbq_block = 2048;
+        p.onebit_block = 1024;
+        p.sparse_ratio = 0.01;
+        g = hp_comp_grain(kind, &p);
+        cap = hp_msg_max_bytes(kind, n, &p);
+        msg = malloc(cap);
+        for (size_t parts = 2; parts <= 7; parts += 5) {
+            hipress_encode_args_t a;
+            size_t len;
+            int nf;
+            fill_grad(x, n, 7 + parts);
+            fill_grad(r1, n, 8 + parts);
+            for (size_t i = 0; i < n; i++)
+                r1[i] *= 0.3f;
+            memcpy(r2, r1, n * sizeof(float));
+            memset(&a, 0, sizeof(a));
+            a.in = x;
+            a.n = n;
+            a.residual = r1;
+            a.params = &p;
+            a.rng_key[0] = 5;
+            ck_assert_int_eq(hp_msg_encode(kind, &a, msg, cap, &len, &nf), HP_OK);
+            ck_assert_int_eq(hp_msg_decode(kind, msg, len, n, o1, 0, &p), HP_OK);
+            for (size_t q = 0; q < parts; q++) {
+                size_t off = hp_span_off(n, parts, q, g), pl = hp_span_len(n, parts, q, g);
+                a.in = x + off;
+                a.n = pl;
+                a.residual = r2 + off;
+                a.rng_offset = off;
+                ck_assert_int_eq(hp_msg_encode(kind, &a, msg, cap, &len, &nf), HP_OK);
+                ck_assert_int_eq(hp_msg_decode(kind, msg, len, pl, o2 + off, 0, &p), HP_OK);
+            }
+            REQUIRE_MSG(memcmp(o1, o2, n * sizeof(float)) == 0, "%s: %zu pieces decode differently", names[ci], parts);
+            REQUIRE_MSG(memcmp(r1, r2, n * sizeof(float)) == 0, "%s: %zu pieces leave another residual", names[ci], parts);
+        }
+        free(msg);
+    }
+    free(x), free(r1), free(r2), free(o1), free(o2);
 }
 END_TEST
 
@@ -1043,6 +1113,27 @@ START_TEST(test_reject_content)
         m[len - 1] = 0x01;
         ck_assert_int_eq(dec(c, m, len, n, &p), HIPRESS_COMP_OK);
     }
+    /* tbq with four blocks: each tau is checked, and a zero tau constrains
+     * its own block only */
+    p.tbq_block = 256;
+    len = enc(c, x, NULL, n, &p, e, sizeof(e), 1, NULL);
+    ck_assert_uint_eq(len, 16 + (n + 3) / 4);
+    {
+        memcpy(m, e, len);
+        put_f(m + 8, NAN);
+        ck_assert_int_eq(dec(c, m, len, n, &p), HIPRESS_COMP_EINVAL);
+        memcpy(m, e, len);
+        put_f(m + 12, -1.0f);
+        ck_assert_int_eq(dec(c, m, len, n, &p), HIPRESS_COMP_EINVAL);
+        memcpy(m, e, len);
+        put_f(m + 4, 0.0f);   /* block 1 (elements 256..511) must be all code 1 */
+        ck_assert_int_eq(dec(c, m, len, n, &p), HIPRESS_COMP_EINVAL);
+        memset(m + 16 + 64, 0x55, 64);
+        ck_assert_int_eq(dec(c, m, len, n, &p), HIPRESS_COMP_OK);
+        p.tbq_block = 100;    /* not a power of two */
+        ck_assert_int_eq(dec(c, e, len, n, &p), HIPRESS_COMP_EINVAL);
+    }
+    p.tbq_block = 4096;
 
     /* terngrad */
     c = comp("terngrad");
@@ -1134,6 +1225,7 @@ static Suite *suite(void)
     tcase_add_test(t, test_fp16_bf16_rounding);
     tcase_add_test(t, test_onebit_scales);
     tcase_add_test(t, test_tbq_codes);
+    tcase_add_test(t, test_partition_independent);
     tcase_add_test(t, test_tbq_zero_input);
     tcase_add_test(t, test_error_feedback);
     tcase_add_test(t, test_terngrad_unbiased);

@@ -128,23 +128,31 @@ static size_t ref_topk(const float *v, size_t n, size_t k, uint32_t **ref_p)
     return m;
 }
 
-/* Checks that payload p (len bytes) is exactly the reference top-k of v. */
+/* Checks that payload p (len bytes) is exactly the reference top-k of v:
+ * with k != 0 over the whole range, with k == 0 per block of
+ * hp_sparse_grain(pp) elements, each keeping hp_sparse_k(block, 0, pp). */
 static void expect_topk_payload(const unsigned char *p, size_t len, const float *v, size_t n,
-                                size_t k, const char *what)
+                                size_t k, const char *what, const hipress_comp_params_t *pp)
 {
-    uint32_t *ref;
-    size_t m = ref_topk(v, n, k, &ref);
-    ck_assert_msg(len == 8 * m, "%s: n=%zu k=%zu: payload %zu bytes, want %zu pairs", what, n, k,
-                  len, m);
-    for (size_t j = 0; j < m; j++) {
-        uint32_t i, vb;
-        memcpy(&i, p + 8 * j, 4);
-        memcpy(&vb, p + 8 * j + 4, 4);
-        ck_assert_msg(i == ref[j], "%s: n=%zu k=%zu: pair %zu has index %u, want %u", what, n, k,
-                      j, i, ref[j]);
-        ck_assert_msg(vb == fbits(v[i]), "%s: value of index %u is not v bit for bit", what, i);
+    const size_t g = k != 0 ? (n ? n : 1) : hp_sparse_grain(pp);
+    size_t j = 0;
+    for (size_t off = 0; off < n; off += g) {
+        size_t bn = n - off < g ? n - off : g, bk = k != 0 ? k : hp_sparse_k(bn, 0, pp);
+        uint32_t *ref;
+        size_t m = ref_topk(v + off, bn, bk, &ref);
+        ck_assert_msg(len >= 8 * (j + m), "%s: n=%zu k=%zu: payload %zu bytes, short of %zu pairs", what,
+                      n, k, len, j + m);
+        for (size_t q = 0; q < m; q++, j++) {
+            uint32_t i, vb;
+            memcpy(&i, p + 8 * j, 4);
+            memcpy(&vb, p + 8 * j + 4, 4);
+            ck_assert_msg(i == ref[q] + off, "%s: n=%zu k=%zu: pair %zu has index %u, want %zu", what, n,
+                          k, j, i, ref[q] + off);
+            ck_assert_msg(vb == fbits(v[i]), "%s: value of index %u is not v bit for bit", what, i);
+        }
+        free(ref);
     }
-    free(ref);
+    ck_assert_msg(len == 8 * j, "%s: n=%zu k=%zu: payload %zu bytes, want %zu pairs", what, n, k, len, j);
 }
 
 typedef struct {
@@ -197,7 +205,7 @@ START_TEST(wire_size_and_topk)
     hipress_comp_params_t p = params(0);
 
     for (size_t si = 0; si < HP_ARRAY_SIZE(sizes); si++) {
-        size_t n = sizes[si], k = hp_sparse_k(n, 0, &p);
+        size_t n = sizes[si], k = hp_sparse_k_blocks(n, &p);
         float *g = fvec(n), *r = fvec(n), *u = fvec(n), *v = fvec(n), *out = fvec(n);
         int dgc = strcmp(name, "dgc") == 0;
         enc_t e;
@@ -217,7 +225,7 @@ START_TEST(wire_size_and_topk)
         ck_assert_uint_eq(e.msg[1], (unsigned)kind);
         /* random data has no zeros: exactly k elements are sent */
         ck_assert_uint_eq(e.len - HP_MSG_HEADER, 8 * k);
-        expect_topk_payload(e.msg + HP_MSG_HEADER, e.len - HP_MSG_HEADER, v, n, k, name);
+        expect_topk_payload(e.msg + HP_MSG_HEADER, e.len - HP_MSG_HEADER, v, n, 0, name, &p);
         ck_assert_int_eq(hp_msg_decode(kind, e.msg, e.len, n, out, 0, &p), HP_OK);
         {
             size_t nz = 0;
@@ -259,7 +267,7 @@ START_TEST(explicit_k)
         a.out_cap = 8 * kk;
         ck_assert_int_eq(c->encode(&a, &len, &nf), HIPRESS_COMP_OK);
         ck_assert_int_eq(nf, 0);
-        expect_topk_payload(out, len, v, n, kk, name);
+        expect_topk_payload(out, len, v, n, kk, name, &p);
         a.out_cap = 8 * kk - 1;
         ck_assert_int_eq(c->encode(&a, &len, &nf), HIPRESS_COMP_ENOSPC);
     }
@@ -301,7 +309,7 @@ START_TEST(ties_and_zeros)
                 a.out = out;
                 a.out_cap = 8 * n;
                 ck_assert_int_eq(c->encode(&a, &len, &nf), HIPRESS_COMP_OK);
-                expect_topk_payload(out, len, g, n, k, name);
+                expect_topk_payload(out, len, g, n, k, name, &p);
             }
         }
         /* all zeros: an empty payload that decodes to zeros */
@@ -346,8 +354,7 @@ START_TEST(graddrop_error_feedback)
         v_of(g, r, NULL, 0.0f, n, v);
         e = encode_msg(kind, g, r, NULL, n, 0, &p, (uint64_t)t);
         ck_assert_int_eq(e.st, HP_OK);
-        expect_topk_payload(e.msg + HP_MSG_HEADER, e.len - HP_MSG_HEADER, v, n,
-                            hp_sparse_k(n, 0, &p), "graddrop");
+        expect_topk_payload(e.msg + HP_MSG_HEADER, e.len - HP_MSG_HEADER, v, n, 0, "graddrop", &p);
         ck_assert_int_eq(hp_msg_decode(kind, e.msg, e.len, n, d, 0, &p), HP_OK);
         for (size_t i = 0; i < n; i++) {
             /* residual = v where unsent, 0 where sent; decoded = v where sent */
@@ -380,13 +387,15 @@ START_TEST(dgc_momentum_feedback)
     hipress_comp_params_t p = params(0);
     const size_t n = 40009;
     const int T = 10;
-    const float m = p.dgc_momentum;
+    const float m = 0.9f;   /* the correction for an optimizer without momentum */
     float *g = fvec(n), *u = fvec(n), *r = fvec(n), *uc = fvec(n), *v = fvec(n), *d = fvec(n);
     double *sum_u = (double *)calloc(n, sizeof(double));
     double *sum_out = (double *)calloc(n, sizeof(double));
     double *sum_abs = (double *)calloc(n, sizeof(double));
 
-    ck_assert(m > 0.0f && m < 1.0f);
+    /* off by default: most optimizers have momentum of their own */
+    ck_assert(p.dgc_momentum == 0.0f);
+    p.dgc_momentum = m;
     p.sparse_ratio = 0.005;
     rng_seed(77);
     for (int t = 0; t < T; t++) {
@@ -397,8 +406,7 @@ START_TEST(dgc_momentum_feedback)
         v_of(g, r, u, m, n, v);
         e = encode_msg(kind, g, r, u, n, 0, &p, (uint64_t)t);
         ck_assert_int_eq(e.st, HP_OK);
-        expect_topk_payload(e.msg + HP_MSG_HEADER, e.len - HP_MSG_HEADER, v, n,
-                            hp_sparse_k(n, 0, &p), "dgc");
+        expect_topk_payload(e.msg + HP_MSG_HEADER, e.len - HP_MSG_HEADER, v, n, 0, "dgc", &p);
         ck_assert_int_eq(hp_msg_decode(kind, e.msg, e.len, n, d, 0, &p), HP_OK);
         for (size_t i = 0; i < n; i++) {
             if (d[i] != 0.0f) {
@@ -481,8 +489,7 @@ START_TEST(isa_paths_and_keys_same_bytes)
             enc_t a = encode_msg(kind, g, NULL, NULL, n, 0, &p1, 9);
             enc_t b = encode_msg(kind, g, NULL, NULL, n, 0, &p2, 10);
             ck_assert(a.len == b.len && memcmp(a.msg, b.msg, a.len) == 0);
-            expect_topk_payload(a.msg + HP_MSG_HEADER, a.len - HP_MSG_HEADER, g, n,
-                                hp_sparse_k(n, 0, &p1), name);
+            expect_topk_payload(a.msg + HP_MSG_HEADER, a.len - HP_MSG_HEADER, g, n, 0, name, &p1);
             free(a.msg), free(b.msg);
         }
         free(ref.msg), free(g), free(r0), free(u0), free(rr), free(ur);
@@ -591,7 +598,7 @@ START_TEST(threshold_fallback)
         a.k = k;
         a.rng_key[0] = found;
         ck_assert_int_eq(c->encode(&a, &len, &nf), HIPRESS_COMP_OK);
-        expect_topk_payload(out, len, g, n, k, "graddrop (fallback)");
+        expect_topk_payload(out, len, g, n, k, "graddrop (fallback)", &p);
     }
     /* deeper levels never raise the threshold */
     {

@@ -14,7 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hp_algo.h"
 #include "hp_comp.h"
+#include "hp_plan.h"
+#include "hp_ops_sparse.h"
 #include "hp_config.h"
 #include "hp_elem.h"
 #include "hp_eligible.h"
@@ -604,108 +607,249 @@ START_TEST(chunk_two_level)
 }
 END_TEST
 
+/* The grain-aligned two-level split (spans, then partitions of each span)
+ * tiles the buffer, puts every boundary on a multiple of the grain (or n),
+ * and its first piece is the longest (the algorithms size messages by it). */
+START_TEST(span_grain)
+{
+    static const size_t ns[] = {0, 1, 31, 32, 33, 100, 4095, 4096, 4097, 65536 * 3 + 7, 1000003};
+    static const size_t gs[] = {1, 32, 4096, 65536};
+    for (size_t a = 0; a < HP_ARRAY_SIZE(ns); a++)
+        for (size_t gi = 0; gi < HP_ARRAY_SIZE(gs); gi++)
+            for (size_t N = 1; N <= 9; N++)
+                for (size_t P = 1; P <= 5; P++) {
+                    const size_t n = ns[a], g = gs[gi];
+                    size_t next = 0, first = hp_span_len(hp_span_len(n, N, 0, g), P, 0, g);
+                    for (size_t c = 0; c < N; c++) {
+                        size_t clen = hp_span_len(n, N, c, g), coff = hp_span_off(n, N, c, g);
+                        REQUIRE(clen <= hp_span_len(n, N, 0, g), "n %zu g %zu N %zu: span %zu longer than the first",
+                                n, g, N, c);
+                        for (size_t p = 0; p < P; p++) {
+                            size_t off = coff + hp_span_off(clen, P, p, g), len = hp_span_len(clen, P, p, g);
+                            REQUIRE(off == next, "n %zu g %zu N %zu P %zu: gap at %zu", n, g, N, P, off);
+                            REQUIRE(off % g == 0 || off == n, "n %zu g %zu: boundary %zu off grain", n, g, off);
+                            REQUIRE(len <= first, "n %zu g %zu N %zu P %zu: piece %zu.%zu longer than the first",
+                                    n, g, N, P, c, p);
+                            next += len;
+                        }
+                    }
+                    REQUIRE(next == n, "n %zu g %zu N %zu P %zu: covers %zu", n, g, N, P, next);
+                }
+    /* g = 1 is the plain split */
+    for (size_t i = 0; i <= 7; i++)
+        ck_assert_uint_eq(hp_span_off(1000, 7, i, 1), hp_chunk_off(1000, 7, i));
+}
+END_TEST
+
+/* ================================================================ plan */
+
+START_TEST(plan_stages_budget)
+{
+    hp_plan_inputs_t in = {1e8, 1e-5, 1e9, 1e9};
+    hipress_comp_params_t p;
+    int onebit = hp_comp_find("onebit"), fp16 = hp_comp_find("fp16");
+
+    hipress_comp_params_default(&p);
+    /* stages on an element's longest path */
+    ck_assert_int_eq(hp_plan_stages(HP_ALGO_ALLGATHER, 8), 1);
+    ck_assert_int_eq(hp_plan_stages(HP_ALGO_PS, 8), 2);
+    ck_assert_int_eq(hp_plan_stages(HP_ALGO_RING, 5), 5);
+    ck_assert_int_eq(hp_plan_stages(HP_ALGO_TREE, 2), 2);
+    ck_assert_int_eq(hp_plan_stages(HP_ALGO_TREE, 5), 4);
+    ck_assert_int_eq(hp_plan_stages(HP_ALGO_TREE, 8), 4);
+    ck_assert_int_eq(hp_plan_stages(HP_ALGO_RING, 1), 0);
+    /* budgets: the setting wins, else the class default */
+    ck_assert_int_eq(hp_plan_budget(onebit, 7), 7);
+    ck_assert_int_eq(hp_plan_budget(onebit, 0), hp_plan_default_budget(HP_QCLASS_QUANT));
+    ck_assert_int_eq(hp_plan_budget(fp16, 0), hp_plan_default_budget(HP_QCLASS_ROUNDING));
+    /* auto never returns an algorithm over the budget (allgather always
+     * qualifies); a fixed algorithm is planned whatever its stages */
+    for (int budget = 1; budget <= 6; budget++)
+        for (int N = 2; N <= 9; N++)
+            for (int rank = 0; rank < 4; rank++) {
+                hp_plan_t pl = hp_plan_choose(&in, onebit, &p, 1 << 20, N, HP_ALGO_AUTO, 0, budget, rank);
+                if (!pl.compress)
+                    continue;
+                REQUIRE(pl.stages == hp_plan_stages(pl.algo, N), "stages of the plan");
+                REQUIRE(pl.stages <= budget || pl.algo == HP_ALGO_ALLGATHER,
+                        "budget %d N %d: %s has %d stages", budget, N, hp_algo_name(pl.algo), pl.stages);
+            }
+    {
+        hp_plan_t pl = hp_plan_choose(&in, onebit, &p, 1 << 20, 8, HP_ALGO_RING, 0, 2, 0);
+        ck_assert(pl.compress && pl.algo == HP_ALGO_RING && pl.stages == 8);
+        pl = hp_plan_choose(&in, onebit, &p, 1 << 20, 8, HP_ALGO_AUTO, 0, 1, 1);
+        ck_assert(!pl.compress);   /* only allgather qualifies */
+    }
+    /* K never exceeds the grains of the unit */
+    {
+        hp_plan_t pl = hp_plan_choose(&in, onebit, &p, 3 * 4096, 2, HP_ALGO_TREE, 1024, 0, 0);
+        ck_assert_uint_eq(pl.parts, 3);
+    }
+}
+END_TEST
+
+START_TEST(dgc_warmup_density)
+{
+    /* from 25% down to the ratio over the warm-up, then the ratio */
+    ck_assert(hp_dgc_density(0.001, 32, 0) == 0.25);
+    ck_assert(fabs(hp_dgc_density(0.001, 32, 16) - 0.25 * sqrt(0.004)) < 1e-12);
+    ck_assert(hp_dgc_density(0.001, 32, 32) == 0.001);
+    ck_assert(hp_dgc_density(0.001, 32, 1000) == 0.001);
+    ck_assert(hp_dgc_density(0.001, 0, 0) == 0.001);
+    ck_assert(hp_dgc_density(0.5, 32, 0) == 0.5);
+    for (unsigned c = 1; c < 32; c++)
+        ck_assert(hp_dgc_density(0.001, 32, c) < hp_dgc_density(0.001, 32, c - 1));
+}
+END_TEST
+
 /* ================================================================ residual */
 
-static hp_residual_key_t rkey(uintptr_t addr, size_t count, size_t offset, uint32_t slot)
+/* The residual vector of buffer (addr, count), n floats; `want_new` says
+ * whether it must be a fresh (zeroed) one. */
+static float *rget(hp_residual_store_t *s, uintptr_t addr, size_t count, size_t n, int want_new)
 {
-    hp_residual_key_t k;
-    memset(&k, 0, sizeof(k));
-    k.addr = addr;
-    k.count = count;
-    k.offset = offset;
-    k.slot = slot;
-    return k;
-}
-
-static float *rget(hp_residual_store_t *s, hp_residual_key_t k, size_t n, int want_new)
-{
-    int is_new = -1;
-    float *p = hp_residual_get(s, &k, n, &is_new);
-    REQUIRE(p != NULL, "residual for offset %zu not given", k.offset);
-    REQUIRE(is_new == want_new, "offset %zu: is_new %d, want %d", k.offset, is_new, want_new);
+    hp_res_buf_t *b = hp_residual_buffer(s, addr, count, 1, HP_LAYOUT_TRUST, NULL);
+    int was_new;
+    float *p;
+    REQUIRE(b != NULL, "no buffer for %#lx", (unsigned long)addr);
+    was_new = b->vec[HP_RES_R] == NULL;
+    p = hp_residual_vec(s, b, HP_RES_R, n);
+    REQUIRE(p != NULL, "residual for %#lx not given", (unsigned long)addr);
+    REQUIRE(was_new == want_new, "%#lx: new %d, want %d", (unsigned long)addr, was_new, want_new);
     if (want_new)
         for (size_t i = 0; i < n; i++)
             REQUIRE(p[i] == 0.0f, "new residual not zero at %zu", i);
     return p;
 }
 
-static void expect_info(hp_residual_store_t *s, size_t keys, size_t bytes, size_t created, size_t evicted)
+static void expect_info(hp_residual_store_t *s, size_t buffers, size_t bytes, size_t created,
+                        size_t evicted)
 {
     hp_residual_info_t in;
     hp_residual_info(s, &in);
-    REQUIRE(in.keys == keys && in.bytes == bytes && in.created == created && in.evicted == evicted,
-                  "info keys %zu bytes %zu created %zu evicted %zu, want %zu %zu %zu %zu", in.keys, in.bytes,
-                  in.created, in.evicted, keys, bytes, created, evicted);
+    REQUIRE(in.buffers == buffers && in.bytes == bytes && in.created == created &&
+                in.drop_buffers[HP_RES_DROP_EVICTED] == evicted,
+            "info buffers %zu bytes %zu created %zu evicted %zu, want %zu %zu %zu %zu", in.buffers,
+            in.bytes, in.created, in.drop_buffers[HP_RES_DROP_EVICTED], buffers, bytes, created, evicted);
 }
 
 START_TEST(residual_lru)
 {
     const size_t n = 100;
     hp_residual_store_t *s = hp_residual_create(3 * n * sizeof(float));
-    hp_residual_key_t A = rkey(0x1000, 400, 0, 0), B = rkey(0x1000, 400, 100, 0);
-    hp_residual_key_t C = rkey(0x1000, 400, 200, 0), D = rkey(0x1000, 400, 300, 0);
+    const uintptr_t A = 0x1000, B = 0x2000, C = 0x3000, D = 0x4000;
+    hp_residual_info_t in;
     float *a, *b, *c;
 
     ck_assert_ptr_nonnull(s);
     expect_info(s, 0, 0, 0, 0);
-    a = rget(s, A, n, 1);
-    b = rget(s, B, n, 1);
-    c = rget(s, C, n, 1);
-    a[0] = 1; b[0] = 2; c[0] = 3;
+    a = rget(s, A, n, n, 1);
+    b = rget(s, B, n, n, 1);
+    c = rget(s, C, n, n, 1);
+    a[0] = 1; b[0] = -2; b[1] = 0.5f; c[0] = 3;
     a[n - 1] = 11;
     expect_info(s, 3, 3 * n * 4, 3, 0);
     /* a hit returns the same vector, contents kept, and makes A most recent */
-    ck_assert_ptr_eq(rget(s, A, n, 0), a);
+    ck_assert_ptr_eq(rget(s, A, n, n, 0), a);
     ck_assert(a[0] == 1 && a[n - 1] == 11);
-    /* D needs room: the least recently used (B) goes, not A */
-    rget(s, D, n, 1);
+    /* D needs room: the least recently used (B) goes, not A, and the
+     * gradient it owed is counted */
+    rget(s, D, n, n, 1);
     expect_info(s, 3, 3 * n * 4, 4, 1);
-    ck_assert(rget(s, A, n, 0)[0] == 1);
-    ck_assert(rget(s, C, n, 0)[0] == 3);
+    hp_residual_info(s, &in);
+    ck_assert(in.drop_l1[HP_RES_DROP_EVICTED] == 2.5);
+    ck_assert_uint_eq(in.drop_bytes[HP_RES_DROP_EVICTED], n * 4);
+    ck_assert_uint_eq(in.stranded, 1);   /* B was used in no counted call */
+    ck_assert(rget(s, A, n, n, 0)[0] == 1);
+    ck_assert(rget(s, C, n, n, 0)[0] == 3);
     /* B comes back new (zeroed) and evicts D, now the oldest */
-    rget(s, B, n, 1);
+    rget(s, B, n, n, 1);
     expect_info(s, 3, 3 * n * 4, 5, 2);
-    ck_assert(rget(s, A, n, 0)[0] == 1);
-    rget(s, D, n, 1);   /* evicts C */
-    expect_info(s, 3, 3 * n * 4, 6, 3);
-    rget(s, C, n, 1);
-    expect_info(s, 3, 3 * n * 4, 7, 4);
-
-    /* larger than the whole bound: refused, nothing evicted */
-    int is_new = 7;
-    ck_assert_ptr_null(hp_residual_get(s, &A, 3 * n + 1, &is_new));
-    expect_info(s, 3, 3 * n * 4, 7, 4);
-    /* a vector of twice the size evicts two */
-    hp_residual_key_t E = rkey(0x2000, 200, 0, 0);
-    rget(s, E, 2 * n, 1);
-    expect_info(s, 2, 3 * n * 4, 8, 6);
-    hp_residual_destroy(s);
-
-    /* every field of the key counts: address, count, offset and slot */
-    s = hp_residual_create(1 << 20);
-    rget(s, rkey(0x10, 8, 0, 0), 4, 1)[0] = 1;
-    rget(s, rkey(0x14, 8, 0, 0), 4, 1)[0] = 2;
-    rget(s, rkey(0x10, 9, 0, 0), 4, 1)[0] = 3;
-    rget(s, rkey(0x10, 8, 4, 0), 4, 1)[0] = 4;
-    rget(s, rkey(0x10, 8, 0, 1), 4, 1)[0] = 5;
-    ck_assert(rget(s, rkey(0x10, 8, 0, 0), 4, 0)[0] == 1);
-    ck_assert(rget(s, rkey(0x14, 8, 0, 0), 4, 0)[0] == 2);
-    ck_assert(rget(s, rkey(0x10, 9, 0, 0), 4, 0)[0] == 3);
-    ck_assert(rget(s, rkey(0x10, 8, 4, 0), 4, 0)[0] == 4);
-    ck_assert(rget(s, rkey(0x10, 8, 0, 1), 4, 0)[0] == 5);
-    expect_info(s, 5, 5 * 16, 5, 0);
-    hp_residual_destroy(s);
+    /* larger than the whole bound: refused, nothing evicted, counted */
+    {
+        hp_res_buf_t *e = hp_residual_buffer(s, 0x9000, 3 * n + 1, 1, HP_LAYOUT_TRUST, NULL);
+        ck_assert_ptr_nonnull(e);
+        ck_assert_ptr_null(hp_residual_vec(s, e, HP_RES_R, 3 * n + 1));
+        hp_residual_info(s, &in);
+        ck_assert_uint_eq(in.oversize, 1);
+        ck_assert_uint_eq(in.drop_buffers[HP_RES_DROP_EVICTED], 2);
+    }
+    /* two vectors of one buffer count together; a new length restarts one */
+    {
+        hp_res_buf_t *e = hp_residual_buffer(s, A, n, 0, HP_LAYOUT_TRUST, NULL);
+        float *u;
+        ck_assert_ptr_nonnull(e);
+        u = hp_residual_vec(s, e, HP_RES_U, n);   /* evicts the oldest other buffer */
+        ck_assert_ptr_nonnull(u);
+        ck_assert_ptr_eq(hp_residual_vec(s, e, HP_RES_R, n), a);
+        u[3] = 5;
+        u = hp_residual_vec(s, e, HP_RES_U, n / 2);
+        ck_assert(u != NULL && u[3] == 0);
+    }
+    /* a smaller bound evicts down to it; dropping all counts the reason */
+    hp_residual_set_max(s, n * sizeof(float));
+    hp_residual_info(s, &in);
+    ck_assert(in.bytes <= n * sizeof(float));
+    hp_residual_drop_all(s, HP_RES_DROP_OPTOUT);
+    hp_residual_info(s, &in);
+    ck_assert_uint_eq(in.buffers, 0);
+    ck_assert_uint_eq(in.bytes, 0);
+    hp_residual_destroy(s, HP_RES_DROP_FREED);
 
     /* a bound of zero stores nothing; a NULL store reports zeros */
     s = hp_residual_create(0);
-    ck_assert_ptr_null(hp_residual_get(s, &A, 1, NULL));
-    expect_info(s, 0, 0, 0, 0);
-    hp_residual_destroy(s);
+    {
+        hp_res_buf_t *e = hp_residual_buffer(s, A, 1, 1, HP_LAYOUT_TRUST, NULL);
+        ck_assert_ptr_null(hp_residual_vec(s, e, HP_RES_R, 1));
+    }
+    hp_residual_destroy(s, HP_RES_DROP_FREED);
     hp_residual_info_t z;
     memset(&z, 0xff, sizeof(z));
     hp_residual_info(NULL, &z);
-    ck_assert(z.keys == 0 && z.bytes == 0 && z.created == 0 && z.evicted == 0);
-    hp_residual_destroy(NULL);
+    ck_assert(z.buffers == 0 && z.bytes == 0 && z.created == 0);
+    hp_residual_destroy(NULL, HP_RES_DROP_FREED);
+}
+END_TEST
+
+/* Layout rules: an address seen with two counts is a staging buffer. */
+START_TEST(residual_layout)
+{
+    hp_residual_store_t *s = hp_residual_create(1 << 20);
+    hp_residual_info_t in;
+    hp_res_buf_t *b;
+    int staging = -1;
+    float *r;
+
+    /* detect: one count per address keeps its state */
+    b = hp_residual_buffer(s, 0x10, 8, 1, HP_LAYOUT_DETECT, &staging);
+    ck_assert(b != NULL && staging == 0);
+    r = hp_residual_vec(s, b, HP_RES_R, 8);
+    r[0] = -4;
+    r[7] = 1;
+    ck_assert_ptr_eq(hp_residual_buffer(s, 0x10, 8, 1, HP_LAYOUT_DETECT, &staging), b);
+    /* another address is another buffer */
+    ck_assert_ptr_nonnull(hp_residual_buffer(s, 0x20, 8, 1, HP_LAYOUT_DETECT, &staging));
+    /* the same address with another count: a staging buffer, found once;
+     * what was held there is dropped and counted */
+    ck_assert_ptr_null(hp_residual_buffer(s, 0x10, 9, 1, HP_LAYOUT_DETECT, &staging));
+    ck_assert_int_eq(staging, 1);
+    hp_residual_info(s, &in);
+    ck_assert_uint_eq(in.staging, 1);
+    ck_assert_uint_eq(in.drop_buffers[HP_RES_DROP_LAYOUT], 1);
+    ck_assert(in.drop_l1[HP_RES_DROP_LAYOUT] == 5.0);
+    /* never again a residual at that address, whatever the count */
+    ck_assert_ptr_null(hp_residual_buffer(s, 0x10, 8, 1, HP_LAYOUT_DETECT, &staging));
+    ck_assert_int_eq(staging, 0);
+    ck_assert_ptr_null(hp_residual_buffer(s, 0x10, 9, 1, HP_LAYOUT_DETECT, &staging));
+    hp_residual_info(s, &in);
+    ck_assert_uint_eq(in.staging, 1);
+    ck_assert_uint_eq(in.buffers, 1);
+    /* trust: the client vouches for each (address, count) */
+    ck_assert_ptr_nonnull(hp_residual_buffer(s, 0x30, 8, 1, HP_LAYOUT_TRUST, NULL));
+    ck_assert_ptr_nonnull(hp_residual_buffer(s, 0x30, 9, 1, HP_LAYOUT_TRUST, NULL));
+    /* none: no state at all */
+    ck_assert_ptr_null(hp_residual_buffer(s, 0x40, 8, 1, HP_LAYOUT_NONE, NULL));
+    hp_residual_destroy(s, HP_RES_DROP_FREED);
 }
 END_TEST
 
@@ -727,11 +871,17 @@ START_TEST(residual_random_vs_model)
         rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
         int key = (int)(rng % 40);
         size_t n = 10 + (size_t)key * 7;   /* each key always has the same length */
-        hp_residual_key_t k = rkey(0x100000, 1000, (size_t)key * 1000, (uint32_t)(key & 1));
-        int is_new = -1;
-        float *p = hp_residual_get(s, &k, n, &is_new);
+        /* keys that share a hash chain (same address bits modulo the
+         * table) and distinct addresses, each with one count */
+        uintptr_t addr = 0x100000 + (uintptr_t)key * 0x1000;
+        hp_res_buf_t *b = hp_residual_buffer(s, addr, n, 1, HP_LAYOUT_DETECT, NULL);
+        int is_new;
+        float *p;
         size_t pos = nref;
 
+        REQUIRE(b != NULL, "it %d key %d: no buffer", it, key);
+        is_new = b->vec[HP_RES_R] == NULL;
+        p = hp_residual_vec(s, b, HP_RES_R, n);
         for (size_t i = 0; i < nref; i++)
             if (ref[i].key == key)
                 pos = i;
@@ -760,7 +910,7 @@ START_TEST(residual_random_vs_model)
         ck_assert(bytes <= max_bytes);
     }
     REQUIRE(evicted > 1000, "the sequence should evict often (evicted %zu)", evicted);
-    hp_residual_destroy(s);
+    hp_residual_destroy(s, HP_RES_DROP_FREED);
 }
 END_TEST
 
@@ -1217,7 +1367,11 @@ static Suite *core_suite(void)
     suite_add_tcase(s, tc);
 
     tc = tcase_create("residual");
+    tcase_add_test(tc, span_grain);
+    tcase_add_test(tc, plan_stages_budget);
+    tcase_add_test(tc, dgc_warmup_density);
     tcase_add_test(tc, residual_lru);
+    tcase_add_test(tc, residual_layout);
     tcase_add_test(tc, residual_random_vs_model);
     suite_add_tcase(s, tc);
 

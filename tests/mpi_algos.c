@@ -269,8 +269,15 @@ static void test_memory(int calls)
     }
     rss_end = rss_kib();
     EXPECT(errors == 0, "memory loop: %d calls failed", errors);
-    EXPECT(rss_end - rss_warm < 4096, "memory grew by %ld KiB between call %d and %d", rss_end - rss_warm,
-           calls / 4, calls);
+    /* under valgrind RSS measures valgrind's allocator (freed blocks wait in
+     * its quarantine): run_valgrind.sh widens the bound, run_algos.sh keeps
+     * it at 4 MiB over 3000 calls */
+    {
+        const char *slack = getenv("HP_TEST_RSS_SLACK_KIB");
+        long bound = slack != NULL ? atol(slack) : 4096;
+        EXPECT(rss_end - rss_warm < bound, "memory grew by %ld KiB between call %d and %d", rss_end - rss_warm,
+               calls / 4, calls);
+    }
     if (rank == 0)
         printf("# memory: %d calls, RSS %ld KiB after %d calls, %ld KiB at the end\n", calls, rss_warm, calls / 4, rss_end);
     MPI_Comm_free(&c);

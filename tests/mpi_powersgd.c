@@ -79,16 +79,18 @@ static int same_everywhere(const void *v, size_t bytes, MPI_Comm comm)
     return h[0] == ~h[1];   /* max == min */
 }
 
+/* The state vector `slot` (0 residual, 2 warm-start Q) of buffer (recv, n),
+ * when it exists with len floats; NULL otherwise.  Read-only: no call is
+ * counted on the buffer. */
 static float *residual_of(MPI_Comm comm, const float *recv, size_t n, uint32_t slot, size_t len)
 {
     hp_comm_state_t *cs = hp_comm_state(comm, 0);
-    hp_residual_key_t key = {(uintptr_t)recv, n, 0, slot};
-    int is_new = 0;
-    float *r;
+    hp_res_buf_t *b;
+    int k = slot == 0 ? HP_RES_R : HP_RES_AUX;
     if (cs == NULL || cs->res == NULL)
         return NULL;
-    r = hp_residual_get(cs->res, &key, len, &is_new);
-    return is_new ? NULL : r;
+    b = hp_residual_buffer(cs->res, (uintptr_t)recv, n, 0, HP_LAYOUT_TRUST, NULL);
+    return b != NULL && b->len[k] == len ? b->vec[k] : NULL;
 }
 
 static double max_abs_d(const double *v, size_t n)

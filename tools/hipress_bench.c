@@ -178,6 +178,10 @@ int main(int argc, char **argv)
     if (hipress_comm_set(comm, "HIPRESS_ALGO", algo) != HIPRESS_OK)
         die("unknown algorithm (hipress_info lists them)");
     hipress_comm_set(comm, "HIPRESS_MIN_BYTES", "0");
+    /* one buffer serves every size, one size after the other (as in
+     * nccl-tests): each (address, count) is its own error-feedback buffer,
+     * not a staging buffer */
+    hipress_comm_set(comm, "HIPRESS_EF_LAYOUT", "trust");
     /* transfer-only reference for --breakdown: `none` through the same
      * algorithm on a buffer as large as the compressed messages */
     MPI_Comm_dup(MPI_COMM_WORLD, &xcomm);
