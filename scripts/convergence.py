@@ -66,10 +66,20 @@ Q_local (warm start for the next step), result P Q^T, res = M - P Q_local^T;
 the first Q is Gaussian from numpy seeded by (seed, 4242), the same on all
 ranks.  powersgd:ref,layerwise=1 is PowerSGD as the paper applies it: one
 matrix per weight tensor, biases summed exactly (a diagnostic: the library
-sees one fusion buffer, not the layers).  Parameters of the reference come from hipress_comp_params_default,
-then from the config's keys (onebit_block, tbq_threshold, tbq_scale,
-terngrad_bits, sparse_ratio, sample_ratio, dgc_momentum, powersgd_rank, isa,
-seed).
+sees one fusion buffer, not the layers).  Parameters of the reference come
+from hipress_comp_params_default, then from the config's keys (onebit_block,
+tbq_threshold, tbq_scale, terngrad_bits, sparse_ratio, sample_ratio,
+dgc_momentum, powersgd_rank, isa, seed).  Check of the reference: the
+library's allgather with one partition (COMP:algo=allgather,
+partition_bytes=8M) does the same arithmetic except that it adds in float32;
+its per-step losses equal the reference's to the CSV's 6 digits for the
+first 20 steps or so for onebit, tbq, graddrop, dgc and terngrad.
+
+Presets: full (every compressor x every algorithm, powersgd once, plain, the
+references, the layerwise powersgd reference), auto (every compressor under
+auto, plain, references), np8 (auto plus onebit and fp16 under every fixed
+algorithm), trial (onebit and tbq under ring, allgather, auto; plain;
+references), quick (plain, onebit under auto and ring: the CI test).
 
 Output (rank 0).  PREFIX.csv, one table, rows of three kinds (column
 `record`), appended run by run (--resume skips runs already there):
