@@ -73,7 +73,9 @@ dgc_momentum, powersgd_rank, isa, seed).  Check of the reference: the
 library's allgather with one partition (COMP:algo=allgather,
 partition_bytes=8M) does the same arithmetic except that it adds in float32;
 its per-step losses equal the reference's to the CSV's 6 digits for the
-first 20 steps or so for onebit, tbq, graddrop, dgc and terngrad.
+first 20 steps or so for onebit, tbq, graddrop and dgc (terngrad: from the
+fourth step they differ in the sixth digit, the float32 sum moving a
+stochastic rounding now and then).
 
 Presets: full (every compressor x every algorithm, powersgd once, plain, the
 references, the layerwise powersgd reference), auto (every compressor under
