@@ -10,7 +10,7 @@ set -eu
 PACKAGES="
 autoconf automake libtool make pkg-config gcc g++ libc6-dev
 libopenmpi-dev openmpi-bin libhwloc-dev check libopenblas-dev
-python3 python3-mpi4py python3-numpy python3-matplotlib
+python3 python3-mpi4py python3-numpy python3-matplotlib python3-sklearn
 iproute2 util-linux procps coreutils
 valgrind clang-14 libclang-rt-14-dev
 "
