@@ -38,10 +38,11 @@ Configurations (--config SPEC, repeatable, and/or --preset NAME):
 
 Separators after the first ':' may be ',' or ':'.  Script-level keys, not
 sent to hipress: label=TEXT (the name in tables), lr=, momentum= (optimizer),
-layerwise=1 (powersgd reference only, below).  dgc carries momentum itself
-(momentum correction, as in the DGC paper), so dgc configs and dgc's
-reference train with optimizer momentum 0 unless they set momentum=; they
-are still compared with the plain run (momentum 0.9).
+layerwise=1 (powersgd reference only, below).  Every config trains with the
+same optimizer (momentum 0.9 unless momentum= is given): dgc's defaults have
+its momentum correction off (HIPRESS_DGC_MOMENTUM=0), for an optimizer with
+momentum of its own; set dgc_momentum=0.9,momentum=0 to try the DGC paper's
+pairing.
 Compression is forced on: a fixed algorithm always compresses; an `auto`
 config also gets hipress_allow_plain=false (HIPRESS_ALLOW_PLAIN: auto keeps
 its choice among compressed algorithms), unless --no-force-compress.  All
@@ -52,7 +53,8 @@ The textbook reference (COMP:ref) runs in the same job on an opted-out
 communicator: every rank encodes its own v = g + r with the library's own
 compressor, called through ctypes on the preloaded libhipress.so
 (hipress_compressor_find / encode / decode), with worker-side error feedback
-(residual vector; dgc also its momentum state vector), the whole flat
+(residual vector; dgc also its momentum state vector, and its density
+warm-up: sparse_ratio of step t as hp_dgc_density gives it), the whole flat
 gradient as one message, rng_key = (seed, rank, step, 0), rng_offset 0;
 the encoded payloads are allgathered (MPI_BYTE) and every rank decodes all N
 messages and sums them in float64 in rank order: the exact sum of the decoded
@@ -68,8 +70,9 @@ ranks.  powersgd:ref,layerwise=1 is PowerSGD as the paper applies it: one
 matrix per weight tensor, biases summed exactly (a diagnostic: the library
 sees one fusion buffer, not the layers).  Parameters of the reference come
 from hipress_comp_params_default, then from the config's keys (onebit_block,
-tbq_threshold, tbq_scale, terngrad_bits, sparse_ratio, sample_ratio,
-dgc_momentum, powersgd_rank, isa, seed).  Check of the reference: the
+tbq_threshold, tbq_scale, tbq_block, terngrad_bits, sparse_ratio,
+sample_ratio, sparse_block, dgc_momentum, dgc_warmup, powersgd_rank, isa,
+seed).  Check of the reference: the
 library's allgather with one partition (COMP:algo=allgather,
 partition_bytes=8M) does the same arithmetic except that it adds in float32;
 its per-step losses equal the reference's to the CSV's 6 digits for the
@@ -154,7 +157,8 @@ SCRIPT_KEYS = {"label", "lr", "momentum", "ref", "layerwise"}
 TRAIN_KEYS = ("lr", "momentum")
 PARAM_FIELDS = {"onebit_block": int, "tbq_threshold": float, "tbq_scale": float,
                 "terngrad_bits": int, "sparse_ratio": float, "sample_ratio": float,
-                "dgc_momentum": float, "powersgd_rank": int, "isa": None}
+                "dgc_momentum": float, "powersgd_rank": int, "isa": None,
+                "tbq_block": int, "sparse_block": int, "dgc_warmup": int}
 
 CSV_COLUMNS = ("record", "config", "compressor", "algo", "np", "seed", "epoch", "step",
                "train_loss", "test_loss", "test_acc", "compressed", "calls", "wire_ratio",
@@ -255,7 +259,7 @@ def preset(name):
         return ["plain"] + ["%s:algo=%s" % (c, a) for c in ("onebit", "tbq")
                             for a in ("ring", "allgather", "auto")] + ["onebit:ref", "tbq:ref"]
     if name == "quick":         # CI
-        return ["plain", "onebit:algo=auto", "onebit:algo=ring"]
+        return ["plain", "onebit:algo=auto", "onebit:algo=ps"]
     raise ValueError("unknown preset %r (full, auto, np8, trial, quick)" % name)
 
 
@@ -441,7 +445,8 @@ class Params(ctypes.Structure):
                 ("tbq_scale", ctypes.c_float), ("terngrad_bits", ctypes.c_uint32),
                 ("sparse_ratio", ctypes.c_double), ("sample_ratio", ctypes.c_double),
                 ("dgc_momentum", ctypes.c_float), ("powersgd_rank", ctypes.c_uint32),
-                ("isa", ctypes.c_int)]
+                ("isa", ctypes.c_int), ("tbq_block", ctypes.c_uint32),
+                ("sparse_block", ctypes.c_uint32), ("dgc_warmup", ctypes.c_uint32)]
 
 
 class EncodeArgs(ctypes.Structure):
@@ -544,6 +549,7 @@ class LibReference:
             elif k in PARAM_FIELDS:
                 setattr(self.params, k, PARAM_FIELDS[k](v))
         flags = self.comp.flags
+        self.warmup_ratio = self.params.sparse_ratio if cfg.name == "dgc" else None
         self.residual = np.zeros(n, np.float32) if flags & COMP_EF else None
         self.state = np.zeros(n, np.float32) if flags & COMP_MOMENTUM else None
         cap = self.comp.max_payload(n, ctypes.byref(self.params))
@@ -564,6 +570,14 @@ class LibReference:
         a = self.args
         a.in_ = fptr(g)
         a.rng_key[2] = step
+        if self.warmup_ratio is not None:
+            # dgc's density warm-up (the library applies it per buffer:
+            # hp_dgc_density in src/hp_ops_sparse.c)
+            ratio, w = self.warmup_ratio, self.params.dgc_warmup
+            d = ratio
+            if w and step < w and ratio < 0.25:
+                d = max(ratio, 0.25 * (ratio / 0.25) ** (step / w))
+            self.params.sparse_ratio = d
         out_len, nonfinite = ctypes.c_size_t(0), ctypes.c_int(0)
         rc = self.comp.encode(ctypes.byref(a), ctypes.byref(out_len), ctypes.byref(nonfinite))
         if rc != 0:
@@ -750,12 +764,7 @@ def train(args, cfg, seed, data, lib, world):
     from mpi4py import MPI
     rank, N = world.Get_rank(), world.Get_size()
     lr = cfg.lr if cfg.lr is not None else args.lr
-    if cfg.momentum is not None:
-        mom = cfg.momentum
-    elif cfg.name == "dgc":
-        mom = 0.0       # dgc's momentum correction replaces the optimizer's
-    else:
-        mom = args.momentum
+    mom = cfg.momentum if cfg.momentum is not None else args.momentum
     comm = world.Dup()
     info = MPI.Info.Create()
     for k, v in cfg.info_items(args.force_compress, args.set):

@@ -174,10 +174,11 @@ static int comm_budget(const hp_comm_state_t *cs)
 /* A fixed algorithm beyond the quality budget still runs: say so once. */
 static void warn_budget(hp_comm_state_t *cs, const hp_plan_t *plan)
 {
+    static atomic_int warned;   /* once per process: every communicator would say the same */
     int budget = comm_budget(cs);
     if (plan->compress && budget > 0 && plan->stages > budget && !(cs->warned & HP_WARNED_BUDGET)) {
         cs->warned |= HP_WARNED_BUDGET;
-        if (cs->rank == 0)
+        if (cs->rank == 0 && atomic_exchange(&warned, 1) == 0)
             HP_WARN("HIPRESS_ALGO=%s puts each element through %d lossy stages with %s, over the quality "
                     "budget of %d (HIPRESS_MAX_STAGES; doc/accuracy.md): it runs, but accuracy may suffer",
                     hp_algo_name(plan->algo), plan->stages, hp_comp_get(cs->kind)->name, budget);
@@ -210,11 +211,16 @@ static hp_status_t plan_for(hp_comm_state_t *cs, size_t count, hp_plan_t *plan_p
     }
     if (algo != HP_ALGO_AUTO && hp_comp_ext(cs->kind)->run != NULL) {
         /* a collective compressor runs its own exchanges whatever HIPRESS_ALGO says */
-        *plan_p = (hp_plan_t){1, HP_ALGO_AUTO, 1, 0, hp_plan_stages(HP_ALGO_AUTO, N)};
+        ps->chosen = (hp_plan_t){1, HP_ALGO_AUTO, 1, 0, hp_plan_stages(HP_ALGO_AUTO, N)};
+        ps->state = 2;
+        *plan_p = ps->chosen;
         return HP_OK;
     }
     if (algo != HP_ALGO_AUTO && part_bytes > 0) {
-        *plan_p = hp_plan_choose(&cs->inputs, cs->kind, &cs->params, count, N, algo, part_bytes, 0, 0);
+        /* fixed entirely by the settings: nothing to measure */
+        ps->chosen = hp_plan_choose(&cs->inputs, cs->kind, &cs->params, count, N, algo, part_bytes, 0, 0);
+        ps->state = 2;
+        *plan_p = ps->chosen;
         warn_budget(cs, plan_p);
         return HP_OK;
     }
