@@ -136,6 +136,7 @@ import ctypes
 import hashlib
 import math
 import os
+import struct
 import sys
 import time
 from collections import OrderedDict, defaultdict
@@ -1036,6 +1037,10 @@ def parse(argv):
     ap.add_argument("--check-allow-plain-auto", action="store_true",
                     help="--check: tolerate an auto config whose final plan is plain (for a "
                          "library without HIPRESS_ALLOW_PLAIN), if it compressed some calls")
+    ap.add_argument("--record", metavar="FILE",
+                    help="record every rank's gradient of a plain run (the first seed) into FILE, "
+                         "for hipress-bench --quality, and exit")
+    ap.add_argument("--record-steps", type=int, default=100, help="steps to record (default 100)")
     ap.add_argument("--summarize", nargs="+", metavar="CSV",
                     help="no training: summarize these CSV files (per np) into --out")
     args = ap.parse_args(argv)
@@ -1065,10 +1070,61 @@ def main(argv):
         for c in configs:
             print("%-32s %s" % (c.label, " ".join("%s=%s" % kv for kv in c.info_items(args.force_compress, args.set))))
         return 0
+    if args.record:
+        return record(args)
     if not configs:
         print("convergence.py: no configuration (--config or --preset)", file=sys.stderr)
         return 2
     return main_mpi(args, configs)
+
+
+RECORD_MAGIC = b"HPGRAD1\0"
+
+
+def record(args):
+    """Plain training; every step's gradient of every rank (before the
+    allreduce) into one file for hipress-bench --quality:
+        8 bytes "HPGRAD1\0", uint32 ranks, uint32 steps, uint64 n
+        (little-endian), then float32 [steps][ranks][n]."""
+    from mpi4py import MPI
+    world = MPI.COMM_WORLD
+    rank, N = world.Get_rank(), world.Get_size()
+    data = Data(args.split_seed, args.test_size)
+    seed = args.first_seed
+    model = MLP([data.xtr.shape[1]] + [args.hidden] * args.layers + [10], seed)
+    vel = np.zeros(model.n, np.float32)
+    ntr = len(data.ytr)
+    G = args.batch * N
+    spe = (ntr + G - 1) // G
+    steps = args.record_steps
+    f = None
+    allg = np.zeros((N, model.n), np.float32) if rank == 0 else None
+    if rank == 0:
+        f = open(args.record, "wb")
+        f.write(RECORD_MAGIC + struct.pack("<IIQ", N, steps, model.n))
+    step = 0
+    while step < steps:
+        epoch = step // spe + 1
+        perm = np.random.default_rng([seed, 2, epoch]).permutation(ntr)
+        s = step % spe
+        mine = np.array_split(perm[s * G:(s + 1) * G], N)[rank]
+        model.gradient(data.xtr[mine], data.ytr[mine])
+        world.Gather(model.g, allg, root=0)
+        if rank == 0:
+            f.write(allg.tobytes())
+        # plain float64 sum: the recorded run is uncompressed, whatever is preloaded
+        g64 = model.g.astype(np.float64)
+        world.Allreduce(MPI.IN_PLACE, g64, op=MPI.SUM)
+        model.g[:] = (g64 / N).astype(np.float32)
+        vel *= np.float32(args.momentum)
+        vel += model.g
+        model.w -= np.float32(args.lr) * vel
+        step += 1
+    if rank == 0:
+        f.close()
+        print("# recorded %d steps x %d ranks x %d floats into %s" % (steps, N, model.n, args.record),
+              flush=True)
+    return 0
 
 
 if __name__ == "__main__":

@@ -24,6 +24,9 @@ static int rank, nranks;
 /* hipress-bench --kernels: single-process compressor throughput
  * (tools/hp_bench_kernels.c). */
 int hp_bench_kernels(int csv);
+/* hipress-bench --quality FILE: accumulated error over recorded gradients
+ * against the textbook form (tools/hp_bench_quality.c). */
+int hp_bench_quality(const char *path, char *comps, char *algos, int T, int csv);
 
 static void die(const char *msg)
 {
@@ -131,8 +134,9 @@ int main(int argc, char **argv)
 {
     size_t b = 8192, e = 64u << 20;
     double f = 2;
-    int n = 20, w = 5, csv = 0, breakdown = 0;
-    const char *comp = "onebit", *algo = "auto";
+    int n = 20, w = 5, csv = 0, breakdown = 0, calls = 100;
+    const char *comp = "onebit", *algo = "auto", *quality = NULL;
+    int comp_set = 0, algo_set = 0;
     MPI_Comm comm, xcomm;
 
     for (int i = 1; i < argc; i++)
@@ -153,6 +157,7 @@ int main(int argc, char **argv)
             if (rank == 0)
                 printf("usage: hipress-bench [-b minbytes] [-e maxbytes] [-f factor] [-n iters] [-w warmup]\n"
                        "                     [-c compressor] [-a algorithm] [--csv] [--breakdown]\n"
+                       "       hipress-bench --quality FILE [-c comp,comp..] [-a algo,algo..] [-T calls] [--csv]\n"
                        "       hipress-bench --kernels [--csv]   (no mpirun needed)\n");
             MPI_Finalize();
             return 0;
@@ -164,13 +169,25 @@ int main(int argc, char **argv)
         else if (strcmp(a, "-f") == 0) f = atof(v);
         else if (strcmp(a, "-n") == 0) n = atoi(v);
         else if (strcmp(a, "-w") == 0) w = atoi(v);
-        else if (strcmp(a, "-c") == 0) comp = v;
-        else if (strcmp(a, "-a") == 0) algo = v;
+        else if (strcmp(a, "-c") == 0) { comp = v; comp_set = 1; }
+        else if (strcmp(a, "-a") == 0) { algo = v; algo_set = 1; }
+        else if (strcmp(a, "--quality") == 0) quality = v;
+        else if (strcmp(a, "-T") == 0) calls = atoi(v);
         else die("unknown flag (see --help)");
         i++;
     }
     if (f < 1.01 || n < 1 || w < 0 || b < 4 || e < b)
         die("need -f > 1, -n >= 1, -w >= 0, 4 <= -b <= -e");
+    if (quality != NULL) {
+        char cl[256], al[128];
+        if (calls < 1)
+            die("need -T >= 1");
+        snprintf(cl, sizeof(cl), "%s", comp_set ? comp : "onebit,tbq,terngrad,graddrop,dgc,fp16");
+        snprintf(al, sizeof(al), "%s", algo_set ? algo : "ring,tree,ps,allgather,auto");
+        hp_bench_quality(quality, cl, al, calls, csv);
+        MPI_Finalize();
+        return 0;
+    }
 
     MPI_Comm_dup(MPI_COMM_WORLD, &comm);
     if (hipress_comm_set(comm, "HIPRESS_COMPRESSOR", comp) != HIPRESS_OK)
