@@ -554,6 +554,8 @@ class LibReference:
         self.residual = np.zeros(n, np.float32) if flags & COMP_EF else None
         self.state = np.zeros(n, np.float32) if flags & COMP_MOMENTUM else None
         cap = self.comp.max_payload(n, ctypes.byref(self.params))
+        if self.warmup_ratio is not None:
+            cap = max(cap, 8 * n)   # dgc's warm-up sends up to 25% of the elements
         self.out = np.zeros(cap, np.uint8)
         self.tmp = np.zeros(n, np.float32)
         self.acc = np.zeros(n, np.float64)

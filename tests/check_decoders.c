@@ -176,6 +176,8 @@ static size_t param_variants(hipress_comp_params_t *v, size_t cap)
     if (m < cap) {
         v[m] = params_default();
         v[m].onebit_block = 32;
+        v[m].tbq_block = 32;
+        v[m].sparse_block = 64;
         v[m].terngrad_bits = 1;
         v[m].powersgd_rank = 1;
         v[m].isa = 1;
@@ -185,6 +187,7 @@ static size_t param_variants(hipress_comp_params_t *v, size_t cap)
     if (m < cap) {
         v[m] = params_default();
         v[m].onebit_block = 1024;
+        v[m].tbq_block = 1024;
         v[m].terngrad_bits = 8;
         v[m].powersgd_rank = 16;
         v[m].isa = 2;

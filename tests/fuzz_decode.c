@@ -67,12 +67,16 @@ static hipress_comp_params_t variant(int v, int isa)
     switch (v) {
     case 1:
         p.onebit_block = 32;
+        p.tbq_block = 32;
+        p.sparse_block = 64;
         p.terngrad_bits = 1;
         p.powersgd_rank = 1;
         p.sparse_ratio = 0.05;
         break;
     case 2:
         p.onebit_block = 1024;
+        p.tbq_block = 1024;
+        p.sparse_block = 1024;
         p.terngrad_bits = 8;
         p.powersgd_rank = 16;
         p.tbq_threshold = 0.5f;
