@@ -62,17 +62,21 @@ size_t hp_psgd_orthonormalise(float *p, size_t m, size_t r, double *work);
 
 /* ------------------------------------------------------------ geometry */
 
-/* c = ceil(sqrt(n)), m = ceil(n / c): m <= c, m c >= n, and the padding
- * m c - n is less than one row.  n = 0 gives 0 x 0 and r = 0. */
+/* c = the power of two nearest to sqrt(n) (lo = the largest power of two
+ * with lo^2 <= n; c = lo when n <= 2 lo^2, else 2 lo), m = ceil(n / c):
+ * c^2 <= 2n, n < 2c^2, m c >= n, and the padding m c - n is less than one
+ * row.  Rows of a power of two keep the matrix structure of the tensors in
+ * a fused buffer whose rows are a multiple of c long (most layers' widths
+ * are powers of two): a 1024 x 1024 weight at an offset that is a multiple
+ * of 1024 is exactly a block of M.  n = 0 gives 0 x 0 and r = 0. */
 void hp_psgd_shape(size_t n, uint32_t rank, size_t *m_p, size_t *c_p, size_t *r_p)
 {
     size_t c = 0, m = 0, r;
     if (n > 0) {
-        c = (size_t)sqrt((double)n);
-        while (c * c < n)
-            c++;
-        while (c > 1 && (c - 1) * (c - 1) >= n)
-            c--;
+        size_t lo = 1;
+        while ((lo * 2) * (lo * 2) <= n)
+            lo *= 2;
+        c = n <= 2 * lo * lo ? lo : 2 * lo;
         m = (n + c - 1) / c;
     }
     r = rank;

@@ -122,14 +122,14 @@ START_TEST(test_shape)
     for (size_t t = 0; t < sizeof(ns) / sizeof(ns[0]); t++) {
         size_t n = ns[t];
         hp_psgd_shape(n, 4, &m, &c, &r);
-        /* c = ceil(sqrt(n)): (c-1)^2 < n <= c^2 */
-        ck_assert_uint_ge(c * c, n);
-        ck_assert_uint_lt((c - 1) * (c - 1), n);
+        /* c: a power of two within a factor sqrt(2) of sqrt(n) */
+        ck_assert_uint_eq(c & (c - 1), 0);
+        ck_assert_uint_le(c * c, 2 * n);
+        ck_assert_uint_le(n, 2 * c * c);
         /* m = ceil(n / c): all elements fit, padding less than one row */
         ck_assert_uint_ge(m * c, n);
         ck_assert_uint_lt(m * c - n, c);
-        ck_assert_uint_le(m, c);
-        ck_assert_uint_eq(r, n >= 16 ? 4 : m);   /* m <= c, so m limits r first */
+        ck_assert_uint_eq(r, HP_MIN(4, HP_MIN(m, c)));
     }
     hp_psgd_shape((size_t)1 << 24, 4, &m, &c, &r);
     ck_assert(m == 4096 && c == 4096 && r == 4);
@@ -137,6 +137,11 @@ START_TEST(test_shape)
     ck_assert(m == 32 && c == 32 && r == 32);
     hp_psgd_shape(10, 4, &m, &c, &r);
     ck_assert(m == 3 && c == 4 && r == 3);
+    /* the digits MLP's fused gradient (64-1024-1024-10): rows of 1024 */
+    hp_psgd_shape(1126410, 4, &m, &c, &r);
+    ck_assert(m == 1101 && c == 1024 && r == 4);
+    hp_psgd_shape(81, 4, &m, &c, &r);
+    ck_assert(m == 11 && c == 8);
 }
 END_TEST
 
@@ -147,15 +152,15 @@ START_TEST(test_skip_and_wire)
     hp_psgd_shape(64, 4, &m, &c, &r);
     ck_assert(hp_psgd_skip(64, m, c, r));
     ck_assert_uint_eq(hp_psgd_wire_bytes(64, 4), HP_MSG_HEADER + 4 * 64);
-    /* 9 x 9 (n = 81): 4 * 18 = 72 < 81 */
+    /* 11 x 8 (n = 81): 4 * 19 = 76 < 81 */
     hp_psgd_shape(81, 4, &m, &c, &r);
     ck_assert(!hp_psgd_skip(81, m, c, r));
-    ck_assert_uint_eq(hp_psgd_wire_bytes(81, 4), HP_MSG_HEADER + 4 * 72);
+    ck_assert_uint_eq(hp_psgd_wire_bytes(81, 4), HP_MSG_HEADER + 4 * 76);
     /* 16M floats, r = 4: 4 * 8192 floats */
     ck_assert_uint_eq(hp_psgd_wire_bytes((size_t)1 << 24, 4), HP_MSG_HEADER + 4 * 4 * 8192);
     /* the rank is capped by the shape, and a large rank skips */
     ck_assert_uint_eq(hp_psgd_wire_bytes(10000, 256), HP_MSG_HEADER + 4 * 10000);
-    ck_assert_uint_eq(hp_psgd_wire_bytes(10000, 24), HP_MSG_HEADER + 4 * 24 * 200);
+    ck_assert_uint_eq(hp_psgd_wire_bytes(10000, 24), HP_MSG_HEADER + 4 * 24 * (79 + 128));
     ck_assert(hp_psgd_skip(10000, 100, 100, 50));
     ck_assert(!hp_psgd_skip(10001, 101, 100, 49));
     ck_assert(hp_psgd_skip(5, 2, 3, 0));
@@ -165,10 +170,10 @@ START_TEST(test_skip_and_wire)
     /* the ABI payload: the same floats after a 12-byte (r, m, c) header */
     {
         hipress_comp_params_t p = params_rank(4);
-        ck_assert_uint_eq(psgd()->max_payload(81, &p), SUBHDR + 4 * 72);
+        ck_assert_uint_eq(psgd()->max_payload(81, &p), SUBHDR + 4 * 76);
         ck_assert_uint_eq(psgd()->max_payload(64, &p), SUBHDR + 4 * 64);
         ck_assert_uint_eq(psgd()->max_payload((size_t)1 << 24, &p), SUBHDR + 4 * 4 * 8192);
-        ck_assert_uint_eq(psgd()->max_payload(81, NULL), SUBHDR + 4 * 72);
+        ck_assert_uint_eq(psgd()->max_payload(81, NULL), SUBHDR + 4 * 76);
     }
 }
 END_TEST
@@ -559,7 +564,7 @@ static void expect_reject(const unsigned char *msg, size_t len, size_t n)
 
 START_TEST(test_decode_rejects)
 {
-    const size_t n = 10000;     /* 100 x 100, r = 4: 800 floats */
+    const size_t n = 10000;     /* 79 x 128, r = 4: 828 floats */
     hipress_comp_params_t p = params_rank(4);
     size_t cap = psgd()->max_payload(n, &p), len;
     unsigned char *msg = malloc(cap + 64), *bad = malloc(cap + 64);
@@ -569,7 +574,7 @@ START_TEST(test_decode_rejects)
     for (size_t i = 0; i < n; i++)
         g[i] = urand(81, i);
     len = encode(g, NULL, n, 4, 3, msg, cap, &nf);
-    ck_assert_uint_eq(len, SUBHDR + 4 * 800);
+    ck_assert_uint_eq(len, SUBHDR + 4 * 828);
     ck_assert_int_eq(psgd()->decode(msg, len, n, out, 0, &p), HIPRESS_COMP_OK);
 
     /* every truncation, and one float too many */
@@ -578,11 +583,11 @@ START_TEST(test_decode_rejects)
     memcpy(bad, msg, len);
     memset(bad + len, 0, 4);
     expect_reject(bad, len + 4, n);
-    /* an element count of another shape (9900: 99 x 100; 10001: 101 x 100);
-     * n = 9999 has the same 100 x 100 shape, and the message header's n is
+    /* an element count of another shape (9900: 78 x 128; 10200: 80 x 128);
+     * n = 10001 has the same 79 x 128 shape, and the message header's n is
      * what tells those apart */
     expect_reject(msg, len, n - 100);
-    expect_reject(msg, len, n + 1);
+    expect_reject(msg, len, n + 200);
 #define MUTATE(off, val) do { memcpy(bad, msg, len); put32(bad + (off), (val)); } while (0)
     /* m, c not the shape of n */
     MUTATE(4, 99);   expect_reject(bad, len, n);
@@ -594,12 +599,12 @@ START_TEST(test_decode_rejects)
     MUTATE(0, 0xffffffffu); expect_reject(bad, len, n);
     MUTATE(0, 0);    expect_reject(bad, len, n);   /* plain needs 4 n bytes */
     {
-        /* r = 50: 50 * 200 = 10000 floats, a would-not-shrink size */
-        size_t l50 = SUBHDR + 4 * 50 * 200;
+        /* r = 50: 50 * 207 >= 10000 floats, a would-not-shrink size */
+        size_t l50 = SUBHDR + 4 * 50 * 207;
         unsigned char *big = calloc(1, l50);
         put32(big, 50);
-        put32(big + 4, 100);
-        put32(big + 8, 100);
+        put32(big + 4, 79);
+        put32(big + 8, 128);
         expect_reject(big, l50, n);
         free(big);
     }
