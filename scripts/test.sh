@@ -1,6 +1,6 @@
 #!/bin/sh
 # The test suite, exactly as CI runs it (.ci/run calls this script):
-#   1. install what is missing (Debian packages),
+#   1. install what is missing (Debian packages, and Horovod in a venv),
 #   2. build from scratch in _build and run `make check` (Check unit suites,
 #      mpirun tests at 1 to 8 ranks, fuzz replay, plugin, docs),
 #   3. `make install` into a staging root (_stage) and check what it installed,
@@ -12,6 +12,9 @@ cd "$top"
 jobs=$(nproc 2>/dev/null || echo 2)
 
 sh scripts/install_deps.sh
+# a real Horovod for tests/run_horovod.sh (its wheel is cached: minutes the
+# first time, seconds after)
+sh scripts/install_horovod.sh
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
 ./autogen.sh >/dev/null
