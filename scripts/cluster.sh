@@ -29,8 +29,9 @@
 #   OMPI_MCA_mpi_yield_when_idle=1   all hosts share this machine's cores, and
 #                               the kernel emulates the links on those cores
 #                               (softirqs): ranks that spin without yielding
-#                               starve it, and a 1 Gbit/s link then loses
-#                               packets and stalls for milliseconds
+#                               starve it, and a 1 Gbit/s link then delays
+#                               packets for milliseconds, long enough for
+#                               TCP to retransmit them (doc/cluster.md)
 #   OMPI_MCA_orte_tmpdir_base   Open MPI's session directories, on the
 #                               cluster's private tmpfs
 #   OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -74,9 +75,10 @@
 #
 # Exit status: CMD's status; 2 usage error; 3 link check failed; 77 this
 # machine cannot run the cluster (not root, a tool missing, namespaces, veth,
-# bridges or tbf not allowed); 130/143 stopped by a signal.  Stop it with
-# Ctrl-C or SIGTERM: the command is asked to stop, then every process of the
-# cluster is killed, the links and mounts are removed.
+# bridges or tbf not allowed); 143 when SIGTERM stopped it.  Stop it with
+# Ctrl-C or SIGTERM: the command is asked to stop (SIGTERM, SIGKILL 10 s
+# later), then every process of the cluster is killed and the links and
+# mounts are removed.
 #
 # Needs root, bash, util-linux (unshare, nsenter, mount), iproute2 (ip, tc,
 # ss), iperf3 (for the link check) and Open MPI to be useful.
@@ -151,7 +153,7 @@ fi
 if [ "$inner" = 0 ]; then
     [ "$(id -u)" -eq 0 ] || die 77 "must run as root (namespaces, veth, tc need it)"
     for t in unshare:util-linux nsenter:util-linux mount:mount umount:mount ip:iproute2 tc:iproute2 \
-        ss:iproute2 awk:mawk timeout:coreutils; do
+        ss:iproute2 awk:mawk timeout:coreutils ps:procps; do
         command -v "${t%%:*}" >/dev/null 2>&1 || die 77 "${t%%:*} not found: apt-get install ${t#*:}"
     done
     if [ "$check" = 1 ] && [ "$hosts" -ge 2 ]; then
@@ -443,7 +445,9 @@ export HP_CLUSTER_HOSTNAMES HP_CLUSTER_LINKS
 export PATH="$state/bin:$PATH"
 
 say "running on head: $*"
-"$@" <&0 &
+# a background job of a script starts with SIGINT and SIGQUIT ignored: give
+# the command the dispositions it would have in a terminal
+env --default-signal=INT,QUIT -- "$@" <&0 &
 cmd_pid=$!
 while :; do
     wait "$cmd_pid"
