@@ -2,7 +2,8 @@
 # The emulated cluster (scripts/cluster.sh): 2 hosts x 2 ranks, links at
 # 500 Mbit/s that must prove their rate, one compressed allreduce.  Checks:
 #   * the cluster starts (skip, exit 77, only where this machine cannot run it:
-#     not root, a tool missing, namespaces, veth, bridges or tbf forbidden);
+#     not root, namespaces, veth, bridges or tbf forbidden; a missing tool of
+#     scripts/install_deps.sh is a failure);
 #   * the ranks ran on two distinct emulated hosts (h1, h2), two on each, as
 #     seen by the ranks themselves and by hipress' own log prefix;
 #   * a compressed allreduce (onebit, ring) ends bit-identical on all ranks;
@@ -20,6 +21,11 @@ if [ "$(id -u)" -ne 0 ]; then
     echo "SKIP: the emulated cluster needs root (network namespaces)"
     exit 77
 fi
+# the tools are in scripts/install_deps.sh: a missing one is a broken setup,
+# not a machine that cannot run the cluster
+for t in unshare nsenter ip tc ss iperf3 ps timeout; do
+    command -v "$t" >/dev/null 2>&1 || { echo "FAIL: $t not found (scripts/install_deps.sh installs it)"; exit 1; }
+done
 comp=onebit
 "$HP_BUILDDIR/hipress_info" --compressors 2>/dev/null | grep -qx onebit || comp=fp16
 
