@@ -11,7 +11,7 @@ PACKAGES="
 autoconf automake libtool make pkg-config gcc g++ libc6-dev
 libopenmpi-dev openmpi-bin libhwloc-dev check libopenblas-dev
 python3 python3-mpi4py python3-numpy python3-matplotlib python3-sklearn
-iproute2 util-linux procps coreutils
+iproute2 util-linux procps coreutils iperf3
 valgrind clang-14 libclang-rt-14-dev
 "
 
