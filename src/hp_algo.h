@@ -27,6 +27,7 @@ typedef struct hp_call {
     uint64_t                    seed, call_no;
     size_t                      part_elems; /* pipeline partition, elements */
     int                         corrupt;    /* test knob: corrupt first message */
+    int                         kill;       /* test knob: SIGKILL at the first decode */
     /* scratch memory owned by the caller, valid until the call ends */
     void                     *(*scratch)(void *ctx, size_t bytes);
     void                       *scratch_ctx;

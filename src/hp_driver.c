@@ -7,7 +7,9 @@
 #include "hp_algo.h"
 #include "hp_comp.h"
 #include "hp_ops.h"
+#include "hp_watchdog.h"
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -436,16 +438,23 @@ static int plain_call(hp_comm_state_t *cs, const void *sendbuf, void *recvbuf, s
     float *r = held_residual(rb, count);
     const hp_ops_t *ops = hp_ops_get(cs->params.isa);
 
-    if (r == NULL)
-        return PMPI_Allreduce(sendbuf, recvbuf, (int)count, MPI_FLOAT, MPI_SUM, comm);
-    if (sendbuf != MPI_IN_PLACE)
-        memcpy(recvbuf, sendbuf, count * sizeof(float));
-    if (!ops->nonfinite((float *)recvbuf, count)) {
-        ops->add((float *)recvbuf, r, (float *)recvbuf, count);
-        memset(r, 0, count * sizeof(float));
-        atomic_fetch_add_explicit(&hp_g.stats.res_folded, 1, memory_order_relaxed);
+    hp_wd_wait_t w;
+    int rc;
+
+    if (r != NULL) {
+        if (sendbuf != MPI_IN_PLACE)
+            memcpy(recvbuf, sendbuf, count * sizeof(float));
+        sendbuf = MPI_IN_PLACE;
+        if (!ops->nonfinite((float *)recvbuf, count)) {
+            ops->add((float *)recvbuf, r, (float *)recvbuf, count);
+            memset(r, 0, count * sizeof(float));
+            atomic_fetch_add_explicit(&hp_g.stats.res_folded, 1, memory_order_relaxed);
+        }
     }
-    return PMPI_Allreduce(MPI_IN_PLACE, recvbuf, (int)count, MPI_FLOAT, MPI_SUM, comm);
+    hp_wd_enter(&w, "an allreduce the plan sent plain", -1);
+    rc = PMPI_Allreduce(sendbuf, recvbuf, (int)count, MPI_FLOAT, MPI_SUM, comm);
+    hp_wd_leave(&w);
+    return rc;
 }
 
 /* dgc's momentum correction where this rank's own gradient enters: its
@@ -482,17 +491,24 @@ int hp_allreduce_compressed(const void *sendbuf, void *recvbuf, size_t count, MP
     const hp_comp_ext_t *ext;
     hipress_comp_params_t cparams;
     hp_res_buf_t *rb = NULL;
+    hp_wd_wait_t wdw;
     float *exact = NULL;
     int failed, is_algo_rank, keeps_state;
     double t0 = hp_now();
     MPI_Comm ac;
 
+    hp_wd_start(hp_cfg_d(&hp_g.cfg, HP_S_TIMEOUT));
+    /* the first call of a communicator or size class sets up and measures
+     * with collectives: watched too */
+    hp_wd_enter(&wdw, "the set-up of a compressed allreduce", -1);
     st = hp_comm_state_ready(cs, comm);
     if (st != HP_OK) {
+        hp_wd_leave(&wdw);
         HP_WARN("cannot set up hipress on a communicator: %s", hipress_status_string(st));
         goto err;
     }
     st = plan_for(cs, count, &plan, &explore);
+    hp_wd_leave(&wdw);
     if (st != HP_OK)
         goto err;
     if (!plan.compress) {
@@ -533,9 +549,11 @@ int hp_allreduce_compressed(const void *sendbuf, void *recvbuf, size_t count, MP
             }
         }
         PMPI_Comm_rank(cs->node, &nr);
+        hp_wd_enter(&wdw, "the node reduction of a compressed allreduce", -1);
         if (PMPI_Reduce(nr == 0 ? MPI_IN_PLACE : recvbuf, nr == 0 ? recvbuf : NULL, (int)count,
                         MPI_FLOAT, MPI_SUM, 0, cs->node) != MPI_SUCCESS)
             st = HP_ERR_MPI;
+        hp_wd_leave(&wdw);
         atomic_fetch_add_explicit(&hp_g.stats.hier_calls, 1, memory_order_relaxed);
     }
     memset(&call, 0, sizeof(call));
@@ -543,7 +561,7 @@ int hp_allreduce_compressed(const void *sendbuf, void *recvbuf, size_t count, MP
     if (is_algo_rank) {
         int acsize;
         PMPI_Comm_size(ac, &acsize);
-        hp_tp_init(&tp, ac);
+        hp_tp_init(&tp, ac, cs->hier ? cs->world_leaders : cs->world_priv);
         if (acsize < 2) {
             /* a single node: the node reduction was the whole job, and
              * what this leader owes goes with it */
@@ -583,6 +601,8 @@ int hp_allreduce_compressed(const void *sendbuf, void *recvbuf, size_t count, MP
         call.call_no = cs->ncalls;
         call.part_elems = part_elems(&plan, count, acsize, call.grain);
         call.corrupt = hp_cfg_i(&cs->cfg, HP_S_TEST_CORRUPT) == cs->rank;
+        call.kill = hp_cfg_i(&cs->cfg, HP_S_TEST_KILL_RANK) == hp_g.world_rank &&
+                    (unsigned long long)hp_cfg_i(&cs->cfg, HP_S_TEST_KILL_CALL) == cs->ncalls;
         call.scratch = scratch_cb;
         call.scratch_ctx = cs;
         if (call.err == HP_OK)
@@ -593,13 +613,19 @@ int hp_allreduce_compressed(const void *sendbuf, void *recvbuf, size_t count, MP
     if (rb != NULL)
         rb->calls++;
     cs->ncalls++;
-    if (cs->hier && PMPI_Bcast(recvbuf, (int)count, MPI_FLOAT, 0, cs->node) != MPI_SUCCESS)
-        st = HP_ERR_MPI;
+    if (cs->hier) {
+        hp_wd_enter(&wdw, "the node broadcast of a compressed allreduce", -1);
+        if (PMPI_Bcast(recvbuf, (int)count, MPI_FLOAT, 0, cs->node) != MPI_SUCCESS)
+            st = HP_ERR_MPI;
+        hp_wd_leave(&wdw);
+    }
 
     /* failure protocol: every rank learns whether any rank failed */
     failed = st != HP_OK;
+    hp_wd_enter(&wdw, "the failure agreement of a compressed allreduce", -1);
     if (PMPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX, cs->priv) != MPI_SUCCESS)
         failed = 1;
+    hp_wd_leave(&wdw);
     if (failed && st == HP_OK)
         st = HP_ERR_PEER;
     if (exact != NULL && !failed)

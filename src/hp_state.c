@@ -5,6 +5,7 @@
 #include "hp_state.h"
 #include "hp_algo.h"
 #include "hp_comp.h"
+#include "hp_watchdog.h"
 #include <ctype.h>
 #include <math.h>
 #include <stdlib.h>
@@ -144,6 +145,16 @@ int hp_init_after_mpi(void)
             PMPI_Add_error_string(hp_g.err_code, "hipress: compressed allreduce failed (see HIPRESS_DEBUG=WARN output)");
     }
     hp_g.enabled = (int)hp_cfg_i(&hp_g.cfg, HP_S_ENABLE);
+    if (hp_g.enabled) {
+        /* every rank's host, for messages that name a peer (the watchdog) */
+        char me[HP_WD_HOST] = "?";
+        hp_g.hosts = calloc((size_t)hp_g.world_size, HP_WD_HOST);
+        gethostname(me, sizeof(me) - 1);
+        me[HP_WD_HOST - 1] = '\0';
+        if (hp_g.hosts != NULL &&
+            PMPI_Allgather(me, HP_WD_HOST, MPI_CHAR, hp_g.hosts, HP_WD_HOST, MPI_CHAR, MPI_COMM_WORLD) == MPI_SUCCESS)
+            hp_wd_set_hosts(hp_g.hosts, hp_g.world_size, hp_g.world_rank);
+    }
     hp_g.initialized = 1;
     HP_INFO("hipress %s initialised: enabled %d, compressor %s, min bytes %lld, thread level %d",
             PACKAGE_VERSION, hp_g.enabled, hp_cfg_s(&hp_g.cfg, HP_S_COMPRESSOR),
@@ -163,6 +174,8 @@ static void state_free(hp_comm_state_t *cs)
         PMPI_Comm_free(&cs->node);
     if (cs->priv != MPI_COMM_NULL)
         PMPI_Comm_free(&cs->priv);
+    free(cs->world_priv);
+    free(cs->world_leaders);
     if (cs->res != NULL) {
         hp_residual_drop_all(cs->res, HP_RES_DROP_FREED);
         hp_comm_state_sync_stats(cs);
@@ -241,6 +254,33 @@ void hp_comm_state_reset_plans(hp_comm_state_t *cs)
     cs->have_inputs = 0;
 }
 
+/* The world rank of each rank of c (NULL when it cannot be had). */
+static int *world_ranks(MPI_Comm c)
+{
+    MPI_Group g, wg;
+    int n = 0, *in, *out;
+    if (c == MPI_COMM_NULL || PMPI_Comm_size(c, &n) != MPI_SUCCESS)
+        return NULL;
+    in = malloc((size_t)n * sizeof(int));
+    out = malloc((size_t)n * sizeof(int));
+    if (in == NULL || out == NULL || PMPI_Comm_group(c, &g) != MPI_SUCCESS) {
+        free(in);
+        free(out);
+        return NULL;
+    }
+    PMPI_Comm_group(MPI_COMM_WORLD, &wg);
+    for (int i = 0; i < n; i++)
+        in[i] = i;
+    if (PMPI_Group_translate_ranks(g, n, in, wg, out) != MPI_SUCCESS) {
+        free(out);
+        out = NULL;
+    }
+    PMPI_Group_free(&g);
+    PMPI_Group_free(&wg);
+    free(in);
+    return out;
+}
+
 /* Node and leader communicators for the hierarchical mode. */
 static hp_status_t make_hierarchy(hp_comm_state_t *cs)
 {
@@ -252,6 +292,8 @@ static hp_status_t make_hierarchy(hp_comm_state_t *cs)
         PMPI_Comm_free(&cs->leaders);
     if (cs->node != MPI_COMM_NULL)
         PMPI_Comm_free(&cs->node);
+    free(cs->world_leaders);
+    cs->world_leaders = NULL;
     cs->hier = 0;
     cs->hier_built = 1;
     cs->hier_mode = mode;
@@ -274,6 +316,7 @@ static hp_status_t make_hierarchy(hp_comm_state_t *cs)
     if (cs->leaders != MPI_COMM_NULL) {
         PMPI_Comm_set_errhandler(cs->leaders, MPI_ERRORS_RETURN);
         PMPI_Comm_size(cs->leaders, &nodes);
+        cs->world_leaders = world_ranks(cs->leaders);
     }
     /* every rank must take the same decision: agree on the largest node and
      * on the number of nodes (known to leaders only) */
@@ -299,6 +342,7 @@ hp_status_t hp_comm_state_ready(hp_comm_state_t *cs, MPI_Comm comm)
         if (PMPI_Comm_split(comm, 0, cs->rank, &cs->priv) != MPI_SUCCESS)
             return HP_ERR_MPI;
         PMPI_Comm_set_errhandler(cs->priv, MPI_ERRORS_RETURN);
+        cs->world_priv = world_ranks(cs->priv);
         cs->res = hp_residual_create((size_t)hp_cfg_i(&cs->cfg, HP_S_RESIDUAL_MAX_MB) << 20);
         if (cs->res == NULL)
             return HP_ERR_NOMEM;

@@ -52,6 +52,7 @@ typedef struct {
     int             keyval;        /* communicator attribute */
     int             err_code;      /* hipress MPI error code */
     hp_config_t     cfg;           /* settings from the environment */
+    char           *hosts;         /* world_size host names of HP_WD_HOST bytes */
     hp_stats_t      stats;
     pthread_mutex_t lock;          /* state creation */
 } hp_global_t;
@@ -93,6 +94,7 @@ typedef struct hp_comm_state {
      * on non-leaders); hier = 1 when the call goes through them */
     int                  hier;
     int                  hier_built;   /* node/leaders made for the settings below */
+    int                 *world_priv, *world_leaders;   /* world rank of each rank of priv, leaders */
     long long            hier_mode, hier_k;
     MPI_Comm             node, leaders;
     /* plan */

@@ -1,12 +1,14 @@
 /* PMPI transport on the private communicator. */
 #include "hp_transport.h"
+#include "hp_watchdog.h"
 #include <limits.h>
 
 #define HP_TAG 7001
 
-void hp_tp_init(hp_transport_t *tp, MPI_Comm comm)
+void hp_tp_init(hp_transport_t *tp, MPI_Comm comm, const int *world_of)
 {
     tp->comm = comm;
+    tp->world_of = world_of;
     PMPI_Comm_rank(comm, &tp->rank);
     PMPI_Comm_size(comm, &tp->size);
     tp->t_wait = 0;
@@ -18,6 +20,7 @@ hp_status_t hp_tp_isend(hp_transport_t *tp, const void *buf, size_t len, int pee
     if (len > INT_MAX)
         return HP_ERR_UNSUPPORTED;
     tp->bytes_sent += len;
+    req->peer = peer;
     return PMPI_Isend(buf, (int)len, MPI_BYTE, peer, HP_TAG, tp->comm, &req->r) == MPI_SUCCESS
                ? HP_OK : HP_ERR_MPI;
 }
@@ -26,6 +29,7 @@ hp_status_t hp_tp_irecv(hp_transport_t *tp, void *buf, size_t cap, int peer, hp_
 {
     if (cap > INT_MAX)
         return HP_ERR_UNSUPPORTED;
+    req->peer = peer;
     return PMPI_Irecv(buf, (int)cap, MPI_BYTE, peer, HP_TAG, tp->comm, &req->r) == MPI_SUCCESS
                ? HP_OK : HP_ERR_MPI;
 }
@@ -35,8 +39,12 @@ hp_status_t hp_tp_wait(hp_transport_t *tp, hp_req_t *req, size_t *len_p)
     MPI_Status status;
     int count = 0, rc;
     double t0 = hp_now();
+    hp_wd_wait_t w;
 
+    hp_wd_enter(&w, "a compressed allreduce",
+                req->peer >= 0 && tp->world_of != NULL ? tp->world_of[req->peer] : -1);
     rc = PMPI_Wait(&req->r, &status);
+    hp_wd_leave(&w);
     tp->t_wait += hp_now() - t0;
     if (rc != MPI_SUCCESS)
         return HP_ERR_MPI;
@@ -58,8 +66,12 @@ void hp_tp_progress(hp_transport_t *tp)
 
 hp_status_t hp_tp_agree(hp_transport_t *tp, int *flag)
 {
-    int in = *flag, out = 0;
-    if (PMPI_Allreduce(&in, &out, 1, MPI_INT, MPI_MAX, tp->comm) != MPI_SUCCESS)
+    int in = *flag, out = 0, rc;
+    hp_wd_wait_t w;
+    hp_wd_enter(&w, "the failure agreement of a compressed allreduce", -1);
+    rc = PMPI_Allreduce(&in, &out, 1, MPI_INT, MPI_MAX, tp->comm);
+    hp_wd_leave(&w);
+    if (rc != MPI_SUCCESS)
         return HP_ERR_MPI;
     *flag = out;
     return HP_OK;

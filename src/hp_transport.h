@@ -9,17 +9,20 @@
 #include <mpi.h>
 #include "hp_core.h"
 
-typedef struct { MPI_Request r; } hp_req_t;
-#define HP_REQ_NULL ((hp_req_t){MPI_REQUEST_NULL})
+typedef struct { MPI_Request r; int peer; } hp_req_t;
+#define HP_REQ_NULL ((hp_req_t){MPI_REQUEST_NULL, -1})
 
 typedef struct hp_transport {
     int      rank, size;
     MPI_Comm comm;
+    const int *world_of;        /* world rank of each rank of comm (NULL: unknown) */
     double   t_wait;            /* seconds spent blocked in wait */
     size_t   bytes_sent;
 } hp_transport_t;
 
-void hp_tp_init(hp_transport_t *tp, MPI_Comm comm);
+/* world_of may be NULL; it names the peer a stuck wait waits for
+ * (HIPRESS_TIMEOUT, src/hp_watchdog.h). */
+void hp_tp_init(hp_transport_t *tp, MPI_Comm comm, const int *world_of);
 hp_status_t hp_tp_isend(hp_transport_t *tp, const void *buf, size_t len, int peer, hp_req_t *req);
 hp_status_t hp_tp_irecv(hp_transport_t *tp, void *buf, size_t cap, int peer, hp_req_t *req);
 /* Wait for a request; for a receive *len_p gets the bytes received. */
