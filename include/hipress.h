@@ -30,7 +30,8 @@ typedef enum {
     HIPRESS_ERR_MESSAGE    = -4, /* a received message failed validation */
     HIPRESS_ERR_PEER       = -5, /* another rank failed inside the collective */
     HIPRESS_ERR_UNSUPPORTED= -6,
-    HIPRESS_ERR_STATE      = -7  /* called at the wrong time */
+    HIPRESS_ERR_STATE      = -7, /* called at the wrong time */
+    HIPRESS_ERR_DEVICE     = -8  /* a CUDA or NCCL call failed */
 } hipress_status_t;
 
 /* A short lowercase description of a status. */

@@ -74,13 +74,13 @@ int main(int argc, char **argv)
     printf("  mpi          %s\n", HP_MPI_NAME);
     printf("  hwloc        %s (runtime api 0x%x)\n", "yes", hwloc_get_api_version());
     printf("  blas         %s\n", HP_BLAS_NAME);
-#ifdef HP_HAVE_CUDA_TOOLKIT
-    printf("  cuda         toolkit found at build time (%s); GPU kernels not built in this release\n", HP_CUDA_HOME);
+#ifdef HP_HAVE_CUDA_MODULE
+    printf("  cuda         CUDA %s module for %s\n", HP_CUDA_VERSION, HP_CUDA_ARCH_LIST);
 #else
     printf("  cuda         no\n");
 #endif
-#ifdef HP_HAVE_NCCL_HEADERS
-    printf("  nccl         headers found at build time; ncclAllReduce not intercepted in this release\n");
+#ifdef HP_HAVE_NCCL_INTERCEPT
+    printf("  nccl         nccl.h %s found at build time; ncclAllReduce not intercepted yet\n", HP_NCCL_VERSION);
 #else
     printf("  nccl         no\n");
 #endif
