@@ -1,11 +1,20 @@
 # cuda/cuda.mk: the GPU path; appends to the variables of Makefile.am.
 #
+# Host side, in every build: device-buffer detection and the module loader
+# (src/hp_gpu.c) and the MPI wrappers that stage device buffers
+# (mpi_wrappers/hp_mpi_gpu.c).
+#
 # The CUDA module, when configure finds CUDA (HP_CUDA): libhipress_cuda.so in
 # $(pkglibdir) ($(libdir)/hipress), loaded by libhipress.so at run time
 # only.  Host C (warnings as errors) plus cuda/*.cu compiled by nvcc with
 # -Werror all-warnings and --fmad=false (DESIGN contract 1: the same bytes
 # decode to the same bits on every path); the static CUDA runtime, so the
 # module needs nothing but the driver.
+
+AM_CPPFLAGS += -DHP_PKGLIBDIR='"$(pkglibdir)"'
+
+libhpcore_la_SOURCES += src/hp_gpu.h src/hp_gpu.c
+libhipress_la_SOURCES += mpi_wrappers/hp_wrap_gpu.h mpi_wrappers/hp_mpi_gpu.c
 
 EXTRA_DIST += cuda/nvcc_lt.sh cuda/hp_cuda_kernels.cu cuda/hp_cuda_kernels.h
 

@@ -119,6 +119,7 @@ int hp_init_after_mpi(void)
 
     /* the DEBUG enum lists NONE|WARN|INFO|TRACE in hp_log_level_t order */
     hp_log_level = (int)hp_cfg_i(&hp_g.cfg, HP_S_DEBUG);
+    hp_gpu_configure(&hp_g.cfg);
     if (PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_state, &hp_g.keyval, NULL) != MPI_SUCCESS)
         return -1;
     {
@@ -133,6 +134,8 @@ int hp_init_after_mpi(void)
     HP_INFO("hipress %s initialised: enabled %d, compressor %s, min bytes %lld, thread level %d",
             PACKAGE_VERSION, hp_g.enabled, hp_cfg_s(&hp_g.cfg, HP_S_COMPRESSOR),
             hp_cfg_i(&hp_g.cfg, HP_S_MIN_BYTES), hp_g.thread_level);
+    if (hp_g.enabled)
+        hp_gpu_log_state();
     return 0;
 }
 
@@ -328,6 +331,8 @@ HP_EXPORT void hipress_stats_get(hipress_stats_t *s)
 
 /* ------------------------------------------------------------ finalize */
 
+static void stats_print_gpu(FILE *f);
+
 static const char *size_class_name(int c)
 {
     static char buf[32];
@@ -374,7 +379,29 @@ void hp_stats_print(void)
         fprintf(f, "  %-28s %llu calls, max relative error %.3g, %llu not identical\n", "verify",
                 (unsigned long long)atomic_load(&s->verify_calls), s->max_rel_err,
                 (unsigned long long)atomic_load(&s->verify_mismatch));
+    stats_print_gpu(f);
     fflush(f);
+}
+
+/* Rows of the GPU path: device buffers of the MPI wrappers. */
+static void stats_print_gpu(FILE *f)
+{
+    static const char *coll[HP_COLL_COUNT] = {"MPI_Allreduce", "MPI_Bcast", "MPI_Allgatherv"};
+    hp_stats_t *s = &hp_g.stats;
+    unsigned long long dev = 0, staged = 0, unstaged = 0;
+
+    for (int i = 0; i < HP_COLL_COUNT; i++) {
+        dev += atomic_load(&s->dev_calls[i]);
+        staged += atomic_load(&s->dev_staged[i]);
+        unstaged += atomic_load(&s->dev_unstaged[i]);
+    }
+    fprintf(f, "  %-28s %llu", "device buffers", dev);
+    for (int i = 0; i < HP_COLL_COUNT && dev; i++)
+        fprintf(f, "%s%s %llu", i ? ", " : " (", coll[i], (unsigned long long)atomic_load(&s->dev_calls[i]));
+    fprintf(f, "%s\n", dev ? ")" : "");
+    fprintf(f, "  %-28s %llu\n", "staged through host memory", staged);
+    if (unstaged)
+        fprintf(f, "  %-28s %llu\n", "device, not staged", unstaged);
 }
 
 void hp_finalize_before_mpi(void)

@@ -11,6 +11,10 @@
 #include "hp_eligible.h"
 #include "hp_residual.h"
 #include "hp_plan.h"
+#include "hp_gpu.h"
+
+/* The MPI collectives whose device buffers are counted (and staged). */
+enum { HP_COLL_ALLREDUCE, HP_COLL_BCAST, HP_COLL_ALLGATHERV, HP_COLL_COUNT };
 
 /* Statistics, process-wide, updated with relaxed atomics. */
 typedef struct {
@@ -32,6 +36,10 @@ typedef struct {
     _Atomic unsigned long long algo_calls[8];
     _Atomic unsigned long long plan_plain;     /* eligible calls the plan sent plain */
     _Atomic unsigned long long hier_calls;
+    /* GPU path: device buffers per MPI collective, and how they went */
+    _Atomic unsigned long long dev_calls[HP_COLL_COUNT];
+    _Atomic unsigned long long dev_staged[HP_COLL_COUNT];    /* through host memory */
+    _Atomic unsigned long long dev_unstaged[HP_COLL_COUNT];  /* no CUDA module: to MPI unchanged */
     char plan_text[48][64];      /* last plan fixed per size class (under stats_lock) */
     double max_rel_err;          /* under stats_lock */
     pthread_mutex_t stats_lock;
@@ -111,6 +119,7 @@ void hp_params_from_config(const hp_config_t *cfg, hipress_comp_params_t *p);
 
 /* Init/finalize hooks of the wrappers. */
 int hp_init_after_mpi(void);     /* returns 0 or exits on a bad setting */
+
 void hp_finalize_before_mpi(void);
 void hp_stats_print(void);
 

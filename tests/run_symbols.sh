@@ -17,11 +17,13 @@ for s in $defined; do
     *) hp_fail "exports $s, neither MPI_* nor hipress_*" ;;
     esac
 done
-for s in MPI_Init MPI_Init_thread MPI_Finalize MPI_Allreduce MPI_Comm_set_info \
+for s in MPI_Init MPI_Init_thread MPI_Finalize MPI_Allreduce MPI_Comm_set_info MPI_Bcast MPI_Allgatherv \
          hipress_comm_set hipress_stats_get hipress_version hipress_status_string \
          hipress_compressor_find hipress_compressor_count hipress_compressor_name; do
     echo "$defined" | grep -qx "$s" || hp_fail "does not export $s"
 done
+# nothing of CUDA is linked: the driver and the CUDA module are found at run time
+ldd "$HP_LIB" | grep -Eq 'libcuda|libcudart' && hp_fail "links CUDA: $(ldd "$HP_LIB" | grep -E 'libcuda|libcudart')"
 # the library's own traffic and pass-through go to libmpi's PMPI entry points
 for s in PMPI_Allreduce PMPI_Init PMPI_Finalize; do
     echo "$undefined" | grep -qx "$s" || hp_fail "does not call libmpi's $s"

@@ -1,0 +1,50 @@
+# tests/gpu.mk: tests of the GPU path that run without a GPU; appends to
+# the variables of Makefile.am.
+#
+# Stand-ins, never installed, in tests/mock/.libs/:
+#   libcuda.so.1  the driver functions hipress uses; its "device memory"
+#                 crashes on any host access, like real device memory
+#   libhpwatch.so an object to load, to show the load watch fires
+#
+#   check_gpu         Check suite: staging decisions and spans, the load
+#                     watch, the driver query, the CUDA module against the
+#                     stand-in driver
+#   run_gpu.sh        MPI_Allreduce/MPI_Bcast/MPI_Allgatherv on host buffers
+#                     (unchanged; no libcuda loaded) and on stand-in device
+#                     buffers (staged exactly; or passed unchanged)
+#   run_gpu_info.sh   hipress_info's GPU part, with and without a driver
+#   run_cuda.sh       a program linked by nvcc runs the module's self-test
+#                     kernel (on a machine without a GPU: a clean error)
+
+HP_MOCK_LDFLAGS = -rpath $(abs_builddir)/tests/mock/.libs -no-undefined
+
+check_LTLIBRARIES += tests/mock/libcuda.la tests/mock/libhpwatch.la
+tests_mock_libcuda_la_SOURCES = tests/mock_cuda.c
+tests_mock_libcuda_la_LDFLAGS = $(HP_MOCK_LDFLAGS) -version-info 1:0:0 -lpthread
+tests_mock_libhpwatch_la_SOURCES = tests/mock_watch.c
+tests_mock_libhpwatch_la_LDFLAGS = $(HP_MOCK_LDFLAGS) -avoid-version
+
+check_PROGRAMS += tests/check_gpu tests/mpi_gpu
+TESTS += tests/check_gpu tests/run_gpu.sh tests/run_gpu_info.sh
+tests_check_gpu_SOURCES = tests/check_gpu.c
+tests_check_gpu_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_check_gpu_LDADD = libhpcore.la $(CHECK_LIBS) -lm
+tests_mpi_gpu_SOURCES = tests/mpi_gpu.c
+tests_mpi_gpu_LDADD = -ldl
+EXTRA_DIST += tests/run_gpu.sh tests/run_gpu_info.sh tests/run_cuda.sh
+
+if HP_CUDA
+# linked by nvcc itself, with the module's kernels
+check_PROGRAMS += tests/cuda_selftest
+TESTS += tests/run_cuda.sh
+tests_cuda_selftest_SOURCES = tests/cuda_selftest.cu
+tests_cuda_selftest_LINK = $(NVCC) $(NVCC_ARCH_FLAGS) -Werror all-warnings -o $@
+tests_cuda_selftest_LDADD =
+tests/cuda_selftest.$(OBJEXT): $(srcdir)/cuda/hp_cuda_kernels.h $(srcdir)/cuda/hp_cuda_kernels.cu
+endif
+
+# The GPU path's tests that need no GPU (scripts/test.sh runs them again in
+# its sanitizer and CUDA-less builds).
+print-gpu-tests:
+	@echo $(filter tests/check_gpu tests/run_gpu.sh tests/run_nccl.sh tests/run_gpu_info.sh,$(TESTS))
+.PHONY: print-gpu-tests
