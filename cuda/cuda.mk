@@ -1,8 +1,9 @@
 # cuda/cuda.mk: the GPU path; appends to the variables of Makefile.am.
 #
 # Host side, in every build: device-buffer detection and the module loader
-# (src/hp_gpu.c) and the MPI wrappers that stage device buffers
-# (mpi_wrappers/hp_mpi_gpu.c).
+# (src/hp_gpu.c), the pure NCCL rules (src/hp_nccl.c), the MPI wrappers that
+# stage device buffers (mpi_wrappers/hp_mpi_gpu.c), and, when configure finds
+# nccl.h, the NCCL interception (mpi_wrappers/hp_nccl_wrap.c).
 #
 # The CUDA module, when configure finds CUDA (HP_CUDA): libhipress_cuda.so in
 # $(pkglibdir) ($(libdir)/hipress), loaded by libhipress.so at run time
@@ -13,8 +14,15 @@
 
 AM_CPPFLAGS += -DHP_PKGLIBDIR='"$(pkglibdir)"'
 
-libhpcore_la_SOURCES += src/hp_gpu.h src/hp_gpu.c
+libhpcore_la_SOURCES += src/hp_gpu.h src/hp_gpu.c src/hp_nccl.h src/hp_nccl.c
 libhipress_la_SOURCES += mpi_wrappers/hp_wrap_gpu.h mpi_wrappers/hp_mpi_gpu.c
+# NCCL_CPPFLAGS is empty in a build without NCCL
+libhipress_la_CPPFLAGS = $(AM_CPPFLAGS) $(NCCL_CPPFLAGS)
+if HP_NCCL
+libhipress_la_SOURCES += mpi_wrappers/hp_nccl_wrap.c
+else
+libhipress_la_SOURCES += mpi_wrappers/hp_nccl_stub.c
+endif
 
 EXTRA_DIST += cuda/nvcc_lt.sh cuda/hp_cuda_kernels.cu cuda/hp_cuda_kernels.h
 

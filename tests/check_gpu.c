@@ -1,6 +1,7 @@
 /*
- * Unit tests of the GPU path's host side, without a GPU: the staging
- * decisions and byte spans, the rule
+ * Unit tests of the GPU path's host side, without a GPU: the eligibility of
+ * NCCL calls, the tracking of the user's NCCL groups (against a model on
+ * random call sequences), the staging decisions and byte spans, the rule
  * that keeps device buffers off the CPU compressed path, the load watch, the
  * driver's pointer query through the stand-in libcuda.so.1
  * (tests/mock_cuda.c), and, in builds with CUDA, the CUDA module's functions
@@ -20,9 +21,203 @@
 #include "hp_config.h"
 #include "hp_eligible.h"
 #include "hp_gpu.h"
+#include "hp_nccl.h"
 
 #define REQUIRE(expr, fmt, ...) \
     do { if (HP_UNLIKELY(!(expr))) ck_abort_msg("'%s' failed: " fmt, #expr, ##__VA_ARGS__); } while (0)
+
+/* ============================================================ NCCL rule */
+
+static hp_nccl_desc_t good_nccl(void)
+{
+    static float a[1 << 10], b[1 << 10];
+    hp_nccl_desc_t d;
+    memset(&d, 0, sizeof(d));
+    d.enabled = 1;
+    d.dtype_ok = 1;
+    d.op_ok = 1;
+    d.count = 1 << 10;
+    d.elem_size = 4;
+    d.sendbuf = a;
+    d.recvbuf = b;
+    d.min_bytes = 1024;
+    return d;
+}
+
+START_TEST(nccl_reasons)
+{
+    hp_nccl_desc_t d = good_nccl();
+    static float buf[1 << 10];
+    REQUIRE(hp_nccl_eligible(&d) == HP_NELIG_YES, "the base call is not eligible: %s",
+            hp_nccl_elig_name(hp_nccl_eligible(&d)));
+#define EXPECT_NREASON(stmt, reason) \
+    do { d = good_nccl(); stmt; \
+         REQUIRE(hp_nccl_eligible(&d) == (reason), "%s: got %s, want %s", #stmt, \
+                 hp_nccl_elig_name(hp_nccl_eligible(&d)), hp_nccl_elig_name(reason)); } while (0)
+    EXPECT_NREASON(d.enabled = 0, HP_NELIG_DISABLED);
+    EXPECT_NREASON(d.null_handle = 1, HP_NELIG_NULL);
+    EXPECT_NREASON(d.sendbuf = NULL, HP_NELIG_NULL);
+    EXPECT_NREASON(d.recvbuf = NULL, HP_NELIG_NULL);
+    EXPECT_NREASON(d.dtype_ok = 0, HP_NELIG_DATATYPE);
+    EXPECT_NREASON(d.op_ok = 0, HP_NELIG_OP);
+    EXPECT_NREASON(d.count = 0, HP_NELIG_COUNT);
+    EXPECT_NREASON(d.count = SIZE_MAX / 2 + 1, HP_NELIG_COUNT);      /* bytes overflow */
+    EXPECT_NREASON(d.opted_out = 1, HP_NELIG_OPTED_OUT);
+    EXPECT_NREASON(d.count = 255, HP_NELIG_TOO_SMALL);               /* 1020 bytes < 1024 */
+    EXPECT_NREASON((d.count = 511, d.elem_size = 2), HP_NELIG_TOO_SMALL);   /* fp16: 1022 bytes */
+    EXPECT_NREASON(d.in_user_group = 1, HP_NELIG_GROUP);
+    EXPECT_NREASON(d.capturing = 1, HP_NELIG_CAPTURE);
+    EXPECT_NREASON(d.capturing = -1, HP_NELIG_CAPTURE);              /* unknown: not taken */
+    /* in place is fine, a partial overlap is not */
+    EXPECT_NREASON((d.sendbuf = buf, d.recvbuf = buf), HP_NELIG_YES);
+    EXPECT_NREASON((d.sendbuf = buf, d.recvbuf = buf + 1), HP_NELIG_OVERLAP);
+    EXPECT_NREASON((d.sendbuf = buf + 1023, d.recvbuf = buf), HP_NELIG_OVERLAP);
+    EXPECT_NREASON((d.sendbuf = buf + 1024, d.recvbuf = buf), HP_NELIG_YES);   /* adjacent */
+    /* exactly HIPRESS_MIN_BYTES is enough */
+    EXPECT_NREASON((d.count = 512, d.elem_size = 2, d.min_bytes = 1024), HP_NELIG_YES);
+#undef EXPECT_NREASON
+}
+END_TEST
+
+/* The reasons are checked in a fixed order, so every rank names the same
+ * one, and the capture query (a driver call) can be left for last. */
+START_TEST(nccl_reason_order)
+{
+    hp_nccl_desc_t d = good_nccl();
+    d.capturing = 1;
+    d.in_user_group = 1;
+    REQUIRE(hp_nccl_eligible(&d) == HP_NELIG_GROUP, "group must come before capture");
+    d.count = 1;
+    REQUIRE(hp_nccl_eligible(&d) == HP_NELIG_TOO_SMALL, "size must come before group");
+    d.opted_out = 1;
+    REQUIRE(hp_nccl_eligible(&d) == HP_NELIG_OPTED_OUT, "opt-out must come before size");
+    d.op_ok = 0;
+    REQUIRE(hp_nccl_eligible(&d) == HP_NELIG_OP, "op must come before opt-out");
+    d.dtype_ok = 0;
+    REQUIRE(hp_nccl_eligible(&d) == HP_NELIG_DATATYPE, "datatype must come before op");
+    d.enabled = 0;
+    REQUIRE(hp_nccl_eligible(&d) == HP_NELIG_DISABLED, "disabled comes first");
+}
+END_TEST
+
+START_TEST(nccl_reason_names)
+{
+    for (int i = 0; i < HP_NELIG_NREASONS; i++) {
+        const char *a = hp_nccl_elig_name((hp_nccl_elig_t)i);
+        REQUIRE(a != NULL && a[0] != '\0' && strcmp(a, "?") != 0, "reason %d has no name", i);
+        REQUIRE(strlen(a) <= 16, "reason name '%s' too long for the stats table", a);
+        for (int j = 0; j < i; j++)
+            REQUIRE(strcmp(a, hp_nccl_elig_name((hp_nccl_elig_t)j)) != 0, "reasons %d and %d share '%s'", i, j, a);
+    }
+    ck_assert_str_eq(hp_nccl_elig_name(HP_NELIG_NREASONS), "?");
+}
+END_TEST
+
+/* ============================================================== groups */
+
+START_TEST(group_sequences)
+{
+    hp_nccl_group_t g;
+    int demoted;
+
+    memset(&g, 0, sizeof(g));
+    /* outside a group */
+    REQUIRE(hp_nccl_group_op(&g, &demoted) == HP_NCCL_NO_GROUP && !demoted, "no group");
+    REQUIRE(hp_nccl_group_end(&g) == 0 && g.depth == 0, "an unbalanced end changes nothing");
+
+    /* PyTorch: one eligible call per group */
+    for (int step = 0; step < 3; step++) {
+        hp_nccl_group_start(&g);
+        REQUIRE(hp_nccl_group_op(&g, &demoted) == HP_NCCL_SOLE_SO_FAR && !demoted, "first call of a group");
+        hp_nccl_group_set_pending(&g);
+        REQUIRE(hp_nccl_group_end(&g) == 1, "a group of one eligible call is not the user's group");
+        REQUIRE(g.depth == 0 && g.ops == 0 && g.pending == 0, "state not reset after the group");
+    }
+
+    /* one ineligible call alone: nothing to resolve */
+    hp_nccl_group_start(&g);
+    hp_nccl_group_op(&g, &demoted);
+    REQUIRE(hp_nccl_group_end(&g) == 0, "a group whose call was not pending");
+
+    /* two calls: the user's group; the first is demoted when the second comes */
+    hp_nccl_group_start(&g);
+    hp_nccl_group_op(&g, &demoted);
+    hp_nccl_group_set_pending(&g);
+    REQUIRE(hp_nccl_group_op(&g, &demoted) == HP_NCCL_IN_USER_GROUP && demoted == 1, "second call");
+    REQUIRE(hp_nccl_group_op(&g, &demoted) == HP_NCCL_IN_USER_GROUP && demoted == 0, "demoted only once");
+    REQUIRE(hp_nccl_group_end(&g) == 0, "a group of three");
+
+    /* nested: the user's group around PyTorch's */
+    hp_nccl_group_start(&g);
+    hp_nccl_group_start(&g);
+    REQUIRE(hp_nccl_group_op(&g, &demoted) == HP_NCCL_IN_USER_GROUP, "a call in a nested group");
+    hp_nccl_group_set_pending(&g);
+    REQUIRE(g.pending == 0, "set_pending must ignore a call that is not sole so far");
+    REQUIRE(hp_nccl_group_end(&g) == 0 && g.depth == 1, "inner end");
+    REQUIRE(hp_nccl_group_end(&g) == 0 && g.depth == 0, "outer end");
+
+    /* a second group starts clean after an unbalanced end */
+    REQUIRE(hp_nccl_group_end(&g) == 0 && g.depth == 0, "extra end");
+    hp_nccl_group_start(&g);
+    REQUIRE(hp_nccl_group_op(&g, &demoted) == HP_NCCL_SOLE_SO_FAR, "fresh group after an extra end");
+}
+END_TEST
+
+/* Random streams of start/end/op against a direct model: a call is a
+ * single-call group's exactly when the outermost group that holds it holds
+ * nothing else and it was its only, un-nested operation. */
+START_TEST(group_random_vs_model)
+{
+    uint64_t x = 0x9e3779b97f4a7c15ULL;
+    for (int trial = 0; trial < 2000; trial++) {
+        hp_nccl_group_t g;
+        int depth = 0, ops_in_outer = 0, nested_op = 0, pending_idx = -1;
+        memset(&g, 0, sizeof(g));
+        for (int step = 0; step < 24; step++) {
+            int demoted = 0, kind;
+            x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+            kind = (int)(x % 5);   /* 0 start, 1 end, 2-4 op (eligible when odd) */
+            if (kind == 0) {
+                if (depth == 0) {
+                    ops_in_outer = 0;
+                    nested_op = 0;
+                    pending_idx = -1;
+                }
+                depth++;
+                hp_nccl_group_start(&g);
+            } else if (kind == 1) {
+                int got = hp_nccl_group_end(&g), want = 0;
+                if (depth > 0 && --depth == 0) {
+                    want = pending_idx >= 0 && ops_in_outer == 1 && !nested_op;
+                    pending_idx = -1;
+                }
+                REQUIRE(got == want, "trial %d step %d: end returned %d, model %d", trial, step, got, want);
+            } else {
+                hp_nccl_group_class_t cls = hp_nccl_group_op(&g, &demoted), want;
+                int eligible = kind % 2;
+                if (depth == 0)
+                    want = HP_NCCL_NO_GROUP;
+                else {
+                    ops_in_outer++;
+                    if (depth > 1)
+                        nested_op = 1;
+                    want = depth == 1 && ops_in_outer == 1 ? HP_NCCL_SOLE_SO_FAR : HP_NCCL_IN_USER_GROUP;
+                }
+                REQUIRE(cls == want, "trial %d step %d: class %d, model %d", trial, step, cls, want);
+                REQUIRE(demoted == (pending_idx >= 0 && want == HP_NCCL_IN_USER_GROUP),
+                        "trial %d step %d: demoted %d", trial, step, demoted);
+                if (demoted)
+                    pending_idx = -1;
+                if (cls == HP_NCCL_SOLE_SO_FAR && eligible) {
+                    hp_nccl_group_set_pending(&g);
+                    pending_idx = step;
+                }
+            }
+            REQUIRE(g.depth == depth, "trial %d step %d: depth %d, model %d", trial, step, g.depth, depth);
+        }
+    }
+}
+END_TEST
 
 /* ============================================== staging and the crash fix */
 
@@ -341,6 +536,14 @@ int main(void)
     TCase *tc;
     SRunner *sr;
     int failed;
+
+    tc = tcase_create("nccl");
+    tcase_add_test(tc, nccl_reasons);
+    tcase_add_test(tc, nccl_reason_order);
+    tcase_add_test(tc, nccl_reason_names);
+    tcase_add_test(tc, group_sequences);
+    tcase_add_test(tc, group_random_vs_model);
+    suite_add_tcase(s, tc);
 
     tc = tcase_create("staging");
     tcase_add_test(tc, route_decisions);

@@ -31,6 +31,7 @@ if [ $module = yes ]; then
 else
     expect "plain" '^  cuda module  not built'
 fi
+expect "plain" '^  nccl         '
 if [ $driver = no ]; then
     expect "plain" '^  driver       no CUDA driver'
     expect "plain" '^  gpu path     not usable here'

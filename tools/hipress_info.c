@@ -67,6 +67,12 @@ static int print_gpu(int selftest)
     (void)path; (void)searched;
     printf("  cuda module  not built (no CUDA toolkit found, or --without-cuda): device buffers cannot be staged\n");
 #endif
+#ifdef HP_HAVE_NCCL_INTERCEPT
+    printf("  nccl         ncclAllReduce intercepted (nccl.h %s; experimental: classified and passed through, "
+           "not compressed, in this release)\n", HP_NCCL_VERSION);
+#else
+    printf("  nccl         not intercepted (no nccl.h found, or --without-nccl)\n");
+#endif
     ops = hp_gpu_module(1, why, sizeof(why));
     if (ops == NULL) {
         void *drv = dlopen(HP_CUDA_DRIVER_LIB, RTLD_LAZY | RTLD_LOCAL);
@@ -151,7 +157,7 @@ int main(int argc, char **argv)
     printf("  cuda         no\n");
 #endif
 #ifdef HP_HAVE_NCCL_INTERCEPT
-    printf("  nccl         nccl.h %s found at build time; ncclAllReduce not intercepted yet\n", HP_NCCL_VERSION);
+    printf("  nccl         ncclAllReduce intercepted (nccl.h %s)\n", HP_NCCL_VERSION);
 #else
     printf("  nccl         no\n");
 #endif
