@@ -12,8 +12,9 @@
 # functions are found at run time).  --with-nccl[=PATH] (default: the CUDA
 # toolkit's include directory, then /usr; without CUDA only when asked for),
 # --without-nccl.
-#   AM_CONDITIONAL HP_NCCL; AC_SUBST NCCL_CPPFLAGS; config.h
-#   HP_HAVE_NCCL_INTERCEPT HP_NCCL_VERSION.
+#   AM_CONDITIONAL HP_NCCL, HP_NCCL_LIB (libnccl.so found, for a GPU test);
+#   AC_SUBST NCCL_CPPFLAGS NCCL_LIBDIR; config.h HP_HAVE_NCCL_INTERCEPT
+#   HP_NCCL_VERSION.
 
 # The architectures built by default: those of this list that nvcc supports,
 # and PTX of the newest for later GPUs.
@@ -176,4 +177,12 @@ return (int)ncclCommSplit(c, 0, 0, &c, &cfg) + (int)ncclBfloat16 + (int)ncclAvg;
   ], [NCCL_CPPFLAGS=; hp_nccl_home=])
   AM_CONDITIONAL([HP_NCCL], [test "x$hp_have_nccl" = xyes])
   AC_SUBST([NCCL_CPPFLAGS])
+  dnl libnccl itself only for the test that runs the real NCCL on a GPU
+  NCCL_LIBDIR=
+  AS_IF([test "x$hp_have_nccl" = xyes], [
+    for hp_d in "$hp_nccl_home/lib64" "$hp_nccl_home/lib" /usr/lib/x86_64-linux-gnu /usr/lib64 /usr/lib; do
+      AS_IF([test -z "$NCCL_LIBDIR" && test -e "$hp_d/libnccl.so"], [NCCL_LIBDIR=$hp_d])
+    done])
+  AC_SUBST([NCCL_LIBDIR])
+  AM_CONDITIONAL([HP_NCCL_LIB], [test -n "$NCCL_LIBDIR"])
 ])

@@ -20,8 +20,11 @@
 #   run_gpu_info.sh   hipress_info's GPU part, with and without a driver
 #   run_cuda.sh       a program linked by nvcc runs the module's self-test
 #                     kernel (on a machine without a GPU: a clean error)
+#   run_gpu_device.sh on a machine with a GPU only (skipped elsewhere):
+#                     hipress_info --gpu, MPI collectives on cudaMalloc'd
+#                     memory (mpi_cuda), the real NCCL (nccl_cuda)
 
-HP_MOCK_LDFLAGS = -rpath $(abs_builddir)/tests/mock/.libs -no-undefined
+HP_MOCK_LDFLAGS = $(AM_LDFLAGS) -rpath $(abs_builddir)/tests/mock/.libs -no-undefined
 
 check_LTLIBRARIES += tests/mock/libcuda.la tests/mock/libhpwatch.la
 tests_mock_libcuda_la_SOURCES = tests/mock_cuda.c
@@ -45,7 +48,7 @@ tests_mock_libnccl_la_CPPFLAGS = $(AM_CPPFLAGS) $(NCCL_CPPFLAGS)
 tests_mock_libnccl_la_LDFLAGS = $(HP_MOCK_LDFLAGS) -version-info 2:0:0 -lpthread
 tests_libnccl_user_la_SOURCES = tests/nccl_user.c
 tests_libnccl_user_la_CPPFLAGS = $(AM_CPPFLAGS) $(NCCL_CPPFLAGS)
-tests_libnccl_user_la_LDFLAGS = -rpath $(abs_builddir)/tests/.libs -avoid-version -no-undefined
+tests_libnccl_user_la_LDFLAGS = $(AM_LDFLAGS) -rpath $(abs_builddir)/tests/.libs -avoid-version -no-undefined
 tests_libnccl_user_la_LIBADD = tests/mock/libnccl.la
 
 check_PROGRAMS += tests/nccl_calls tests/nccl_local
@@ -53,7 +56,7 @@ TESTS += tests/run_nccl.sh
 tests_nccl_calls_SOURCES = tests/nccl_calls.c
 tests_nccl_calls_CPPFLAGS = $(AM_CPPFLAGS) $(NCCL_CPPFLAGS)
 tests_nccl_calls_LDADD = tests/mock/libnccl.la -ldl -lpthread
-tests_nccl_calls_LDFLAGS = -no-install
+tests_nccl_calls_LDFLAGS = $(AM_LDFLAGS) -no-install
 tests_nccl_local_SOURCES = tests/nccl_local.c
 tests_nccl_local_CPPFLAGS = $(AM_CPPFLAGS) $(NCCL_CPPFLAGS)
 tests_nccl_local_LDADD = -ldl
@@ -67,7 +70,23 @@ tests_cuda_selftest_SOURCES = tests/cuda_selftest.cu
 tests_cuda_selftest_LINK = $(NVCC) $(NVCC_ARCH_FLAGS) -Werror all-warnings -o $@
 tests_cuda_selftest_LDADD =
 tests/cuda_selftest.$(OBJEXT): $(srcdir)/cuda/hp_cuda_kernels.h $(srcdir)/cuda/hp_cuda_kernels.cu
+
+# with the CUDA runtime's shared library, for run_gpu_device.sh
+check_PROGRAMS += tests/mpi_cuda
+TESTS += tests/run_gpu_device.sh
+tests_mpi_cuda_SOURCES = tests/mpi_cuda.c
+tests_mpi_cuda_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
+tests_mpi_cuda_LDFLAGS = $(AM_LDFLAGS) -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR)
+tests_mpi_cuda_LDADD = -lcudart
+if HP_NCCL_LIB
+check_PROGRAMS += tests/nccl_cuda
+tests_nccl_cuda_SOURCES = tests/nccl_cuda.c
+tests_nccl_cuda_CPPFLAGS = $(AM_CPPFLAGS) $(NCCL_CPPFLAGS) $(CUDA_CPPFLAGS)
+tests_nccl_cuda_LDFLAGS = $(AM_LDFLAGS) -L$(NCCL_LIBDIR) -L$(CUDA_LIBDIR) -Wl,-rpath,$(NCCL_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR)
+tests_nccl_cuda_LDADD = -lnccl -lcudart -ldl
 endif
+endif
+EXTRA_DIST += tests/run_gpu_device.sh
 
 # The GPU path's tests that need no GPU (scripts/test.sh runs them again in
 # its sanitizer and CUDA-less builds).
