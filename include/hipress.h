@@ -30,7 +30,8 @@ typedef enum {
     HIPRESS_ERR_MESSAGE    = -4, /* a received message failed validation */
     HIPRESS_ERR_PEER       = -5, /* another rank failed inside the collective */
     HIPRESS_ERR_UNSUPPORTED= -6,
-    HIPRESS_ERR_STATE      = -7  /* called at the wrong time */
+    HIPRESS_ERR_STATE      = -7, /* called at the wrong time */
+    HIPRESS_ERR_DEVICE     = -8  /* a CUDA or NCCL call failed */
 } hipress_status_t;
 
 /* A short lowercase description of a status. */
@@ -89,6 +90,30 @@ typedef struct hipress_stats {
 } hipress_stats_t;
 
 void hipress_stats_get(hipress_stats_t *stats_p);
+
+/* ncclAllReduce interception (a build with NCCL; see doc/usage.md).  In this
+ * release every NCCL call goes to the real library unchanged; the counters
+ * say what the compressed NCCL path would take.  calls - eligible -
+ * passthrough = calls inside a group that has not ended yet. */
+typedef struct hipress_nccl_stats {
+    unsigned long long calls;          /* ncclAllReduce calls seen */
+    unsigned long long eligible;       /* of which eligible */
+    unsigned long long passthrough;    /* of which not, for any reason */
+    unsigned long long in_group;       /* of those, part of the user's group */
+    unsigned long long capturing;      /* of those, on a stream under graph capture */
+    unsigned long long comms_tracked;  /* NCCL communicators with hipress state now */
+    unsigned long long comms_released; /* state released by ncclCommDestroy/Abort/Finalize */
+    int group_depth;                   /* the calling thread's ncclGroupStart depth */
+    int intercepted;                   /* 1 when this build intercepts NCCL */
+} hipress_nccl_stats_t;
+
+void hipress_nccl_stats_get(hipress_nccl_stats_t *stats_p);
+
+/* hipress_comm_set for an NCCL communicator (a ncclComm_t): for example
+ * ("HIPRESS_ENABLE", "0") opts it out.  May be called before MPI_Init or
+ * without MPI.  Its communicators from ncclCommSplit start from the job's
+ * settings.  HIPRESS_ERR_UNSUPPORTED in a build without NCCL. */
+int hipress_nccl_comm_set(void *nccl_comm, const char *name, const char *value);
 
 #ifdef __cplusplus
 }

@@ -32,25 +32,4 @@ AC_DEFUN([HP_CHECK_CHECK], [
   AS_IF([test "x$hp_have_check" = xno], [AC_MSG_ERROR([Check not found: apt-get install check])])
 ])
 
-# CUDA and NCCL are optional; the GPU kernels arrive in a later release, the
-# options are recognised now so build scripts can pass them.
-AC_DEFUN([HP_CHECK_CUDA], [
-  AC_ARG_WITH([cuda], [AS_HELP_STRING([--with-cuda=PATH], [CUDA toolkit (default: /usr/local/cuda if present)])], [], [with_cuda=check])
-  AC_ARG_WITH([nccl], [AS_HELP_STRING([--with-nccl=PATH], [NCCL install (default: the CUDA toolkit's)])], [], [with_nccl=check])
-  hp_have_cuda=no; hp_cuda_home=; hp_have_nccl=no; hp_nccl_home=
-  AS_CASE([$with_cuda], [no], [], [check|yes], [hp_cuda_home=/usr/local/cuda], [hp_cuda_home=$with_cuda])
-  AS_IF([test -n "$hp_cuda_home"], [
-    AS_IF([test -f "$hp_cuda_home/include/cuda_runtime.h" && test -x "$hp_cuda_home/bin/nvcc"], [hp_have_cuda=yes],
-          [AS_IF([test "x$with_cuda" != xcheck], [AC_MSG_ERROR([CUDA not found under $hp_cuda_home])]); hp_cuda_home=])])
-  AS_CASE([$with_nccl], [no], [], [check|yes], [hp_nccl_home=$hp_cuda_home], [hp_nccl_home=$with_nccl])
-  AS_IF([test -n "$hp_nccl_home"], [
-    AS_IF([test -f "$hp_nccl_home/include/nccl.h"], [hp_have_nccl=yes],
-          [AS_IF([test "x$with_nccl" != xcheck], [AC_MSG_ERROR([nccl.h not found under $hp_nccl_home])]); hp_nccl_home=])])
-  AC_MSG_CHECKING([for CUDA]); AC_MSG_RESULT([$hp_have_cuda $hp_cuda_home])
-  AC_MSG_CHECKING([for NCCL]); AC_MSG_RESULT([$hp_have_nccl $hp_nccl_home])
-  AS_IF([test "x$hp_have_cuda" = xyes], [AC_DEFINE([HP_HAVE_CUDA_TOOLKIT], [1], [CUDA toolkit found at build time])])
-  AS_IF([test "x$hp_have_nccl" = xyes], [AC_DEFINE([HP_HAVE_NCCL_HEADERS], [1], [NCCL found at build time])])
-  AC_DEFINE_UNQUOTED([HP_CUDA_HOME], ["$hp_cuda_home"], [CUDA prefix])
-  AM_CONDITIONAL([HP_CUDA], [test "x$hp_have_cuda" = xyes])
-  AC_SUBST([CUDA_HOME], [$hp_cuda_home])
-])
+# CUDA and NCCL: m4/hp_cuda.m4.

@@ -1,9 +1,12 @@
 /*
  * MPI interposition (PMPI).  Each wrapper forwards to libmpi's PMPI_* entry;
  * hipress exports no PMPI_* symbol of its own.  MPI_Allreduce's fast path
- * (anything but MPI_FLOAT + MPI_SUM) costs two compares and two atomic adds.
+ * (anything but MPI_FLOAT + MPI_SUM) costs two compares and two atomic adds,
+ * plus the load watch of the GPU path (hp_gpu.h), which stays quiet in a
+ * process that never loads CUDA.
  */
 #include "hp_state.h"
+#include "hp_wrap_gpu.h"
 #include <ctype.h>
 #include <limits.h>
 #include <string.h>
@@ -50,9 +53,14 @@ static __attribute__((noinline)) int allreduce_slow(const void *sendbuf, void *r
     hp_call_desc_t d;
     hp_comm_state_t *cs = NULL;
     const hp_config_t *cfg = &hp_g.cfg;
+    hp_gpu_ptr_t kinds[2];
     hp_elig_t r;
 
     memset(&d, 0, sizeof(d));
+    /* device memory must never reach the CPU path; it can exist only once
+     * the watch has fired */
+    if (HP_UNLIKELY(hp_gpu_watch_fired()))
+        d.device = hp_mpi_buffers_kind(sendbuf, recvbuf, kinds);
     d.enabled = 1;
     d.op_is_sum = 1;
     d.dtype_is_float = 1;
@@ -77,9 +85,20 @@ static __attribute__((noinline)) int allreduce_slow(const void *sendbuf, void *r
         r = HP_ELIG_DISABLED;
     if (r != HP_ELIG_YES) {
         count_reason(r);
+        if (HP_UNLIKELY(d.device))
+            return hp_mpi_allreduce_pass(sendbuf, recvbuf, count, datatype, op, comm, kinds);
         return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
     }
     return hp_allreduce_compressed(sendbuf, recvbuf, (size_t)count, comm, cs);
+}
+
+/* A call the fast path passes through, once device memory may exist: PMPI,
+ * with device buffers staged when the MPI cannot take them.  Six arguments,
+ * so the fast path reaches it by a plain jump. */
+static __attribute__((noinline)) int allreduce_pass_watch(const void *sendbuf, void *recvbuf, int count,
+                                                          MPI_Datatype datatype, MPI_Op op, MPI_Comm comm)
+{
+    return hp_mpi_allreduce_pass(sendbuf, recvbuf, count, datatype, op, comm, NULL);
 }
 
 HP_WRAP int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype,
@@ -90,10 +109,14 @@ HP_WRAP int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Dat
     atomic_fetch_add_explicit(&hp_g.stats.calls, 1, memory_order_relaxed);
     if (datatype != MPI_FLOAT) {
         count_reason(HP_ELIG_DATATYPE);
+        if (HP_UNLIKELY(hp_gpu_watch_fired()))
+            return allreduce_pass_watch(sendbuf, recvbuf, count, datatype, op, comm);
         return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
     }
     if (op != MPI_SUM) {
         count_reason(HP_ELIG_OP);
+        if (HP_UNLIKELY(hp_gpu_watch_fired()))
+            return allreduce_pass_watch(sendbuf, recvbuf, count, datatype, op, comm);
         return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
     }
     return allreduce_slow(sendbuf, recvbuf, count, datatype, op, comm);

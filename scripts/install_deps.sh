@@ -3,6 +3,11 @@
 # plot.  Idempotent: when every package is already installed it changes
 # nothing and does not touch the network.  Needs root (apt-get).
 #
+# CUDA and NCCL are optional and not installed here: configure builds the
+# CUDA module and the NCCL interception when it finds the toolkit in
+# $CUDA_HOME or /usr/local/cuda (where NVIDIA's installers put it, nccl.h
+# included on CI machines); no GPU is needed to build or test them.
+#
 #   scripts/install_deps.sh            install what is missing
 #   scripts/install_deps.sh --list     print the package list and exit
 set -eu

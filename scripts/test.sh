@@ -4,7 +4,12 @@
 #   2. build from scratch in _build and run `make check` (Check unit suites,
 #      mpirun tests at 1 to 8 ranks, fuzz replay, plugin, docs),
 #   3. `make install` into a staging root (_stage) and check what it installed,
-#   4. build the Check suites with ASan+UBSan in _build_asan and run them.
+#   4. build the Check suites with ASan+UBSan in _build_asan and run them,
+#      with the GPU path's drivers (stand-in CUDA driver and NCCL),
+#   5. build without CUDA and NCCL in _build_nocuda and run the tests of the
+#      GPU path's host side there (the same library must work on the CPU).
+# CUDA is optional: configure builds the CUDA module when it finds the
+# toolkit in $CUDA_HOME or /usr/local/cuda; no GPU is needed to test.
 # Usage: scripts/test.sh [--no-sanitizers]
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -29,8 +34,10 @@ rm -rf _build && mkdir -p _build
 rm -rf _stage
 (cd _build && make -s install DESTDIR="$top/_stage" >/dev/null)
 prefix=$(sed -n 's/^prefix=//p' _build/hipress.pc)
-for f in lib/libhipress.so include/hipress.h include/hipress_compressor.h \
-         lib/pkgconfig/hipress.pc bin/hipress_info bin/hipress-bench; do
+installed="lib/libhipress.so include/hipress.h include/hipress_compressor.h
+           lib/pkgconfig/hipress.pc bin/hipress_info bin/hipress-bench"
+grep -q '^#define HP_HAVE_CUDA_MODULE 1' _build/config.h && installed="$installed lib/hipress/libhipress_cuda.so"
+for f in $installed; do
     [ -e "_stage$prefix/$f" ] || { echo "test.sh: make install did not install $f" >&2; exit 1; }
 done
 LD_LIBRARY_PATH="$top/_stage$prefix/lib" "_stage$prefix/bin/hipress_info" --compressors >/dev/null ||
@@ -40,14 +47,22 @@ echo "test.sh: make install ok ($prefix)"
 if [ "${1:-}" != "--no-sanitizers" ]; then
     rm -rf _build_asan && mkdir -p _build_asan
     (cd _build_asan && ../configure -q --enable-sanitizers && make -j"$jobs" &&
-        make -j"$jobs" check TESTS="$(make -s print-check-tests)") || {
+        make -j"$jobs" check TESTS="$(make -s print-check-tests) $(make -s print-gpu-tests)") || {
         echo "test.sh: sanitizer run failed; logs:" >&2
         for f in _build_asan/test-suite.log; do [ -f "$f" ] && tail -n 80 "$f" >&2; done
         exit 1
     }
 fi
-# one closing line over both runs
-cat _build/test-suite.log _build_asan/test-suite.log 2>/dev/null |
+# the same library without CUDA: the GPU path's host side on the CPU
+rm -rf _build_nocuda && mkdir -p _build_nocuda
+(cd _build_nocuda && ../configure -q --without-cuda --without-nccl && make -j"$jobs" &&
+    make -j"$jobs" check TESTS="$(make -s print-gpu-tests) tests/run_symbols.sh tests/run_stats.sh") || {
+    echo "test.sh: the build without CUDA failed; logs:" >&2
+    for f in _build_nocuda/test-suite.log; do [ -f "$f" ] && tail -n 80 "$f" >&2; done
+    exit 1
+}
+# one closing line over all runs
+cat _build/test-suite.log _build_asan/test-suite.log _build_nocuda/test-suite.log 2>/dev/null |
     awk '/^# PASS:/ {p += $3} /^# FAIL:/ {f += $3} /^# ERROR:/ {f += $3} /^# SKIP:/ {s += $3}
          END {printf "%d passed, %d failed, %d skipped\n", p, f, s}'
 echo "test.sh: all tests passed"

@@ -32,6 +32,7 @@ typedef int hp_status_t;
 #define HP_ERR_PEER      HIPRESS_ERR_PEER
 #define HP_ERR_UNSUPPORTED HIPRESS_ERR_UNSUPPORTED
 #define HP_ERR_STATE     HIPRESS_ERR_STATE
+#define HP_ERR_DEVICE    HIPRESS_ERR_DEVICE
 
 /* ------------------------------------------------------------------ log */
 typedef enum {

@@ -21,7 +21,7 @@ typedef enum {
     HP_ELIG_SMALL_COMM,    /* communicator of one rank */
     HP_ELIG_OPTED_OUT,     /* hipress_compress=false on this communicator */
     HP_ELIG_TOO_SMALL,     /* bytes < HIPRESS_MIN_BYTES */
-    HP_ELIG_DEVICE,        /* device memory, no GPU path in this build */
+    HP_ELIG_DEVICE,        /* device or managed memory: never the CPU path (hp_gpu.h) */
     HP_ELIG_NREASONS
 } hp_elig_t;
 

@@ -51,6 +51,7 @@ HP_EXPORT const char *hipress_status_string(int status)
     case HIPRESS_ERR_PEER:        return "failure on another rank";
     case HIPRESS_ERR_UNSUPPORTED: return "unsupported";
     case HIPRESS_ERR_STATE:       return "called at the wrong time";
+    case HIPRESS_ERR_DEVICE:      return "cuda or nccl error";
     default:                      return "unknown status";
     }
 }

@@ -64,6 +64,55 @@ static hp_status_t load_settings(char *err, size_t errlen)
     return st;
 }
 
+/* Settings are read once per process, by whichever comes first: MPI_Init
+ * or (in a job without MPI) the first intercepted NCCL call. */
+static pthread_once_t settings_once = PTHREAD_ONCE_INIT;
+static hp_status_t settings_st;
+static char settings_err[512];
+
+static void settings_load_once(void)
+{
+    settings_st = load_settings(settings_err, sizeof(settings_err));
+    if (settings_st != HP_OK)
+        return;
+    /* the DEBUG enum lists NONE|WARN|INFO|TRACE in hp_log_level_t order */
+    hp_log_level = (int)hp_cfg_i(&hp_g.cfg, HP_S_DEBUG);
+    hp_gpu_configure(&hp_g.cfg);
+    atomic_store(&hp_g.cfg_loaded, 1);
+}
+
+static void stats_at_exit(void);
+
+/* What a process without MPI does once its settings are in. */
+static void without_mpi_once(void)
+{
+    const char *rank = getenv("RANK");   /* torchrun and similar launchers */
+    if (hp_log_rank < 0 && rank != NULL && rank[0] != '\0')
+        hp_log_rank = atoi(rank);
+    HP_INFO("hipress %s settings loaded without MPI (first NCCL call): enabled %lld, compressor %s, min bytes %lld",
+            PACKAGE_VERSION, hp_cfg_i(&hp_g.cfg, HP_S_ENABLE), hp_cfg_s(&hp_g.cfg, HP_S_COMPRESSOR),
+            hp_cfg_i(&hp_g.cfg, HP_S_MIN_BYTES));
+    if (hp_cfg_i(&hp_g.cfg, HP_S_STATS))
+        atexit(stats_at_exit);
+}
+
+void hp_settings_without_mpi(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+    if (atomic_load_explicit(&hp_g.cfg_loaded, memory_order_acquire))
+        return;
+    pthread_once(&settings_once, settings_load_once);
+    if (settings_st != HP_OK) {
+        /* no MPI, so no agreement: every process says it, as MPI_Init's
+         * failing rank would */
+        fprintf(stderr, "hipress: error: %s\n", settings_err);
+        fflush(stderr);
+        exit(1);
+    }
+    pthread_once(&once, without_mpi_once);
+}
+
 void hp_comm_state_sync_stats(hp_comm_state_t *cs)
 {
     hp_residual_info_t ri, *seen = &cs->res_seen;
@@ -103,7 +152,9 @@ int hp_init_after_mpi(void)
     PMPI_Comm_size(MPI_COMM_WORLD, &hp_g.world_size);
     hp_log_rank = hp_g.world_rank;
 
-    st = load_settings(err, sizeof(err));
+    pthread_once(&settings_once, settings_load_once);
+    st = settings_st;
+    snprintf(err, sizeof(err), "%s", settings_err);
     memset(agree, 0, sizeof(agree));
     agree[0] = st != HP_OK ? UINT64_MAX - (uint64_t)hp_g.world_rank : 0;
     for (int i = 0; i < HP_S_COUNT; i++) {
@@ -133,8 +184,6 @@ int hp_init_after_mpi(void)
         exit(1);
     }
 
-    /* the DEBUG enum lists NONE|WARN|INFO|TRACE in hp_log_level_t order */
-    hp_log_level = (int)hp_cfg_i(&hp_g.cfg, HP_S_DEBUG);
     if (PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_state, &hp_g.keyval, NULL) != MPI_SUCCESS)
         return -1;
     {
@@ -159,6 +208,8 @@ int hp_init_after_mpi(void)
     HP_INFO("hipress %s initialised: enabled %d, compressor %s, min bytes %lld, thread level %d",
             PACKAGE_VERSION, hp_g.enabled, hp_cfg_s(&hp_g.cfg, HP_S_COMPRESSOR),
             hp_cfg_i(&hp_g.cfg, HP_S_MIN_BYTES), hp_g.thread_level);
+    if (hp_g.enabled)
+        hp_gpu_log_state();
     return 0;
 }
 
@@ -411,6 +462,8 @@ HP_EXPORT void hipress_stats_get(hipress_stats_t *s)
 
 /* ------------------------------------------------------------ finalize */
 
+static void stats_print_gpu(FILE *f);
+
 static const char *size_class_name(int c)
 {
     static char buf[32];
@@ -482,7 +535,54 @@ void hp_stats_print(void)
         fprintf(f, "  %-28s %llu calls, max relative error %.3g, %llu not identical\n", "verify",
                 (unsigned long long)atomic_load(&s->verify_calls), s->max_rel_err,
                 (unsigned long long)atomic_load(&s->verify_mismatch));
+    stats_print_gpu(f);
     fflush(f);
+}
+
+/* Rows of the GPU path: device buffers of the MPI wrappers, then
+ * ncclAllReduce (only when the process made such calls). */
+static void stats_print_gpu(FILE *f)
+{
+    static const char *coll[HP_COLL_COUNT] = {"MPI_Allreduce", "MPI_Bcast", "MPI_Allgatherv"};
+    hp_stats_t *s = &hp_g.stats;
+    unsigned long long dev = 0, staged = 0, unstaged = 0, n;
+
+    for (int i = 0; i < HP_COLL_COUNT; i++) {
+        dev += atomic_load(&s->dev_calls[i]);
+        staged += atomic_load(&s->dev_staged[i]);
+        unstaged += atomic_load(&s->dev_unstaged[i]);
+    }
+    fprintf(f, "  %-28s %llu", "device buffers", dev);
+    for (int i = 0; i < HP_COLL_COUNT && dev; i++)
+        fprintf(f, "%s%s %llu", i ? ", " : " (", coll[i], (unsigned long long)atomic_load(&s->dev_calls[i]));
+    fprintf(f, "%s\n", dev ? ")" : "");
+    fprintf(f, "  %-28s %llu\n", "staged through host memory", staged);
+    if (unstaged)
+        fprintf(f, "  %-28s %llu\n", "device, not staged", unstaged);
+    n = atomic_load(&s->nccl_calls);
+    if (n == 0)
+        return;
+    fprintf(f, "  %-28s %llu\n", "ncclAllReduce calls", n);
+    fprintf(f, "  %-28s %llu (passed through: the NCCL compressed path is not in this release)\n",
+            "nccl eligible", (unsigned long long)atomic_load(&s->nccl_reason[HP_NELIG_YES]));
+    for (int i = 1; i < HP_NELIG_NREASONS; i++) {
+        unsigned long long v = atomic_load(&s->nccl_reason[i]);
+        if (v)
+            fprintf(f, "  nccl passed through: %-8s %llu\n", hp_nccl_elig_name((hp_nccl_elig_t)i), v);
+    }
+    fprintf(f, "  %-28s %llu\n", "nccl communicators released", (unsigned long long)atomic_load(&s->nccl_comms_released));
+}
+
+/* HIPRESS_STATS=1 in a process that never called MPI_Init (a torchrun job):
+ * the table at exit, from the process whose RANK is 0 (or unset). */
+static void stats_at_exit(void)
+{
+    const char *rank = getenv("RANK");
+    if (hp_g.initialized || (rank != NULL && rank[0] != '\0' && atoi(rank) != 0))
+        return;
+    fprintf(stderr, "hipress statistics (rank %s, without MPI)\n", rank != NULL && rank[0] ? rank : "0");
+    stats_print_gpu(stderr);
+    fflush(stderr);
 }
 
 void hp_finalize_before_mpi(void)

@@ -11,6 +11,11 @@
 #include "hp_eligible.h"
 #include "hp_residual.h"
 #include "hp_plan.h"
+#include "hp_gpu.h"
+#include "hp_nccl.h"
+
+/* The MPI collectives whose device buffers are counted (and staged). */
+enum { HP_COLL_ALLREDUCE, HP_COLL_BCAST, HP_COLL_ALLGATHERV, HP_COLL_COUNT };
 
 /* Statistics, process-wide, updated with relaxed atomics. */
 typedef struct {
@@ -38,6 +43,14 @@ typedef struct {
     _Atomic unsigned long long algo_calls[8];
     _Atomic unsigned long long plan_plain;     /* eligible calls the plan sent plain */
     _Atomic unsigned long long hier_calls;
+    /* GPU path: device buffers per MPI collective, and how they went */
+    _Atomic unsigned long long dev_calls[HP_COLL_COUNT];
+    _Atomic unsigned long long dev_staged[HP_COLL_COUNT];    /* through host memory */
+    _Atomic unsigned long long dev_unstaged[HP_COLL_COUNT];  /* no CUDA module: to MPI unchanged */
+    /* ncclAllReduce: calls, then by reason (HP_NELIG_YES: eligible) */
+    _Atomic unsigned long long nccl_calls;
+    _Atomic unsigned long long nccl_reason[HP_NELIG_NREASONS];
+    _Atomic unsigned long long nccl_comms_released;
     char plan_text[48][96];      /* last plan fixed per size class (under stats_lock) */
     double max_rel_err;          /* under stats_lock */
     pthread_mutex_t stats_lock;
@@ -53,6 +66,7 @@ typedef struct {
     int             err_code;      /* hipress MPI error code */
     hp_config_t     cfg;           /* settings from the environment */
     char           *hosts;         /* world_size host names of HP_WD_HOST bytes */
+    _Atomic int     cfg_loaded;    /* cfg holds validated settings (MPI_Init or the first NCCL call) */
     hp_stats_t      stats;
     pthread_mutex_t lock;          /* state creation */
 } hp_global_t;
@@ -124,6 +138,11 @@ void hp_params_from_config(const hp_config_t *cfg, hipress_comp_params_t *p);
 
 /* Init/finalize hooks of the wrappers. */
 int hp_init_after_mpi(void);     /* returns 0 or exits on a bad setting */
+/* Settings for a process that has not called MPI_Init (a torchrun job's
+ * first ncclAllReduce): loaded once, validated as at MPI_Init, without the
+ * cross-rank agreement; a bad setting prints one line and exits.  A no-op
+ * once loaded. */
+void hp_settings_without_mpi(void);
 void hp_finalize_before_mpi(void);
 void hp_stats_print(void);
 

@@ -1,0 +1,59 @@
+# cuda/cuda.mk: the GPU path; appends to the variables of Makefile.am.
+#
+# Host side, in every build: device-buffer detection and the module loader
+# (src/hp_gpu.c), the pure NCCL rules (src/hp_nccl.c), the MPI wrappers that
+# stage device buffers (mpi_wrappers/hp_mpi_gpu.c), and, when configure finds
+# nccl.h, the NCCL interception (mpi_wrappers/hp_nccl_wrap.c).
+#
+# The CUDA module, when configure finds CUDA (HP_CUDA): libhipress_cuda.so in
+# $(pkglibdir) ($(libdir)/hipress), loaded by libhipress.so at run time
+# only.  Host C (warnings as errors) plus cuda/*.cu compiled by nvcc with
+# -Werror all-warnings and --fmad=false (DESIGN contract 1: the same bytes
+# decode to the same bits on every path); the static CUDA runtime, so the
+# module needs nothing but the driver.
+
+AM_CPPFLAGS += -DHP_PKGLIBDIR='"$(pkglibdir)"'
+
+libhpcore_la_SOURCES += src/hp_gpu.h src/hp_gpu.c src/hp_nccl.h src/hp_nccl.c
+libhipress_la_SOURCES += mpi_wrappers/hp_wrap_gpu.h mpi_wrappers/hp_mpi_gpu.c
+# NCCL_CPPFLAGS is empty in a build without NCCL
+libhipress_la_CPPFLAGS = $(AM_CPPFLAGS) $(NCCL_CPPFLAGS)
+if HP_NCCL
+libhipress_la_SOURCES += mpi_wrappers/hp_nccl_wrap.c
+else
+libhipress_la_SOURCES += mpi_wrappers/hp_nccl_stub.c
+endif
+
+EXTRA_DIST += cuda/nvcc_lt.sh cuda/hp_cuda_kernels.cu cuda/hp_cuda_kernels.h
+
+# nvcc, with the flags every CUDA object of hipress gets
+HP_NVCC_FLAGS = $(NVCC_ARCH_FLAGS) -std=c++17 -O2 --fmad=false -Werror all-warnings \
+	-Xcompiler -Wall,-Wextra,-Werror,-fvisibility=hidden \
+	-DHAVE_CONFIG_H -I$(top_builddir) -I$(top_srcdir)/src -I$(top_srcdir)/cuda $(NVCCFLAGS)
+AM_V_NVCC = $(am__v_NVCC_@AM_V@)
+am__v_NVCC_ = $(am__v_NVCC_@AM_DEFAULT_V@)
+am__v_NVCC_0 = @echo "  NVCC    " $@;
+am__v_NVCC_1 =
+
+SUFFIXES = .cu
+# a libtool object (the module): nvcc refuses libtool's -fPIC, so
+# cuda/nvcc_lt.sh does libtool's part
+.cu.lo:
+	$(AM_V_NVCC)$(SHELL) $(top_srcdir)/cuda/nvcc_lt.sh $@ $(NVCC) $(HP_NVCC_FLAGS) -Xcompiler -fPIC -c $<
+# a plain object (programs linked by nvcc)
+.cu.$(OBJEXT):
+	$(AM_V_NVCC)$(NVCC) $(HP_NVCC_FLAGS) -c $< -o $@
+
+if HP_CUDA
+pkglib_LTLIBRARIES = libhipress_cuda.la
+libhipress_cuda_la_SOURCES = cuda/hp_cuda_module.c cuda/hp_cuda_kernels.h cuda/hp_cuda_kernels.cu src/hp_gpu.h
+libhipress_cuda_la_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
+libhipress_cuda_la_CFLAGS = $(AM_CFLAGS) -Werror
+# a dlopen()ed module exporting one symbol; the static CUDA runtime needs
+# librt, libdl, libpthread; --as-needed drops what the MPI compiler wrapper adds
+libhipress_cuda_la_LDFLAGS = -module -avoid-version -shared -Wl,--as-needed \
+	-export-symbols-regex '^hipress_gpu_ops_v1$$'
+libhipress_cuda_la_LIBADD = -L$(CUDA_LIBDIR) -lcudart_static -lrt -ldl -lpthread -lstdc++
+
+cuda/hp_cuda_kernels.lo cuda/hp_cuda_kernels.$(OBJEXT): $(srcdir)/cuda/hp_cuda_kernels.h config.h
+endif

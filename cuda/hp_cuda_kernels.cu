@@ -1,0 +1,78 @@
+/*
+ * Kernels of the CUDA module.  The compressors' kernels come in a later
+ * release; today the self-test that proves this build's code runs on a
+ * device (hipress_info --gpu).
+ */
+#include "hp_cuda_kernels.h"
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+/* A value every element can check independently: a 32-bit integer hash
+ * (no floating point, so no question of contraction or rounding). */
+__host__ __device__ static inline unsigned hp_selftest_value(unsigned i)
+{
+    unsigned x = i * 2654435761u + 0x9e3779b9u;
+    x ^= x >> 15;
+    x *= 0x2c1b3c6du;
+    x ^= x >> 12;
+    return x;
+}
+
+__global__ static void hp_selftest_kernel(unsigned *out, unsigned n)
+{
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        out[i] = hp_selftest_value(i);
+}
+
+extern "C" int hp_cuda_selftest(int device, char *err, size_t errlen)
+{
+    const unsigned n = 1u << 16;
+    unsigned *host = (unsigned *)malloc(n * sizeof(unsigned));
+    unsigned *dev = NULL;
+    int prev = -1, bad = -1;
+    cudaError_t rc;
+    const char *what = "";
+
+    if (host == NULL) {
+        snprintf(err, errlen, "out of host memory");
+        return -1;
+    }
+    if ((rc = cudaGetDevice(&prev)) != cudaSuccess) {
+        what = "cudaGetDevice";
+        goto out;
+    }
+    if ((rc = cudaSetDevice(device)) != cudaSuccess) {
+        what = "cudaSetDevice";
+        goto out;
+    }
+    if ((rc = cudaMalloc((void **)&dev, n * sizeof(unsigned))) != cudaSuccess) {
+        what = "cudaMalloc";
+        goto restore;
+    }
+    hp_selftest_kernel<<<(n + 255) / 256, 256>>>(dev, n);
+    if ((rc = cudaGetLastError()) != cudaSuccess) {
+        what = "kernel launch";
+        goto release;
+    }
+    if ((rc = cudaMemcpy(host, dev, n * sizeof(unsigned), cudaMemcpyDeviceToHost)) != cudaSuccess) {
+        what = "cudaMemcpy";
+        goto release;
+    }
+    bad = 0;
+    for (unsigned i = 0; i < n && !bad; i++)
+        if (host[i] != hp_selftest_value(i)) {
+            snprintf(err, errlen, "element %u is %u, want %u", i, host[i], hp_selftest_value(i));
+            bad = 1;
+        }
+release:
+    cudaFree(dev);
+restore:
+    cudaSetDevice(prev);
+out:
+    if (bad < 0)
+        snprintf(err, errlen, "%s: %s (%s)", what, cudaGetErrorName(rc), cudaGetErrorString(rc));
+    free(host);
+    return bad == 0 ? 0 : -1;
+}

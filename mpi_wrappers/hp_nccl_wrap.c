@@ -1,0 +1,495 @@
+/*
+ * NCCL interposition: ncclAllReduce, the group calls, and the calls that end
+ * a communicator.  Built when configure finds nccl.h.  The real functions
+ * come from the next object that defines them (dlsym(RTLD_NEXT)), or, when
+ * the NCCL library was loaded into a local scope (a Python extension's
+ * dependency), from any loaded object that defines them; both are resolved at
+ * the first call of each function.
+ *
+ * In this release every call goes to the real function with its arguments
+ * unchanged; ncclAllReduce calls are classified (hp_nccl.h) and counted, so
+ * the statistics show what the compressed NCCL path will take.  Settings load
+ * at the first call when the process never called MPI_Init (torchrun).
+ */
+#define _GNU_SOURCE
+#include "hp_state.h"
+#include "hp_comp.h"
+#include <dlfcn.h>
+#include <link.h>
+#include <nccl.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define HP_WRAP HP_EXPORT
+
+/* --------------------------------------------------- the real functions */
+
+typedef struct {
+    const char    *name;
+    void *_Atomic  fn;
+    _Atomic int    failed;
+} hp_real_t;
+
+struct names_walk {
+    char  **names;
+    size_t  n, cap;
+};
+
+static int names_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    struct names_walk *w = (struct names_walk *)arg;
+    (void)size;
+    if (info->dlpi_name == NULL || info->dlpi_name[0] == '\0')
+        return 0;
+    if (w->n == w->cap) {
+        size_t cap = w->cap ? 2 * w->cap : 64;
+        char **p = realloc(w->names, cap * sizeof(*p));
+        if (p == NULL)
+            return 1;
+        w->names = p;
+        w->cap = cap;
+    }
+    if ((w->names[w->n] = strdup(info->dlpi_name)) != NULL)
+        w->n++;
+    return 0;
+}
+
+/* A definition of `name` other than `self` in any loaded object, looked up
+ * through that object's own handle (which sees its local-scope
+ * dependencies).  The names are collected first: dlopen must not run under
+ * dl_iterate_phdr's lock. */
+static void *scan_loaded(const char *name, void *self)
+{
+    struct names_walk w = {NULL, 0, 0};
+    void *fn = NULL;
+
+    dl_iterate_phdr(names_cb, &w);
+    for (size_t i = 0; i < w.n; i++) {
+        void *h = fn == NULL ? dlopen(w.names[i], RTLD_LAZY | RTLD_NOLOAD) : NULL;
+        if (h != NULL) {
+            void *f = dlsym(h, name);
+            if (f != NULL && f != self)
+                fn = f;
+            dlclose(h);
+        }
+        free(w.names[i]);
+    }
+    free(w.names);
+    return fn;
+}
+
+static void *real_get(hp_real_t *r, void *self)
+{
+    void *fn = atomic_load_explicit(&r->fn, memory_order_acquire);
+    char pname[64];
+
+    if (HP_LIKELY(fn != NULL))
+        return fn;
+    fn = dlsym(RTLD_NEXT, r->name);
+    if (fn == NULL || fn == self)
+        fn = scan_loaded(r->name, self);
+    if (fn == NULL) {
+        /* NCCL's profiling names, for a library that defines only those */
+        snprintf(pname, sizeof(pname), "p%s", r->name);
+        fn = scan_loaded(pname, self);
+    }
+    if (fn == NULL) {
+        if (atomic_exchange(&r->failed, 1) == 0) {
+            fprintf(stderr, "hipress: error: %s was called, but no NCCL library in this process defines it "
+                    "(hipress forwards NCCL calls to the real library; is libnccl.so.2 loaded?)\n", r->name);
+            fflush(stderr);
+        }
+        return NULL;
+    }
+    atomic_store_explicit(&r->fn, fn, memory_order_release);
+    return fn;
+}
+
+#define HP_REAL_DECL(fn) static hp_real_t real_##fn = {#fn, NULL, 0}
+/* The real `fn`, typed as nccl.h declares it; NULL (after one error line)
+ * when none is loaded. */
+#define HP_REAL(fn) ((__typeof__(&fn))real_get(&real_##fn, (void *)fn))
+
+HP_REAL_DECL(ncclAllReduce);
+HP_REAL_DECL(ncclGroupStart);
+HP_REAL_DECL(ncclGroupEnd);
+HP_REAL_DECL(ncclCommDestroy);
+HP_REAL_DECL(ncclCommAbort);
+HP_REAL_DECL(ncclCommFinalize);
+HP_REAL_DECL(ncclCommSplit);
+HP_REAL_DECL(ncclBroadcast);
+HP_REAL_DECL(ncclBcast);
+HP_REAL_DECL(ncclReduce);
+HP_REAL_DECL(ncclAllGather);
+HP_REAL_DECL(ncclReduceScatter);
+HP_REAL_DECL(ncclSend);
+HP_REAL_DECL(ncclRecv);
+
+/* ------------------------------------------- per-communicator registry */
+
+/* State of one NCCL communicator: made by hipress_nccl_comm_set, released
+ * when the communicator ends.  A small chained hash table under one lock;
+ * calls skip the lock while it is empty. */
+typedef struct comm_entry {
+    ncclComm_t         comm;
+    hp_config_t        cfg;       /* hp_g.cfg plus this communicator's overrides */
+    struct comm_entry *next;
+} comm_entry_t;
+
+#define HP_NCCL_BUCKETS 64
+static struct {
+    pthread_mutex_t lock;
+    _Atomic size_t  count;
+    comm_entry_t   *bucket[HP_NCCL_BUCKETS];
+} reg = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static size_t comm_hash(ncclComm_t comm)
+{
+    uint64_t x = (uint64_t)(uintptr_t)comm;
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    return (size_t)(x % HP_NCCL_BUCKETS);
+}
+
+/* Under reg.lock. */
+static comm_entry_t *comm_find(ncclComm_t comm)
+{
+    for (comm_entry_t *e = reg.bucket[comm_hash(comm)]; e != NULL; e = e->next)
+        if (e->comm == comm)
+            return e;
+    return NULL;
+}
+
+/* Drop comm's state; returns 1 when there was some. */
+static int comm_release(ncclComm_t comm)
+{
+    comm_entry_t **pp, *e = NULL;
+    if (atomic_load_explicit(&reg.count, memory_order_relaxed) == 0 || comm == NULL)
+        return 0;
+    pthread_mutex_lock(&reg.lock);
+    for (pp = &reg.bucket[comm_hash(comm)]; *pp != NULL; pp = &(*pp)->next)
+        if ((*pp)->comm == comm) {
+            e = *pp;
+            *pp = e->next;
+            atomic_fetch_sub(&reg.count, 1);
+            break;
+        }
+    pthread_mutex_unlock(&reg.lock);
+    free(e);
+    return e != NULL;
+}
+
+/* The settings that apply to comm (read under the lock). */
+static void comm_settings(ncclComm_t comm, int *enabled_p, int *opted_out_p, size_t *min_bytes_p)
+{
+    comm_entry_t *e;
+
+    *enabled_p = hp_cfg_i(&hp_g.cfg, HP_S_ENABLE) && hp_cfg_i(&hp_g.cfg, HP_S_GPU) != HP_GPU_SETTING_OFF;
+    *opted_out_p = 0;
+    *min_bytes_p = (size_t)hp_cfg_i(&hp_g.cfg, HP_S_MIN_BYTES);
+    if (atomic_load_explicit(&reg.count, memory_order_relaxed) == 0 || comm == NULL)
+        return;
+    pthread_mutex_lock(&reg.lock);
+    if ((e = comm_find(comm)) != NULL) {
+        *opted_out_p = !hp_cfg_i(&e->cfg, HP_S_ENABLE);
+        *min_bytes_p = (size_t)hp_cfg_i(&e->cfg, HP_S_MIN_BYTES);
+    }
+    pthread_mutex_unlock(&reg.lock);
+}
+
+HP_EXPORT int hipress_nccl_comm_set(void *nccl_comm, const char *name, const char *value)
+{
+    ncclComm_t comm = (ncclComm_t)nccl_comm;
+    comm_entry_t *e, *fresh = NULL;
+    hp_config_t cfg;
+    char err[512];
+
+    if (comm == NULL || name == NULL || value == NULL)
+        return HIPRESS_ERR_INVALID;
+    hp_settings_without_mpi();
+    pthread_mutex_lock(&reg.lock);
+    e = comm_find(comm);
+    cfg = e != NULL ? e->cfg : hp_g.cfg;
+    pthread_mutex_unlock(&reg.lock);
+    if (hp_config_set(&cfg, name, value, hp_comp_name_ok, err, sizeof(err)) != HP_OK) {
+        HP_WARN("hipress_nccl_comm_set: %s", err);
+        return HIPRESS_ERR_INVALID;
+    }
+    if (e == NULL && (fresh = calloc(1, sizeof(*fresh))) == NULL)
+        return HIPRESS_ERR_NOMEM;
+    pthread_mutex_lock(&reg.lock);
+    e = comm_find(comm);   /* again: another thread may have made it */
+    if (e == NULL && fresh != NULL) {
+        size_t b = comm_hash(comm);
+        fresh->comm = comm;
+        fresh->next = reg.bucket[b];
+        reg.bucket[b] = fresh;
+        atomic_fetch_add(&reg.count, 1);
+        e = fresh;
+        fresh = NULL;
+    }
+    if (e != NULL)
+        e->cfg = cfg;
+    pthread_mutex_unlock(&reg.lock);
+    free(fresh);
+    return e != NULL ? HIPRESS_OK : HIPRESS_ERR_NOMEM;
+}
+
+/* --------------------------------------------------------------- groups */
+
+/* The user's groups, per thread as NCCL's own group state is. */
+static __thread hp_nccl_group_t tls_group;
+
+static void count_nccl(hp_nccl_elig_t r)
+{
+    atomic_fetch_add_explicit(&hp_g.stats.nccl_reason[r], 1, memory_order_relaxed);
+}
+
+/* An NCCL operation enters the current group (if any). */
+static hp_nccl_group_class_t group_op(void)
+{
+    int demoted = 0;
+    hp_nccl_group_class_t cls = hp_nccl_group_op(&tls_group, &demoted);
+    if (demoted)   /* the group's first call is part of the user's group after all */
+        count_nccl(HP_NELIG_GROUP);
+    return cls;
+}
+
+HP_WRAP ncclResult_t ncclGroupStart(void)
+{
+    __typeof__(&ncclGroupStart) real = HP_REAL(ncclGroupStart);
+    ncclResult_t rc;
+    if (real == NULL)
+        return ncclSystemError;
+    rc = real();
+    /* NCCL counts the depth even when it reports an error later */
+    hp_nccl_group_start(&tls_group);
+    return rc;
+}
+
+HP_WRAP ncclResult_t ncclGroupEnd(void)
+{
+    __typeof__(&ncclGroupEnd) real = HP_REAL(ncclGroupEnd);
+    ncclResult_t rc;
+    if (real == NULL)
+        return ncclSystemError;
+    rc = real();
+    if (hp_nccl_group_end(&tls_group))
+        count_nccl(HP_NELIG_YES);   /* a group of one eligible call, as PyTorch makes */
+    return rc;
+}
+
+/* ------------------------------------------------------------ allreduce */
+
+static int nccl_elem_size(ncclDataType_t t, size_t *size_p)
+{
+    switch (t) {
+    case ncclFloat32: *size_p = 4; return 1;
+    case ncclFloat16: *size_p = 2; return 1;
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 10, 0)
+    case ncclBfloat16: *size_p = 2; return 1;
+#endif
+    default: *size_p = 0; return 0;
+    }
+}
+
+static int nccl_op_ok(ncclRedOp_t op)
+{
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 10, 0)
+    if (op == ncclAvg)
+        return 1;
+#endif
+    return op == ncclSum;
+}
+
+/* Classify and count one ncclAllReduce; eligible calls of a group that may
+ * hold only them are counted at ncclGroupEnd. */
+static void allreduce_classify(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+                               ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream)
+{
+    hp_nccl_group_class_t cls;
+    hp_nccl_desc_t d;
+    hp_nccl_elig_t r;
+
+    hp_settings_without_mpi();
+    atomic_fetch_add_explicit(&hp_g.stats.nccl_calls, 1, memory_order_relaxed);
+    cls = group_op();
+    memset(&d, 0, sizeof(d));
+    comm_settings(comm, &d.enabled, &d.opted_out, &d.min_bytes);
+    d.null_handle = comm == NULL;
+    d.dtype_ok = nccl_elem_size(datatype, &d.elem_size);
+    d.op_ok = nccl_op_ok(op);
+    d.count = count;
+    d.sendbuf = sendbuff;
+    d.recvbuf = recvbuff;
+    d.in_user_group = cls == HP_NCCL_IN_USER_GROUP;
+    r = hp_nccl_eligible(&d);
+    if (r == HP_NELIG_YES) {
+        /* last, as it costs a driver call */
+        d.capturing = hp_gpu_stream_capturing((void *)stream);
+        r = hp_nccl_eligible(&d);
+    }
+    if (r == HP_NELIG_YES && cls == HP_NCCL_SOLE_SO_FAR) {
+        hp_nccl_group_set_pending(&tls_group);
+        return;
+    }
+    count_nccl(r);
+}
+
+HP_WRAP ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+                                   ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream)
+{
+    __typeof__(&ncclAllReduce) real = HP_REAL(ncclAllReduce);
+    if (real == NULL)
+        return ncclSystemError;
+    allreduce_classify(sendbuff, recvbuff, count, datatype, op, comm, stream);
+    /* no compressed NCCL path yet: eligible or not, the call goes on as made */
+    return real(sendbuff, recvbuff, count, datatype, op, comm, stream);
+}
+
+/* ---------------------------------- other operations (group members only) */
+
+HP_WRAP ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+                                   int root, ncclComm_t comm, cudaStream_t stream)
+{
+    __typeof__(&ncclBroadcast) real = HP_REAL(ncclBroadcast);
+    if (real == NULL)
+        return ncclSystemError;
+    group_op();
+    return real(sendbuff, recvbuff, count, datatype, root, comm, stream);
+}
+
+HP_WRAP ncclResult_t ncclBcast(void *buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
+                               cudaStream_t stream)
+{
+    __typeof__(&ncclBcast) real = HP_REAL(ncclBcast);
+    if (real == NULL)
+        return ncclSystemError;
+    group_op();
+    return real(buff, count, datatype, root, comm, stream);
+}
+
+HP_WRAP ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+                                ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream)
+{
+    __typeof__(&ncclReduce) real = HP_REAL(ncclReduce);
+    if (real == NULL)
+        return ncclSystemError;
+    group_op();
+    return real(sendbuff, recvbuff, count, datatype, op, root, comm, stream);
+}
+
+HP_WRAP ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount, ncclDataType_t datatype,
+                                   ncclComm_t comm, cudaStream_t stream)
+{
+    __typeof__(&ncclAllGather) real = HP_REAL(ncclAllGather);
+    if (real == NULL)
+        return ncclSystemError;
+    group_op();
+    return real(sendbuff, recvbuff, sendcount, datatype, comm, stream);
+}
+
+HP_WRAP ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
+                                       ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                                       cudaStream_t stream)
+{
+    __typeof__(&ncclReduceScatter) real = HP_REAL(ncclReduceScatter);
+    if (real == NULL)
+        return ncclSystemError;
+    group_op();
+    return real(sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
+}
+
+HP_WRAP ncclResult_t ncclSend(const void *sendbuff, size_t count, ncclDataType_t datatype, int peer,
+                              ncclComm_t comm, cudaStream_t stream)
+{
+    __typeof__(&ncclSend) real = HP_REAL(ncclSend);
+    if (real == NULL)
+        return ncclSystemError;
+    group_op();
+    return real(sendbuff, count, datatype, peer, comm, stream);
+}
+
+HP_WRAP ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+                              cudaStream_t stream)
+{
+    __typeof__(&ncclRecv) real = HP_REAL(ncclRecv);
+    if (real == NULL)
+        return ncclSystemError;
+    group_op();
+    return real(recvbuff, count, datatype, peer, comm, stream);
+}
+
+/* ------------------------------------------------------ communicator end */
+
+/* The state goes before the real call: once NCCL frees the communicator its
+ * address may come back at once for another thread's new one. */
+static void release(ncclComm_t comm)
+{
+    if (comm_release(comm))
+        atomic_fetch_add_explicit(&hp_g.stats.nccl_comms_released, 1, memory_order_relaxed);
+}
+
+HP_WRAP ncclResult_t ncclCommFinalize(ncclComm_t comm)
+{
+    __typeof__(&ncclCommFinalize) real = HP_REAL(ncclCommFinalize);
+    if (real == NULL)
+        return ncclSystemError;
+    release(comm);
+    /* may return ncclInProgress on a non-blocking communicator: as is */
+    return real(comm);
+}
+
+HP_WRAP ncclResult_t ncclCommDestroy(ncclComm_t comm)
+{
+    __typeof__(&ncclCommDestroy) real = HP_REAL(ncclCommDestroy);
+    if (real == NULL)
+        return ncclSystemError;
+    release(comm);
+    return real(comm);
+}
+
+HP_WRAP ncclResult_t ncclCommAbort(ncclComm_t comm)
+{
+    __typeof__(&ncclCommAbort) real = HP_REAL(ncclCommAbort);
+    if (real == NULL)
+        return ncclSystemError;
+    release(comm);
+    return real(comm);
+}
+
+HP_WRAP ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
+                                   ncclConfig_t *config)
+{
+    __typeof__(&ncclCommSplit) real = HP_REAL(ncclCommSplit);
+    ncclResult_t rc;
+    if (real == NULL)
+        return ncclSystemError;
+    rc = real(comm, color, key, newcomm, config);
+    /* a child starts from the job's settings, never from its parent's or
+     * from a communicator that had its address before (a non-blocking
+     * split sets *newcomm and returns ncclInProgress) */
+    if ((rc == ncclSuccess || rc == ncclInProgress) && newcomm != NULL && *newcomm != NULL)
+        comm_release(*newcomm);
+    return rc;
+}
+
+/* ------------------------------------------------------------- public */
+
+HP_EXPORT void hipress_nccl_stats_get(hipress_nccl_stats_t *s)
+{
+    unsigned long long pass = 0;
+    for (int i = 1; i < HP_NELIG_NREASONS; i++)
+        pass += atomic_load(&hp_g.stats.nccl_reason[i]);
+    memset(s, 0, sizeof(*s));
+    s->calls = atomic_load(&hp_g.stats.nccl_calls);
+    s->eligible = atomic_load(&hp_g.stats.nccl_reason[HP_NELIG_YES]);
+    s->passthrough = pass;
+    s->in_group = atomic_load(&hp_g.stats.nccl_reason[HP_NELIG_GROUP]);
+    s->capturing = atomic_load(&hp_g.stats.nccl_reason[HP_NELIG_CAPTURE]);
+    s->comms_tracked = atomic_load(&reg.count);
+    s->comms_released = atomic_load(&hp_g.stats.nccl_comms_released);
+    s->group_depth = tls_group.depth;
+    s->intercepted = 1;
+}

@@ -1,0 +1,223 @@
+/*
+ * The GPU path, host side: device-buffer detection, the CUDA module's
+ * interface, and the pure decisions the MPI and NCCL wrappers take on device
+ * buffers.
+ *
+ * Three layers, cheapest first:
+ *  1. A load watch (hp_gpu_watch_fired): a few instructions per call that
+ *     say whether any shared object was loaded since the last look.  Device
+ *     memory cannot exist before libcuda.so.1 is in the process, so until the
+ *     watch fires no CUDA call is made at all.
+ *  2. A detector inside libhipress.so (hp_gpu_ptr_query): once libcuda.so.1
+ *     is loaded (found with dlopen(RTLD_NOLOAD), never loaded by hipress),
+ *     the driver's cuPointerGetAttributes says what a pointer is.  It creates
+ *     no context: for host memory, or before cuInit, it reports host.
+ *  3. The CUDA module, libhipress_cuda.so (hp_gpu_module): built with nvcc
+ *     when configure finds CUDA, dlopen()ed at the first need (a device
+ *     buffer to stage, hipress_info --gpu), never at MPI_Init.  It exports one
+ *     versioned table of functions, hp_gpu_ops_t.
+ *
+ * The module does not include this header's MPI parts; it includes this file
+ * for hp_gpu_ops_t only (HP_GPU_OPS_ONLY).
+ */
+#ifndef HP_GPU_H
+#define HP_GPU_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---------------------------------------------------------------- types */
+
+typedef enum {
+    HP_MEM_HOST = 0,     /* host memory, or anything the driver does not know */
+    HP_MEM_DEVICE = 1,   /* device memory (cudaMalloc, cuMemAlloc, VMM) */
+    HP_MEM_MANAGED = 2   /* managed (unified) memory: treated like device memory */
+} hp_mem_kind_t;
+
+/* What the driver says about one pointer. */
+typedef struct hp_gpu_ptr {
+    int   kind;      /* hp_mem_kind_t */
+    int   device;    /* device ordinal, -1 when unknown */
+    void *ctx;       /* CUcontext of the allocation, NULL when unknown */
+} hp_gpu_ptr_t;
+
+/* The values of the CUDA driver API that libhipress.so uses without the CUDA
+ * headers (they are part of the driver's ABI; the module checks them against
+ * cuda.h at compile time). */
+#define HP_CU_SUCCESS                      0
+#define HP_CU_POINTER_ATTRIBUTE_CONTEXT    1
+#define HP_CU_POINTER_ATTRIBUTE_MEMORY_TYPE 2
+#define HP_CU_POINTER_ATTRIBUTE_IS_MANAGED 8
+#define HP_CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL 9
+#define HP_CU_MEMORYTYPE_HOST              1
+#define HP_CU_MEMORYTYPE_DEVICE            2
+#define HP_CU_MEMORYTYPE_UNIFIED           4
+#define HP_CU_STREAM_CAPTURE_STATUS_NONE   0
+
+/* Status of the module's functions: the public hipress_status_t values
+ * (hipress.h; checked in hp_gpu.c), spelt here so the module needs no MPI
+ * header. */
+#define HP_GPU_OK               0
+#define HP_GPU_ERR_INVALID     (-1)   /* HIPRESS_ERR_INVALID */
+#define HP_GPU_ERR_NOMEM       (-2)   /* HIPRESS_ERR_NOMEM */
+#define HP_GPU_ERR_UNSUPPORTED (-6)   /* HIPRESS_ERR_UNSUPPORTED: no driver, no such function */
+#define HP_GPU_ERR_DEVICE      (-8)   /* HIPRESS_ERR_DEVICE: a CUDA call failed */
+
+/* The library the driver API lives in. */
+#define HP_CUDA_DRIVER_LIB "libcuda.so.1"
+
+/* ------------------------------------------------------ the module's table */
+
+#define HP_GPU_OPS_VERSION 1
+/* The module exports `const hp_gpu_ops_t *hipress_gpu_ops_v1(void)`. */
+#define HP_GPU_OPS_SYMBOL "hipress_gpu_ops_v1"
+#define HP_GPU_MODULE_NAME "libhipress_cuda.so"
+
+#define HP_GPU_MAX_PROBED 16
+typedef struct hp_gpu_probe {
+    int  driver_version;        /* cuDriverGetVersion: 13000 for 13.0 */
+    int  ndevices;              /* cuDeviceGetCount */
+    struct {
+        char   name[96];
+        int    cc_major, cc_minor;
+        size_t mem_bytes;
+    } dev[HP_GPU_MAX_PROBED];   /* the first HP_GPU_MAX_PROBED devices */
+} hp_gpu_probe_t;
+
+/*
+ * The CUDA module's functions.  Frozen once released: a new function goes
+ * into a hp_gpu_ops_v2 (HP_GPU_OPS_VERSION 2), found by a new symbol.  Every
+ * int function returns HP_GPU_OK or an HP_GPU_ERR_* value; last_error() then
+ * holds a one-line reason for this thread.  Functions that
+ * take a `where` pointer work in the context of that allocation (its own
+ * context, else the primary context of its device) and restore the caller's
+ * current context before returning.
+ */
+typedef struct hp_gpu_ops {
+    uint32_t    version;    /* HP_GPU_OPS_VERSION */
+    uint32_t    size;       /* sizeof(hp_gpu_ops_t) as the module was built */
+    const char *build;      /* "CUDA 13.0, sm_75 sm_80 ... compute_90" */
+
+    /* Find the driver's functions.  load_driver = 0: only when libcuda.so.1
+     * is already in the process (the library's own use); 1: load it
+     * (hipress_info).  Creates no context.  Idempotent. */
+    int (*init)(int load_driver);
+    /* Driver version, devices and their names (cuInit; no context). */
+    int (*probe)(hp_gpu_probe_t *probe_p);
+    /* What p is; host for memory the driver does not know. */
+    int (*ptr_query)(const void *p, hp_gpu_ptr_t *ptr_p);
+    /* Synchronous copies for exact staging; `where` describes the device side. */
+    int (*memcpy_d2h)(void *dst, const void *src, size_t bytes, const hp_gpu_ptr_t *where);
+    int (*memcpy_h2d)(void *dst, const void *src, size_t bytes, const hp_gpu_ptr_t *where);
+    /* Page-locked host memory, usable from every context. */
+    int (*host_alloc)(size_t bytes, const hp_gpu_ptr_t *where, void **p_p);
+    int (*host_free)(void *p, const hp_gpu_ptr_t *where);
+    /* Streams and events (non-blocking stream, events without timing). */
+    int (*stream_create)(const hp_gpu_ptr_t *where, void **stream_p);
+    int (*stream_destroy)(void *stream, const hp_gpu_ptr_t *where);
+    int (*stream_sync)(void *stream);
+    int (*stream_capturing)(void *stream, int *capturing_p);
+    int (*event_create)(const hp_gpu_ptr_t *where, void **event_p);
+    int (*event_record)(void *event, void *stream);
+    int (*event_sync)(void *event);
+    int (*event_destroy)(void *event, const hp_gpu_ptr_t *where);
+    /* Run a kernel of this build on `device` and check its result: proves
+     * the build's architectures cover the device.  Creates the primary
+     * context of `device`: for hipress_info --gpu, never for the library. */
+    int (*selftest)(int device);
+    /* The reason of this thread's last failure ("" when none). */
+    const char *(*last_error)(void);
+} hp_gpu_ops_t;
+
+#ifndef HP_GPU_OPS_ONLY
+
+#include <link.h>
+#include <stdatomic.h>
+#include "hp_config.h"
+
+/* HIPRESS_GPU and HIPRESS_GPU_MPI_AWARE, in the order of their accepted lists. */
+enum { HP_GPU_SETTING_AUTO, HP_GPU_SETTING_OFF };
+enum { HP_GPU_AWARE_AUTO, HP_GPU_AWARE_YES, HP_GPU_AWARE_NO };
+
+/* ------------------------------------------------------------ the watch */
+
+/* The object whose l_next the fast path reads: the last shared object
+ * loaded when hipress last looked (pinned so it is never unloaded), a node
+ * that always fires (libcuda is loaded: look at every pointer; or not looked
+ * yet), or one that never fires (HIPRESS_GPU=off). */
+extern struct link_map *_Atomic hp_gpu_watch;
+
+/* Nonzero when device memory may exist in this process: libcuda.so.1 is
+ * loaded, or something was loaded since the last look.  A few instructions;
+ * zero in a process that never loads CUDA. */
+static inline int hp_gpu_watch_fired(void)
+{
+    struct link_map *w = atomic_load_explicit(&hp_gpu_watch, memory_order_relaxed);
+    return __atomic_load_n(&w->l_next, __ATOMIC_RELAXED) != NULL;
+}
+
+/* After the watch fired: look again (under a lock).  Returns 1 when
+ * libcuda.so.1 is loaded and its pointer query usable, else 0 and re-arms
+ * the watch on the current last object. */
+int hp_gpu_driver_loaded(void);
+
+/* What p is.  HP_MEM_HOST when libcuda.so.1 is not loaded, p is NULL, or the
+ * driver does not know p.  Never creates a context. */
+void hp_gpu_ptr_query(const void *p, hp_gpu_ptr_t *ptr_p);
+
+/* Whether `stream` is being captured into a CUDA graph, through the loaded
+ * libcuda.so.1's cuStreamIsCapturing: 1 yes, -1 unknown (the driver lacks
+ * the function, or the query failed), 0 no (also when no driver is loaded:
+ * nothing can capture then). */
+int hp_gpu_stream_capturing(void *stream);
+
+/* ---------------------------------------------------------- the module */
+
+/* Apply HIPRESS_GPU and HIPRESS_CUDA_MODULE (at MPI_Init, or when settings
+ * load without MPI). */
+void hp_gpu_configure(const hp_config_t *cfg);
+
+/* One INFO line on the GPU path at start-up: what the build has, and whether
+ * libcuda.so.1 is in the process (it makes no CUDA call). */
+void hp_gpu_log_state(void);
+
+/* The CUDA module, loaded at the first call (later calls return the same).
+ * load_driver: see hp_gpu_ops_t.init.  NULL when this build has no module,
+ * it cannot be loaded, or the driver is missing; `why` then says which
+ * (also logged once at INFO). */
+const hp_gpu_ops_t *hp_gpu_module(int load_driver, char *why, size_t whylen);
+
+/* The module file hipress would load (HIPRESS_CUDA_MODULE, next to the
+ * library, or the install directory), or "" when none is found; `searched`
+ * lists the places looked at when not NULL. */
+const char *hp_gpu_module_path(char *buf, size_t len, char *searched, size_t searchedlen);
+
+/* ------------------------------------------------------ pure decisions */
+
+/* What a wrapper does with a call whose buffers it has classified. */
+typedef enum {
+    HP_GPU_ROUTE_HOST = 0,   /* host buffers only: the usual path */
+    HP_GPU_ROUTE_PASS,       /* device buffers, the MPI takes them: PMPI unchanged */
+    HP_GPU_ROUTE_STAGE,      /* device buffers, the MPI does not: stage through host memory */
+    HP_GPU_ROUTE_UNSTAGED    /* it cannot (no CUDA module): PMPI unchanged, warned once */
+} hp_gpu_route_t;
+
+hp_gpu_route_t hp_gpu_route(int any_device, int mpi_cuda_aware, int can_stage);
+
+/* Bytes [lo, hi) relative to a buffer that `count` elements of a datatype
+ * touch (extent, true lower bound and true extent as MPI reports them).
+ * Returns 0 and sets lo = hi = 0 for count <= 0; -1 on overflow. */
+int hp_type_span(long long count, long long extent, long long true_lb, long long true_extent,
+                 long long *lo_p, long long *hi_p);
+
+/* The same over the blocks of MPI_Allgatherv's receive buffer (block i:
+ * counts[i] elements at displs[i] extents).  *covered_p = 1 when the blocks
+ * fill [lo, hi) exactly with no gap and no overlap (a contiguous datatype,
+ * type_size == extent == true_extent), so the buffer need not be read before
+ * it is written.  Returns -1 on overflow or a negative count. */
+int hp_allgatherv_span(int n, const int *counts, const int *displs, long long extent,
+                       long long true_lb, long long true_extent, long long type_size,
+                       long long *lo_p, long long *hi_p, int *covered_p);
+
+#endif /* HP_GPU_OPS_ONLY */
+#endif /* HP_GPU_H */

@@ -1,0 +1,97 @@
+/*
+ * Which ncclAllReduce calls hipress may take over, and the per-thread
+ * tracking of the user's ncclGroupStart/ncclGroupEnd: pure functions, no
+ * NCCL header, unit-tested in tests/check_gpu.c.  The wrappers that use them
+ * are in mpi_wrappers/hp_nccl_wrap.c.
+ *
+ * Groups.  Inside ncclGroupStart/End NCCL fuses the calls and launches them
+ * at ncclGroupEnd; hipress must not pull one call out of a group the user
+ * built.  But PyTorch (up to about 2.1) wraps every single collective in its
+ * own group, so "inside a group" alone would exclude all of PyTorch's
+ * traffic.  The rule: a group is the user's group when it holds more than one
+ * NCCL operation, or is nested inside another group.  Whether a call is
+ * alone is known only at the outermost ncclGroupEnd, so the first operation
+ * of a depth-1 group is "sole so far": it is decided at ncclGroupEnd (alone:
+ * eligible) or when a second operation enters the group (then both belong to
+ * the user's group).  hipress sees the NCCL operations it wraps
+ * (ncclAllReduce, ncclBroadcast, ncclBcast, ncclReduce, ncclAllGather,
+ * ncclReduceScatter, ncclSend, ncclRecv); a group that mixes one
+ * ncclAllReduce with only operations it does not wrap (ncclAlltoAll,
+ * ncclGather, ncclScatter of recent NCCL) looks like a single-call group.
+ */
+#ifndef HP_NCCL_H
+#define HP_NCCL_H
+
+#include <stddef.h>
+
+typedef enum {
+    HP_NELIG_YES = 0,
+    HP_NELIG_DISABLED,     /* HIPRESS_ENABLE=0 */
+    HP_NELIG_NULL,         /* NULL communicator or buffer */
+    HP_NELIG_DATATYPE,     /* not ncclFloat32, ncclFloat16 or ncclBfloat16 */
+    HP_NELIG_OP,           /* not ncclSum or ncclAvg */
+    HP_NELIG_COUNT,        /* count 0 */
+    HP_NELIG_OVERLAP,      /* send and receive buffers overlap without being equal */
+    HP_NELIG_OPTED_OUT,    /* hipress_nccl_comm_set(comm, "HIPRESS_ENABLE", "0") */
+    HP_NELIG_TOO_SMALL,    /* bytes < HIPRESS_MIN_BYTES */
+    HP_NELIG_GROUP,        /* part of the user's ncclGroupStart/End */
+    HP_NELIG_CAPTURE,      /* the stream is being captured into a CUDA graph, or unknown */
+    HP_NELIG_NREASONS
+} hp_nccl_elig_t;
+
+typedef struct {
+    int         enabled;
+    int         null_handle;   /* NULL communicator */
+    int         dtype_ok;      /* float32, float16 or bfloat16 */
+    int         op_ok;         /* ncclSum or ncclAvg */
+    size_t      count;
+    size_t      elem_size;
+    const void *sendbuf;
+    const void *recvbuf;
+    int         opted_out;
+    int         in_user_group; /* hp_nccl_group_op returned HP_NCCL_IN_USER_GROUP */
+    int         capturing;     /* 1 capturing, -1 unknown, 0 not */
+    size_t      min_bytes;
+} hp_nccl_desc_t;
+
+/* The reason a call is passed through, or HP_NELIG_YES.  Capture comes last,
+ * so a caller may set `capturing` only once everything else says yes (its
+ * query costs a driver call). */
+hp_nccl_elig_t hp_nccl_eligible(const hp_nccl_desc_t *d);
+
+/* Short name of a reason ("group"), for the stats table. */
+const char *hp_nccl_elig_name(hp_nccl_elig_t r);
+
+/* ------------------------------------------------------------- groups */
+
+/* One thread's view of the user's groups (NCCL's group state is per thread
+ * too).  Zero-initialised means "no group". */
+typedef struct {
+    int depth;      /* the user's ncclGroupStart nesting */
+    int ops;        /* operations seen since the outermost ncclGroupStart */
+    int pending;    /* the first of them is sole so far and was otherwise eligible */
+} hp_nccl_group_t;
+
+typedef enum {
+    HP_NCCL_NO_GROUP = 0,     /* outside any group */
+    HP_NCCL_SOLE_SO_FAR,      /* first operation of a depth-1 group */
+    HP_NCCL_IN_USER_GROUP     /* nested group, or not the group's first operation */
+} hp_nccl_group_class_t;
+
+void hp_nccl_group_start(hp_nccl_group_t *g);
+
+/* An operation enters.  Returns its class.  When it makes a pending first
+ * call part of the user's group, *demoted_p is set to 1 (and pending to 0):
+ * the caller re-counts that call. */
+hp_nccl_group_class_t hp_nccl_group_op(hp_nccl_group_t *g, int *demoted_p);
+
+/* Mark the operation just classified HP_NCCL_SOLE_SO_FAR as eligible but for
+ * the group: it is decided at the outermost ncclGroupEnd. */
+void hp_nccl_group_set_pending(hp_nccl_group_t *g);
+
+/* ncclGroupEnd.  Returns 1 when it closed the outermost group and that
+ * group's pending call was alone in it (the call is eligible), else 0.  An
+ * unbalanced end (depth 0) changes nothing: NCCL reports the error. */
+int hp_nccl_group_end(hp_nccl_group_t *g);
+
+#endif

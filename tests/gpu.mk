@@ -1,0 +1,95 @@
+# tests/gpu.mk: tests of the GPU path that run without a GPU; appends to
+# the variables of Makefile.am.
+#
+# Stand-ins, never installed, in tests/mock/.libs/:
+#   libcuda.so.1  the driver functions hipress uses; its "device memory"
+#                 crashes on any host access, like real device memory
+#   libnccl.so.2  records the NCCL calls it gets (builds with nccl.h)
+#   libhpwatch.so an object to load, to show the load watch fires
+#   libnccl_user.so  calls ncclAllReduce; linked to the stand-in NCCL and
+#                 loaded into a local scope, as a Python extension is
+#
+#   check_gpu         Check suite: NCCL eligibility, group tracking, staging
+#                     decisions and spans, the load watch, the driver query,
+#                     the CUDA module against the stand-in driver
+#   run_gpu.sh        MPI_Allreduce/MPI_Bcast/MPI_Allgatherv on host buffers
+#                     (unchanged; no libcuda loaded) and on stand-in device
+#                     buffers (staged exactly; or passed unchanged)
+#   run_nccl.sh       ncclAllReduce and friends through the preload, without
+#                     MPI: pass-through, groups, capture, release, settings
+#   run_gpu_info.sh   hipress_info's GPU part, with and without a driver
+#   run_cuda.sh       a program linked by nvcc runs the module's self-test
+#                     kernel (on a machine without a GPU: a clean error)
+#   run_gpu_device.sh on a machine with a GPU only (skipped elsewhere):
+#                     hipress_info --gpu, MPI collectives on cudaMalloc'd
+#                     memory (mpi_cuda), the real NCCL (nccl_cuda)
+
+HP_MOCK_LDFLAGS = $(AM_LDFLAGS) -rpath $(abs_builddir)/tests/mock/.libs -no-undefined
+
+check_LTLIBRARIES += tests/mock/libcuda.la tests/mock/libhpwatch.la
+tests_mock_libcuda_la_SOURCES = tests/mock_cuda.c
+tests_mock_libcuda_la_LDFLAGS = $(HP_MOCK_LDFLAGS) -version-info 1:0:0 -lpthread
+tests_mock_libhpwatch_la_SOURCES = tests/mock_watch.c
+tests_mock_libhpwatch_la_LDFLAGS = $(HP_MOCK_LDFLAGS) -avoid-version
+
+check_PROGRAMS += tests/check_gpu tests/mpi_gpu
+TESTS += tests/check_gpu tests/run_gpu.sh tests/run_gpu_info.sh
+tests_check_gpu_SOURCES = tests/check_gpu.c
+tests_check_gpu_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_check_gpu_LDADD = libhpcore.la $(CHECK_LIBS) -lm
+tests_mpi_gpu_SOURCES = tests/mpi_gpu.c
+tests_mpi_gpu_LDADD = -ldl
+EXTRA_DIST += tests/run_gpu.sh tests/run_gpu_info.sh tests/run_nccl.sh tests/run_cuda.sh
+
+if HP_NCCL
+check_LTLIBRARIES += tests/mock/libnccl.la tests/libnccl_user.la
+tests_mock_libnccl_la_SOURCES = tests/mock_nccl.c
+tests_mock_libnccl_la_CPPFLAGS = $(AM_CPPFLAGS) $(NCCL_CPPFLAGS)
+tests_mock_libnccl_la_LDFLAGS = $(HP_MOCK_LDFLAGS) -version-info 2:0:0 -lpthread
+tests_libnccl_user_la_SOURCES = tests/nccl_user.c
+tests_libnccl_user_la_CPPFLAGS = $(AM_CPPFLAGS) $(NCCL_CPPFLAGS)
+tests_libnccl_user_la_LDFLAGS = $(AM_LDFLAGS) -rpath $(abs_builddir)/tests/.libs -avoid-version -no-undefined
+tests_libnccl_user_la_LIBADD = tests/mock/libnccl.la
+
+check_PROGRAMS += tests/nccl_calls tests/nccl_local
+TESTS += tests/run_nccl.sh
+tests_nccl_calls_SOURCES = tests/nccl_calls.c
+tests_nccl_calls_CPPFLAGS = $(AM_CPPFLAGS) $(NCCL_CPPFLAGS)
+tests_nccl_calls_LDADD = tests/mock/libnccl.la -ldl -lpthread
+tests_nccl_calls_LDFLAGS = $(AM_LDFLAGS) -no-install
+tests_nccl_local_SOURCES = tests/nccl_local.c
+tests_nccl_local_CPPFLAGS = $(AM_CPPFLAGS) $(NCCL_CPPFLAGS)
+tests_nccl_local_LDADD = -ldl
+endif
+
+if HP_CUDA
+# linked by nvcc itself, with the module's kernels
+check_PROGRAMS += tests/cuda_selftest
+TESTS += tests/run_cuda.sh
+tests_cuda_selftest_SOURCES = tests/cuda_selftest.cu
+tests_cuda_selftest_LINK = $(NVCC) $(NVCC_ARCH_FLAGS) -Werror all-warnings -o $@
+tests_cuda_selftest_LDADD =
+tests/cuda_selftest.$(OBJEXT): $(srcdir)/cuda/hp_cuda_kernels.h $(srcdir)/cuda/hp_cuda_kernels.cu
+
+# with the CUDA runtime's shared library, for run_gpu_device.sh
+check_PROGRAMS += tests/mpi_cuda
+TESTS += tests/run_gpu_device.sh
+tests_mpi_cuda_SOURCES = tests/mpi_cuda.c
+tests_mpi_cuda_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
+tests_mpi_cuda_LDFLAGS = $(AM_LDFLAGS) -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR)
+tests_mpi_cuda_LDADD = -lcudart
+if HP_NCCL_LIB
+check_PROGRAMS += tests/nccl_cuda
+tests_nccl_cuda_SOURCES = tests/nccl_cuda.c
+tests_nccl_cuda_CPPFLAGS = $(AM_CPPFLAGS) $(NCCL_CPPFLAGS) $(CUDA_CPPFLAGS)
+tests_nccl_cuda_LDFLAGS = $(AM_LDFLAGS) -L$(NCCL_LIBDIR) -L$(CUDA_LIBDIR) -Wl,-rpath,$(NCCL_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR)
+tests_nccl_cuda_LDADD = -lnccl -lcudart -ldl
+endif
+endif
+EXTRA_DIST += tests/run_gpu_device.sh
+
+# The GPU path's tests that need no GPU (scripts/test.sh runs them again in
+# its sanitizer and CUDA-less builds).
+print-gpu-tests:
+	@echo $(filter tests/check_gpu tests/run_gpu.sh tests/run_nccl.sh tests/run_gpu_info.sh,$(TESTS))
+.PHONY: print-gpu-tests

@@ -1,0 +1,202 @@
+/*
+ * A stand-in for NCCL, built as tests/mock/.libs/libnccl.so.2 (soname
+ * libnccl.so.2) from the real nccl.h, so the prototypes are NCCL's.  It
+ * records every call it receives, with its arguments, and keeps the group
+ * depth per thread as NCCL does (ncclGroupEnd outside a group is
+ * ncclInvalidUsage).  Communicators are made with mock_nccl_comm_new().
+ * Tests read the record through mock_nccl_*.
+ */
+#include <nccl.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define API __attribute__((visibility("default")))
+
+typedef struct {
+    char        fn[32];
+    const void *sendbuf;
+    void       *recvbuf;
+    size_t      count;
+    int         datatype;
+    int         op;
+    int         root;       /* root or peer */
+    void       *comm;
+    void       *stream;
+    int         depth;      /* the thread's group depth at the call */
+} mock_nccl_call_t;
+
+#define MAX_CALLS 4096
+static mock_nccl_call_t calls[MAX_CALLS];
+static int ncalls;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static __thread int depth;
+
+static void record(const char *fn, const void *s, void *r, size_t count, int dt, int op, int root, void *comm,
+                   void *stream)
+{
+    pthread_mutex_lock(&lock);
+    if (ncalls < MAX_CALLS) {
+        mock_nccl_call_t *c = &calls[ncalls++];
+        strncpy(c->fn, fn, sizeof(c->fn) - 1);
+        c->sendbuf = s;
+        c->recvbuf = r;
+        c->count = count;
+        c->datatype = dt;
+        c->op = op;
+        c->root = root;
+        c->comm = comm;
+        c->stream = stream;
+        c->depth = depth;
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+/* ------------------------------------------------------------ test API */
+
+API int mock_nccl_ncalls(void)
+{
+    return ncalls;
+}
+
+/* The i-th call received (i < 0: from the end). */
+API const mock_nccl_call_t *mock_nccl_call(int i)
+{
+    if (i < 0)
+        i += ncalls;
+    return i >= 0 && i < ncalls ? &calls[i] : NULL;
+}
+
+API int mock_nccl_depth(void)
+{
+    return depth;
+}
+
+API ncclComm_t mock_nccl_comm_new(void)
+{
+    return (ncclComm_t)calloc(1, 64);
+}
+
+static ncclComm_t next_split;
+
+/* The communicator the next ncclCommSplit returns (an address that held
+ * another communicator before, say). */
+API void mock_nccl_next_split(ncclComm_t c)
+{
+    next_split = c;
+}
+
+/* ------------------------------------------------------------ NCCL API */
+
+API ncclResult_t ncclGroupStart(void)
+{
+    record("ncclGroupStart", NULL, NULL, 0, -1, -1, -1, NULL, NULL);
+    depth++;
+    return ncclSuccess;
+}
+
+API ncclResult_t ncclGroupEnd(void)
+{
+    record("ncclGroupEnd", NULL, NULL, 0, -1, -1, -1, NULL, NULL);
+    if (depth == 0)
+        return ncclInvalidUsage;
+    depth--;
+    return ncclSuccess;
+}
+
+API ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+                               ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream)
+{
+    record("ncclAllReduce", sendbuff, recvbuff, count, datatype, op, -1, comm, stream);
+    return comm == NULL ? ncclInvalidArgument : ncclSuccess;
+}
+
+API ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+                               int root, ncclComm_t comm, cudaStream_t stream)
+{
+    record("ncclBroadcast", sendbuff, recvbuff, count, datatype, -1, root, comm, stream);
+    return ncclSuccess;
+}
+
+API ncclResult_t ncclBcast(void *buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
+                           cudaStream_t stream)
+{
+    record("ncclBcast", buff, buff, count, datatype, -1, root, comm, stream);
+    return ncclSuccess;
+}
+
+API ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+                            ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream)
+{
+    record("ncclReduce", sendbuff, recvbuff, count, datatype, op, root, comm, stream);
+    return ncclSuccess;
+}
+
+API ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount, ncclDataType_t datatype,
+                               ncclComm_t comm, cudaStream_t stream)
+{
+    record("ncclAllGather", sendbuff, recvbuff, sendcount, datatype, -1, -1, comm, stream);
+    return ncclSuccess;
+}
+
+API ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount, ncclDataType_t datatype,
+                                   ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream)
+{
+    record("ncclReduceScatter", sendbuff, recvbuff, recvcount, datatype, op, -1, comm, stream);
+    return ncclSuccess;
+}
+
+API ncclResult_t ncclSend(const void *sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+                          cudaStream_t stream)
+{
+    record("ncclSend", sendbuff, NULL, count, datatype, -1, peer, comm, stream);
+    return ncclSuccess;
+}
+
+API ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+                          cudaStream_t stream)
+{
+    record("ncclRecv", NULL, recvbuff, count, datatype, -1, peer, comm, stream);
+    return ncclSuccess;
+}
+
+API ncclResult_t ncclCommFinalize(ncclComm_t comm)
+{
+    record("ncclCommFinalize", NULL, NULL, 0, -1, -1, -1, comm, NULL);
+    /* as a non-blocking communicator may answer */
+    return getenv("MOCK_NCCL_NONBLOCKING") != NULL ? ncclInProgress : ncclSuccess;
+}
+
+API ncclResult_t ncclCommDestroy(ncclComm_t comm)
+{
+    record("ncclCommDestroy", NULL, NULL, 0, -1, -1, -1, comm, NULL);
+    free(comm);
+    return ncclSuccess;
+}
+
+API ncclResult_t ncclCommAbort(ncclComm_t comm)
+{
+    record("ncclCommAbort", NULL, NULL, 0, -1, -1, -1, comm, NULL);
+    free(comm);
+    return ncclSuccess;
+}
+
+API ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm, ncclConfig_t *config)
+{
+    (void)config;
+    record("ncclCommSplit", NULL, NULL, 0, color, key, -1, comm, NULL);
+    *newcomm = next_split != NULL ? next_split : mock_nccl_comm_new();
+    next_split = NULL;
+    return ncclSuccess;
+}
+
+API const char *ncclGetErrorString(ncclResult_t result)
+{
+    switch (result) {
+    case ncclSuccess: return "no error";
+    case ncclInvalidArgument: return "invalid argument";
+    case ncclInvalidUsage: return "invalid usage";
+    case ncclInProgress: return "operation in progress";
+    default: return "mock nccl error";
+    }
+}
