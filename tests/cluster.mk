@@ -3,10 +3,12 @@
 #   run_cluster.sh    2 emulated hosts x 2 ranks: start, a compressed
 #                     allreduce identical on all ranks, clean teardown
 #                     (skipped, exit 77, where namespaces are not allowed)
-#   mpi_failure       plain MPI program driven by tests/failure_cases.sh (not
-#                     part of `make check`: it probes how Open MPI behaves when
-#                     a rank dies, a link goes down or a rank is late)
+#   run_failures.sh   a late rank, a killed rank and a lost link on 2 x 2
+#                     emulated hosts, with and without hipress, each within
+#                     its time bound, nothing left behind
+#   mpi_failure       the MPI program they run (also driven by
+#                     tests/failure_cases.sh, the probe of plain Open MPI)
 check_PROGRAMS += tests/mpi_failure
 tests_mpi_failure_SOURCES = tests/mpi_failure.c
-TESTS += tests/run_cluster.sh
-EXTRA_DIST += tests/run_cluster.sh tests/failure_cases.sh
+TESTS += tests/run_cluster.sh tests/run_failures.sh
+EXTRA_DIST += tests/run_cluster.sh tests/run_failures.sh tests/failure_cases.sh

@@ -5,9 +5,10 @@
  *       MPI_Allreduce of MIB MiB of floats (MPI_SUM) again and again for
  *       SECONDS; rank 0 prints one line per second (calls done, time of the
  *       last call), every rank prints when it leaves.
- *   mpi_failure late MIB DELAY RANK
- *       RANK sleeps DELAY seconds, then every rank calls MPI_Allreduce once;
- *       each prints how long it spent inside the call.
+ *   mpi_failure late MIB DELAY RANK [CALLS]
+ *       CALLS (default 1) MPI_Allreduce calls; RANK sleeps DELAY seconds
+ *       before the middle one; each rank prints the longest time it spent
+ *       inside a call and how many elements differed from the exact sum.
  *
  * With HP_FAIL_PIDDIR set, each rank writes its pid (as seen in its PID
  * namespace) to HP_FAIL_PIDDIR/rankN.pid before the first call.
@@ -79,15 +80,33 @@ int main(int argc, char **argv)
         printf("rank %d on %s: left the loop after %ld calls\n", rank, host, calls);
         fflush(stdout);
     } else {
+        /* CALLS calls (default 1); RANK sleeps DELAY seconds before the
+         * middle one; every result is compared with the exact sum (the
+         * inputs are multiples of 0.25 below 4, exact in fp16 too) */
         double delay = atof(argv[3]);
-        int late = atoi(argv[4]);
-        if (rank == late)
-            usleep((useconds_t)(delay * 1e6));
-        double t = now();
-        int rc = MPI_Allreduce(in, out, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-        t = now() - t;
-        printf("rank %d on %s: %.3f s inside MPI_Allreduce (rc %d)%s\n", rank, host, t, rc,
-               rank == late ? " (the late rank)" : "");
+        int late = atoi(argv[4]), calls = argc > 5 ? atoi(argv[5]) : 1, wrong = 0;
+        double tmax = 0;
+        for (int c = 0; c < calls; c++) {
+            if (rank == late && c == calls / 2)
+                usleep((useconds_t)(delay * 1e6));
+            double t = now();
+            int rc = MPI_Allreduce(in, out, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+            t = now() - t;
+            tmax = t > tmax ? t : tmax;
+            if (rc != MPI_SUCCESS) {
+                printf("rank %d on %s: MPI_Allreduce returned %d\n", rank, host, rc);
+                wrong++;
+                break;
+            }
+            for (size_t i = 0; i < n; i++) {
+                float want = 0;
+                for (int r = 0; r < size; r++)
+                    want += (float)((i + (size_t)r) % 17) * 0.25f;
+                wrong += out[i] != want;
+            }
+        }
+        printf("rank %d on %s: %d calls, longest %.3f s inside MPI_Allreduce, %d wrong elements%s\n",
+               rank, host, calls, tmax, wrong, rank == late ? " (the late rank)" : "");
         fflush(stdout);
     }
     free(in);
