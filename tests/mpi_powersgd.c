@@ -438,7 +438,7 @@ static void case_no_store(size_t n)
         buf[i] = (float)want[i];
         want[i] = (double)buf[i] * np;
     }
-    hp_tp_init(&tp, comm);
+    hp_tp_init(&tp, comm, NULL);
     memset(&call, 0, sizeof(call));
     call.tp = &tp;
     call.buf = buf;
