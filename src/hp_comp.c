@@ -1,6 +1,7 @@
 /* CompLL registry, plugin loading and the message header. */
 #include "hp_comp.h"
 #include "hp_ops_sparse.h"
+#include "hp_plan.h"
 #include <dlfcn.h>
 #include <math.h>
 #include <pthread.h>
@@ -44,7 +45,7 @@ static void registry_init(void)
 
 const hp_comp_ext_t *hp_comp_ext(int kind)
 {
-    static const hp_comp_ext_t none = {HP_QCLASS_EXACT, NULL, NULL, NULL, NULL};
+    static const hp_comp_ext_t none = {.qclass = HP_QCLASS_EXACT};
     registry_init();
     return (kind >= 0 && kind < registry_count) ? registry_ext[kind] : &none;
 }
@@ -106,6 +107,7 @@ hp_status_t hp_comp_register(hp_comp_t *c, char *err, size_t errlen)
         memset(x, 0, sizeof(*x));
         x->qclass = (c->flags & HIPRESS_COMP_LOSSLESS) ? HP_QCLASS_EXACT
                     : (c->flags & HIPRESS_COMP_SPARSE) ? HP_QCLASS_SPARSE : HP_QCLASS_QUANT;
+        x->max_stages = hp_plan_default_budget(x->qclass);
         registry_ext[registry_count] = x;
         registry[registry_count++] = c;
     }

@@ -47,6 +47,10 @@ typedef enum {
  * hooks, never by comparing names. */
 typedef struct hp_comp_ext {
     hp_qclass_t qclass;
+    /* The quality budget auto keeps to by default (HIPRESS_MAX_STAGES=0):
+     * the most lossy stages an element may go through; 0 = no limit.  Set
+     * from the convergence study (doc/accuracy.md). */
+    int max_stages;
     /* Elements per independent block of the format: every message the
      * algorithms send starts on a multiple of it (an absolute element index
      * of the buffer), so a call's result does not depend on how the plan

@@ -52,6 +52,7 @@ static void dgc_call_params(hipress_comp_params_t *p, unsigned long long call)
 
 const hp_comp_ext_t hp_compx_dgc = {
     .qclass = HP_QCLASS_SPARSE,
+    .max_stages = 2,   /* as graddrop (doc/accuracy.md) */
     .grain = hp_sparse_grain,
     .momentum = dgc_momentum,
     .call_params = dgc_call_params,

@@ -1143,5 +1143,6 @@ hp_status_t hp_powersgd_run(hp_call_t *call)
 
 const hp_comp_ext_t hp_compx_powersgd = {
     .qclass = HP_QCLASS_LOWRANK,
+    .max_stages = 0,   /* its own exchange, one stage (doc/accuracy.md) */
     .run = hp_powersgd_run,
 };

@@ -212,5 +212,6 @@ const hipress_compressor_v1_t hp_comp_tbq = {
 
 const hp_comp_ext_t hp_compx_tbq = {
     .qclass = HP_QCLASS_QUANT,
+    .max_stages = 1,   /* ps cost 15 points (6 seeds) (doc/accuracy.md) */
     .grain = tbq_grain,
 };

@@ -147,4 +147,5 @@ const hipress_compressor_v1_t hp_comp_terngrad = {
 
 const hp_comp_ext_t hp_compx_terngrad = {
     .qclass = HP_QCLASS_QUANT,
+    .max_stages = 0,   /* unbiased, no residual: every algorithm within 0.3 points of plain (doc/accuracy.md) */
 };

@@ -49,13 +49,13 @@ typedef struct {
  */
 int hp_plan_stages(int algo, int N);
 
-/* The default budget of a compressor class for HIPRESS_MAX_STAGES=0: the
- * most stages auto may choose (0 = no limit).  Set from the convergence
- * study (doc/accuracy.md). */
+/* The default budget of a plugin compressor's class for
+ * HIPRESS_MAX_STAGES=0: the most stages auto may choose (0 = no limit).
+ * Built-ins carry their own (hp_comp_ext_t.max_stages). */
 int hp_plan_default_budget(hp_qclass_t qclass);
 
-/* The budget in effect: HIPRESS_MAX_STAGES when > 0, else the class default
- * of `kind` (0 = no limit). */
+/* The budget in effect: HIPRESS_MAX_STAGES when > 0, else the default of
+ * `kind` (hp_comp_ext_t.max_stages; 0 = no limit). */
 int hp_plan_budget(int kind, long long max_stages);
 
 /* Wire bytes of one message of len elements aggregating `contribs` ranks. */
