@@ -16,6 +16,7 @@ typedef struct hp_call {
     hp_transport_t             *tp;
     float                      *buf;        /* n floats: input on entry, result on exit */
     size_t                      n;
+    size_t                      base;       /* element index of buf[0] in the user's buffer */
     int                         kind;       /* compressor */
     const hipress_comp_params_t *params;    /* for this call (hp_comp_ext_t.call_params) */
     hp_residual_store_t        *res;        /* the communicator's store */

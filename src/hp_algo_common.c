@@ -57,7 +57,7 @@ size_t hp_call_encode(hp_call_t *call, size_t off, size_t len, int hop, int cont
     a.rng_key[1] = (uint64_t)call->tp->rank;
     a.rng_key[2] = call->call_no;
     a.rng_key[3] = (uint64_t)hop;
-    a.rng_offset = off;
+    a.rng_offset = call->base + off;   /* absolute: shards of one buffer draw apart */
     if (c->flags & HIPRESS_COMP_SPARSE) {
         /* an aggregate of `contribs` ranks keeps `contribs` times the density */
         sp = *call->params;

@@ -128,43 +128,89 @@ static hp_status_t measure_inputs(hp_comm_state_t *cs, MPI_Comm pc, hp_plan_inpu
     return HP_OK;
 }
 
-/* The communicator the algorithm runs on (leaders in hierarchical mode). */
-static MPI_Comm algo_comm(const hp_comm_state_t *cs)
+/* The communicator the algorithm runs on in mode `hier` (1: the inter-node
+ * one; MPI_COMM_NULL on a rank that is not a node leader in leaders mode). */
+static MPI_Comm algo_comm(const hp_comm_state_t *cs, int hier)
 {
-    return cs->hier ? cs->leaders : cs->priv;
+    if (!hier)
+        return cs->priv;
+    return cs->hier_2d ? cs->cross : cs->leaders;
 }
 
-static hp_status_t ensure_inputs(hp_comm_state_t *cs)
+/* Ranks the algorithm of mode `hier` runs on. */
+static int algo_size(const hp_comm_state_t *cs, int hier)
+{
+    return hier ? cs->nodes : cs->size;
+}
+
+/* The cost model's inputs of mode `hier`, measured once per compressor and
+ * agreed over every rank of the communicator (so every rank plans the
+ * same): flat on the private communicator; hierarchical on the inter-node
+ * communicators (every cross communicator at once, as the calls run), plus
+ * the rate inside a node. */
+static hp_status_t ensure_inputs(hp_comm_state_t *cs, int hier)
 {
     hp_status_t st = HP_OK;
-    if (cs->have_inputs && cs->inputs_kind == cs->kind)
+    MPI_Comm ac = algo_comm(cs, hier);
+    hp_plan_inputs_t in;
+    double v[5] = {0, 0, 0, 0, 0}, vmax[5];
+
+    if (cs->have_inputs[hier] && cs->inputs_kind[hier] == cs->kind)
         return HP_OK;
-    if (algo_comm(cs) != MPI_COMM_NULL)
-        st = measure_inputs(cs, algo_comm(cs), &cs->inputs);
-    if (cs->hier) {
-        /* node members take their leader's (agreed) inputs */
-        int ok = st == HP_OK, all;
-        PMPI_Bcast(&cs->inputs, sizeof(cs->inputs), MPI_BYTE, 0, cs->node);
-        PMPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, cs->priv);
-        st = all ? HP_OK : HP_ERR_MPI;
+    memset(&in, 0, sizeof(in));
+    if (ac != MPI_COMM_NULL)
+        st = measure_inputs(cs, ac, &in);
+    if (hier) {
+        void *sb = calloc(2, 1 << 20);
+        if (sb != NULL) {
+            double t = ring_exchange_time(cs->node, sb, (char *)sb + (1 << 20), 1 << 20, 3);
+            v[4] = t > 0 ? t : 1e-9;
+            free(sb);
+        } else {
+            st = HP_ERR_NOMEM;
+        }
     }
-    if (st == HP_OK) {
-        cs->have_inputs = 1;
-        cs->inputs_kind = cs->kind;
+    /* agree: the slowest measurement of every rank (ranks that measured
+     * nothing, non-leaders, contribute zeros), and any failure */
+    v[0] = in.bw > 0 ? 1.0 / in.bw : 0;
+    v[1] = in.alpha;
+    v[2] = in.enc_rate > 0 ? 1.0 / in.enc_rate : 0;
+    v[3] = in.dec_rate > 0 ? 1.0 / in.dec_rate : 0;
+    {
+        double fail = st != HP_OK, anyfail = 0;
+        if (PMPI_Allreduce(&fail, &anyfail, 1, MPI_DOUBLE, MPI_MAX, cs->priv) != MPI_SUCCESS || anyfail > 0)
+            return HP_ERR_MPI;
+        if (PMPI_Allreduce(v, vmax, 5, MPI_DOUBLE, MPI_MAX, cs->priv) != MPI_SUCCESS)
+            return HP_ERR_MPI;
     }
-    return st;
+    cs->inputs[hier].bw = 1.0 / HP_MAX(vmax[0], 1e-12);
+    cs->inputs[hier].alpha = vmax[1];
+    cs->inputs[hier].enc_rate = 1.0 / HP_MAX(vmax[2], 1e-12);
+    cs->inputs[hier].dec_rate = 1.0 / HP_MAX(vmax[3], 1e-12);
+    if (hier) {
+        cs->intra_bw = (double)(1 << 20) / HP_MAX(vmax[4], 1e-9);
+        HP_INFO("hierarchy: %.3g GB/s per rank inside a node", cs->intra_bw / 1e9);
+    }
+    cs->have_inputs[hier] = 1;
+    cs->inputs_kind[hier] = cs->kind;
+    return HP_OK;
 }
 
-static int algo_size(const hp_comm_state_t *cs)
+/* The elements one rank's algorithm handles in mode `hier`: its node's
+ * shard in 2D mode, the whole buffer otherwise. */
+static size_t algo_count(const hp_comm_state_t *cs, int hier, size_t count)
 {
-    int n = cs->size;
-    if (cs->hier) {
-        n = 0;
-        if (cs->leaders != MPI_COMM_NULL)
-            PMPI_Comm_size(cs->leaders, &n);
-        PMPI_Bcast(&n, 1, MPI_INT, 0, cs->node);
-    }
-    return n;
+    return hier && cs->hier_2d ? (count + (size_t)cs->node_size - 1) / (size_t)cs->node_size : count;
+}
+
+/* Modelled seconds of the exact exchanges inside a node in mode `hier`:
+ * reduce-scatter and allgather (2D), or reduce and broadcast (leaders). */
+static double intra_time(const hp_comm_state_t *cs, int hier, size_t count)
+{
+    double S = 4.0 * (double)count, k = (double)cs->node_size;
+    if (!hier || cs->intra_bw <= 0)
+        return 0;
+    return (cs->hier_2d ? 2.0 * (k - 1) / k * S : 2.0 * S) / cs->intra_bw;
 }
 
 /* The quality budget of this communicator's compressor (0: no limit). */
@@ -187,6 +233,33 @@ static void warn_budget(hp_comm_state_t *cs, const hp_plan_t *plan)
     }
 }
 
+/* The hierarchical modes a call may use under the settings: bit 0 flat,
+ * bit 1 hierarchical. */
+static int plan_modes(const hp_comm_state_t *cs)
+{
+    long long h = hp_cfg_i(&cs->cfg, HP_S_HIERARCHICAL);
+    if (!cs->hier_avail || h == HP_HIER_OFF || hp_comp_ext(cs->kind)->run != NULL)
+        return 1;   /* (a collective compressor runs its own exchanges, flat) */
+    return h == HP_HIER_ON ? 2 : 3;
+}
+
+/* Insert p into the candidates by modelled time (plain, t_model 0, first). */
+static void add_candidate(hp_plan_slot_t *ps, hp_plan_t p)
+{
+    int i;
+    if (ps->ncand >= HP_PLAN_CANDIDATES) {
+        if (p.t_model >= ps->cand[ps->ncand - 1].t_model)
+            return;
+        ps->ncand--;
+    }
+    i = ps->ncand++;
+    while (i > 0 && ps->cand[i - 1].compress && ps->cand[i - 1].t_model > p.t_model) {
+        ps->cand[i] = ps->cand[i - 1];
+        i--;
+    }
+    ps->cand[i] = p;
+}
+
 /* The plan for this call; *explore_p receives the plan slot being explored
  * (time the call and report with plan_report), or NULL. */
 static hp_status_t plan_for(hp_comm_state_t *cs, size_t count, hp_plan_t *plan_p,
@@ -196,7 +269,7 @@ static hp_status_t plan_for(hp_comm_state_t *cs, size_t count, hp_plan_t *plan_p
     size_t part_bytes = (size_t)hp_cfg_i(&cs->cfg, HP_S_PARTITION_BYTES);
     int allow_plain = (int)hp_cfg_i(&cs->cfg, HP_S_ALLOW_PLAIN);
     int budget = comm_budget(cs);
-    int N;
+    int modes = plan_modes(cs);
     hp_plan_slot_t *ps = &cs->plans[size_class(count * sizeof(float))];
     hp_status_t st;
 
@@ -205,62 +278,59 @@ static hp_status_t plan_for(hp_comm_state_t *cs, size_t count, hp_plan_t *plan_p
         *plan_p = ps->chosen;
         return HP_OK;
     }
-    N = algo_size(cs);
-    if (N < 2) {
-        /* a single node: the exact node reduction is the whole job */
-        *plan_p = (hp_plan_t){1, HP_ALGO_RING, 1, 0, 0};
-        return HP_OK;
-    }
-    if (algo != HP_ALGO_AUTO && hp_comp_ext(cs->kind)->run != NULL) {
+    if (hp_comp_ext(cs->kind)->run != NULL && (algo != HP_ALGO_AUTO || !allow_plain)) {
         /* a collective compressor runs its own exchanges whatever HIPRESS_ALGO says */
-        ps->chosen = (hp_plan_t){1, HP_ALGO_AUTO, 1, 0, hp_plan_stages(HP_ALGO_AUTO, N)};
+        ps->chosen = (hp_plan_t){1, HP_ALGO_AUTO, 1, 0, hp_plan_stages(HP_ALGO_AUTO, cs->size), 0};
         ps->state = 2;
         *plan_p = ps->chosen;
         return HP_OK;
     }
-    if (algo != HP_ALGO_AUTO && part_bytes > 0) {
+    if (algo != HP_ALGO_AUTO && part_bytes > 0 && modes != 3) {
         /* fixed entirely by the settings: nothing to measure */
-        ps->chosen = hp_plan_choose(&cs->inputs, cs->kind, &cs->params, count, N, algo, part_bytes, 0, 0);
+        int h = modes == 2;
+        ps->chosen = hp_plan_choose(&cs->inputs[h], cs->kind, &cs->params, algo_count(cs, h, count),
+                                    algo_size(cs, h), algo, part_bytes, 0, 0);
+        ps->chosen.hier = h;
         ps->state = 2;
         *plan_p = ps->chosen;
         warn_budget(cs, plan_p);
         return HP_OK;
-    }
-    if ((st = ensure_inputs(cs)) != HP_OK)
-        return st;
-    if (algo != HP_ALGO_AUTO) {
-        ps->chosen = hp_plan_choose(&cs->inputs, cs->kind, &cs->params, count, N, algo, part_bytes, 0, 0);
-        ps->state = 2;
-        *plan_p = ps->chosen;
-        warn_budget(cs, plan_p);
-        return HP_OK;
-    }
-    if (ps->state == 0 && hp_comp_ext(cs->kind)->run != NULL) {
-        /* a collective compressor (powersgd) runs its own exchanges: the
-         * only choice is whether to use it at all */
-        ps->ncand = 0;
-        if (allow_plain)
-            ps->cand[ps->ncand++] = (hp_plan_t){0, HP_ALGO_RING, 1, 0, 0};
-        ps->cand[ps->ncand++] = (hp_plan_t){1, HP_ALGO_AUTO, 1, 0, 1};
-        ps->trial = 0;
-        ps->state = 1;
     }
     if (ps->state == 0) {
-        /* candidates: plain (T0 is measured, not modelled), then the
-         * algorithms within the quality budget in the model's order while
+        /* candidates: plain (T0 is measured, not modelled); a collective
+         * compressor; else per hierarchical mode the algorithms within the
+         * quality budget (or the fixed one), in the model's order while
          * within HP_PLAN_PRUNE of its best: the model prunes and sets K, the
          * measurement decides */
-        hp_plan_t best = hp_plan_choose(&cs->inputs, cs->kind, &cs->params, count, N, HP_ALGO_AUTO,
-                                        part_bytes, budget, 0);
+        double best = INFINITY;
+        hp_plan_t all[2 * 4];
+        int nall = 0;
         ps->ncand = 0;
-        if (allow_plain)
-            ps->cand[ps->ncand++] = (hp_plan_t){0, HP_ALGO_RING, 1, 0, 0};
-        for (int k = 0; ps->ncand < HP_PLAN_CANDIDATES; k++) {
-            hp_plan_t p = hp_plan_choose(&cs->inputs, cs->kind, &cs->params, count, N, HP_ALGO_AUTO,
-                                         part_bytes, budget, k);
-            if (!p.compress || p.t_model > HP_PLAN_PRUNE * best.t_model)
-                break;
-            ps->cand[ps->ncand++] = p;
+        if (allow_plain && algo == HP_ALGO_AUTO)
+            add_candidate(ps, (hp_plan_t){0, HP_ALGO_RING, 1, 0, 0, 0});
+        if (hp_comp_ext(cs->kind)->run != NULL) {
+            add_candidate(ps, (hp_plan_t){1, HP_ALGO_AUTO, 1, 0, 1, 0});
+        } else {
+            for (int h = 0; h < 2; h++) {
+                if (!(modes & (1 << h)))
+                    continue;
+                if ((st = ensure_inputs(cs, h)) != HP_OK)
+                    return st;
+                for (int k = 0; k < 4; k++) {
+                    hp_plan_t p = hp_plan_choose(&cs->inputs[h], cs->kind, &cs->params,
+                                                 algo_count(cs, h, count), algo_size(cs, h), algo,
+                                                 part_bytes, algo == HP_ALGO_AUTO ? budget : 0, k);
+                    if (!p.compress)
+                        break;
+                    p.hier = h;
+                    p.t_model += intra_time(cs, h, count);
+                    best = HP_MIN(best, p.t_model);
+                    all[nall++] = p;
+                }
+            }
+            for (int i = 0; i < nall; i++)
+                if (all[i].t_model <= HP_PLAN_PRUNE * best)
+                    add_candidate(ps, all[i]);
         }
         ps->trial = 0;
         ps->state = 1;
@@ -270,6 +340,7 @@ static hp_status_t plan_for(hp_comm_state_t *cs, size_t count, hp_plan_t *plan_p
         ps->chosen = ps->cand[0];
         ps->state = 2;
         *plan_p = ps->chosen;
+        warn_budget(cs, plan_p);
         return HP_OK;
     }
     *plan_p = ps->cand[ps->trial / HP_PLAN_REPS];
@@ -458,25 +529,94 @@ static int plain_call(hp_comm_state_t *cs, const void *sendbuf, void *recvbuf, s
 }
 
 /* dgc's momentum correction where this rank's own gradient enters: its
- * contribution becomes u = m u + g (over the whole buffer, before any
- * encode), and every stage then applies plain error feedback to what it
+ * contribution to elements [base, base+len) of the buffer (of count
+ * elements; buf points at element base) becomes u = m u + g, before any
+ * encode, and every stage then applies plain error feedback to what it
  * encodes; u is masked where this rank's messages carried an element.  A
- * buffer holding NaN or Inf skips it for this call (u stays as it was). */
-static float *apply_momentum(hp_comm_state_t *cs, hp_res_buf_t *rb, float m, float *buf, size_t count)
+ * range holding NaN or Inf skips it for this call (u stays as it was).
+ * Returns u at element base, or NULL. */
+static float *apply_momentum(hp_comm_state_t *cs, hp_res_buf_t *rb, float m, float *buf,
+                             size_t base, size_t len, size_t count)
 {
     const hp_ops_t *ops = hp_ops_get(cs->params.isa);
     float *u;
-    if (rb == NULL || !(m > 0.0f) || ops->nonfinite(buf, count))
+    if (rb == NULL || !(m > 0.0f) || ops->nonfinite(buf, len))
         return NULL;
     u = hp_residual_vec(cs->res, rb, HP_RES_U, count);
     if (u == NULL)
         return NULL;
-    for (size_t i = 0; i < count; i++) {
+    u += base;
+    for (size_t i = 0; i < len; i++) {
         float v = m * u[i];
         u[i] = v + buf[i];
         buf[i] = u[i];
     }
     return u;
+}
+
+/* The exact exchanges inside a node of the 2D hierarchy, point to point
+ * (Open MPI's MPI_Reduce_scatter of 64 MiB on two ranks took 150 to 240 ms
+ * where these take 12 to 25).  Shard q is [off[q], off[q] + len[q]) of buf.
+ * reduce-scatter: this rank's shard becomes the sum of every node rank's
+ * shard, added in node-rank order after its own (tmp: room for the others'
+ * shards); allgather: every shard from its owner. */
+static hp_status_t node_exchange(hp_comm_state_t *cs, float *buf, const int *len, const int *off,
+                                 float *tmp, int gather)
+{
+    const int k = cs->node_size, me = cs->node_rank;
+    MPI_Request *rq = malloc(2 * (size_t)k * sizeof(MPI_Request));
+    hp_status_t st = HP_OK;
+    hp_wd_wait_t w;
+    size_t at = 0;
+    int m = 0;
+
+    if (rq == NULL)
+        return HP_ERR_NOMEM;
+    for (int q = 0; q < k; q++) {
+        if (q == me)
+            continue;
+        if (PMPI_Irecv(gather ? buf + off[q] : tmp + at, gather ? len[q] : len[me], MPI_FLOAT, q, 7101,
+                       cs->node, &rq[m++]) != MPI_SUCCESS)
+            st = HP_ERR_MPI;
+        at += (size_t)len[me];
+    }
+    for (int q = 0; q < k; q++) {
+        if (q == me)
+            continue;
+        if (PMPI_Isend(gather ? buf + off[me] : buf + off[q], gather ? len[me] : len[q], MPI_FLOAT, q, 7101,
+                       cs->node, &rq[m++]) != MPI_SUCCESS)
+            st = HP_ERR_MPI;
+    }
+    hp_wd_enter(&w, gather ? "the node allgather of a compressed allreduce"
+                           : "the node reduction of a compressed allreduce", -1);
+    if (PMPI_Waitall(m, rq, MPI_STATUSES_IGNORE) != MPI_SUCCESS)
+        st = HP_ERR_MPI;
+    hp_wd_leave(&w);
+    free(rq);
+    if (st == HP_OK && !gather) {
+        const hp_ops_t *ops = hp_ops_get(cs->params.isa);
+        float *mine = buf + off[me];
+        at = 0;
+        for (int q = 0; q < k; q++) {
+            if (q == me)
+                continue;
+            ops->add(mine, tmp + at, mine, (size_t)len[me]);
+            at += (size_t)len[me];
+        }
+    }
+    return st;
+}
+
+/* Fold what this rank holds for elements [off, off+len) into its data
+ * (buf is the whole buffer): where it encodes nothing lossy this call. */
+static void fold_range(hp_comm_state_t *cs, float *r, float *buf, size_t off, size_t len)
+{
+    const hp_ops_t *ops = hp_ops_get(cs->params.isa);
+    if (r == NULL || len == 0 || ops->nonfinite(buf + off, len))
+        return;
+    ops->add(buf + off, r + off, buf + off, len);
+    memset(r + off, 0, len * sizeof(float));
+    atomic_fetch_add_explicit(&hp_g.stats.res_folded, 1, memory_order_relaxed);
 }
 
 int hp_allreduce_compressed(const void *sendbuf, void *recvbuf, size_t count, MPI_Comm comm,
@@ -493,7 +633,8 @@ int hp_allreduce_compressed(const void *sendbuf, void *recvbuf, size_t count, MP
     hp_res_buf_t *rb = NULL;
     hp_wd_wait_t wdw;
     float *exact = NULL;
-    int failed, is_algo_rank, keeps_state;
+    int failed, is_algo_rank, keeps_state, hier, *hier_counts = NULL;
+    size_t base = 0, n_algo = count, grain;
     double t0 = hp_now();
     MPI_Comm ac;
 
@@ -533,87 +674,102 @@ int hp_allreduce_compressed(const void *sendbuf, void *recvbuf, size_t count, MP
         }
     }
     rb = buffer_state(cs, recvbuf, count, keeps_state);
-    ac = algo_comm(cs);
+    hier = plan.hier;
+    ac = algo_comm(cs, hier);
     is_algo_rank = ac != MPI_COMM_NULL;
-    /* hierarchical: exact sum on each node's leader first; a rank that
-     * encodes nothing this call sends what it owes with its data */
-    if (cs->hier) {
-        int nr;
-        float *r = held_residual(rb, count);
-        if (!is_algo_rank && r != NULL) {
-            const hp_ops_t *ops = hp_ops_get(cs->params.isa);
-            if (!ops->nonfinite((float *)recvbuf, count)) {
-                ops->add((float *)recvbuf, r, (float *)recvbuf, count);
-                memset(r, 0, count * sizeof(float));
-                atomic_fetch_add_explicit(&hp_g.stats.res_folded, 1, memory_order_relaxed);
+    /* this call's parameters (dgc's warm-up counts calls on the buffer) */
+    cparams = cs->params;
+    if (ext->call_params != NULL)
+        ext->call_params(&cparams, rb != NULL ? rb->calls : 0);
+    grain = hp_comp_grain(cs->kind, &cparams);
+    if (hier && cs->hier_2d) {
+        /* 2D: reduce-scatter inside the node (exact), this rank compresses
+         * its shard with the same node rank of every other node, allgather
+         * inside the node.  What it owes for the other shards goes into the
+         * node reduction. */
+        float *r = held_residual(rb, count), *shard;
+        int *cnt = malloc(2 * (size_t)cs->node_size * sizeof(int));
+        base = hp_span_off(count, (size_t)cs->node_size, (size_t)cs->node_rank, grain);
+        n_algo = hp_span_len(count, (size_t)cs->node_size, (size_t)cs->node_rank, grain);
+        fold_range(cs, r, (float *)recvbuf, 0, base);
+        fold_range(cs, r, (float *)recvbuf, base + n_algo, count - base - n_algo);
+        shard = hp_comm_scratch2(cs, HP_MAX(n_algo * (size_t)(cs->node_size - 1), 1) * sizeof(float));
+        if (cnt == NULL || shard == NULL) {
+            st = HP_ERR_NOMEM;
+        } else {
+            for (int q = 0; q < cs->node_size; q++) {
+                cnt[q] = (int)hp_span_len(count, (size_t)cs->node_size, (size_t)q, grain);
+                cnt[cs->node_size + q] = (int)hp_span_off(count, (size_t)cs->node_size, (size_t)q, grain);
             }
+            st = node_exchange(cs, (float *)recvbuf, cnt, cnt + cs->node_size, shard, 0);
         }
-        PMPI_Comm_rank(cs->node, &nr);
+        hier_counts = cnt;
+        atomic_fetch_add_explicit(&hp_g.stats.hier_calls, 1, memory_order_relaxed);
+    } else if (hier) {
+        /* leaders: exact sum on each node's leader; a rank that encodes
+         * nothing this call sends what it owes with its data */
+        if (!is_algo_rank)
+            fold_range(cs, held_residual(rb, count), (float *)recvbuf, 0, count);
         hp_wd_enter(&wdw, "the node reduction of a compressed allreduce", -1);
-        if (PMPI_Reduce(nr == 0 ? MPI_IN_PLACE : recvbuf, nr == 0 ? recvbuf : NULL, (int)count,
-                        MPI_FLOAT, MPI_SUM, 0, cs->node) != MPI_SUCCESS)
+        if (PMPI_Reduce(cs->node_rank == 0 ? MPI_IN_PLACE : recvbuf, cs->node_rank == 0 ? recvbuf : NULL,
+                        (int)count, MPI_FLOAT, MPI_SUM, 0, cs->node) != MPI_SUCCESS)
             st = HP_ERR_MPI;
         hp_wd_leave(&wdw);
         atomic_fetch_add_explicit(&hp_g.stats.hier_calls, 1, memory_order_relaxed);
     }
     memset(&call, 0, sizeof(call));
     call.err = st;
+    tp.bytes_sent = 0;
     if (is_algo_rank) {
         int acsize;
         PMPI_Comm_size(ac, &acsize);
-        hp_tp_init(&tp, ac, cs->hier ? cs->world_leaders : cs->world_priv);
+        hp_tp_init(&tp, ac, hier ? cs->world_inter : cs->world_priv);
         if (acsize < 2) {
-            /* a single node: the node reduction was the whole job, and
-             * what this leader owes goes with it */
-            float *r = held_residual(rb, count);
-            if (r != NULL && st == HP_OK) {
-                call.buf = (float *)recvbuf;
-                call.resid = r;
-                call.params = &cs->params;
-                hp_call_fold(&call, 0, count);
-            }
+            /* one node: the node reduction was the whole job, and what this
+             * rank owes goes with it */
+            if (st == HP_OK)
+                fold_range(cs, held_residual(rb, count), (float *)recvbuf, base, n_algo);
             is_algo_rank = 0;
-            tp.bytes_sent = 0;
+        } else {
+            call.tp = &tp;
+            call.buf = (float *)recvbuf + base;
+            call.n = n_algo;
+            call.base = base;
+            call.kind = cs->kind;
+            call.params = &cparams;
+            call.res = cs->res;
+            call.rb = rb;
+            call.resid = (rb != NULL && (comp->flags & HIPRESS_COMP_EF))
+                             ? hp_residual_vec(cs->res, rb, HP_RES_R, count) : held_residual(rb, count);
+            if (call.resid != NULL)
+                call.resid += base;
+            if (ext->momentum != NULL)
+                call.mom = apply_momentum(cs, rb, ext->momentum(&cparams), call.buf, base, n_algo, count);
+            else if (rb != NULL && (comp->flags & HIPRESS_COMP_MOMENTUM) &&
+                     (call.state = hp_residual_vec(cs->res, rb, HP_RES_U, count)) != NULL)
+                call.state += base;
+            call.grain = grain;
+            call.seed = (uint64_t)hp_cfg_i(&cs->cfg, HP_S_SEED);
+            call.call_no = cs->ncalls;
+            call.part_elems = part_elems(&plan, n_algo, acsize, call.grain);
+            call.corrupt = hp_cfg_i(&cs->cfg, HP_S_TEST_CORRUPT) == cs->rank;
+            call.kill = hp_cfg_i(&cs->cfg, HP_S_TEST_KILL_RANK) == hp_g.world_rank &&
+                        (unsigned long long)hp_cfg_i(&cs->cfg, HP_S_TEST_KILL_CALL) == cs->ncalls;
+            call.scratch = scratch_cb;
+            call.scratch_ctx = cs;
+            if (call.err == HP_OK)
+                st = run_algo(&call, &plan);
         }
-    }
-    if (is_algo_rank) {
-        int acsize;
-        PMPI_Comm_size(ac, &acsize);
-        /* this call's parameters (dgc's warm-up counts calls on the buffer) */
-        cparams = cs->params;
-        if (ext->call_params != NULL)
-            ext->call_params(&cparams, rb != NULL ? rb->calls : 0);
-        call.tp = &tp;
-        call.buf = (float *)recvbuf;
-        call.n = count;
-        call.kind = cs->kind;
-        call.params = &cparams;
-        call.res = cs->res;
-        call.rb = rb;
-        call.resid = (rb != NULL && (comp->flags & HIPRESS_COMP_EF))
-                         ? hp_residual_vec(cs->res, rb, HP_RES_R, count) : held_residual(rb, count);
-        if (ext->momentum != NULL)
-            call.mom = apply_momentum(cs, rb, ext->momentum(&cparams), call.buf, count);
-        else if (rb != NULL && (comp->flags & HIPRESS_COMP_MOMENTUM))
-            call.state = hp_residual_vec(cs->res, rb, HP_RES_U, count);
-        call.grain = hp_comp_grain(cs->kind, &cparams);
-        call.seed = (uint64_t)hp_cfg_i(&cs->cfg, HP_S_SEED);
-        call.call_no = cs->ncalls;
-        call.part_elems = part_elems(&plan, count, acsize, call.grain);
-        call.corrupt = hp_cfg_i(&cs->cfg, HP_S_TEST_CORRUPT) == cs->rank;
-        call.kill = hp_cfg_i(&cs->cfg, HP_S_TEST_KILL_RANK) == hp_g.world_rank &&
-                    (unsigned long long)hp_cfg_i(&cs->cfg, HP_S_TEST_KILL_CALL) == cs->ncalls;
-        call.scratch = scratch_cb;
-        call.scratch_ctx = cs;
-        if (call.err == HP_OK)
-            st = run_algo(&call, &plan);
-    } else {
-        tp.bytes_sent = 0;
     }
     if (rb != NULL)
         rb->calls++;
     cs->ncalls++;
-    if (cs->hier) {
+    if (hier && cs->hier_2d) {
+        if (hier_counts == NULL ||
+            node_exchange(cs, (float *)recvbuf, hier_counts, hier_counts + cs->node_size, NULL, 1) != HP_OK)
+            st = HP_ERR_MPI;
+        free(hier_counts);
+    } else if (hier) {
         hp_wd_enter(&wdw, "the node broadcast of a compressed allreduce", -1);
         if (PMPI_Bcast(recvbuf, (int)count, MPI_FLOAT, 0, cs->node) != MPI_SUCCESS)
             st = HP_ERR_MPI;

@@ -134,7 +134,7 @@ hp_plan_t hp_plan_choose(const hp_plan_inputs_t *in, int kind, const hipress_com
          * it; partitions are whole grains */
         size_t unit = (a == HP_ALGO_RING || a == HP_ALGO_PS) ? (n + (size_t)N - 1) / (size_t)N : n;
         size_t grains = HP_MAX((unit + g - 1) / g, 1);
-        hp_plan_t pl = {1, a, 1, 0, hp_plan_stages(a, N)};
+        hp_plan_t pl = {1, a, 1, 0, hp_plan_stages(a, N), 0};
         if (algo_fixed == HP_ALGO_AUTO && budget > 0 && pl.stages > budget && a != HP_ALGO_ALLGATHER)
             continue;
         if (part_bytes > 0) {
@@ -165,7 +165,7 @@ hp_plan_t hp_plan_choose(const hp_plan_inputs_t *in, int kind, const hipress_com
     }
     if (rank < nbest)
         return best[rank];
-    return (hp_plan_t){0, HP_ALGO_RING, 1, INFINITY, 0};
+    return (hp_plan_t){0, HP_ALGO_RING, 1, INFINITY, 0, 0};
 }
 
 const char *hp_plan_str(const hp_plan_t *plan, char *buf, size_t len)
@@ -175,7 +175,7 @@ const char *hp_plan_str(const hp_plan_t *plan, char *buf, size_t len)
     else if (plan->algo == HP_ALGO_AUTO)
         snprintf(buf, len, "collective, %d stage%s", plan->stages, plan->stages == 1 ? "" : "s");
     else
-        snprintf(buf, len, "%s K=%zu, %d stage%s", hp_algo_name(plan->algo), plan->parts,
-                 plan->stages, plan->stages == 1 ? "" : "s");
+        snprintf(buf, len, "%s K=%zu, %d stage%s%s", hp_algo_name(plan->algo), plan->parts,
+                 plan->stages, plan->stages == 1 ? "" : "s", plan->hier ? ", hierarchical" : "");
     return buf;
 }

@@ -36,6 +36,7 @@ typedef struct {
     size_t parts;      /* pipeline partitions per chunk/shard (K) */
     double t_model;    /* modelled seconds */
     int    stages;     /* lossy stages on an element's longest path (0 when plain) */
+    int    hier;       /* 1: through the node hierarchy (N counts nodes) */
 } hp_plan_t;
 
 /*

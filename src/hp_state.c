@@ -221,12 +221,15 @@ static void state_free(hp_comm_state_t *cs)
         return;
     if (cs->leaders != MPI_COMM_NULL)
         PMPI_Comm_free(&cs->leaders);
+    if (cs->cross != MPI_COMM_NULL)
+        PMPI_Comm_free(&cs->cross);
     if (cs->node != MPI_COMM_NULL)
         PMPI_Comm_free(&cs->node);
     if (cs->priv != MPI_COMM_NULL)
         PMPI_Comm_free(&cs->priv);
     free(cs->world_priv);
-    free(cs->world_leaders);
+    free(cs->world_inter);
+    free(cs->scratch2);
     if (cs->res != NULL) {
         hp_residual_drop_all(cs->res, HP_RES_DROP_FREED);
         hp_comm_state_sync_stats(cs);
@@ -287,7 +290,7 @@ hp_comm_state_t *hp_comm_state(MPI_Comm comm, int create)
     cs = calloc(1, sizeof(*cs));
     if (cs == NULL)
         return NULL;
-    cs->priv = cs->node = cs->leaders = MPI_COMM_NULL;
+    cs->priv = cs->node = cs->leaders = cs->cross = MPI_COMM_NULL;
     cs->cfg = hp_g.cfg;
     PMPI_Comm_rank(comm, &cs->rank);
     PMPI_Comm_size(comm, &cs->size);
@@ -302,7 +305,7 @@ hp_comm_state_t *hp_comm_state(MPI_Comm comm, int create)
 void hp_comm_state_reset_plans(hp_comm_state_t *cs)
 {
     memset(cs->plans, 0, sizeof(cs->plans));
-    cs->have_inputs = 0;
+    cs->have_inputs[0] = cs->have_inputs[1] = 0;
 }
 
 /* The world rank of each rank of c (NULL when it cannot be had). */
@@ -332,27 +335,33 @@ static int *world_ranks(MPI_Comm c)
     return out;
 }
 
-/* Node and leader communicators for the hierarchical mode. */
+/* Node and inter-node communicators for the hierarchical mode. */
 static hp_status_t make_hierarchy(hp_comm_state_t *cs)
 {
     long long mode = hp_cfg_i(&cs->cfg, HP_S_HIERARCHICAL);
     long long k = hp_cfg_i(&cs->cfg, HP_S_NODE_SIZE);
-    int node_size = 0, node_rank = 0, nodes = 0, rc;
+    int in[3], out[3], rc;
 
     if (cs->leaders != MPI_COMM_NULL)
         PMPI_Comm_free(&cs->leaders);
+    if (cs->cross != MPI_COMM_NULL)
+        PMPI_Comm_free(&cs->cross);
     if (cs->node != MPI_COMM_NULL)
         PMPI_Comm_free(&cs->node);
-    free(cs->world_leaders);
-    cs->world_leaders = NULL;
-    cs->hier = 0;
+    free(cs->world_inter);
+    cs->world_inter = NULL;
+    cs->hier_avail = cs->hier_2d = 0;
+    cs->node_rank = 0;
+    cs->node_size = cs->nodes = 1;
     cs->hier_built = 1;
     cs->hier_mode = mode;
     cs->hier_k = k;
-    /* the cost model's inputs were measured on the other communicator */
-    cs->have_inputs = 0;
+    /* the cost model's inputs were measured on other communicators */
+    cs->have_inputs[0] = cs->have_inputs[1] = 0;
     if (mode == HP_HIER_OFF)
         return HP_OK;
+    /* nodes: the ranks' shared-memory domains (their hosts), or each k
+     * consecutive ranks (a test knob) */
     if (k > 0)
         rc = PMPI_Comm_split(cs->priv, (int)(cs->rank / k), cs->rank, &cs->node);
     else
@@ -360,29 +369,33 @@ static hp_status_t make_hierarchy(hp_comm_state_t *cs)
     if (rc != MPI_SUCCESS)
         return HP_ERR_MPI;
     PMPI_Comm_set_errhandler(cs->node, MPI_ERRORS_RETURN);
-    PMPI_Comm_size(cs->node, &node_size);
-    PMPI_Comm_rank(cs->node, &node_rank);
-    if (PMPI_Comm_split(cs->priv, node_rank == 0 ? 0 : MPI_UNDEFINED, cs->rank, &cs->leaders) != MPI_SUCCESS)
+    PMPI_Comm_size(cs->node, &cs->node_size);
+    PMPI_Comm_rank(cs->node, &cs->node_rank);
+    /* every rank takes the same decision: the largest and smallest node, and
+     * the number of nodes (a count of node rank 0s) */
+    in[0] = cs->node_size;
+    in[1] = -cs->node_size;
+    in[2] = cs->node_rank == 0;
+    if (PMPI_Allreduce(in, out, 2, MPI_INT, MPI_MAX, cs->priv) != MPI_SUCCESS ||
+        PMPI_Allreduce(in + 2, out + 2, 1, MPI_INT, MPI_SUM, cs->priv) != MPI_SUCCESS)
         return HP_ERR_MPI;
-    if (cs->leaders != MPI_COMM_NULL) {
-        PMPI_Comm_set_errhandler(cs->leaders, MPI_ERRORS_RETURN);
-        PMPI_Comm_size(cs->leaders, &nodes);
-        cs->world_leaders = world_ranks(cs->leaders);
-    }
-    /* every rank must take the same decision: agree on the largest node and
-     * on the number of nodes (known to leaders only) */
-    {
-        int in[2] = {node_size, nodes}, out[2];
-        if (PMPI_Allreduce(in, out, 2, MPI_INT, MPI_MAX, cs->priv) != MPI_SUCCESS)
+    cs->nodes = out[2];
+    cs->hier_avail = out[0] > 1 && cs->nodes > 1;
+    cs->hier_2d = out[0] == -out[1];
+    if (cs->hier_avail) {
+        MPI_Comm *ic = cs->hier_2d ? &cs->cross : &cs->leaders;
+        int color = cs->hier_2d ? cs->node_rank : (cs->node_rank == 0 ? 0 : MPI_UNDEFINED);
+        if (PMPI_Comm_split(cs->priv, color, cs->rank, ic) != MPI_SUCCESS)
             return HP_ERR_MPI;
-        node_size = out[0];
-        nodes = out[1];
+        if (*ic != MPI_COMM_NULL) {
+            PMPI_Comm_set_errhandler(*ic, MPI_ERRORS_RETURN);
+            cs->world_inter = world_ranks(*ic);
+        }
     }
-    /* "on" always goes through the node leaders; "auto" only when it saves
-     * something: several ranks share a node and there are several nodes */
-    cs->hier = mode == HP_HIER_ON ? node_size > 1 : (node_size > 1 && nodes > 1);
-    HP_INFO("hierarchy: %d nodes, up to %d ranks each, %s", nodes, node_size,
-            cs->hier ? "used" : "not used");
+    HP_INFO("hierarchy: %d nodes of %d to %d ranks: %s", cs->nodes, -out[1], out[0],
+            !cs->hier_avail ? "nothing to gain" : cs->hier_2d
+            ? "node reduce-scatter, every rank compressing its shard across the nodes"
+            : "node reduction to a leader, leaders compressing");
     return HP_OK;
 }
 
@@ -402,6 +415,16 @@ hp_status_t hp_comm_state_ready(hp_comm_state_t *cs, MPI_Comm comm)
     /* every rank of comm makes the same settings change before its next
      * call (hipress_comm_set's rule), so this is collective */
     return cs->hier_built ? HP_OK : make_hierarchy(cs);
+}
+
+void *hp_comm_scratch2(hp_comm_state_t *cs, size_t bytes)
+{
+    if (bytes > cs->scratch2_bytes) {
+        free(cs->scratch2);
+        cs->scratch2 = hp_aligned_alloc(bytes);
+        cs->scratch2_bytes = cs->scratch2 ? bytes : 0;
+    }
+    return cs->scratch2;
 }
 
 void *hp_comm_scratch(hp_comm_state_t *cs, size_t bytes)

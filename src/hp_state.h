@@ -78,7 +78,7 @@ extern hp_global_t hp_g;
  * within HP_PLAN_PRUNE of its best, each timed over three calls in a row (the median counts), times agreed across
  * ranks), then fixed. */
 #define HP_PLAN_CLASSES 48
-#define HP_PLAN_CANDIDATES 5
+#define HP_PLAN_CANDIDATES 8
 #define HP_PLAN_PRUNE 3.0
 #define HP_PLAN_REPS 3
 #define HP_PLAN_MARGIN 0.1   /* plain must win by 10% to be chosen over compression */
@@ -104,20 +104,29 @@ typedef struct hp_comm_state {
     hp_residual_info_t   res_seen;  /* counters already added to hp_g.stats */
     int                  layout;    /* hp_layout_t from HIPRESS_EF_LAYOUT */
     int                  warned;    /* HP_WARNED_* bits: warnings given on this communicator */
-    /* hierarchy: node communicator and leaders' communicator (MPI_COMM_NULL
-     * on non-leaders); hier = 1 when the call goes through them */
-    int                  hier;
-    int                  hier_built;   /* node/leaders made for the settings below */
-    int                 *world_priv, *world_leaders;   /* world rank of each rank of priv, leaders */
+    /* hierarchy (HIPRESS_HIERARCHICAL): the node communicator, and the
+     * inter-node one: `cross` (the ranks of one node rank across the nodes,
+     * when every node has the same size: each node's ranks reduce-scatter,
+     * each compresses its shard with its peers of the other nodes, then
+     * allgather) or `leaders` (node rank 0 of each node, MPI_COMM_NULL on
+     * the others: reduce to the leader, compress, broadcast).  Whether a
+     * call goes through them is the plan's choice (hp_plan_t.hier). */
+    int                  hier_avail;   /* several nodes, and a node of several ranks */
+    int                  hier_2d;      /* every node the same size: cross, not leaders */
+    int                  node_rank, node_size, nodes;
+    int                  hier_built;   /* made for the settings below */
+    int                 *world_priv, *world_inter;   /* world rank of each rank of priv, of the inter comm */
     long long            hier_mode, hier_k;
-    MPI_Comm             node, leaders;
-    /* plan */
-    int                  have_inputs, inputs_kind;
-    hp_plan_inputs_t     inputs;
+    MPI_Comm             node, leaders, cross;
+    /* plan: the cost model's inputs flat [0] and hierarchical [1] (measured
+     * on the inter-node communicator), and the rate inside a node */
+    int                  have_inputs[2], inputs_kind[2];
+    hp_plan_inputs_t     inputs[2];
+    double               intra_bw;
     hp_plan_slot_t       plans[HP_PLAN_CLASSES];
-    /* scratch, grown on demand */
-    void                *scratch;
-    size_t               scratch_bytes;
+    /* scratch, grown on demand (the algorithms', and a hierarchical call's shard) */
+    void                *scratch, *scratch2;
+    size_t               scratch_bytes, scratch2_bytes;
 } hp_comm_state_t;
 
 /* State of comm, created (without a private communicator) when `create` and
@@ -130,8 +139,10 @@ hp_status_t hp_comm_state_ready(hp_comm_state_t *cs, MPI_Comm comm);
 /* Re-derive kind and params after cfg changed. */
 hp_status_t hp_comm_state_refresh(hp_comm_state_t *cs, char *err, size_t errlen);
 
-/* Scratch of at least `bytes`, 64-byte aligned, owned by cs. */
+/* Scratch of at least `bytes`, 64-byte aligned, owned by cs (two areas:
+ * the algorithms' messages, and a hierarchical call's shard). */
 void *hp_comm_scratch(hp_comm_state_t *cs, size_t bytes);
+void *hp_comm_scratch2(hp_comm_state_t *cs, size_t bytes);
 
 /* Compressor parameters from a config. */
 void hp_params_from_config(const hp_config_t *cfg, hipress_comp_params_t *p);

@@ -243,7 +243,7 @@ START_TEST(settings_enum)
     ck_assert_int_eq(hp_config_load(&cfg, env, NULL, err, sizeof(err)), HP_OK);
     ck_assert_str_eq(hp_cfg_enum_name(&cfg, id_of("HIPRESS_ALGO"), buf, sizeof(buf)), "ps");
     ck_assert_str_eq(hp_cfg_enum_name(&cfg, id_of("HIPRESS_DEBUG"), buf, sizeof(buf)), "TRACE");
-    ck_assert_str_eq(hp_cfg_enum_name(&cfg, id_of("HIPRESS_HIERARCHICAL"), buf, sizeof(buf)), "off");
+    ck_assert_str_eq(hp_cfg_enum_name(&cfg, id_of("HIPRESS_HIERARCHICAL"), buf, sizeof(buf)), "auto");
 }
 END_TEST
 
