@@ -367,12 +367,15 @@ static void plan_report(hp_comm_state_t *cs, hp_plan_slot_t *ps, double t, size_
     ps->t[i][ps->trial % HP_PLAN_REPS] = tmax;
     if (++ps->trial < ps->ncand * HP_PLAN_REPS)
         return;
-    /* the median of each candidate's calls: robust to a first call that
-     * sets up connections and to a lucky one alike.  The best compressed
-     * candidate wins unless plain is faster by HP_PLAN_MARGIN: near a tie,
-     * timings on a loaded machine flip from run to run, and the same job
-     * must not be compressed in one run and not in the next by chance. */
-    int best = -1, plain = -1;
+    /* Among compressed candidates the lowest median of each one's calls
+     * wins (robust to a first call that sets up connections and to a lucky
+     * one alike).  Plain wins over it only when it dominates: its slowest
+     * call faster, by HP_PLAN_MARGIN, than the compressed candidate's
+     * fastest.  Near a tie, or on a machine whose timings swing more than
+     * the difference, the job stays compressed: the same job must not be
+     * compressed in one run and not in the next by chance. */
+    int best = -1, plain = -1, comp;
+    double lo_best = 0, hi_plain = 0;
     for (int k = 0; k < ps->ncand; k++) {
         med[k] = median3(ps->t[k]);
         if (!ps->cand[k].compress)
@@ -380,7 +383,12 @@ static void plan_report(hp_comm_state_t *cs, hp_plan_slot_t *ps, double t, size_
         else if (best < 0 || med[k] < med[best])
             best = k;
     }
-    if (best < 0 || (plain >= 0 && med[plain] < (1.0 - HP_PLAN_MARGIN) * med[best]))
+    comp = best;
+    if (best >= 0 && plain >= 0) {
+        lo_best = HP_MIN(HP_MIN(ps->t[best][0], ps->t[best][1]), ps->t[best][2]);
+        hi_plain = HP_MAX(HP_MAX(ps->t[plain][0], ps->t[plain][1]), ps->t[plain][2]);
+    }
+    if (best < 0 || (plain >= 0 && hi_plain < (1.0 - HP_PLAN_MARGIN) * lo_best))
         best = plain;
     ps->chosen = ps->cand[best];
     ps->state = 2;
@@ -388,8 +396,9 @@ static void plan_report(hp_comm_state_t *cs, hp_plan_slot_t *ps, double t, size_
         char a[48], line[96];
         int c = size_class(count * sizeof(float));
         hp_plan_str(&ps->chosen, a, sizeof(a));
-        if (plain >= 0)
-            snprintf(line, sizeof(line), "%s (%.0f us; plain %.0f us)", a, med[best] * 1e6, med[plain] * 1e6);
+        if (plain >= 0 && comp >= 0)
+            snprintf(line, sizeof(line), "%s (median %.0f us compressed, %.0f us plain)", a,
+                     med[comp] * 1e6, med[plain] * 1e6);
         else
             snprintf(line, sizeof(line), "%s (%.0f us; plain not allowed)", a, med[best] * 1e6);
         HP_INFO("plan for %zu bytes: %s", count * sizeof(float), line);

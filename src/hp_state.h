@@ -81,7 +81,7 @@ extern hp_global_t hp_g;
 #define HP_PLAN_CANDIDATES 8
 #define HP_PLAN_PRUNE 3.0
 #define HP_PLAN_REPS 3
-#define HP_PLAN_MARGIN 0.1   /* plain must win by 10% to be chosen over compression */
+#define HP_PLAN_MARGIN 0.1   /* plain's slowest call must beat compression's fastest by 10% */
 typedef struct {
     int       state;            /* 0 new, 1 exploring, 2 fixed */
     int       ncand, trial;
