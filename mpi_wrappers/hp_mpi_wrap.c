@@ -55,6 +55,7 @@ static __attribute__((noinline)) int allreduce_slow(const void *sendbuf, void *r
     const hp_config_t *cfg = &hp_g.cfg;
     hp_gpu_ptr_t kinds[2];
     hp_elig_t r;
+    int shared;
 
     memset(&d, 0, sizeof(d));
     /* device memory must never reach the CPU path; it can exist only once
@@ -81,8 +82,19 @@ static __attribute__((noinline)) int allreduce_slow(const void *sendbuf, void *r
     }
     d.min_bytes = (size_t)hp_cfg_i(cfg, HP_S_MIN_BYTES);
     r = hp_eligible(&d);
-    if (r == HP_ELIG_YES && cs == NULL && (cs = hp_comm_state(comm, 1)) == NULL)
-        r = HP_ELIG_DISABLED;
+    shared = r == HP_ELIG_YES || hp_eligible_shared(&d) == HP_ELIG_YES;
+    if (shared && cs == NULL && (cs = hp_comm_state(comm, 1)) == NULL)
+        r = HP_ELIG_DISABLED, shared = 0;
+    if (shared) {
+        /* every rank of a correct program is here for this call: agree on
+         * what only this rank can see (its buffers), so that no rank
+         * compresses while another passes through, and on the count */
+        int rc, v = hp_allreduce_agree(comm, cs, (size_t)count, r == HP_ELIG_YES, &rc);
+        if (v < 0)
+            return rc;
+        if (v == 0 && r == HP_ELIG_YES)
+            r = HP_ELIG_PEER;
+    }
     if (r != HP_ELIG_YES) {
         count_reason(r);
         if (HP_UNLIKELY(d.device))

@@ -628,6 +628,33 @@ static void fold_range(hp_comm_state_t *cs, float *r, float *buf, size_t off, si
     atomic_fetch_add_explicit(&hp_g.stats.res_folded, 1, memory_order_relaxed);
 }
 
+int hp_allreduce_agree(MPI_Comm comm, hp_comm_state_t *cs, size_t count, int local_ok, int *rc_p)
+{
+    long long v[3] = {!local_ok, (long long)count, -(long long)count}, out[3];
+    hp_wd_wait_t w;
+    int rc;
+
+    *rc_p = MPI_SUCCESS;
+    if (hp_comm_state_ready(cs, comm) != HP_OK)
+        return 0;   /* (a failed split fails on every rank: they pass through together) */
+    hp_wd_enter(&w, "the agreement on a call's eligibility", -1);
+    rc = PMPI_Allreduce(v, out, 3, MPI_LONG_LONG, MPI_MAX, cs->priv);
+    hp_wd_leave(&w);
+    if (rc != MPI_SUCCESS)
+        return 0;
+    if (out[1] != -out[2]) {
+        if (cs->rank == 0)
+            HP_WARN("an MPI_Allreduce of MPI_FLOAT with MPI_SUM was called with %lld to %lld elements on "
+                    "the ranks of one communicator: the counts must be equal (an erroneous program)",
+                    -out[2], out[1]);
+        atomic_fetch_add_explicit(&hp_g.stats.errors, 1, memory_order_relaxed);
+        PMPI_Comm_call_errhandler(comm, MPI_ERR_COUNT);
+        *rc_p = MPI_ERR_COUNT;
+        return -1;
+    }
+    return out[0] == 0;
+}
+
 int hp_allreduce_compressed(const void *sendbuf, void *recvbuf, size_t count, MPI_Comm comm,
                             hp_comm_state_t *cs)
 {

@@ -37,11 +37,21 @@ hp_elig_t hp_eligible(const hp_call_desc_t *d)
     return HP_ELIG_YES;
 }
 
+hp_elig_t hp_eligible_shared(const hp_call_desc_t *d)
+{
+    static const char probe;
+    hp_call_desc_t g = *d;
+    g.recvbuf = &probe;   /* any buffer, not overlapping: the buffers are local */
+    g.in_place = 1;
+    g.device = 0;
+    return hp_eligible(&g);
+}
+
 const char *hp_elig_name(hp_elig_t r)
 {
     static const char *names[HP_ELIG_NREASONS] = {
         "eligible", "disabled", "null handle", "op", "datatype", "count",
         "null buffer", "overlap", "intercomm", "single rank", "opted out",
-        "small", "device buffer"};
+        "small", "device buffer", "another rank"};
     return (r >= 0 && r < HP_ELIG_NREASONS) ? names[r] : "?";
 }

@@ -22,6 +22,7 @@ typedef enum {
     HP_ELIG_OPTED_OUT,     /* hipress_compress=false on this communicator */
     HP_ELIG_TOO_SMALL,     /* bytes < HIPRESS_MIN_BYTES */
     HP_ELIG_DEVICE,        /* device or managed memory: never the CPU path (hp_gpu.h) */
+    HP_ELIG_PEER,          /* eligible here, not on another rank (the per-call agreement) */
     HP_ELIG_NREASONS
 } hp_elig_t;
 
@@ -43,6 +44,12 @@ typedef struct {
 } hp_call_desc_t;
 
 hp_elig_t hp_eligible(const hp_call_desc_t *d);
+
+/* The verdict on the criteria every rank of a correct program shares for a
+ * call (everything but the buffers: NULL, overlapping, device memory).
+ * When it is YES every rank takes part in the per-call agreement of what
+ * only it can see, so no rank compresses while another passes through. */
+hp_elig_t hp_eligible_shared(const hp_call_desc_t *d);
 
 /* Short name of a reason ("datatype"), for the stats table. */
 const char *hp_elig_name(hp_elig_t r);

@@ -168,6 +168,14 @@ void hp_comm_state_sync_stats(hp_comm_state_t *cs);
 /* Forget plans and measurements (settings changed). */
 void hp_comm_state_reset_plans(hp_comm_state_t *cs);
 
+/* The per-call agreement of a call every rank finds eligible on the shared
+ * criteria (hp_eligible_shared): whether every rank can compress it (its
+ * buffers: local_ok) and whether all ranks give the same count.  Returns
+ * 1 (compress), 0 (some rank cannot: pass through) or -1 (the counts
+ * differ: an error was raised through comm's error handler; *rc_p holds the
+ * code to return). */
+int hp_allreduce_agree(MPI_Comm comm, hp_comm_state_t *cs, size_t count, int local_ok, int *rc_p);
+
 /* The compressed allreduce of MPI_FLOAT / MPI_SUM on an eligible call
  * (src/hp_driver.c): plan, hierarchy, algorithm, failure agreement. */
 int hp_allreduce_compressed(const void *sendbuf, void *recvbuf, size_t count, MPI_Comm comm,

@@ -139,6 +139,40 @@ static void allreduce_float(size_t n, int in_place, int host_send)
     free(out);
 }
 
+/* Rank 0 passes device buffers, the others host buffers, to one eligible
+ * float sum: only rank 0 sees that it cannot be compressed, so the ranks
+ * must agree per call (hipress' eligibility agreement) or rank 0 would pass
+ * through while the others compress, and hang. */
+static void allreduce_mixed(size_t n)
+{
+    float *h = malloc(n * sizeof(float)), *out = malloc(n * sizeof(float));
+    void *r = h;
+    for (size_t i = 0; i < n; i++)
+        h[i] = val(rank, i);
+    if (rank == 0)
+        r = dev_from(h, n * sizeof(float));
+    CHECK(MPI_Allreduce(MPI_IN_PLACE, r, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD) == MPI_SUCCESS,
+          "mixed device/host allreduce");
+    if (rank == 0) {
+        dev_allreduce++;
+        dread(out, r, n * sizeof(float));
+        dfree(r);
+    } else {
+        memcpy(out, h, n * sizeof(float));
+    }
+    for (size_t i = 0; i < n; i++) {
+        float e = 0;
+        for (int q = 0; q < size; q++)
+            e += val(q, i);
+        if (out[i] != e) {
+            CHECK(0, "mixed device/host float sum of %zu [%zu] = %g, want %g", n, i, out[i], e);
+            break;
+        }
+    }
+    free(h);
+    free(out);
+}
+
 static void allreduce_int_max(void)
 {
     int in[7], out[7];
@@ -278,6 +312,7 @@ static void device_phase(const char *mock)
     allreduce_float((1 << 18) + 7, 1, 0);
     allreduce_float((1 << 18) + 7, 0, 1);    /* host input, device output */
     allreduce_float(1000, 0, 0);
+    allreduce_mixed((1 << 18) + 7);
     allreduce_int_max();
     allreduce_strided();
     bcast(0, 0);

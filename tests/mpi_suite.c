@@ -582,7 +582,27 @@ static void test_errors(void)
     s1 = stats();
     EXPECT(s1.compressed == s0.compressed, "erroneous calls were compressed (%llu)", s1.compressed - s0.compressed);
     EXPECT(s1.errors == s0.errors, "erroneous calls counted as failed compressed calls");
+    s0 = s1;
 
+    /* ranks that disagree on the count of one eligible call: every rank
+     * gets an error of class MPI_ERR_COUNT from the per-call agreement, no
+     * rank hangs and no buffer is touched past its count */
+    if (wsize > 1) {
+        int rc, cls = -1, cnt = n - 8 + (wrank == 0 ? 5 : 0);
+        memset(b, 0x5a, (size_t)n * sizeof(float));
+        rc = MPI_Allreduce(a, b, cnt, MPI_FLOAT, MPI_SUM, dup);
+        if (rc != MPI_SUCCESS)
+            MPI_Error_class(rc, &cls);
+        EXPECT(rc != MPI_SUCCESS && cls == MPI_ERR_COUNT,
+               "counts differing across ranks: returned %d (class %d), want class MPI_ERR_COUNT", rc, cls);
+        {
+            const unsigned char *t = (const unsigned char *)(b + cnt);
+            int touched = 0;
+            for (size_t i = 0; i < 3 * sizeof(float); i++)
+                touched |= t[i] != 0x5a;
+            EXPECT(!touched, "counts differing across ranks: recvbuf written past the count");
+        }
+    }
     /* the communicators still work */
     {
         int one = 1, sum = 0;
