@@ -6,6 +6,7 @@
 #include "hp_algo.h"
 #include "hp_comp.h"
 #include "hp_watchdog.h"
+#include "hp_topo.h"
 #include <ctype.h>
 #include <math.h>
 #include <stdlib.h>
@@ -391,6 +392,12 @@ static hp_status_t make_hierarchy(hp_comm_state_t *cs)
             PMPI_Comm_set_errhandler(*ic, MPI_ERRORS_RETURN);
             cs->world_inter = world_ranks(*ic);
         }
+    }
+    if (cs->hier_avail && hp_log_level >= HP_LOG_INFO && cs->rank == 0) {
+        hp_topo_t t;
+        if (hp_topo_get(&t) == 0 && t.cores > 0)
+            HP_INFO("hierarchy: rank 0's node has %d cores (%d PUs) for %d ranks%s", t.cores, t.pus,
+                    cs->node_size, cs->node_size > t.cores ? ": oversubscribed" : "");
     }
     HP_INFO("hierarchy: %d nodes of %d to %d ranks: %s", cs->nodes, -out[1], out[0],
             !cs->hier_avail ? "nothing to gain" : cs->hier_2d

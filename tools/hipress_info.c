@@ -12,6 +12,7 @@
 #include "hp_gpu.h"
 #include <dlfcn.h>
 #include <hwloc.h>
+#include "hp_topo.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -166,6 +167,16 @@ int main(int argc, char **argv)
 #else
     printf("  MPI_Allreduce_c  not in this MPI\n");
 #endif
+    {
+        hp_topo_t t;
+        if (hp_topo_get(&t) == 0)
+            printf("machine:\n  %d package(s), %d NUMA node(s), %d core(s), %d PU(s); this process may run on %d\n"
+                   "  (ranks of one node share these cores: the cost model measures its rates with every\n"
+                   "   rank working at once, so more ranks than cores show as slower rates)\n",
+                   t.packages, t.numa, t.cores, t.pus, t.bound_pus);
+        else
+            printf("machine:\n  hwloc could not read the topology\n");
+    }
     printf("compressors:");
     for (int i = 0; i < hp_comp_count(); i++) {
         hp_comp_t *c = hp_comp_get(i);
