@@ -255,6 +255,56 @@ static void liveness(void)
     free(buf), free(res);
 }
 
+/* A staging buffer: one address reduced with two counts (a fusion buffer
+ * whose layout changes) keeps no residual from then on, for any count,
+ * while another buffer keeps its own; with HIPRESS_EF_LAYOUT=trust the
+ * client vouches for the layout and both counts keep theirs. */
+static void staging(void)
+{
+    const size_t n = 60013;
+    MPI_Comm c;
+    float *buf = malloc(n * sizeof(float)), *other = malloc(n * sizeof(float));
+    float *res = malloc(n * sizeof(float));
+    for (int mode = 0; mode < 2; mode++) {
+        int held_n = 0, held_half = 0, held_other = 0;
+        MPI_Comm_dup(MPI_COMM_WORLD, &c);
+        set(c, "HIPRESS_MIN_BYTES", "0");
+        set(c, "HIPRESS_COMPRESSOR", "onebit");
+        set(c, "HIPRESS_ALGO", "allgather");
+        if (mode == 1)
+            set(c, "HIPRESS_EF_LAYOUT", "trust");
+        for (int t = 0; t < 4; t++) {
+            /* tensors of one distribution, the same address, two counts */
+            size_t cnt = t % 2 ? n / 2 : n;
+            for (size_t i = 0; i < n; i++) {
+                buf[i] = input(rank, 100 + t, i);
+                other[i] = input(rank, 200 + t, i);
+            }
+            MPI_Allreduce(MPI_IN_PLACE, buf, (int)cnt, MPI_FLOAT, MPI_SUM, c);
+            MPI_Allreduce(MPI_IN_PLACE, other, (int)n, MPI_FLOAT, MPI_SUM, c);
+        }
+        comm_residual(c, buf, n, res);
+        for (size_t i = 0; i < n; i++)
+            held_n += res[i] != 0.0f;
+        comm_residual(c, buf, n / 2, res);
+        for (size_t i = 0; i < n / 2; i++)
+            held_half += res[i] != 0.0f;
+        comm_residual(c, other, n, res);
+        for (size_t i = 0; i < n; i++)
+            held_other += res[i] != 0.0f;
+        if (mode == 0) {
+            EXPECT(held_n == 0 && held_half == 0, "staging buffer: residuals held for it (%d, %d)", held_n,
+                   held_half);
+            EXPECT(held_other > 0, "staging buffer: the other buffer lost its residual");
+        } else {
+            EXPECT(held_n > 0 && held_half > 0, "EF_LAYOUT=trust: residuals not kept per count (%d, %d)",
+                   held_n, held_half);
+        }
+        MPI_Comm_free(&c);
+    }
+    free(buf), free(other), free(res);
+}
+
 /* Opting a communicator out drops what it held, counted. */
 static void opt_out_counts(void)
 {
@@ -323,6 +373,7 @@ int main(int argc, char **argv)
     if (find("powersgd") != NULL)
         sequence("powersgd <-> onebit", "powersgd", psgd, 2, 40000, calls / 2);
     liveness();
+    staging();
     opt_out_counts();
 
     MPI_Allreduce(&failed, &all_failed, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
