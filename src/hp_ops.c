@@ -176,6 +176,16 @@ static int g_nonfinite(const float *x, size_t n)
     return bad != 0;
 }
 
+static uint32_t g_absmax(const float *x, size_t n)
+{
+    uint32_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t a = hp_f2u(x[i]) & 0x7fffffffu;
+        m = a > m ? a : m;
+    }
+    return m;
+}
+
 static void g_minmax(const float *x, size_t n, float *min_p, float *max_p, uint32_t *absmax_bits_p)
 {
     hp_minmax_lanes_t l;
@@ -292,34 +302,30 @@ static unsigned g_unpack(const uint8_t *packed, size_t n, unsigned bits, uint8_t
     return pad;
 }
 
-static int g_f32_to_f16(const float *x, size_t n, uint8_t *out)
+static void g_f32_to_f16(const float *x, size_t n, float scale, uint8_t *out)
 {
-    uint32_t bad = 0;
     for (size_t i = 0; i < n; i++) {
-        uint16_t h = hp_f32_to_f16(x[i]);
-        bad |= (uint32_t)hp_nonfinite(x[i]);
+        uint16_t h = hp_f16_enc(x[i], scale);
         memcpy(out + 2 * i, &h, 2);
     }
-    return bad != 0;
 }
 
-static int g_f16_to_f32(const uint8_t *in, size_t n, float *out, int mode)
+static unsigned g_f16_to_f32(const uint8_t *in, size_t n, float scale, float *out, int mode)
 {
-    uint32_t nan = 0;
+    unsigned mx = 0;
     for (size_t i = 0; i < n; i++) {
-        uint16_t h;
-        memcpy(&h, in + 2 * i, 2);
-        nan |= (uint32_t)((h & 0x7fffu) > 0x7c00u);
+        unsigned a = load_u16(in, i) & 0x7fffu;
+        mx = a > mx ? a : mx;
     }
-    OUT_LOOP(n, out, mode, hp_f16_to_f32(load_u16(in, i)));
-    return nan != 0;
+    OUT_LOOP(n, out, mode, hp_f16_dec(load_u16(in, i), scale));
+    return mx;
 }
 
 static int g_f32_to_bf16(const float *x, size_t n, uint8_t *out)
 {
     uint32_t bad = 0;
     for (size_t i = 0; i < n; i++) {
-        uint16_t h = hp_f32_to_bf16(x[i]);
+        uint16_t h = hp_bf16_enc(x[i]);
         bad |= (uint32_t)hp_nonfinite(x[i]);
         memcpy(out + 2 * i, &h, 2);
     }
@@ -328,14 +334,11 @@ static int g_f32_to_bf16(const float *x, size_t n, uint8_t *out)
 
 static int g_bf16_to_f32(const uint8_t *in, size_t n, float *out, int mode)
 {
-    uint32_t nan = 0;
-    for (size_t i = 0; i < n; i++) {
-        uint16_t h;
-        memcpy(&h, in + 2 * i, 2);
-        nan |= (uint32_t)((h & 0x7fffu) > 0x7f80u);
-    }
+    uint32_t bad = 0;
+    for (size_t i = 0; i < n; i++)
+        bad |= (uint32_t)((load_u16(in, i) & 0x7fffu) >= 0x7f80u);
     OUT_LOOP(n, out, mode, hp_bf16_to_f32(load_u16(in, i)));
-    return nan != 0;
+    return bad != 0;
 }
 
 static void g_rng_u32(uint64_t k, uint64_t counter0, size_t n, uint32_t *out)
@@ -355,6 +358,7 @@ const hp_ops_t hp_ops_generic = {
     .isa = HP_ISA_GENERIC,
     .add = g_add,
     .nonfinite = g_nonfinite,
+    .absmax = g_absmax,
     .minmax = g_minmax,
     .abs_sum = g_abs_sum,
     .sign_sum = g_sign_sum,
