@@ -52,6 +52,9 @@ typedef struct hipress_comp_params {
     uint32_t tbq_block;        /* HIPRESS_TBQ_BLOCK, power of two: one threshold per block */
     uint32_t sparse_block;     /* HIPRESS_SPARSE_BLOCK, power of two: top-k per block */
     uint32_t dgc_warmup;       /* HIPRESS_DGC_WARMUP: calls of dgc's density warm-up */
+    /* Appended in 0.3: */
+    uint32_t fp16_block;       /* fp16: elements per scale block, a power of two >= 32;
+                                * 0 = the default, 1024 */
 } hipress_comp_params_t;
 
 /* One encode call.  `in` holds n values; when the compressor has the EF flag

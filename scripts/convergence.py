@@ -447,7 +447,8 @@ class Params(ctypes.Structure):
                 ("sparse_ratio", ctypes.c_double), ("sample_ratio", ctypes.c_double),
                 ("dgc_momentum", ctypes.c_float), ("powersgd_rank", ctypes.c_uint32),
                 ("isa", ctypes.c_int), ("tbq_block", ctypes.c_uint32),
-                ("sparse_block", ctypes.c_uint32), ("dgc_warmup", ctypes.c_uint32)]
+                ("sparse_block", ctypes.c_uint32), ("dgc_warmup", ctypes.c_uint32),
+                ("fp16_block", ctypes.c_uint32)]  # the layout of hipress_comp_params_t
 
 
 class EncodeArgs(ctypes.Structure):

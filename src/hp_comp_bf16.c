@@ -1,5 +1,9 @@
-/* `bf16`: bfloat16 (the upper half of a float), round to nearest even;
- * NaN stays a quiet NaN.  Payload: n little-endian bfloat16 values. */
+/* `bf16`: bfloat16 (the upper half of a float), round to nearest even,
+ * except that a finite float never becomes Inf: |x| beyond the largest
+ * bfloat16 saturates to it (hp_bf16_enc; within 2^-8 |x|, as any rounding),
+ * so bfloat16 has float32's range without a scale.  Payload: n
+ * little-endian bfloat16 values.  A decoder rejects a NaN or Inf value
+ * (NaN/Inf input travels as a non-finite message). */
 #include "hp_comp.h"
 #include "hp_ops.h"
 
@@ -25,8 +29,8 @@ static int bf16_decode(const void *payload, size_t len, size_t n, float *out, in
     const hp_ops_t *ops = hp_ops_get(p ? p->isa : HP_ISA_AUTO);
     if (len != 2 * n)
         return HIPRESS_COMP_EINVAL;
-    /* a valid message holds no NaN: a NaN input is sent as a non-finite
-     * message, and no finite value rounds to NaN */
+    /* a valid message holds no NaN or Inf: NaN/Inf input is sent as a
+     * non-finite message, and no finite value rounds to either */
     if (ops->bf16_to_f32((const uint8_t *)payload, n, out, accumulate ? HP_OUT_ADD : HP_OUT_SET))
         return HIPRESS_COMP_EINVAL;
     return HIPRESS_COMP_OK;

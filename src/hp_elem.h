@@ -80,6 +80,61 @@ HP_HD uint16_t hp_f32_to_bf16(float f)
 
 HP_HD float hp_bf16_to_f32(uint16_t h) { return hp_u2f((uint32_t)h << 16); }
 
+/* 2^e as a float, for -126 <= e <= 127 (normal: exact, and no subnormal
+ * operand that a DAZ mode would read as zero). */
+HP_HD float hp_exp2i(int e) { return hp_u2f((uint32_t)(e + 127) << 23); }
+
+/*
+ * The `bf16` encoder: hp_f32_to_bf16, except that a result of +-Inf becomes
+ * +-0x1.fep127 (0x7f7f, the largest bfloat16), so a finite float never
+ * becomes infinite: |x| in [0x1.fe8p127, FLT_MAX] would round to Inf, and
+ * the largest bfloat16 is within 2^-8 |x| of it, the bound of any other
+ * rounding.  An Inf input gives +-0x1.fep127 too (the encoder reports it
+ * non-finite before this matters); NaN stays a quiet NaN.
+ */
+HP_HD uint16_t hp_bf16_enc(float f)
+{
+    uint16_t h = hp_f32_to_bf16(f);
+    return (uint16_t)(h - (uint16_t)((h & 0x7fffu) == 0x7f80u));
+}
+
+/*
+ * The `fp16` format: blocks of elements sharing one power-of-two scale 2^e.
+ * An element v is sent as hp_f16_enc(v, 2^e) and decoded as
+ * hp_f16_dec(h, 2^-e).  e is a function of the block's largest |v| (its
+ * float bit pattern m, finite):
+ *   m == 0 (all +-0):  e = 0
+ *   else               e = min(15 - E, HP_F16_EMAX), E the unbiased
+ *                      exponent of m (-127 for a float subnormal)
+ * so the largest |v| times 2^e lies in [2^15, 2^16), the top binade of
+ * binary16, unless the clamp applies (largest |v| below 2^-111).  e lies in
+ * [HP_F16_EMIN, HP_F16_EMAX]: both 2^e and 2^-e are normal floats, so the
+ * multiplies are exact unless the product is below 2^-126 (those elements
+ * round to +-0 in binary16 anyway), and every finite half times 2^-e is a
+ * finite float.  Scaled values in [65520, 65536) would round to Inf: they
+ * saturate to 65504 (error <= 2^-11 of the value, as any rounding).
+ */
+#define HP_F16_EMIN (-112)
+#define HP_F16_EMAX 126
+
+HP_HD int hp_f16_block_exp(uint32_t absmax_bits)
+{
+    int e = 142 - (int)(absmax_bits >> 23); /* 15 - (biased exponent - 127) */
+    if (absmax_bits == 0)
+        return 0;
+    return e < HP_F16_EMAX ? e : HP_F16_EMAX;
+}
+
+/* One element: round v * scale to binary16, +-Inf saturated to +-65504
+ * (an Inf input too: the encoder reports it non-finite); NaN stays NaN. */
+HP_HD uint16_t hp_f16_enc(float v, float scale)
+{
+    uint16_t h = hp_f32_to_f16(v * scale);
+    return (uint16_t)(h - (uint16_t)((h & 0x7fffu) == 0x7c00u));
+}
+
+HP_HD float hp_f16_dec(uint16_t h, float inv_scale) { return hp_f16_to_f32(h) * inv_scale; }
+
 /* Counter-based random numbers (contract 3): a pure function of a key
  * (seed, rank, call number, hop) and an element counter, so every path (CPU
  * ISA, GPU) and every partitioning gives the same stream.  SplitMix64-style

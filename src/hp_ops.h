@@ -66,6 +66,10 @@ typedef struct hp_ops {
     /* 1 when x[0..n) holds NaN or Inf. */
     int (*nonfinite)(const float *x, size_t n);
 
+    /* The largest |x[i]| as its bit pattern (>= 0x7f800000: x holds NaN or
+     * Inf); 0 for n == 0. */
+    uint32_t (*absmax)(const float *x, size_t n);
+
     /* Minimum and maximum of x (lane rule above, min taking x < m ? x : m),
      * and the largest |x[i]| as its bit pattern (>= 0x7f800000: NaN or Inf;
      * min and max are then meaningless).  n == 0 gives +Inf, -Inf, 0. */
@@ -118,13 +122,19 @@ typedef struct hp_ops {
     unsigned (*unpack)(const uint8_t *packed, size_t n, unsigned bits, uint8_t *codes,
                        uint8_t *min_p, uint8_t *max_p);
 
-    /* Conversions; the encoders return 1 when the input held NaN or Inf,
-     * the decoders return 1 when the input held a NaN (F16C quietens a
-     * signalling NaN and hp_f16_to_f32 does not, so the caller must treat
-     * out as unspecified then; no valid message carries one). */
-    int (*f32_to_f16)(const float *x, size_t n, uint8_t *out);
-    int (*f16_to_f32)(const uint8_t *in, size_t n, float *out, int mode);
+    /* fp16 (hp_elem.h): out[i] = hp_f16_enc(x[i], scale), little-endian
+     * binary16 (scale 2^e of the block; 1: plain binary16 saturated at
+     * +-65504). */
+    void (*f32_to_f16)(const float *x, size_t n, float scale, uint8_t *out);
+    /* v = hp_f16_dec(in[i], scale) stored into out[i] by mode.  Returns the
+     * largest in[i] & 0x7fff (>= 0x7c00 when in held Inf or NaN; out is then
+     * unspecified: F16C quietens a signalling NaN, hp_f16_to_f32 does not,
+     * and no valid message carries either). */
+    unsigned (*f16_to_f32)(const uint8_t *in, size_t n, float scale, float *out, int mode);
+    /* bf16: out[i] = hp_bf16_enc(x[i]); returns 1 when x held NaN or Inf. */
     int (*f32_to_bf16)(const float *x, size_t n, uint8_t *out);
+    /* Returns 1 when in held Inf or NaN (out then unspecified; no valid
+     * message carries either). */
     int (*bf16_to_f32)(const uint8_t *in, size_t n, float *out, int mode);
 
     /* Counter RNG: out[i] = hp_rng_u32 / hp_rng_unit (k, counter0 + i). */

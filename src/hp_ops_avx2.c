@@ -62,6 +62,23 @@ AVX2 static int v_nonfinite(const float *x, size_t n)
     return r;
 }
 
+AVX2 static uint32_t v_absmax(const float *x, size_t n)
+{
+    const __m256i absm = _mm256_set1_epi32(0x7fffffff);
+    __m256i m0 = _mm256_setzero_si256(), m1 = m0;
+    uint32_t l[8], m;
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        m0 = _mm256_max_epu32(m0, _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(x + i)), absm));
+        m1 = _mm256_max_epu32(m1, _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(x + i + 8)), absm));
+    }
+    m = hp_ops_generic.absmax(x + i, n - i); /* an unsigned max: any order */
+    _mm256_storeu_si256((__m256i *)l, _mm256_max_epu32(m0, m1));
+    for (int j = 0; j < 8; j++)
+        m = l[j] > m ? l[j] : m;
+    return m;
+}
+
 AVX2 static void v_minmax(const float *x, size_t n, float *min_p, float *max_p,
                           uint32_t *absmax_bits_p)
 {
@@ -411,38 +428,52 @@ AVX2 static unsigned v_unpack(const uint8_t *packed, size_t n, unsigned bits, ui
     return pad;
 }
 
-AVX2 static int v_f32_to_f16(const float *x, size_t n, uint8_t *out)
+/* 16 halves from 16 floats times scale: hp_f16_enc (F16C rounds as
+ * hp_f32_to_f16; +-Inf, 0x7c00 / 0xfc00, then saturates by subtracting 1) */
+AVX2 static inline __m256i f16x16(const float *x, __m256 s)
 {
-    const __m256i expo = _mm256_set1_epi32(0x7f800000);
-    __m256i bad = _mm256_setzero_si256();
-    size_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        __m256 a = _mm256_loadu_ps(x + i), b = _mm256_loadu_ps(x + i + 8);
-        __m256i ea = _mm256_and_si256(_mm256_castps_si256(a), expo);
-        __m256i eb = _mm256_and_si256(_mm256_castps_si256(b), expo);
-        bad = _mm256_or_si256(bad, _mm256_or_si256(_mm256_cmpeq_epi32(ea, expo), _mm256_cmpeq_epi32(eb, expo)));
-        _mm_storeu_si128((__m128i *)(out + 2 * i), _mm256_cvtps_ph(a, _MM_FROUND_TO_NEAREST_INT));
-        _mm_storeu_si128((__m128i *)(out + 2 * i + 16), _mm256_cvtps_ph(b, _MM_FROUND_TO_NEAREST_INT));
-    }
-    int r = !_mm256_testz_si256(bad, bad);
-    return hp_ops_generic.f32_to_f16(x + i, n - i, out + 2 * i) | r;
+    const __m256i absm = _mm256_set1_epi16(0x7fff), inf = _mm256_set1_epi16(0x7c00);
+    __m128i a = _mm256_cvtps_ph(_mm256_mul_ps(_mm256_loadu_ps(x), s), _MM_FROUND_TO_NEAREST_INT);
+    __m128i b = _mm256_cvtps_ph(_mm256_mul_ps(_mm256_loadu_ps(x + 8), s), _MM_FROUND_TO_NEAREST_INT);
+    __m256i h = _mm256_inserti128_si256(_mm256_castsi128_si256(a), b, 1);
+    return _mm256_add_epi16(h, _mm256_cmpeq_epi16(_mm256_and_si256(h, absm), inf));
 }
 
-AVX2 static int v_f16_to_f32(const uint8_t *in, size_t n, float *out, int mode)
+AVX2 static void v_f32_to_f16(const float *x, size_t n, float scale, uint8_t *out)
 {
-    const __m256i abs = _mm256_set1_epi16(0x7fff), inf = _mm256_set1_epi16(0x7c00);
-    __m256i nan = _mm256_setzero_si256();
+    const __m256 s = _mm256_set1_ps(scale);
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        _mm256_storeu_si256((__m256i *)(out + 2 * i), f16x16(x + i, s));
+        _mm256_storeu_si256((__m256i *)(out + 2 * i + 32), f16x16(x + i + 16, s));
+    }
+    for (; i + 16 <= n; i += 16)
+        _mm256_storeu_si256((__m256i *)(out + 2 * i), f16x16(x + i, s));
+    hp_ops_generic.f32_to_f16(x + i, n - i, scale, out + 2 * i);
+}
+
+AVX2 static unsigned v_f16_to_f32(const uint8_t *in, size_t n, float scale, float *out, int mode)
+{
+    const __m256i absm = _mm256_set1_epi16(0x7fff);
+    const __m256 s = _mm256_set1_ps(scale);
+    __m256i mx = _mm256_setzero_si256();
+    uint16_t l[16];
+    unsigned m;
     size_t i = 0;
     for (; i + 16 <= n; i += 16) {
         __m256i h = _mm256_loadu_si256((const __m256i *)(in + 2 * i));
-        nan = _mm256_or_si256(nan, _mm256_cmpgt_epi16(_mm256_and_si256(h, abs), inf));
-        put8(out + i, _mm256_cvtph_ps(_mm256_castsi256_si128(h)), mode);
-        put8(out + i + 8, _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1)), mode);
+        mx = _mm256_max_epu16(mx, _mm256_and_si256(h, absm));
+        put8(out + i, _mm256_mul_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(h)), s), mode);
+        put8(out + i + 8, _mm256_mul_ps(_mm256_cvtph_ps(_mm256_extracti128_si256(h, 1)), s), mode);
     }
-    return hp_ops_generic.f16_to_f32(in + 2 * i, n - i, out + i, mode) | !_mm256_testz_si256(nan, nan);
+    m = hp_ops_generic.f16_to_f32(in + 2 * i, n - i, scale, out + i, mode);
+    _mm256_storeu_si256((__m256i *)l, mx);
+    for (int j = 0; j < 16; j++)
+        m = l[j] > m ? l[j] : m;
+    return m;
 }
 
-/* hp_f32_to_bf16 on 8 lanes, results in the low 16 bits of each 32-bit lane */
+/* hp_bf16_enc on 8 lanes, results in the low 16 bits of each 32-bit lane */
 AVX2 static inline __m256i bf16x8(__m256 v)
 {
     __m256i x = _mm256_castps_si256(v);
@@ -451,8 +482,10 @@ AVX2 static inline __m256i bf16x8(__m256 v)
     __m256i hi = _mm256_srli_epi32(x, 16);
     __m256i rnd = _mm256_add_epi32(_mm256_set1_epi32(0x7fff), _mm256_and_si256(hi, _mm256_set1_epi32(1)));
     __m256i r = _mm256_srli_epi32(_mm256_add_epi32(x, rnd), 16);
+    /* +-Inf (0x7f80 / 0xff80) saturates to the largest bfloat16: minus 1 */
+    __m256i inf = _mm256_cmpeq_epi32(_mm256_and_si256(r, _mm256_set1_epi32(0x7fff)), _mm256_set1_epi32(0x7f80));
     __m256i q = _mm256_or_si256(hi, _mm256_set1_epi32(0x40));
-    return _mm256_blendv_epi8(r, q, nan);
+    return _mm256_blendv_epi8(_mm256_add_epi32(r, inf), q, nan);
 }
 
 AVX2 static int v_f32_to_bf16(const float *x, size_t n, uint8_t *out)
@@ -474,18 +507,18 @@ AVX2 static int v_f32_to_bf16(const float *x, size_t n, uint8_t *out)
 
 AVX2 static int v_bf16_to_f32(const uint8_t *in, size_t n, float *out, int mode)
 {
-    const __m256i abs = _mm256_set1_epi16(0x7fff), inf = _mm256_set1_epi16(0x7f80);
-    __m256i nan = _mm256_setzero_si256();
+    const __m256i abs = _mm256_set1_epi16(0x7fff), big = _mm256_set1_epi16(0x7f7f);
+    __m256i bad = _mm256_setzero_si256();
     size_t i = 0;
     for (; i + 16 <= n; i += 16) {
         __m256i h = _mm256_loadu_si256((const __m256i *)(in + 2 * i));
-        nan = _mm256_or_si256(nan, _mm256_cmpgt_epi16(_mm256_and_si256(h, abs), inf));
+        bad = _mm256_or_si256(bad, _mm256_cmpgt_epi16(_mm256_and_si256(h, abs), big)); /* Inf, NaN */
         __m256 a = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_castsi256_si128(h)), 16));
         __m256 b = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_extracti128_si256(h, 1)), 16));
         put8(out + i, a, mode);
         put8(out + i + 8, b, mode);
     }
-    return hp_ops_generic.bf16_to_f32(in + 2 * i, n - i, out + i, mode) | !_mm256_testz_si256(nan, nan);
+    return hp_ops_generic.bf16_to_f32(in + 2 * i, n - i, out + i, mode) | !_mm256_testz_si256(bad, bad);
 }
 
 /* z * m mod 2^64 on 4 lanes, m = (mh << 32) | ml; mswap holds (mh, ml) in
@@ -578,6 +611,7 @@ const hp_ops_t hp_ops_avx2 = {
     .isa = HP_ISA_AVX2,
     .add = v_add,
     .nonfinite = v_nonfinite,
+    .absmax = v_absmax,
     .minmax = v_minmax,
     .abs_sum = v_abs_sum,
     .sign_sum = v_sign_sum,

@@ -99,9 +99,16 @@ static size_t enc(hp_comp_t *c, const float *in, float *res, size_t n, const hip
     return len;
 }
 
+static size_t fp16_block(const hipress_comp_params_t *p)
+{
+    return p->fp16_block ? p->fp16_block : 1024;
+}
+
 static size_t expected_payload(const char *name, size_t n, const hipress_comp_params_t *p)
 {
-    if (!strcmp(name, "fp16") || !strcmp(name, "bf16"))
+    if (!strcmp(name, "fp16"))
+        return 2 * n + (n + fp16_block(p) - 1) / fp16_block(p);
+    if (!strcmp(name, "bf16"))
         return 2 * n;
     if (!strcmp(name, "onebit"))
         return 8 * ((n + p->onebit_block - 1) / p->onebit_block) + 4 * ((n + 31) / 32);
@@ -282,13 +289,24 @@ START_TEST(test_ops_isa_identical)
                 }
             }
             fill_special(xs, n, 400 + n, 1);
-            ck_assert_int_eq(g->f32_to_f16(xs, n, c1), v->f32_to_f16(xs, n, c2));
-            REQUIRE(!memcmp(c1, c2, 2 * n));
-            for (int mode = 0; mode < 3; mode++) {
-                memcpy(o1, y, 4 * n);
-                memcpy(o2, y, 4 * n);
-                ck_assert_int_eq(g->f16_to_f32(c1, n, o1, mode), v->f16_to_f32(c1, n, o2, mode));
-                REQUIRE(!memcmp(o1, o2, 4 * n));
+            ck_assert_uint_eq(g->absmax(xs, n), v->absmax(xs, n));
+            fill_special(xs, n, 450 + n, 0);
+            ck_assert_uint_eq(g->absmax(xs, n), v->absmax(xs, n));
+            fill_special(xs, n, 400 + n, 1);
+            /* scales of fp16 blocks: the extremes of the rule and 1 */
+            static const int es[] = {HP_F16_EMIN, -56, -1, 0, 1, 40, HP_F16_EMAX};
+            for (size_t k = 0; k < sizeof(es) / sizeof(es[0]); k++) {
+                int e = es[k];
+                g->f32_to_f16(xs, n, hp_exp2i(e), c1);
+                v->f32_to_f16(xs, n, hp_exp2i(e), c2);
+                REQUIRE_MSG(!memcmp(c1, c2, 2 * n), "f32_to_f16 n=%zu scale 2^%d", n, e);
+                for (int mode = 0; mode < 3; mode++) {
+                    memcpy(o1, y, 4 * n);
+                    memcpy(o2, y, 4 * n);
+                    ck_assert_uint_eq(g->f16_to_f32(c1, n, hp_exp2i(-e), o1, mode),
+                                      v->f16_to_f32(c1, n, hp_exp2i(-e), o2, mode));
+                    REQUIRE_MSG(!memcmp(o1, o2, 4 * n), "f16_to_f32 n=%zu scale 2^%d", n, -e);
+                }
             }
             ck_assert_int_eq(g->f32_to_bf16(xs, n, c1), v->f32_to_bf16(xs, n, c2));
             REQUIRE(!memcmp(c1, c2, 2 * n));
@@ -381,10 +399,12 @@ START_TEST(test_ops_sum_fallback)
 END_TEST
 
 /* fp16/bf16 conversion of a sample of all float bit patterns against the
- * scalar reference, on both paths; every half decodes alike */
+ * scalar reference, on both paths, at the scales of fp16 blocks; every half
+ * decodes alike, and the decoders report NaN and Inf */
 START_TEST(test_ops_convert_sampled)
 {
     const hp_ops_t *tabs[2] = {&hp_ops_generic, hp_ops_avx2_table()};
+    static const int exps[] = {0, HP_F16_EMIN, -30, 17, HP_F16_EMAX};
     const size_t n = 1 << 16;
     float *x = falloc(n), *o = falloc(n);
     uint8_t *h = malloc(2 * n);
@@ -396,17 +416,27 @@ START_TEST(test_ops_convert_sampled)
         for (int t = 0; t < 2; t++) {
             if (tabs[t] == NULL)
                 continue;
-            tabs[t]->f32_to_f16(x, n, h);
-            for (size_t i = 0; i < n; i++) {
-                uint16_t w;
-                memcpy(&w, h + 2 * i, 2);
-                REQUIRE_MSG(w == hp_f32_to_f16(x[i]), "%s f16 of %08x", tabs[t]->name, hp_f2u(x[i]));
+            for (size_t k = 0; k < sizeof(exps) / sizeof(exps[0]); k++) {
+                float sc = hp_exp2i(exps[k]);
+                tabs[t]->f32_to_f16(x, n, sc, h);
+                for (size_t i = 0; i < n; i++) {
+                    uint16_t w;
+                    memcpy(&w, h + 2 * i, 2);
+                    REQUIRE_MSG(w == hp_f16_enc(x[i], sc), "%s f16 of %08x, scale 2^%d", tabs[t]->name,
+                                hp_f2u(x[i]), exps[k]);
+                    /* a finite float never becomes Inf */
+                    REQUIRE(hp_nonfinite(x[i]) || (w & 0x7fffu) < 0x7c00u);
+                }
             }
-            tabs[t]->f32_to_bf16(x, n, h);
+            ck_assert_int_eq(tabs[t]->f32_to_bf16(x, n, h), hp_ops_generic.nonfinite(x, n));
             for (size_t i = 0; i < n; i++) {
                 uint16_t w;
                 memcpy(&w, h + 2 * i, 2);
-                REQUIRE(w == hp_f32_to_bf16(x[i]));
+                REQUIRE(w == hp_bf16_enc(x[i]));
+                REQUIRE(hp_nonfinite(x[i]) || (w & 0x7fffu) < 0x7f80u);
+                /* the rounding of hp_f32_to_bf16, but for what overflows */
+                if ((hp_f32_to_bf16(x[i]) & 0x7fffu) != 0x7f80u)
+                    REQUIRE(w == hp_f32_to_bf16(x[i]));
             }
         }
     }
@@ -417,11 +447,17 @@ START_TEST(test_ops_convert_sampled)
     for (int t = 0; t < 2; t++) {
         if (tabs[t] == NULL)
             continue;
-        ck_assert_int_eq(tabs[t]->f16_to_f32(h, n, o, HP_OUT_SET), 1); /* NaNs among them */
+        ck_assert_uint_eq(tabs[t]->f16_to_f32(h, n, 1.0f, o, HP_OUT_SET), 0x7fffu); /* NaNs among them */
         for (size_t i = 0; i < n; i++)
             if ((i & 0x7fff) <= 0x7c00)
                 REQUIRE(hp_f2u(o[i]) == hp_f2u(hp_f16_to_f32((uint16_t)i)));
-        ck_assert_int_eq(tabs[t]->f16_to_f32(h, 0x7c01, o, HP_OUT_SET), 0);
+        ck_assert_uint_eq(tabs[t]->f16_to_f32(h, 0x7c00, 1.0f, o, HP_OUT_SET), 0x7bffu);
+        ck_assert_uint_eq(tabs[t]->f16_to_f32(h, 0x7c01, 1.0f, o, HP_OUT_SET), 0x7c00u); /* Inf */
+        ck_assert_uint_eq(tabs[t]->f16_to_f32(h + 2, 0, 1.0f, o, HP_OUT_SET), 0u);
+        ck_assert_int_eq(tabs[t]->bf16_to_f32(h, 0x7f80, o, HP_OUT_SET), 0);
+        ck_assert_int_eq(tabs[t]->bf16_to_f32(h, 0x7f81, o, HP_OUT_SET), 1); /* Inf */
+        ck_assert_int_eq(tabs[t]->bf16_to_f32(h + 2 * 0x8000, 0x7f80, o, HP_OUT_SET), 0);
+        ck_assert_int_eq(tabs[t]->bf16_to_f32(h + 2 * 0x8000, 0x7f81, o, HP_OUT_SET), 1); /* -Inf */
     }
     free(x); free(o); free(h);
 }
@@ -443,9 +479,10 @@ START_TEST(test_wire_sizes)
                 int nf;
                 hipress_encode_args_t a;
                 if (var > 0 && strcmp(c->name, "onebit") && strcmp(c->name, "terngrad") &&
-                    strcmp(c->name, "tbq"))
+                    strcmp(c->name, "tbq") && strcmp(c->name, "fp16"))
                     break;
                 p.onebit_block = var == 1 ? 32 : var == 2 ? 65536 : 4096;
+                p.fp16_block = var == 1 ? 32 : var == 2 ? 65536 : var == 3 ? 2048 : 0;
                 p.tbq_block = var == 1 ? 32 : var == 2 ? 65536 : var == 3 ? 2048 : 4096;
                 p.terngrad_bits = 1u << var;
                 fill_grad(x, n, n);
@@ -479,32 +516,182 @@ END_TEST
 
 /* ---------------------------------------------------------- error bounds */
 
+/* The block exponent of an fp16 block as the rule defines it, computed
+ * independently of hp_elem.h (frexpf gives m = f 2^X with f in [0.5, 1)). */
+static int want_f16_exp(const float *x, size_t len)
+{
+    float m = 0.0f;
+    int X;
+    for (size_t i = 0; i < len; i++)
+        m = fabsf(x[i]) > m ? fabsf(x[i]) : m;
+    if (m == 0.0f)
+        return 0;
+    frexpf(m, &X);
+    return 15 - (X - 1) < 126 ? 15 - (X - 1) : 126;
+}
+
+/* Per element, one fp16 encode and decode of x in a block of exponent e:
+ * half an ulp of 11 bits where x 2^e is a normal half, else half the
+ * subnormal step 2^-24 scaled back; plus half a float subnormal step where
+ * the decoded value is a float subnormal. */
+static double f16_bound(double ax, int e)
+{
+    return (ldexp(ax, e) >= 0x1p-14 ? 0x1p-11 * ax : ldexp(0x1p-25, -e)) + 0x1p-150;
+}
+
+/* One encode of fp16 / bf16: every element within half an ulp of its
+ * format (fp16: in the block's scale), values beyond binary16's range
+ * included, and tiny ones in a block of large ones. */
 START_TEST(test_fp16_bf16_rounding)
 {
     const size_t n = 100003;
-    hipress_comp_params_t p = params_isa(HP_ISA_AUTO);
-    float *x = falloc(n), *o = falloc(n);
-    uint8_t *out = malloc(2 * n);
-    fill_grad(x, n, 5);
-    for (size_t i = 0; i < n; i += 101)
-        x[i] *= 1e5f; /* some beyond the fp16 range: +-Inf */
-    for (int t = 0; t < 2; t++) {
-        hp_comp_t *c = comp(t ? "bf16" : "fp16");
-        double rel = t ? 0x1p-8 : 0x1p-11; /* half an ulp of 8 / 11 significant bits */
-        size_t len = enc(c, x, NULL, n, &p, out, 2 * n, 1, NULL);
-        ck_assert_int_eq(c->decode(out, len, n, o, 0, &p), HIPRESS_COMP_OK);
-        for (size_t i = 0; i < n; i++) {
-            double ax = fabs((double)x[i]), err = fabs((double)o[i] - (double)x[i]);
-            if (!t && ax >= 65520.0) {
-                REQUIRE(isinf(o[i]) && signbit(o[i]) == signbit(x[i]));
-                continue;
+    for (int var = 0; var < 2; var++) {
+        hipress_comp_params_t p = params_isa(HP_ISA_AUTO);
+        float *x = falloc(n), *o = falloc(n);
+        uint8_t *out = malloc(3 * n);
+        if (var)
+            p.fp16_block = 256;
+        fill_grad(x, n, 5 + (uint64_t)var);
+        for (size_t i = 0; i < n; i += 101)
+            x[i] *= 1e5f; /* beyond binary16's range */
+        for (size_t i = 50; i < n; i += 1009)
+            x[i] *= 1e-30f; /* 2^-100 below their neighbours */
+        for (size_t i = 7; i < n; i += 10007)
+            x[i] = i % 2 ? FLT_MAX : -3e38f;
+        for (int t = 0; t < 2; t++) {
+            hp_comp_t *c = comp(t ? "bf16" : "fp16");
+            size_t B = fp16_block(&p);
+            size_t len = enc(c, x, NULL, n, &p, out, c->max_payload(n, &p), 1, NULL);
+            ck_assert_uint_eq(len, expected_payload(c->name, n, &p));
+            ck_assert_int_eq(c->decode(out, len, n, o, 0, &p), HIPRESS_COMP_OK);
+            for (size_t i = 0; i < n; i++) {
+                double ax = fabs((double)x[i]), err = fabs((double)o[i] - (double)x[i]);
+                REQUIRE_MSG(isfinite(o[i]), "%s x=%g decoded to %g", c->name, x[i], o[i]);
+                if (t) {
+                    REQUIRE_MSG(err <= 0x1p-8 * ax, "bf16 x=%g got %g", x[i], o[i]);
+                } else {
+                    int e = (int8_t)out[2 * n + i / B];
+                    ck_assert_int_eq(e, want_f16_exp(x + i / B * B, HP_MIN(B, n - i / B * B)));
+                    REQUIRE_MSG(err <= f16_bound(ax, e), "fp16 x=%g (block 2^%d) got %g", x[i], e, o[i]);
+                }
             }
-            if (!t && ax < 6.103515625e-05) /* fp16 subnormal: absolute half ulp */
-                REQUIRE(err <= 0x1p-25);
-            else
-                REQUIRE_MSG(err <= rel * ax, "%s x=%g got %g", c->name, x[i], o[i]);
         }
+        free(x); free(o); free(out);
     }
+}
+END_TEST
+
+/* The fp16 format: the exponent of each block by the rule (zero block,
+ * clamps at both ends, saturation), the largest half of a block in the top
+ * binade, exact round trips of values with 11 significant bits, signed
+ * zeros, and a short last block. */
+START_TEST(test_fp16_scale_rule)
+{
+    enum { B = 64, NB = 14, N = B * (NB - 1) + 5 };
+    const float vals_exact[] = {40000.0f, 80000.0f, 120000.0f, 160000.0f, -2500.0f, 0.0f};
+    for (int isa = 1; isa <= 2; isa++) {
+        hipress_comp_params_t p = params_isa(isa);
+        hp_comp_t *c = comp("fp16");
+        float x[N], o[N];
+        uint8_t out[2 * N + NB];
+        size_t len;
+        p.fp16_block = B;
+        fill_grad(x, N, 99);
+        for (size_t i = 0; i < B; i++)
+            x[i] = i % 3 ? 0.0f : -0.0f;                         /* 0: zeros: e = 0 */
+        x[B + 9] = 1.0f;                                         /* 1: max 1: e = 15 */
+        for (size_t i = 0; i < 6; i++)
+            x[2 * B + 3 * i] = vals_exact[i];                    /* 2: max 160000: e = -2 */
+        x[3 * B + 1] = FLT_MAX;                                  /* 3: e = -112, saturates */
+        x[3 * B + 2] = -FLT_MAX;
+        x[3 * B + 3] = 0x1.ffep127f;                             /* rounds up to 2^16 scaled */
+        x[3 * B + 4] = 0x1p100f;
+        x[4 * B + 5] = 65535.99f;                                /* 4: e = 0, saturates */
+        x[4 * B + 6] = 65519.0f;
+        for (size_t i = 0; i < B; i++)
+            x[5 * B + i] = (float)((double)i * 1e-41);           /* 5: subnormals: e = 126 */
+        for (size_t i = 0; i < B; i++)
+            x[6 * B + i] = x[6 * B + i] * 0x1p-120f;             /* 6: below 2^-111: e = 126 */
+        x[6 * B] = 0x1p-112f;
+        x[7 * B + 2] = 32768.0f;                                 /* 7: max 2^15: e = 0 */
+        for (size_t i = 0; i < B; i++)
+            x[8 * B + i] = i % 2 ? 1e-12f : -3e-13f;             /* 8: 2^-30 of the max */
+        x[8 * B] = 1e-3f;
+        memset(x + 9 * B, 0, B * sizeof(float));
+        x[9 * B + 63] = 0x1p-149f;                               /* 9: one tiny value */
+        /* 10, 11: gradient-like; 12: max 65504 * 2^-40 */
+        memset(x + 12 * B, 0, B * sizeof(float));
+        x[12 * B + 1] = 0x1.ffcp-25f;
+        x[12 * B + 2] = 0x1p-40f;
+        len = enc(c, x, NULL, N, &p, out, sizeof(out), 1, NULL);
+        ck_assert_uint_eq(len, 2 * N + NB);
+        ck_assert_int_eq(c->decode(out, len, N, o, 0, &p), HIPRESS_COMP_OK);
+        for (size_t b = 0; b < NB; b++) {
+            size_t lo = b * B, hi = HP_MIN((size_t)N, lo + B);
+            int e = (int8_t)out[2 * N + b];
+            unsigned mx = 0;
+            ck_assert_int_eq(e, want_f16_exp(x + lo, hi - lo));
+            for (size_t i = lo; i < hi; i++) {
+                uint16_t h;
+                float y = ldexpf(x[i], e);
+                memcpy(&h, out + 2 * i, 2);
+                mx = (h & 0x7fffu) > mx ? (h & 0x7fffu) : mx;
+                REQUIRE(isfinite(o[i]) && (h & 0x7fffu) < 0x7c00u);
+                REQUIRE_MSG(fabs((double)o[i] - x[i]) <= f16_bound(fabs((double)x[i]), e),
+                            "block %zu x=%a got %a", b, x[i], o[i]);
+                /* 11 significant bits in the normal range: exact */
+                if (fabsf(y) >= 0x1p-14f && fabsf(y) <= 65504.0f && (hp_f2u(y) & 0x1fffu) == 0)
+                    REQUIRE_MSG(hp_f2u(o[i]) == hp_f2u(x[i]), "block %zu: %a not exact: %a", b, x[i], o[i]);
+            }
+            /* the largest |v| lands in [2^15, 65504] unless the clamp applies */
+            if (e < HP_F16_EMAX && want_f16_exp(x + lo, hi - lo) != 0)
+                REQUIRE_MSG(mx >= 0x7800u && mx <= 0x7bffu, "block %zu: largest half %04x", b, mx);
+        }
+        ck_assert_int_eq((int8_t)out[2 * N + 0], 0);
+        ck_assert_int_eq((int8_t)out[2 * N + 1], 15);
+        ck_assert_int_eq((int8_t)out[2 * N + 2], -2);
+        ck_assert_int_eq((int8_t)out[2 * N + 3], HP_F16_EMIN);
+        ck_assert_int_eq((int8_t)out[2 * N + 4], 0);
+        ck_assert_int_eq((int8_t)out[2 * N + 5], HP_F16_EMAX);
+        ck_assert_int_eq((int8_t)out[2 * N + 6], HP_F16_EMAX);
+        ck_assert_int_eq((int8_t)out[2 * N + 7], 0);
+        ck_assert_int_eq((int8_t)out[2 * N + 12], 40);
+        for (size_t i = 0; i < B; i++)    /* signed zeros */
+            REQUIRE(hp_f2u(o[i]) == hp_f2u(x[i]));
+        for (size_t i = 0; i < 6; i++)
+            REQUIRE(o[2 * B + 3 * i] == vals_exact[i]);
+        REQUIRE(o[3 * B + 1] == 0x1.ffcp127f && o[3 * B + 2] == -0x1.ffcp127f); /* 65504 2^112 */
+        REQUIRE(o[3 * B + 3] == 0x1.ffcp127f && o[4 * B + 5] == 65504.0f && o[4 * B + 6] == 65504.0f);
+        REQUIRE(o[7 * B + 2] == 32768.0f && o[9 * B + 63] == 0x1p-149f && o[12 * B + 2] == 0x1p-40f);
+        REQUIRE(o[8 * B] == x[8 * B] || fabs(o[8 * B] - 1e-3) <= 0x1p-11 * 1e-3);
+    }
+}
+END_TEST
+
+/* Small gradients (1e-5 to 1e-7: mostly binary16 subnormals unscaled) keep
+ * 11 significant bits: the relative L2 error of one encode stays near that
+ * of one rounding (2^-11 / sqrt(3) for uniform rounding errors). */
+START_TEST(test_fp16_small_values)
+{
+    const size_t n = 65536 + 100;
+    hipress_comp_params_t p = params_isa(HP_ISA_AUTO);
+    hp_comp_t *c = comp("fp16");
+    float *x = falloc(n), *o = falloc(n);
+    uint8_t *out = malloc(3 * n);
+    double num = 0, den = 0;
+    size_t len;
+    fill_grad(x, n, 31);
+    for (size_t i = 0; i < n; i++)
+        x[i] *= (float)(i < n / 2 ? 1e-3 : 1e-5); /* values about 1e-5 and 1e-7 */
+    len = enc(c, x, NULL, n, &p, out, c->max_payload(n, &p), 1, NULL);
+    ck_assert_int_eq(c->decode(out, len, n, o, 0, &p), HIPRESS_COMP_OK);
+    for (size_t i = 0; i < n; i++) {
+        double e = (double)o[i] - x[i];
+        REQUIRE_MSG(fabs(e) <= 0x1p-11 * fabs((double)x[i]), "x=%g got %g", x[i], o[i]);
+        num += e * e;
+        den += (double)x[i] * x[i];
+    }
+    REQUIRE_MSG(sqrt(num / den) < 0x1p-11, "relative L2 error %g", sqrt(num / den));
     free(x); free(o); free(out);
 }
 END_TEST
@@ -618,13 +805,13 @@ END_TEST
 /* Quality does not depend on the partitioning: encoding a range in one
  * message or in any grain-aligned pieces (the spans the algorithms use)
  * decodes to the same bits and leaves the same residual, for every
- * compressor with blocks (onebit, tbq, graddrop, dgc). */
+ * compressor with blocks (onebit, tbq, graddrop, dgc, fp16). */
 START_TEST(test_partition_independent)
 {
-    static const char *names[] = {"onebit", "tbq", "graddrop", "dgc"};
+    static const char *names[] = {"onebit", "tbq", "graddrop", "dgc", "fp16", "fp16"};
     const size_t n = 3 * 65536 + 4096 * 5 + 77;
     float *x = falloc(n), *r1 = falloc(n), *r2 = falloc(n), *o1 = falloc(n), *o2 = falloc(n);
-    for (size_t ci = 0; ci < 4; ci++) {
+    for (size_t ci = 0; ci < 6; ci++) {
         int kind = hp_comp_find(names[ci]);
         hipress_comp_params_t p = params_isa(HP_ISA_AUTO);
         size_t g = hp_comp_grain(kind, &p), cap;
@@ -633,6 +820,7 @@ START_TEST(test_partition_independent)
         p.tbq_block = 2048;
         p.onebit_block = 1024;
         p.sparse_ratio = 0.01;
+        p.fp16_block = ci == 5 ? 512 : 0;
         g = hp_comp_grain(kind, &p);
         cap = hp_msg_max_bytes(kind, n, &p);
         msg = malloc(cap);
@@ -644,6 +832,8 @@ START_TEST(test_partition_independent)
             fill_grad(r1, n, 8 + parts);
             for (size_t i = 0; i < n; i++)
                 r1[i] *= 0.3f;
+            for (size_t i = 1000; i < n; i += 30011)
+                x[i] = 40000.0f * (float)i; /* beyond binary16's range */
             memcpy(r2, r1, n * sizeof(float));
             memset(&a, 0, sizeof(a));
             a.in = x;
@@ -844,8 +1034,12 @@ START_TEST(test_compressors_isa_identical)
                 float *xs = x + (var & 1) + 1; /* odd element offsets */
                 pg.terngrad_bits = pv.terngrad_bits = 1u << var;
                 pg.onebit_block = pv.onebit_block = var & 1 ? 32 : 4096;
+                pg.fp16_block = pv.fp16_block = var & 1 ? 32 : var == 2 ? 1024 : 0;
                 pg.tbq_threshold = pv.tbq_threshold = var == 3 ? 0.005f : 0.0f;
                 fill_grad(xs, n, n + (uint64_t)var);
+                if (d < 2)   /* fp16, bf16: beyond binary16, near FLT_MAX, tiny */
+                    for (size_t i = var; i < n; i += 97)
+                        xs[i] = i % 3 == 0 ? xs[i] * 1e7f : i % 3 == 1 ? xs[i] * 1e-35f : 3.4e38f;
                 fill_grad(r1, n, 2 * n + 1);
                 for (size_t i = 0; i < n; i++)
                     r1[i] *= 0.5f;
@@ -861,7 +1055,7 @@ START_TEST(test_compressors_isa_identical)
                     ck_assert_int_eq(c->decode(e1, l1, n, o2, acc, &pv), HIPRESS_COMP_OK);
                     REQUIRE(!memcmp(o1, o2, 4 * n));
                 }
-                if (strcmp(c->name, "onebit") && strcmp(c->name, "terngrad") &&
+                if (strcmp(c->name, "onebit") && strcmp(c->name, "terngrad") && strcmp(c->name, "fp16") &&
                     !(var == 3 && !strcmp(c->name, "tbq")))
                     break;
             }
@@ -1040,16 +1234,64 @@ START_TEST(test_reject_content)
     x[10] = 0.05f;
     x[11] = -0.05f;
 
-    /* fp16 / bf16: NaN halves */
+    /* fp16 / bf16: NaN and Inf halves (a finite input never gives Inf) */
     for (int t = 0; t < 2; t++) {
-        uint16_t nanh = t ? 0x7fc1 : 0x7e01;
+        const uint16_t badh[] = {t ? 0x7fc1 : 0x7e01, t ? 0xff80 : 0xfc00, t ? 0x7f80 : 0x7c00};
         c = comp(t ? "bf16" : "fp16");
         len = enc(c, x, NULL, n, &p, e, sizeof(e), 1, NULL);
+        ck_assert_int_eq(dec(c, e, len, n, &p), HIPRESS_COMP_OK);
         for (size_t at = 0; at < n; at += 333) {
+            for (int k = 0; k < 3; k++) {
+                memcpy(m, e, len);
+                memcpy(m + 2 * at, &badh[k], 2);
+                ck_assert_int_eq(dec(c, m, len, n, &p), HIPRESS_COMP_EINVAL);
+            }
+        }
+    }
+
+    /* fp16: block exponents in range and by the rule (four blocks of 256,
+     * the last one short) */
+    c = comp("fp16");
+    p.fp16_block = 256;
+    len = enc(c, x, NULL, n, &p, e, sizeof(e), 1, NULL);
+    ck_assert_uint_eq(len, 2 * n + 4);
+    {
+        uint8_t *ex = m + 2 * n;
+        const int8_t bade[] = {-128, -113, 127};
+        for (int k = 0; k < 3; k++) {
             memcpy(m, e, len);
-            memcpy(m + 2 * at, &nanh, 2);
+            ex[1] = (uint8_t)bade[k];
             ck_assert_int_eq(dec(c, m, len, n, &p), HIPRESS_COMP_EINVAL);
         }
+        memcpy(m, e, len);
+        ex[3] = (uint8_t)(int8_t)HP_F16_EMIN; /* another valid scale: decodes */
+        ck_assert_int_eq(dec(c, m, len, n, &p), HIPRESS_COMP_OK);
+        memcpy(m, e, len);
+        for (size_t i = 512; i < 768; i++) {  /* block 2: largest half below 2^15 */
+            uint16_t one = 0x3c00;
+            memcpy(m + 2 * i, &one, 2);
+        }
+        ck_assert_int_eq(dec(c, m, len, n, &p), HIPRESS_COMP_EINVAL);
+        ex[2] = (uint8_t)HP_F16_EMAX;         /* allowed with the largest exponent */
+        ck_assert_int_eq(dec(c, m, len, n, &p), HIPRESS_COMP_OK);
+        memset(m + 2 * 512, 0, 512);          /* block 2 all zero: e 0 or EMAX */
+        ck_assert_int_eq(dec(c, m, len, n, &p), HIPRESS_COMP_OK);
+        ex[2] = 0;
+        ck_assert_int_eq(dec(c, m, len, n, &p), HIPRESS_COMP_OK);
+        ex[2] = 5;
+        ck_assert_int_eq(dec(c, m, len, n, &p), HIPRESS_COMP_EINVAL);
+        memcpy(m, e, len);
+        memset(m + 2 * 768, 0x80, 2 * (n - 768)); /* the short block all -0... */
+        for (size_t i = 768; i < n; i++)
+            m[2 * i] = 0;
+        ck_assert_int_eq(dec(c, m, len, n, &p), HIPRESS_COMP_EINVAL); /* ...with its e */
+        ex[3] = 0;
+        ck_assert_int_eq(dec(c, m, len, n, &p), HIPRESS_COMP_OK);
+        p.fp16_block = 100; /* not a power of two */
+        ck_assert_int_eq(dec(c, e, len, n, &p), HIPRESS_COMP_EINVAL);
+        p.fp16_block = 16;  /* below 32 */
+        ck_assert_int_eq(dec(c, e, len, n, &p), HIPRESS_COMP_EINVAL);
+        p.fp16_block = 0;
     }
 
     /* onebit */
@@ -1223,6 +1465,8 @@ static Suite *suite(void)
     tcase_set_timeout(t, 300);
     tcase_add_test(t, test_wire_sizes);
     tcase_add_test(t, test_fp16_bf16_rounding);
+    tcase_add_test(t, test_fp16_scale_rule);
+    tcase_add_test(t, test_fp16_small_values);
     tcase_add_test(t, test_onebit_scales);
     tcase_add_test(t, test_tbq_codes);
     tcase_add_test(t, test_partition_independent);

@@ -177,6 +177,7 @@ static size_t param_variants(hipress_comp_params_t *v, size_t cap)
         v[m] = params_default();
         v[m].onebit_block = 32;
         v[m].tbq_block = 32;
+        v[m].fp16_block = 32;
         v[m].sparse_block = 64;
         v[m].terngrad_bits = 1;
         v[m].powersgd_rank = 1;
@@ -188,6 +189,7 @@ static size_t param_variants(hipress_comp_params_t *v, size_t cap)
         v[m] = params_default();
         v[m].onebit_block = 1024;
         v[m].tbq_block = 1024;
+        v[m].fp16_block = 1024;
         v[m].terngrad_bits = 8;
         v[m].powersgd_rank = 16;
         v[m].isa = 2;

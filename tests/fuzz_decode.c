@@ -28,7 +28,8 @@
  * Encode mode: hp_msg_encode into an exact-size buffer must succeed, give
  * the same bytes (and residual / state) on every ISA path, and decode; a
  * NaN/Inf input must give the NaN message (lossy compressors) or come back
- * bit for bit (lossless ones).
+ * bit for bit (lossless ones); a finite input of a rounding format (fp16,
+ * bf16) must decode to finite values near it.
  *
  * Built with -DHP_FUZZ_MAIN it is also a plain program (tests/fuzz_replay):
  *   fuzz_replay FILE|DIR...      run each input once (regression replay)
@@ -68,6 +69,7 @@ static hipress_comp_params_t variant(int v, int isa)
     case 1:
         p.onebit_block = 32;
         p.tbq_block = 32;
+        p.fp16_block = 32;
         p.sparse_block = 64;
         p.terngrad_bits = 1;
         p.powersgd_rank = 1;
@@ -76,6 +78,7 @@ static hipress_comp_params_t variant(int v, int isa)
     case 2:
         p.onebit_block = 1024;
         p.tbq_block = 1024;
+        p.fp16_block = 1024;
         p.sparse_block = 1024;
         p.terngrad_bits = 8;
         p.powersgd_rank = 16;
@@ -266,6 +269,23 @@ static void encode_mode(int kind, uint8_t mode, size_t kraw, const uint8_t *byte
             for (size_t i = 0; i < n; i++)
                 if (!isnan(out[GUARD + i]))
                     fail("the NaN message decoded to a number", c->name, n);
+        }
+        /* a rounding format (fp16, bf16) has float32's range: finite in,
+         * finite out, each value within a quarter of itself (a loose check
+         * of the scale: one rounding is 2^-8 at most) or of the absolute
+         * steps: 2^-40 of the block's largest (fp16), the subnormal step of
+         * bfloat16 (2^-133) */
+        if (hp_comp_ext(kind)->qclass == HP_QCLASS_ROUNDING && !bad_in) {
+            double m = 0;
+            if (nf[0])
+                fail("finite input gave the NaN message", c->name, n);
+            for (size_t i = 0; i < n; i++)
+                m = fabs((double)in[i]) > m ? fabs((double)in[i]) : m;
+            for (size_t i = 0; i < n; i++) {
+                double o = out[GUARD + i];
+                if (!isfinite(o) || fabs(o - in[i]) > 0.25 * fabs((double)in[i]) + 0x1p-40 * m + 0x1p-133)
+                    fail("finite input decoded to a non-finite or distant value", c->name, n);
+            }
         }
         free(out);
     }

@@ -2,11 +2,12 @@
  * CaSync under mpirun: every algorithm x compressor x awkward size is
  * bit-identical on all ranks, exact for `none` on integer-valued floats and
  * within the compressor's documented bound otherwise; hierarchical mode;
- * sub-communicators and interleaved calls; plans agree across ranks that
+ * sub-communicators and interleaved calls; fp16/bf16 keep finite sums beyond
+ * the half-precision range finite (range); plans agree across ranks that
  * measure different speeds; an injected bad message fails the call on every
  * rank without a hang; memory stays bounded over thousands of calls.
  *
- *   mpirun -np N mpi_algos [matrix] [comms] [plan] [fail] [hier] [memory CALLS]
+ *   mpirun -np N mpi_algos [matrix] [comms] [plan] [fail] [hier] [range] [memory CALLS]
  * Prints "mpi_algos np=N: P passed, F failed" on rank 0; exit 1 on failure.
  */
 #include <math.h>
@@ -235,6 +236,124 @@ static void test_hier(void)
     }
 }
 
+/* Issue 9: a format of smaller range than float32 (fp16) must keep finite
+ * sums finite.  One element of 40000 on every rank at index `big` (sum
+ * 40000 N), the rest zero (case 0) or small gradient-like values (case 1);
+ * a NaN (case 2) or an Inf (case 3) in the last rank's input at index
+ * `bad` must still turn its partition, and only it, into NaN on every rank.
+ * A sum beyond float32 itself (case 4: 2^127 on every rank at `big`) is
+ * non-finite there, alike on every rank (plain MPI gives +Inf; hipress
+ * today gives NaN to that element's partition: doc/compressors.md). */
+static int half_exact(double v, int bits)
+{
+    /* v an integer below 2^24: representable with `bits` significant bits */
+    uint32_t m = (uint32_t)v;
+    while (m != 0 && (m & 1u) == 0)
+        m >>= 1;
+    return m < (1u << bits);
+}
+
+static void test_range(void)
+{
+    static const char *comps[] = {"fp16", "bf16"};
+    static const char *ralgos[] = {"ring", "tree", "ps", "allgather"};
+    static const char *parts[] = {"0", "16K"};
+    const size_t n = 100003, big = 40961 + 17, bad = 77777;
+    float *in = malloc(n * sizeof(float)), *out = malloc(n * sizeof(float));
+    for (size_t ci = 0; ci < 2; ci++) {
+        /* unit roundoff of one encode; the ring's bound (doc/compressors.md) */
+        const double u = ci == 0 ? 0x1p-11 : 0x1p-8;
+        const double gam = nranks * u * pow(1.0 + u, nranks);
+        int exact = 1;
+        for (int k = 1; k <= nranks; k++)
+            exact &= half_exact(40000.0 * k, ci == 0 ? 11 : 8);
+        for (size_t a = 0; a < 4; a++)
+            for (size_t p = 0; p < 2; p++) {
+                MPI_Comm c = configured(MPI_COMM_WORLD, comps[ci], ralgos[a], parts[p]);
+                for (int cs = 0; cs < 5; cs++) {
+                    char label[96];
+                    size_t nnan = 0, first = n, last = 0, nonzero = 0, worst = 0;
+                    double worst_err = 0, sum_big;
+                    int rc, finite = 1;
+                    snprintf(label, sizeof(label), "range/%s/%s/part=%s/case %d", comps[ci], ralgos[a],
+                             parts[p], cs);
+                    for (size_t i = 0; i < n; i++)
+                        in[i] = cs == 0 ? 0.0f : input(rank, i, 0) * 0.1f;
+                    in[big] = cs == 4 ? 0x1p127f : 40000.0f;
+                    if (cs == 2 && rank == nranks - 1)
+                        in[bad] = NAN;
+                    if (cs == 3 && rank == nranks - 1)
+                        in[bad] = INFINITY;
+                    rc = MPI_Allreduce(in, out, (int)n, MPI_FLOAT, MPI_SUM, c);
+                    EXPECT(rc == MPI_SUCCESS, "%s: rc %d", label, rc);
+                    EXPECT(identical(out, n * sizeof(float), c), "%s: ranks differ", label);
+                    for (size_t i = 0; i < n; i++) {
+                        if (isnan(out[i])) {
+                            nnan++;
+                            first = i < first ? i : first;
+                            last = i;
+                        }
+                        if (!isfinite(out[i]))
+                            finite = 0;
+                    }
+                    if (cs == 4) {
+                        EXPECT(!isfinite(out[big]), "%s: float32 overflow gave %g", label, out[big]);
+                        continue;
+                    }
+                    if (cs >= 2) {
+                        /* the NaN message of one partition: a contiguous range
+                         * holding `bad`, at most a partition of 16 KiB when
+                         * that is set (the plan may make one partition of
+                         * the whole buffer otherwise) */
+                        EXPECT(isnan(out[bad]), "%s: out[bad] = %g, not NaN", label, out[bad]);
+                        EXPECT(nnan == last - first + 1 && first <= bad && bad <= last &&
+                               (p == 0 || nnan <= 4096),
+                               "%s: %zu NaN in [%zu, %zu]", label, nnan, first, last);
+                        if (out[big] == out[big] && (big < first || big > last))
+                            EXPECT(fabs(out[big] - 40000.0 * nranks) <= gam * 40000.0 * nranks,
+                                   "%s: sum %.9g", label, out[big]);
+                        continue;
+                    }
+                    EXPECT(finite && nnan == 0, "%s: %zu NaN, finite %d (NaN in [%zu, %zu])", label, nnan,
+                           finite, first, last);
+                    sum_big = 40000.0 * nranks;
+                    if (exact)
+                        EXPECT(out[big] == sum_big, "%s: sum %.9g, want exactly %.9g", label, out[big], sum_big);
+                    else
+                        EXPECT(fabs(out[big] - sum_big) <= gam * sum_big, "%s: sum %.9g, want %.9g", label,
+                               out[big], sum_big);
+                    for (size_t i = 0; i < n; i++) {
+                        double e = 0, m = 0, err;
+                        if (i == big)
+                            continue;
+                        for (int j = 0; j < nranks; j++) {
+                            double g = cs == 0 ? 0.0 : (double)(input(j, i, 0) * 0.1f);
+                            e += g;
+                            m += fabs(g);
+                        }
+                        if (cs == 0) {
+                            nonzero += out[i] != 0.0f;
+                            continue;
+                        }
+                        /* the relative bound, and the absolute term of a
+                         * block holding `big` (2^-40 of its max per stage) */
+                        err = fabs((double)out[i] - e) - gam * m - nranks * 0x1p-40 * 2.0 * sum_big;
+                        if (err > worst_err) {
+                            worst_err = err;
+                            worst = i;
+                        }
+                    }
+                    EXPECT(nonzero == 0, "%s: %zu elements not exactly zero", label, nonzero);
+                    EXPECT(worst_err <= 0, "%s: element %zu off by %g beyond the bound", label, worst,
+                           worst_err);
+                }
+                MPI_Comm_free(&c);
+            }
+    }
+    free(in);
+    free(out);
+}
+
 static long rss_kib(void)
 {
     long kib = -1;
@@ -296,6 +415,7 @@ int main(int argc, char **argv)
         else if (strcmp(argv[i], "plan") == 0) test_plan();
         else if (strcmp(argv[i], "fail") == 0) test_fail();
         else if (strcmp(argv[i], "hier") == 0) test_hier();
+        else if (strcmp(argv[i], "range") == 0) test_range();
         else if (strcmp(argv[i], "memory") == 0 && i + 1 < argc) test_memory(atoi(argv[++i]));
         else { fprintf(stderr, "mpi_algos: unknown test '%s'\n", argv[i]); failed++; }
     }
