@@ -1,20 +1,23 @@
 #!/bin/bash
-# The hipress demo: a 16-64 MiB float32 MPI_Allreduce on 4 ranks over an
-# emulated 1 Gbit/s network, plain MPI against hipress, from the build tree.
+# The hipress demo: a 16-64 MiB float32 MPI_Allreduce on 4 emulated hosts,
+# each with its own 1 Gbit/s link (scripts/cluster.sh), one rank per host,
+# plain MPI against hipress, from the build tree.
 #
 #   scripts/demo.sh [COMPRESSOR]
 #
 # COMPRESSOR defaults to onebit when this build has it, else fp16
 # (`hipress_info --compressors` lists them).  Takes one to two minutes; needs
-# root (scripts/netem.sh).  Exits non-zero when the benchmark fails or a
+# root (network namespaces).  Exits non-zero when the benchmark fails or a
 # result differs between ranks.
 #
 # Environment:
 #   HP_BUILDDIR          build directory (default: _build at the top of the tree)
 #   HP_DEMO_COMPRESSOR   compressor, when no argument is given
 #   HP_DEMO_ALGO         collective algorithm (default auto)
-#   HP_DEMO_RATE         emulated network rate (default 1gbit; "off" for none)
-#   HP_DEMO_NP           ranks (default 4)
+#   HP_DEMO_RATE         emulated rate per host link (default 1gbit; "off" for none)
+#   HP_DEMO_NP           hosts, one rank each (default 4)
+#   HP_DEMO_NET          cluster (default: a link per host) or shared (one
+#                        rate-limited loopback shared by all ranks, scripts/netem.sh)
 #   HP_DEMO_ITERS        timed iterations per size (default 5; the median is shown)
 set -euo pipefail
 
@@ -24,6 +27,8 @@ algo=${HP_DEMO_ALGO:-auto}
 rate=${HP_DEMO_RATE:-1gbit}
 np=${HP_DEMO_NP:-4}
 iters=${HP_DEMO_ITERS:-5}
+net=${HP_DEMO_NET:-cluster}
+case $net in cluster | shared) ;; *) echo "demo: error: HP_DEMO_NET=$net: cluster or shared" >&2; exit 1 ;; esac
 
 die() {
     echo "demo: error: $*" >&2
@@ -52,8 +57,13 @@ esac
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-if [ "$rate" = off ]; then where="unlimited loopback"; else where="a $rate network (emulated, shared by all ranks)"; fi
-echo "hipress demo: float32 MPI_Allreduce on $np ranks over $where"
+if [ "$net" = cluster ]; then
+    if [ "$rate" = off ]; then where="$np emulated hosts with unlimited links"
+    else where="$np emulated hosts, each with its own $rate link"; fi
+else
+    if [ "$rate" = off ]; then where="unlimited loopback"; else where="a $rate network (emulated, shared by all ranks)"; fi
+fi
+echo "hipress demo: float32 MPI_Allreduce, $np ranks, over $where"
 echo "plain MPI (PMPI_Allreduce) against hipress with compressor $comp, algorithm $algo;"
 echo "median of $iters timed calls per size; this takes a minute or two."
 echo
@@ -61,10 +71,13 @@ echo
 # One CSV row per size on stdout, as it is measured; rows are also printed
 # as they arrive so the wait is visible.
 start=$(date +%s)
-"$top/scripts/netem.sh" "$rate" -- \
-    mpirun --oversubscribe -np "$np" \
-    "$build/hipress-bench" -b 16M -e 64M -f 2 -n "$iters" -w 1 -c "$comp" -a "$algo" --csv \
-    2>"$tmp/stderr" | tee "$tmp/bench.csv" | awk -F, '
+bench="$build/hipress-bench -b 16M -e 64M -f 2 -n $iters -w 1 -c $comp -a $algo --csv"
+if [ "$net" = cluster ]; then
+    # the cluster checks its links first (90% of the rate, all at once)
+    "$top/scripts/cluster.sh" --hosts "$np" --rate "$rate" -q -- sh -c "cluster-mpirun $bench"
+else
+    "$top/scripts/netem.sh" "$rate" -- mpirun --oversubscribe -np "$np" $bench
+fi 2>"$tmp/stderr" | tee "$tmp/bench.csv" | awk -F, '
         NR == 1 { printf "  %9s  %12s  %12s  %8s  %10s  %10s  %s\n", "size", "plain (ms)", "hipress (ms)", "speedup", "wire ratio", "rel. error", "identical on all ranks"; next }
         { printf "  %5d MiB  %12.1f  %12.1f  %7.2fx  %10.2f  %10.1e  %s\n", $1 / 1048576, $8 / 1000, $7 / 1000, $9, $12, $13, $14; fflush() }
     ' || {
