@@ -425,26 +425,26 @@ hp_status_t hp_comm_state_ready(hp_comm_state_t *cs, MPI_Comm comm)
     return cs->hier_built ? HP_OK : make_hierarchy(cs);
 }
 
+/* At least `bytes` in *mem (grown, contents not kept), NULL on failure. */
+static void *grow(void **mem, size_t *have, size_t bytes)
+{
+    if (bytes > *have) {
+        free(*mem);
+        *mem = hp_aligned_alloc(bytes);
+        *have = *mem ? bytes : 0;
+    }
+    return *mem;
+}
+
 void *hp_comm_scratch2(hp_comm_state_t *cs, size_t bytes)
 {
-    if (bytes > cs->scratch2_bytes) {
-        free(cs->scratch2);
-        cs->scratch2 = hp_aligned_alloc(bytes);
-        cs->scratch2_bytes = cs->scratch2 ? bytes : 0;
-    }
-    return cs->scratch2;
+    return grow(&cs->scratch2, &cs->scratch2_bytes, bytes);
 }
 
 void *hp_comm_scratch(hp_comm_state_t *cs, size_t bytes)
 {
-    if (bytes > cs->scratch_bytes) {
-        free(cs->scratch);
-        cs->scratch = hp_aligned_alloc(bytes);
-        cs->scratch_bytes = cs->scratch ? bytes : 0;
-    }
-    return cs->scratch;
+    return grow(&cs->scratch, &cs->scratch_bytes, bytes);
 }
-
 
 /* ------------------------------------------------------------ public */
 

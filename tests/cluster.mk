@@ -11,4 +11,4 @@
 check_PROGRAMS += tests/mpi_failure
 tests_mpi_failure_SOURCES = tests/mpi_failure.c
 TESTS += tests/run_cluster.sh tests/run_failures.sh
-EXTRA_DIST += tests/run_cluster.sh tests/run_failures.sh tests/failure_cases.sh
+EXTRA_DIST += tests/run_cluster.sh tests/run_failures.sh tests/failure_cases.sh tests/hp_cluster_lib.sh

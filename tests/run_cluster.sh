@@ -13,26 +13,17 @@
 set -u
 HP_MPI_TIMEOUT=${HP_MPI_TIMEOUT:-120}
 . "${HP_SRCDIR:-$(dirname "$0")/..}/tests/hp_test_lib.sh"
+. "$HP_SRCDIR/tests/hp_cluster_lib.sh"
 
 cluster="$HP_SRCDIR/scripts/cluster.sh"
 bench="$HP_BUILDDIR/hipress-bench"
 [ -x "$bench" ] || { echo "FAIL: $bench is missing"; exit 1; }
-if [ "$(id -u)" -ne 0 ]; then
-    echo "SKIP: the emulated cluster needs root (network namespaces)"
-    exit 77
-fi
-# the tools are in scripts/install_deps.sh: a missing one is a broken setup,
-# not a machine that cannot run the cluster
-for t in unshare nsenter ip tc ss iperf3 ps timeout; do
-    command -v "$t" >/dev/null 2>&1 || { echo "FAIL: $t not found (scripts/install_deps.sh installs it)"; exit 1; }
-done
+hp_cluster_prereqs
 comp=onebit
 "$HP_BUILDDIR/hipress_info" --compressors 2>/dev/null | grep -qx onebit || comp=fp16
 
 out=$(mktemp -d "${TMPDIR:-/tmp}/hp-run-cluster.XXXXXX") || exit 1
 trap 'rm -rf "$out"' EXIT
-netns_before=$(ip netns list 2>/dev/null)
-links_before=$(ip -o link show | awk -F': ' '{ sub(/@.*/, "", $2); print $2 }' | sort)
 
 # what runs on the head: record the namespaces, where ranks land, one bench
 cat >"$out/cmd.sh" <<'EOF'
@@ -90,27 +81,9 @@ elif [ $rc -eq 0 ]; then
     hp_fail "no bench output"
 fi
 
-# nothing left behind (the kernel may take a moment to reap)
-leftovers() {
-    pidns=$(cat "$out/pidns" 2>/dev/null)
-    netns=$(cat "$out/netns" 2>/dev/null)
-    left=0
-    for p in /proc/[0-9]*; do
-        [ -n "$pidns" ] && [ "$(readlink "$p/ns/pid" 2>/dev/null)" = "$pidns" ] && { left=$((left + 1)); continue; }
-        n=$(readlink "$p/ns/net" 2>/dev/null)
-        for x in $netns; do [ "$n" = "$x" ] && left=$((left + 1)); done
-    done
-}
-for i in 1 2 3 4 5 6 7 8 9 10; do
-    leftovers
-    [ $left -eq 0 ] && break
-    sleep 0.5
-done
+# nothing left behind
 [ -s "$out/pidns" ] || [ $rc -ne 0 ] || hp_fail "the cluster did not report its PID namespace"
-[ $left -eq 0 ] || hp_fail "$left process(es) of the cluster still running after it exited"
-[ "$(ip netns list 2>/dev/null)" = "$netns_before" ] || hp_fail "ip netns list changed"
-links_after=$(ip -o link show | awk -F': ' '{ sub(/@.*/, "", $2); print $2 }' | sort)
-[ "$links_after" = "$links_before" ] || hp_fail "this machine's interfaces changed: '$links_before' -> '$links_after'"
+hp_cluster_left "$out"
 [ $((t1 - t0)) -le 60 ] || echo "# note: took $((t1 - t0)) s (budget 60 s)"
 [ $status -eq 0 ] && echo "# PASS: cluster started, ran on h1 and h2, identical results, nothing left behind"
 exit $status

@@ -19,22 +19,15 @@
 set -u
 HP_MPI_TIMEOUT=${HP_MPI_TIMEOUT:-300}
 . "${HP_SRCDIR:-$(dirname "$0")/..}/tests/hp_test_lib.sh"
+. "$HP_SRCDIR/tests/hp_cluster_lib.sh"
 
 cluster="$HP_SRCDIR/scripts/cluster.sh"
 prog="$HP_BUILDDIR/tests/mpi_failure"
 [ -x "$prog" ] || { echo "FAIL: $prog is missing"; exit 1; }
-if [ "$(id -u)" -ne 0 ]; then
-    echo "SKIP: the emulated cluster needs root (network namespaces)"
-    exit 77
-fi
-for t in unshare nsenter ip tc ss iperf3 ps timeout; do
-    command -v "$t" >/dev/null 2>&1 || { echo "FAIL: $t not found (scripts/install_deps.sh installs it)"; exit 1; }
-done
+hp_cluster_prereqs
 
 out=$(mktemp -d "${TMPDIR:-/tmp}/hp-run-failures.XXXXXX") || exit 1
 trap 'rm -rf "$out"' EXIT
-netns_before=$(ip netns list 2>/dev/null)
-links_before=$(ip -o link show | awk -F': ' '{ sub(/@.*/, "", $2); print $2 }' | sort)
 
 # What runs on the head.  Each case writes CASE.out (mpirun's output), and
 # CASE.rc and CASE.secs.
@@ -150,25 +143,8 @@ echo "# link.hipress: every rank ended ${g} s after the cut"
 grep -q 'hipress: error: rank [0-9] (host h[12]) made no progress .*waiting for rank [0-9] (host h[12])' \
     "$out/link.hipress.out" || hp_fail "link.hipress: no watchdog line naming the peer"
 
-# nothing left behind (the kernel may take a moment to reap)
-leftovers() {
-    pidns=$(cat "$out/pidns" 2>/dev/null)
-    netns=$(cat "$out/netns" 2>/dev/null)
-    left=0
-    for p in /proc/[0-9]*; do
-        [ -n "$pidns" ] && [ "$(readlink "$p/ns/pid" 2>/dev/null)" = "$pidns" ] && { left=$((left + 1)); continue; }
-        n=$(readlink "$p/ns/net" 2>/dev/null)
-        for x in $netns; do [ "$n" = "$x" ] && left=$((left + 1)); done
-    done
-}
-for i in 1 2 3 4 5 6 7 8 9 10; do
-    leftovers
-    [ $left -eq 0 ] && break
-    sleep 0.5
-done
-[ $left -eq 0 ] || hp_fail "$left process(es) of the cluster still running after it exited"
-[ "$(ip netns list 2>/dev/null)" = "$netns_before" ] || hp_fail "ip netns list changed"
-links_after=$(ip -o link show | awk -F': ' '{ sub(/@.*/, "", $2); print $2 }' | sort)
-[ "$links_after" = "$links_before" ] || hp_fail "this machine's interfaces changed"
+# nothing left behind
+[ -s "$out/pidns" ] || hp_fail "the cluster did not report its PID namespace"
+hp_cluster_left "$out"
 [ $status -eq 0 ] && echo "# PASS: late rank completes, a dead rank and a lost link end the job in time, nothing left"
 exit $status
