@@ -62,6 +62,15 @@ void hp_call_decode(hp_call_t *call, const void *msg, size_t msg_len, size_t off
 void hp_call_decode_to(hp_call_t *call, const void *msg, size_t msg_len, float *dst, size_t len,
                        int accumulate);
 
+/* Decode `count` messages of buf[off .. off+len) and add them in order:
+ * buf = d_0 + d_1 + ... (accumulate: buf + d_0 + ...), the same bits as
+ * hp_call_decode one after the other, through the compressor's decode_many
+ * (block by block, in cache) when every message is a finite one of its
+ * kind.  Errors as hp_call_decode. */
+#define HP_DECODE_MANY_MAX 64
+void hp_call_decode_many(hp_call_t *call, void *const *msgs, const size_t *lens, int count, size_t off,
+                         size_t len, int accumulate);
+
 /* Carve `count` message slots of *cap_p bytes (plus `extra_bytes` returned in
  * *extra_p) from the call's scratch.  When that memory cannot be had, the
  * call is marked failed (HP_ERR_NOMEM) and the slots shrink to room for an

@@ -44,13 +44,25 @@ hp_status_t hp_algo_allgather(hp_call_t *call)
         hp_tp_progress(tp);
     }
     for (size_t p = 0; p < P; p++) {
+        void *bufs[HP_DECODE_MANY_MAX];
+        size_t lens[HP_DECODE_MANY_MAX];
         for (size_t j = 0; j < N; j++) {
             hp_slot_t *in = &msg[j * P + p];
             size_t got = in->len;
-            if (j != r && hp_tp_wait(tp, &in->req, &got) != HP_OK)
+            if (j != r && hp_tp_wait(tp, &in->req, &got) != HP_OK) {
                 st = HP_ERR_MPI;
-            hp_call_decode(call, in->buf, got, PART_OFF(p), PART_LEN(p), j != 0);
+                got = 0;
+            }
+            if (N <= HP_DECODE_MANY_MAX) {
+                bufs[j] = in->buf;
+                lens[j] = got;
+            } else {
+                hp_call_decode(call, in->buf, got, PART_OFF(p), PART_LEN(p), j != 0);
+            }
         }
+        /* all N in rank order at once: block by block in cache */
+        if (N <= HP_DECODE_MANY_MAX)
+            hp_call_decode_many(call, bufs, lens, (int)N, PART_OFF(p), PART_LEN(p), 0);
     }
     if (hp_slots_wait(call, sreq, N * P) != HP_OK)
         st = HP_ERR_MPI;

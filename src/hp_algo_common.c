@@ -121,6 +121,44 @@ void hp_call_decode_to(hp_call_t *call, const void *msg, size_t msg_len, float *
     }
 }
 
+void hp_call_decode_many(hp_call_t *call, void *const *msgs, const size_t *lens, int count, size_t off,
+                         size_t len, int accumulate)
+{
+    const hp_comp_ext_t *x = hp_comp_ext(call->kind);
+    const void *pl[HP_DECODE_MANY_MAX];
+    size_t pls[HP_DECODE_MANY_MAX];
+    int fused = x->decode_many != NULL && count <= HP_DECODE_MANY_MAX && len > 0;
+    double t0;
+    int rc;
+
+    if (HP_UNLIKELY(call->kill))
+        raise(SIGKILL);   /* test knob, as in hp_call_decode_to */
+    if (call->err != HP_OK)
+        return;
+    for (int j = 0; j < count && fused; j++) {
+        hp_msg_header_t h;
+        /* an error message, a non-finite or dense-fallback one: the
+         * general path below handles them */
+        if (hp_msg_header(msgs[j], lens[j], &h) != HP_OK || h.kind != call->kind || h.flags != 0 ||
+            (size_t)h.n != len)
+            fused = 0;
+        pl[j] = (const unsigned char *)msgs[j] + HP_MSG_HEADER;
+        pls[j] = lens[j] - HP_MSG_HEADER;
+    }
+    if (!fused) {
+        for (int j = 0; j < count; j++)
+            hp_call_decode(call, msgs[j], lens[j], off, len, accumulate || j > 0);
+        return;
+    }
+    t0 = hp_now();
+    rc = x->decode_many(pl, pls, count, len, call->buf + off, accumulate, call->params);
+    call->t_decode += hp_now() - t0;
+    if (rc != HIPRESS_COMP_OK) {
+        HP_WARN("rejected one of %d compressed messages for %zu elements", count, len);
+        call->err = HP_ERR_MESSAGE;
+    }
+}
+
 hp_slot_t *hp_call_slots(hp_call_t *call, size_t count, size_t *cap_p, size_t extra_bytes,
                          void **extra_p)
 {

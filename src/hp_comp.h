@@ -65,6 +65,14 @@ typedef struct hp_comp_ext {
     /* Collective compressors drive the whole allreduce themselves (powersgd);
      * NULL for the others. */
     hp_status_t (*run)(struct hp_call *call);
+    /* Decode `count` payloads of n elements each (lens[j] bytes) and add
+     * them into out in order: out (when accumulate) + d_0 + d_1 + ..., with
+     * the bits of decoding them one after the other, but block by block, so
+     * out stays in cache while every message adds to it.  A rejected
+     * payload leaves out unspecified (as decode does).  NULL: one after the
+     * other. */
+    int (*decode_many)(const void *const *payloads, const size_t *lens, int count, size_t n, float *out,
+                       int accumulate, const hipress_comp_params_t *p);
 } hp_comp_ext_t;
 
 /* Registry: built-ins first, then plugins in load order. */

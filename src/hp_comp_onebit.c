@@ -158,11 +158,9 @@ static int onebit_encode(const hipress_encode_args_t *a, size_t *len_p, int *non
     return HIPRESS_COMP_OK;
 }
 
-static int onebit_decode(const void *payload, size_t len, size_t n, float *out, int accumulate,
-                         const hipress_comp_params_t *p)
+/* Everything a decoder checks of a payload, before any output is written. */
+static int onebit_check(const void *payload, size_t len, size_t n, uint32_t B)
 {
-    const hp_ops_t *ops = hp_ops_get(p ? p->isa : HP_ISA_AUTO);
-    const uint32_t B = block_of(p);
     const uint8_t *scales = (const uint8_t *)payload, *bits;
     size_t nb, nbits_bytes;
 
@@ -187,13 +185,50 @@ static int onebit_decode(const void *payload, size_t len, size_t n, float *out, 
             (npos == 0 && hp_f2u(sc[0]) != 0) || (npos == bl && hp_f2u(sc[1]) != 0))
             return HIPRESS_COMP_EINVAL;
     }
-    for (size_t blk = 0; blk < nb; blk++) {
-        size_t start = blk * B, bl = HP_MIN((size_t)B, n - start);
-        float sc[2];
-        memcpy(sc, scales + 8 * blk, 8);
-        ops->select1(bits + start / 8, bl, sc[0], sc[1], out + start,
-                     accumulate ? HP_OUT_ADD : HP_OUT_SET);
+    return HIPRESS_COMP_OK;
+}
+
+/* Block blk of a checked payload into out (the block's first element). */
+static void onebit_block_out(const hp_ops_t *ops, const void *payload, size_t n, uint32_t B, size_t blk,
+                             float *out, int mode)
+{
+    const uint8_t *scales = (const uint8_t *)payload;
+    size_t nb = (n + B - 1) / B, start = blk * B, bl = HP_MIN((size_t)B, n - start);
+    float sc[2];
+    memcpy(sc, scales + 8 * blk, 8);
+    ops->select1(scales + 8 * nb + start / 8, bl, sc[0], sc[1], out, mode);
+}
+
+static int onebit_decode(const void *payload, size_t len, size_t n, float *out, int accumulate,
+                         const hipress_comp_params_t *p)
+{
+    const hp_ops_t *ops = hp_ops_get(p ? p->isa : HP_ISA_AUTO);
+    const uint32_t B = block_of(p);
+    int rc = onebit_check(payload, len, n, B);
+    if (rc != HIPRESS_COMP_OK)
+        return rc;
+    for (size_t blk = 0; blk * B < n; blk++)
+        onebit_block_out(ops, payload, n, B, blk, out + blk * B, accumulate ? HP_OUT_ADD : HP_OUT_SET);
+    return HIPRESS_COMP_OK;
+}
+
+/* Several messages of one range added in order, block by block: each block
+ * of out stays in cache while every message adds to it (the same bits as
+ * decoding them one after the other). */
+static int onebit_decode_many(const void *const *payloads, const size_t *lens, int count, size_t n,
+                              float *out, int accumulate, const hipress_comp_params_t *p)
+{
+    const hp_ops_t *ops = hp_ops_get(p ? p->isa : HP_ISA_AUTO);
+    const uint32_t B = block_of(p);
+    for (int j = 0; j < count; j++) {
+        int rc = onebit_check(payloads[j], lens[j], n, B);
+        if (rc != HIPRESS_COMP_OK)
+            return rc;
     }
+    for (size_t blk = 0; blk * B < n; blk++)
+        for (int j = 0; j < count; j++)
+            onebit_block_out(ops, payloads[j], n, B, blk, out + blk * B,
+                             (accumulate || j > 0) ? HP_OUT_ADD : HP_OUT_SET);
     return HIPRESS_COMP_OK;
 }
 
@@ -213,6 +248,7 @@ static size_t onebit_grain(const hipress_comp_params_t *p)
 }
 
 const hp_comp_ext_t hp_compx_onebit = {
+    .decode_many = onebit_decode_many,
     .qclass = HP_QCLASS_QUANT,
     .max_stages = 1,   /* ps cost 1.7 points against the textbook form (10 seeds), ring and tree more (doc/accuracy.md) */
     .grain = onebit_grain,

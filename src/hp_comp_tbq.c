@@ -201,6 +201,44 @@ static int tbq_decode(const void *payload, size_t len, size_t n, float *out, int
     return HIPRESS_COMP_OK;
 }
 
+/* Several messages of one range added in order, chunk by chunk (each
+ * chunk of out stays in cache while every message adds to it): the bits of
+ * decoding them one after the other. */
+static int tbq_decode_many(const void *const *payloads, const size_t *lens, int count, size_t n,
+                           float *out, int accumulate, const hipress_comp_params_t *p)
+{
+    const hp_ops_t *ops = hp_ops_get(p ? p->isa : HP_ISA_AUTO);
+    const uint32_t B = block_of(p);
+    const size_t step = HP_MIN((size_t)B, (size_t)HP_OPS_CHUNK), nb = (n + B - 1) / B;
+    uint8_t codes[HP_OPS_CHUNK], mn, mx;
+
+    if (!block_ok(B))
+        return HIPRESS_COMP_EINVAL;
+    for (int j = 0; j < count; j++) {
+        if (lens[j] != payload_bytes(n, B))
+            return HIPRESS_COMP_EINVAL;
+        for (size_t b = 0; b < nb; b++) {
+            float tau;
+            memcpy(&tau, (const uint8_t *)payloads[j] + 4 * b, 4);
+            if (!isfinite(tau) || (hp_f2u(tau) >> 31) != 0)
+                return HIPRESS_COMP_EINVAL;
+        }
+    }
+    for (size_t c = 0; c < n; c += step) {
+        size_t m = HP_MIN(step, n - c);
+        for (int j = 0; j < count; j++) {
+            const uint8_t *taus = (const uint8_t *)payloads[j];
+            float tau;
+            memcpy(&tau, taus + 4 * (c / B), 4);
+            if (ops->unpack(taus + 4 * nb + c / 4, m, 2, codes, &mn, &mx) != 0 || mx > 2 ||
+                (tau == 0.0f && (mn != 1 || mx != 1)))
+                return HIPRESS_COMP_EINVAL;
+            ops->dequant(codes, m, 0.0f, -1.0f, tau, out + c, (accumulate || j > 0) ? HP_OUT_ADD : HP_OUT_SET);
+        }
+    }
+    return HIPRESS_COMP_OK;
+}
+
 const hipress_compressor_v1_t hp_comp_tbq = {
     .abi_version = HIPRESS_COMPRESSOR_ABI_VERSION,
     .name = "tbq",
@@ -211,6 +249,7 @@ const hipress_compressor_v1_t hp_comp_tbq = {
 };
 
 const hp_comp_ext_t hp_compx_tbq = {
+    .decode_many = tbq_decode_many,
     .qclass = HP_QCLASS_QUANT,
     .max_stages = 1,   /* ps cost 15 points (6 seeds) (doc/accuracy.md) */
     .grain = tbq_grain,

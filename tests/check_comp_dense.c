@@ -861,6 +861,59 @@ START_TEST(test_partition_independent)
 }
 END_TEST
 
+/* decode_many (several messages of one range, block by block) gives the
+ * bits of decoding one after the other, overwriting or accumulating, on
+ * every ISA path; a corrupted message is rejected. */
+START_TEST(test_decode_many)
+{
+    static const char *names[] = {"onebit", "tbq"};
+    static const size_t ns[] = {1, 33, 4097, 70001};
+    for (size_t ci = 0; ci < 2; ci++)
+        for (size_t ni = 0; ni < 4; ni++)
+            for (int isa = 1; isa <= 2; isa++) {
+                const size_t n = ns[ni];
+                int kind = hp_comp_find(names[ci]);
+                hp_comp_t *c = hp_comp_get(kind);
+                const hp_comp_ext_t *x = hp_comp_ext(kind);
+                hipress_comp_params_t p = params_isa(isa);
+                float *g = falloc(n), *a = falloc(n), *b = falloc(n);
+                const void *pl[5];
+                size_t lens[5];
+                uint8_t *msgs[5];
+                ck_assert_ptr_nonnull(x->decode_many);
+                p.onebit_block = 1024;
+                p.tbq_block = 2048;
+                for (int j = 0; j < 5; j++) {
+                    fill_grad(g, n, 50 + (uint64_t)j);
+                    msgs[j] = malloc(c->max_payload(n, &p));
+                    lens[j] = enc(c, g, NULL, n, &p, msgs[j], c->max_payload(n, &p), 1, NULL);
+                    pl[j] = msgs[j];
+                }
+                for (int acc = 0; acc <= 1; acc++) {
+                    fill_grad(a, n, 99);
+                    memcpy(b, a, n * sizeof(float));
+                    for (int j = 0; j < 5; j++)
+                        ck_assert_int_eq(c->decode(pl[j], lens[j], n, a, acc || j > 0, &p), HIPRESS_COMP_OK);
+                    ck_assert_int_eq(x->decode_many(pl, lens, 5, n, b, acc, &p), HIPRESS_COMP_OK);
+                    REQUIRE_MSG(memcmp(a, b, n * sizeof(float)) == 0, "%s n=%zu isa=%d acc=%d: other bits",
+                                names[ci], n, isa, acc);
+                }
+                /* a bad length or a bad scale in the third message */
+                lens[2]--;
+                ck_assert_int_eq(x->decode_many(pl, lens, 5, n, b, 0, &p), HIPRESS_COMP_EINVAL);
+                lens[2]++;
+                {
+                    float bad = NAN;
+                    memcpy(msgs[2], &bad, 4);
+                    ck_assert_int_eq(x->decode_many(pl, lens, 5, n, b, 0, &p), HIPRESS_COMP_EINVAL);
+                }
+                for (int j = 0; j < 5; j++)
+                    free(msgs[j]);
+                free(g), free(a), free(b);
+            }
+}
+END_TEST
+
 START_TEST(test_tbq_zero_input)
 {
     const size_t n = 1001;
@@ -1470,6 +1523,7 @@ static Suite *suite(void)
     tcase_add_test(t, test_onebit_scales);
     tcase_add_test(t, test_tbq_codes);
     tcase_add_test(t, test_partition_independent);
+    tcase_add_test(t, test_decode_many);
     tcase_add_test(t, test_tbq_zero_input);
     tcase_add_test(t, test_error_feedback);
     tcase_add_test(t, test_terngrad_unbiased);
