@@ -7,6 +7,7 @@
 #   * the ranks ran on two distinct emulated hosts (h1, h2), two on each, as
 #     seen by the ranks themselves and by hipress' own log prefix;
 #   * a compressed allreduce (onebit, ring) ends bit-identical on all ranks;
+#   * hipress finds the two nodes from the ranks' hosts (its hierarchy);
 #   * nothing is left behind: no process of the cluster's PID namespace, no
 #     process holding one of its hosts' network namespaces, `ip netns list`
 #     and this machine's interfaces as they were before.
@@ -77,6 +78,10 @@ if [ -s "$out/bench" ]; then
     hosts=$(sed -n 's/^hipress \([^:]*\):[0-9]*:[0-9]* .*/\1/p' "$out/bench" | sort -u | tr '\n' ' ')
     echo "# hosts in hipress' log: $hosts"
     [ "$hosts" = "h1 h2 " ] || hp_fail "hipress logged from hosts '$hosts', expected 'h1 h2'"
+    # the hierarchy from the ranks' hosts (no HIPRESS_NODE_SIZE): two nodes
+    # of two ranks, every rank compressing its shard across the nodes
+    grep -q '^hipress h1:[0-9]*:0 info hierarchy: 2 nodes of 2 to 2 ranks: node reduce-scatter' "$out/bench" ||
+        hp_fail "hipress did not find 2 nodes of 2 ranks from the hosts (its hierarchy log line)"
 elif [ $rc -eq 0 ]; then
     hp_fail "no bench output"
 fi
