@@ -55,6 +55,8 @@ typedef struct hipress_comp_params {
     /* Appended in 0.3: */
     uint32_t fp16_block;       /* fp16: elements per scale block, a power of two >= 32;
                                 * 0 = the default, 1024 */
+    uint32_t terngrad_block;   /* terngrad: elements per min-max range, a power of two
+                                * >= 32; 0 = the default, 4096 */
 } hipress_comp_params_t;
 
 /* One encode call.  `in` holds n values; when the compressor has the EF flag

@@ -1,21 +1,30 @@
 /*
  * `terngrad`: b-bit (HIPRESS_TERNGRAD_BITS: 1, 2, 4, 8) min-max uniform
- * quantisation with unbiased stochastic rounding; no residual.
+ * quantisation with unbiased stochastic rounding, one range per block of
+ * B = HIPRESS_TERNGRAD_BLOCK elements (a power of two >= 32); no residual.
  *
- *   L = 2^b - 1;  gap = (max - min) / L   (float)
- *   q_i = clamp(floor((g_i - min) * (1/gap) + u_i), 0, L)
+ *   per block j:  L = 2^b - 1;  gap_j = (max_j - min_j) / L   (float)
+ *   q_i = clamp(floor((g_i - min_j) * (1/gap_j) + u_i), 0, L)
  *         (1/gap once in float: a multiply instead of a divide per element)
  *   u_i = hp_rng_unit(hp_rng_key(rng_key), rng_offset + i)
- *   decode min + q * gap
+ *   decode min_j + q * gap_j
  *
- * Payload: min and gap as little-endian floats, then ceil(n*b/8) bytes of
- * codes (element i at bit (i*b)%8 of byte i*b/8, zero padding).  When
- * gap == 0 (max == min, or 1/gap overflows: a range below 2^-128 L) the
- * payload is the 8 bytes (min, +0) alone and decodes to min everywhere.
+ * A range per block rather than per message: a message is a whole shard of
+ * a fused buffer (every layer's gradient), and a partial sum's range is
+ * wider still, so one range made the rounding noise of small layers as large
+ * as the largest layer's values (tree diverged in 2 runs of 10 on the
+ * training of doc/accuracy.md; with blocks it stays with plain).
+ *
+ * Payload (nb = ceil(n/B)): nb pairs (min_j, gap_j) of little-endian floats,
+ * then ceil(n*b/8) bytes of codes, element i at bit (i*b)%8 of byte i*b/8
+ * (B*b/8 is whole, so each block's codes start on a byte), zero padding.
+ * When gap_j == 0 (max == min, or 1/gap overflows: a range below 2^-128 L)
+ * the pair is (min_j, +0), the block's codes are 0 and it decodes to min_j.
  *
  * Range limit: an input with |g| >= 2^126 (or NaN/Inf) is reported as
  * non-finite, so that max - min, gap * L and min + q * gap never overflow;
- * decoders check |min| < 2^126, 0 < gap and gap * L <= 2^127 (1 + 2^-20).
+ * decoders check every |min_j| < 2^126, gap_j == +0 (codes 0) or
+ * 0 < gap_j with gap_j * L <= 2^127 (1 + 2^-20), and the zero padding.
  */
 #include "hp_comp.h"
 #include "hp_ops.h"
@@ -35,39 +44,69 @@ static uint32_t bits_of(const hipress_comp_params_t *p)
     return p ? p->terngrad_bits : 2u;
 }
 
+static uint32_t block_of(const hipress_comp_params_t *p)
+{
+    /* 0: parameters from a caller built before the field existed */
+    return p != NULL && p->terngrad_block != 0 ? p->terngrad_block : 4096u;
+}
+
+static int block_ok(uint32_t B)
+{
+    return B >= 32 && (B & (B - 1)) == 0;
+}
+
+static size_t payload_bytes(size_t n, uint32_t b, uint32_t B)
+{
+    return 8 * ((n + B - 1) / B) + (n * b + 7) / 8;
+}
+
 static size_t tg_max_payload(size_t n, const hipress_comp_params_t *p)
 {
-    uint32_t b = bits_of(p);
-    return 8 + (n * (bits_ok(b) ? b : 8) + 7) / 8;
+    uint32_t b = bits_of(p), B = block_of(p);
+    return payload_bytes(n, bits_ok(b) ? b : 8, block_ok(B) ? B : 32);
+}
+
+static size_t tg_grain(const hipress_comp_params_t *p)
+{
+    uint32_t B = block_of(p);
+    return block_ok(B) ? B : 1;
 }
 
 static int tg_encode(const hipress_encode_args_t *a, size_t *len_p, int *nonfinite_p)
 {
     const hp_ops_t *ops = hp_ops_get(a->params ? a->params->isa : HP_ISA_AUTO);
-    const uint32_t b = bits_of(a->params);
-    const size_t n = a->n;
-    uint8_t *out = (uint8_t *)a->out;
-    float mn = INFINITY, mx = -INFINITY, gap, inv, levels, hdr[2];
+    const uint32_t b = bits_of(a->params), B = block_of(a->params);
+    const size_t n = a->n, nb = (n + B - 1) / B;
+    uint8_t *out = (uint8_t *)a->out, *packed;
+    float levels, pair[2];
     uint32_t absmax = 0;
     uint64_t key;
     float u[HP_OPS_CHUNK];
     uint8_t codes[HP_OPS_CHUNK];
 
-    if (!bits_ok(b))
+    if (!bits_ok(b) || !block_ok(B))
         return HIPRESS_COMP_EINVAL;
-    if (a->out_cap < 8 + (n * b + 7) / 8)
+    if (a->out_cap < payload_bytes(n, b, B))
         return HIPRESS_COMP_ENOSPC;
     levels = (float)((1u << b) - 1u);
+    packed = out + 8 * nb;
 
-    /* pass A: min, max (chunk results combined in chunk order) and range */
-    for (size_t c = 0; c < n; c += HP_OPS_CHUNK) {
-        size_t m = HP_MIN((size_t)HP_OPS_CHUNK, n - c);
-        float cmn, cmx;
-        uint32_t cam;
-        ops->minmax(a->in + c, m, &cmn, &cmx, &cam);
-        mn = cmn < mn ? cmn : mn;
-        mx = cmx > mx ? cmx : mx;
-        absmax = cam > absmax ? cam : absmax;
+    /* pass A: each block's min and max (chunk results combined in chunk
+     * order), written as the block's pair; nothing else until all is finite */
+    for (size_t j = 0; j < nb; j++) {
+        const size_t s = j * B, m = HP_MIN((size_t)B, n - s);
+        float mn = INFINITY, mx = -INFINITY;
+        for (size_t c = 0; c < m; c += HP_OPS_CHUNK) {
+            float cmn, cmx;
+            uint32_t cam;
+            ops->minmax(a->in + s + c, HP_MIN((size_t)HP_OPS_CHUNK, m - c), &cmn, &cmx, &cam);
+            mn = cmn < mn ? cmn : mn;
+            mx = cmx > mx ? cmx : mx;
+            absmax = cam > absmax ? cam : absmax;
+        }
+        pair[0] = mn;
+        pair[1] = (mx - mn) / levels;
+        memcpy(out + 8 * j, pair, 8);
     }
     if (absmax >= TG_LIMIT_BITS) {
         *len_p = 8;
@@ -75,29 +114,29 @@ static int tg_encode(const hipress_encode_args_t *a, size_t *len_p, int *nonfini
         return HIPRESS_COMP_OK;
     }
     *nonfinite_p = 0;
-    if (n == 0)
-        mn = mx = 0.0f;
-    gap = (mx - mn) / levels;
-    inv = 1.0f / gap;
-    if (!(inv <= FLT_MAX)) /* gap 0, or below 2^-128: every value is min to < 1e-36 */
-        gap = 0.0f;
-    hdr[0] = mn;
-    hdr[1] = gap == 0.0f ? 0.0f : gap; /* +0 in the min-only form */
-    memcpy(out, hdr, 8);
-    if (gap == 0.0f) {
-        *len_p = 8;
-        return HIPRESS_COMP_OK;
-    }
 
-    /* pass B: stochastic rounding and packing, chunk by chunk */
+    /* pass B: per block, stochastic rounding and packing, chunk by chunk */
     key = hp_rng_key(a->rng_key);
-    for (size_t c = 0; c < n; c += HP_OPS_CHUNK) {
-        size_t m = HP_MIN((size_t)HP_OPS_CHUNK, n - c);
-        ops->rng_unit(key, a->rng_offset + c, m, u);
-        ops->quant_stoch(a->in + c, u, m, mn, inv, levels, codes);
-        ops->pack(codes, m, b, out + 8 + c * b / 8);
+    for (size_t j = 0; j < nb; j++) {
+        const size_t s = j * B, m = HP_MIN((size_t)B, n - s);
+        float inv;
+        memcpy(pair, out + 8 * j, 8);
+        inv = 1.0f / pair[1];
+        if (!(inv <= FLT_MAX)) {
+            /* gap 0, or below 2^-128: every value is min to < 1e-36 */
+            pair[1] = 0.0f;
+            memcpy(out + 8 * j, pair, 8);
+            memset(packed + s * b / 8, 0, (m * b + 7) / 8);
+            continue;
+        }
+        for (size_t c = 0; c < m; c += HP_OPS_CHUNK) {
+            size_t k = HP_MIN((size_t)HP_OPS_CHUNK, m - c);
+            ops->rng_unit(key, a->rng_offset + s + c, k, u);
+            ops->quant_stoch(a->in + s + c, u, k, pair[0], inv, levels, codes);
+            ops->pack(codes, k, b, packed + (s + c) * b / 8);
+        }
     }
-    *len_p = 8 + (n * b + 7) / 8;
+    *len_p = payload_bytes(n, b, B);
     return HIPRESS_COMP_OK;
 }
 
@@ -105,33 +144,32 @@ static int tg_decode(const void *payload, size_t len, size_t n, float *out, int 
                      const hipress_comp_params_t *p)
 {
     const hp_ops_t *ops = hp_ops_get(p ? p->isa : HP_ISA_AUTO);
-    const uint32_t b = bits_of(p);
-    const uint8_t *packed = (const uint8_t *)payload + 8;
+    const uint32_t b = bits_of(p), B = block_of(p);
+    const size_t nb = (n + B - 1) / B;
+    const uint8_t *packed = (const uint8_t *)payload + 8 * nb;
     const int mode = accumulate ? HP_OUT_ADD : HP_OUT_SET;
+    const double top = 0x1p127 * (1.0 + 0x1p-20);
     uint8_t codes[HP_OPS_CHUNK], cmn, cmx;
-    float hdr[2];
+    float pair[2];
 
-    if (!bits_ok(b) || len < 8)
+    if (!bits_ok(b) || !block_ok(B) || len != payload_bytes(n, b, B))
         return HIPRESS_COMP_EINVAL;
-    memcpy(hdr, payload, 8);
-    if (!((hp_f2u(hdr[0]) & 0x7fffffffu) < TG_LIMIT_BITS))
-        return HIPRESS_COMP_EINVAL;
-    if (len == 8) {
-        /* min only: every element decodes to min */
-        if (hp_f2u(hdr[1]) != 0)
+    for (size_t j = 0; j < nb; j++) {
+        const size_t s = j * B, m = HP_MIN((size_t)B, n - s);
+        memcpy(pair, (const uint8_t *)payload + 8 * j, 8);
+        if (!((hp_f2u(pair[0]) & 0x7fffffffu) < TG_LIMIT_BITS))
             return HIPRESS_COMP_EINVAL;
-        for (size_t i = 0; i < n; i++)
-            out[i] = accumulate ? out[i] + hdr[0] : hdr[0];
-        return HIPRESS_COMP_OK;
-    }
-    if (len != 8 + (n * b + 7) / 8 || !(hdr[1] > 0.0f) ||
-        !((double)hdr[1] * (double)((1u << b) - 1u) <= 0x1p127 * (1.0 + 0x1p-20)))
-        return HIPRESS_COMP_EINVAL;
-    for (size_t c = 0; c < n; c += HP_OPS_CHUNK) {
-        size_t m = HP_MIN((size_t)HP_OPS_CHUNK, n - c);
-        if (ops->unpack(packed + c * b / 8, m, b, codes, &cmn, &cmx) != 0)
+        if (hp_f2u(pair[1]) != 0 &&
+            !(pair[1] > 0.0f && (double)pair[1] * (double)((1u << b) - 1u) <= top))
             return HIPRESS_COMP_EINVAL;
-        ops->dequant(codes, m, hdr[0], 0.0f, hdr[1], out + c, mode);
+        for (size_t c = 0; c < m; c += HP_OPS_CHUNK) {
+            size_t k = HP_MIN((size_t)HP_OPS_CHUNK, m - c);
+            if (ops->unpack(packed + (s + c) * b / 8, k, b, codes, &cmn, &cmx) != 0)
+                return HIPRESS_COMP_EINVAL;   /* nonzero padding */
+            if (hp_f2u(pair[1]) == 0 && cmx != 0)
+                return HIPRESS_COMP_EINVAL;   /* a min-only block has codes 0 */
+            ops->dequant(codes, k, pair[0], 0.0f, pair[1], out + s + c, mode);
+        }
     }
     return HIPRESS_COMP_OK;
 }
@@ -147,5 +185,6 @@ const hipress_compressor_v1_t hp_comp_terngrad = {
 
 const hp_comp_ext_t hp_compx_terngrad = {
     .qclass = HP_QCLASS_QUANT,
-    .max_stages = 0,   /* unbiased, no residual: every algorithm within 0.3 points of plain (doc/accuracy.md) */
+    .max_stages = 0,   /* unbiased, no residual, a range per block: every algorithm within 0.3 points of plain (doc/accuracy.md) */
+    .grain = tg_grain,
 };

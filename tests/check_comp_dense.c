@@ -104,6 +104,11 @@ static size_t fp16_block(const hipress_comp_params_t *p)
     return p->fp16_block ? p->fp16_block : 1024;
 }
 
+static size_t tg_block(const hipress_comp_params_t *p)
+{
+    return p->terngrad_block ? p->terngrad_block : 4096;
+}
+
 static size_t expected_payload(const char *name, size_t n, const hipress_comp_params_t *p)
 {
     if (!strcmp(name, "fp16"))
@@ -114,8 +119,8 @@ static size_t expected_payload(const char *name, size_t n, const hipress_comp_pa
         return 8 * ((n + p->onebit_block - 1) / p->onebit_block) + 4 * ((n + 31) / 32);
     if (!strcmp(name, "tbq"))
         return 4 * ((n + p->tbq_block - 1) / p->tbq_block) + (n + 3) / 4;
-    if (!strcmp(name, "terngrad")) /* one element: max == min, the min-only form */
-        return n == 1 ? 8 : 8 + (n * p->terngrad_bits + 7) / 8;
+    if (!strcmp(name, "terngrad")) /* a (min, gap) pair per block, then the codes */
+        return 8 * ((n + tg_block(p) - 1) / tg_block(p)) + (n * p->terngrad_bits + 7) / 8;
     ck_abort_msg("unknown compressor %s", name);
     return 0;
 }
@@ -485,12 +490,13 @@ START_TEST(test_wire_sizes)
                 p.fp16_block = var == 1 ? 32 : var == 2 ? 65536 : var == 3 ? 2048 : 0;
                 p.tbq_block = var == 1 ? 32 : var == 2 ? 65536 : var == 3 ? 2048 : 4096;
                 p.terngrad_bits = 1u << var;
+                p.terngrad_block = var == 1 ? 32 : var == 2 ? 65536 : var == 3 ? 2048 : 0;
                 fill_grad(x, n, n);
                 memset(r, 0, 4 * n);
                 len = enc(c, x, (c->flags & HIPRESS_COMP_EF) ? r : NULL, n, &p, out,
                           c->max_payload(n, &p), 1, NULL);
                 REQUIRE_MSG(len == expected_payload(c->name, n, &p), "%s n=%zu: %zu", c->name, n, len);
-                ck_assert_uint_eq(c->max_payload(n, &p), strcmp(c->name, "terngrad") ? len : 8 + (n * p.terngrad_bits + 7) / 8);
+                ck_assert_uint_eq(c->max_payload(n, &p), len);
                 /* the framework adds exactly the header */
                 memset(&a, 0, sizeof(a));
                 a.in = x;
@@ -1037,7 +1043,10 @@ START_TEST(test_terngrad_constant_and_seed)
     for (size_t i = 0; i < 777; i++)
         x[i] = -3.25f;
     la = enc(c, x, NULL, 777, &p, a, sizeof(a), 1, NULL);
-    ck_assert_uint_eq(la, 8);
+    ck_assert_uint_eq(la, 8 + (777 * 2 + 7) / 8);   /* (min, +0), codes 0 */
+    REQUIRE(hp_f2u(((float *)(void *)a)[1]) == 0);
+    for (size_t i = 8; i < la; i++)
+        REQUIRE(a[i] == 0);
     ck_assert_int_eq(c->decode(a, la, 777, o, 0, &p), HIPRESS_COMP_OK);
     for (size_t i = 0; i < 777; i++)
         REQUIRE(o[i] == -3.25f);
@@ -1048,13 +1057,14 @@ START_TEST(test_terngrad_constant_and_seed)
     x[100] = 0x1p-128f;
     p.terngrad_bits = 1;
     la = enc(c, x, NULL, 777, &p, a, sizeof(a), 1, NULL);
-    ck_assert_uint_eq(la, 8);
+    ck_assert_uint_eq(la, 8 + (777 + 7) / 8);
+    REQUIRE(hp_f2u(((float *)(void *)a)[1]) == 0);
     ck_assert_int_eq(c->decode(a, la, 777, o, 0, &p), HIPRESS_COMP_OK);
     REQUIRE(o[100] == 0.0f && o[0] == 0.0f);
     p.terngrad_bits = 2;
-    /* zero elements */
+    /* zero elements: no block, no byte */
     la = enc(c, x, NULL, 0, &p, a, sizeof(a), 1, NULL);
-    ck_assert_uint_eq(la, 8);
+    ck_assert_uint_eq(la, 0);
     ck_assert_int_eq(c->decode(a, la, 0, o, 0, &p), HIPRESS_COMP_OK);
     /* same key: same bytes; another rank: other bytes */
     fill_grad(x, 777, 3);
@@ -1063,6 +1073,42 @@ START_TEST(test_terngrad_constant_and_seed)
     REQUIRE(la == lb && !memcmp(a, b, la));
     lb = enc(c, x, NULL, 777, &p, b, sizeof(b), 10, NULL);
     REQUIRE(la == lb && memcmp(a, b, la) != 0);
+}
+END_TEST
+
+/* every block has its own range: a small block beside a large one keeps
+ * its resolution, and blocks sit at B from the message start */
+START_TEST(test_terngrad_blocks)
+{
+    const size_t n = 1000, B = 128;
+    hp_comp_t *c = comp("terngrad");
+    hipress_comp_params_t p = params_isa(HP_ISA_AUTO);
+    float x[1000], o[1000];
+    uint8_t out[1200];
+    const size_t nb = (n + B - 1) / B;
+    size_t len;
+    p.terngrad_block = (uint32_t)B;
+    for (unsigned b = 1; b <= 8; b *= 2) {
+        p.terngrad_bits = b;
+        fill_grad(x, n, 5);
+        for (size_t i = 0; i < B; i++)
+            x[i] *= 1000.0f;                  /* block 0: a large layer */
+        len = enc(c, x, NULL, n, &p, out, sizeof(out), 3, NULL);
+        ck_assert_uint_eq(len, 8 * nb + (n * b + 7) / 8);
+        ck_assert_int_eq(c->decode(out, len, n, o, 0, &p), HIPRESS_COMP_OK);
+        for (size_t j = 0; j < nb; j++) {
+            float mn = INFINITY, mx = -INFINITY, pair[2];
+            for (size_t i = j * B; i < n && i < (j + 1) * B; i++) {
+                mn = fminf(mn, x[i]);
+                mx = fmaxf(mx, x[i]);
+            }
+            memcpy(pair, out + 8 * j, 8);
+            REQUIRE_MSG(pair[0] == mn, "b=%u block %zu", b, j);
+            REQUIRE(pair[1] == (mx - mn) / (float)((1u << b) - 1u));
+            for (size_t i = j * B; i < n && i < (j + 1) * B; i++)
+                REQUIRE_MSG(fabsf(o[i] - x[i]) <= pair[1] * (1.0f + 1e-5f), "b=%u i=%zu", b, i);
+        }
+    }
 }
 END_TEST
 
@@ -1088,6 +1134,7 @@ START_TEST(test_compressors_isa_identical)
                 pg.terngrad_bits = pv.terngrad_bits = 1u << var;
                 pg.onebit_block = pv.onebit_block = var & 1 ? 32 : 4096;
                 pg.fp16_block = pv.fp16_block = var & 1 ? 32 : var == 2 ? 1024 : 0;
+                pg.terngrad_block = pv.terngrad_block = var & 1 ? 64 : 0;
                 pg.tbq_threshold = pv.tbq_threshold = var == 3 ? 0.005f : 0.0f;
                 fill_grad(xs, n, n + (uint64_t)var);
                 if (d < 2)   /* fp16, bf16: beyond binary16, near FLT_MAX, tiny */
@@ -1454,13 +1501,31 @@ START_TEST(test_reject_content)
             m[len - 1] |= 0x80;
             ck_assert_int_eq(dec(c, m, len, n, &p), HIPRESS_COMP_EINVAL);
         }
-        /* the min-only form needs gap == +0 */
+        /* length: the pairs and the codes exactly */
         ck_assert_int_eq(dec(c, e, 8, n, &p), HIPRESS_COMP_EINVAL);
-        memcpy(m, e, 8);
+        ck_assert_int_eq(dec(c, e, len - 1, n, &p), HIPRESS_COMP_EINVAL);
+        /* a min-only block (gap +0) has codes 0 */
+        memcpy(m, e, len);
         put_f(m + 4, 0.0f);
-        ck_assert_int_eq(dec(c, m, 8, n, &p), HIPRESS_COMP_OK);
+        ck_assert_int_eq(dec(c, m, len, n, &p), HIPRESS_COMP_EINVAL);
+        memset(m + 8, 0, len - 8);
+        ck_assert_int_eq(dec(c, m, len, n, &p), HIPRESS_COMP_OK);
         put_f(m + 4, -0.0f);
-        ck_assert_int_eq(dec(c, m, 8, n, &p), HIPRESS_COMP_EINVAL);
+        ck_assert_int_eq(dec(c, m, len, n, &p), HIPRESS_COMP_EINVAL);
+        /* with blocks of 256: a bad pair in the last block */
+        p.terngrad_block = 256;
+        len = enc(c, x, NULL, n, &p, e, sizeof(e), 1, NULL);
+        ck_assert_uint_eq(len, 8 * 4 + (n * b + 7) / 8);
+        ck_assert_int_eq(dec(c, e, len, n, &p), HIPRESS_COMP_OK);
+        memcpy(m, e, len);
+        put_f(m + 24 + 4, -1.0f);
+        ck_assert_int_eq(dec(c, m, len, n, &p), HIPRESS_COMP_EINVAL);
+        memcpy(m, e, len);
+        put_f(m + 24, NAN);
+        ck_assert_int_eq(dec(c, m, len, n, &p), HIPRESS_COMP_EINVAL);
+        p.terngrad_block = 100; /* not a power of two */
+        ck_assert_int_eq(dec(c, e, len, n, &p), HIPRESS_COMP_EINVAL);
+        p.terngrad_block = 0;
     }
     p.terngrad_bits = 3;
     ck_assert_int_eq(dec(c, e, len, n, &p), HIPRESS_COMP_EINVAL);
@@ -1528,6 +1593,7 @@ static Suite *suite(void)
     tcase_add_test(t, test_error_feedback);
     tcase_add_test(t, test_terngrad_unbiased);
     tcase_add_test(t, test_terngrad_constant_and_seed);
+    tcase_add_test(t, test_terngrad_blocks);
     tcase_add_test(t, test_compressors_isa_identical);
     tcase_add_test(t, test_accumulate);
     tcase_add_test(t, test_nonfinite);

@@ -70,6 +70,7 @@ static hipress_comp_params_t variant(int v, int isa)
         p.onebit_block = 32;
         p.tbq_block = 32;
         p.fp16_block = 32;
+        p.terngrad_block = 32;
         p.sparse_block = 64;
         p.terngrad_bits = 1;
         p.powersgd_rank = 1;
@@ -79,6 +80,7 @@ static hipress_comp_params_t variant(int v, int isa)
         p.onebit_block = 1024;
         p.tbq_block = 1024;
         p.fp16_block = 1024;
+        p.terngrad_block = 1024;
         p.sparse_block = 1024;
         p.terngrad_bits = 8;
         p.powersgd_rank = 16;
