@@ -79,7 +79,7 @@ static int tbq_encode(const hipress_encode_args_t *a, size_t *len_p, int *nonfin
     const size_t n = a->n;
     const size_t step = HP_MIN((size_t)B, (size_t)HP_OPS_CHUNK);
     float thr = a->params ? a->params->tbq_threshold : 0.0f;
-    float scale = a->params ? a->params->tbq_scale : 1.0f;
+    float scale = a->params ? a->params->tbq_scale : 4.0f;   /* HIPRESS_TBQ_SCALE's default */
     uint8_t *out = (uint8_t *)a->out, *packed;
     float v[HP_OPS_CHUNK];
     uint8_t codes[HP_OPS_CHUNK];

@@ -1432,8 +1432,9 @@ START_TEST(test_reject_content)
         p.onebit_block = 256;
     }
 
-    /* tbq */
+    /* tbq (scale 1: codes other than 1 in every block) */
     c = comp("tbq");
+    p.tbq_scale = 1.0f;
     len = enc(c, x, NULL, n, &p, e, sizeof(e), 1, NULL);
     {
         const float badt[] = {NAN, INFINITY, -0.001f, -0.0f};
