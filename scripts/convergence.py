@@ -609,7 +609,7 @@ class LibReference:
 class PowerSGDReference:
     """PowerSGD (Vogels et al. 2019) with error feedback and warm start, in
     numpy (float64).  By default on the library's matrix: the whole flat
-    buffer as m x c, c = ceil(sqrt n).  With the config key layerwise=1, as in
+    buffer as m x c, c the power of two nearest sqrt(n), as hp_psgd_shape.  With the config key layerwise=1, as in
     the paper: each weight matrix (in x out) is its own matrix, biases and
     matrices too small to shrink are summed exactly."""
 
@@ -626,7 +626,11 @@ class PowerSGDReference:
                 blocks.append((o, k, s if len(s) == 2 else None))
                 o += k
         else:
-            c = math.isqrt(n - 1) + 1
+            # hp_psgd_shape: c the power of two nearest sqrt(n)
+            lo = 1
+            while (2 * lo) * (2 * lo) <= n:
+                lo *= 2
+            c = lo if n <= 2 * lo * lo else 2 * lo
             blocks = [(0, n, ((n + c - 1) // c, c))]
         self.blocks = []
         rng = np.random.default_rng([seed, 4242])
