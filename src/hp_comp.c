@@ -1,5 +1,6 @@
 /* CompLL registry, plugin loading and the message header. */
 #include "hp_comp.h"
+#include "hp_elem.h"
 #include "hp_ops_sparse.h"
 #include "hp_plan.h"
 #include <dlfcn.h>
@@ -194,7 +195,8 @@ hp_status_t hp_msg_header(const void *msg, size_t len, hp_msg_header_t *h)
     memcpy(&h->n, m + 4, 4);
     memcpy(&h->payload, m + 8, 4);
     if (h->magic != HP_MSG_MAGIC || h->version != HP_MSG_VERSION ||
-        (h->flags & ~HP_MSG_NONFINITE) != 0 || (size_t)h->payload != len - HP_MSG_HEADER)
+        (h->flags & ~(HP_MSG_NONFINITE | HP_MSG_EXCEPT)) != 0 ||
+        h->flags == (HP_MSG_NONFINITE | HP_MSG_EXCEPT) || (size_t)h->payload != len - HP_MSG_HEADER)
         return HP_ERR_MESSAGE;
     return HP_OK;
 }
@@ -237,11 +239,79 @@ hp_status_t hp_msg_encode(int kind, hipress_encode_args_t *args, void *out, size
     return HP_OK;
 }
 
+/* An exception value: non-finite, or beyond what the formats carry. */
+static int exceptional(float v)
+{
+    return (hp_f2u(v) & 0x7fffffffu) >= 0x7e800000u;   /* |v| >= 2^126, Inf, NaN */
+}
+
+hp_status_t hp_msg_encode_x(int kind, hipress_encode_args_t *args, void *out, size_t cap,
+                            hp_src_t src, size_t *len_p, int *nonfinite_p, size_t *except_p)
+{
+    unsigned char *o = (unsigned char *)out;
+    float *in = (float *)(uintptr_t)args->in;
+    uint32_t idx[HP_MSG_MAX_EXCEPT];
+    float val[HP_MSG_MAX_EXCEPT];
+    size_t k = 0, plen, head;
+    hp_comp_t *c = hp_comp_get(kind);
+    int nonfinite = 0, rc;
+    hp_status_t st;
+
+    if (except_p != NULL)
+        *except_p = 0;
+    st = hp_msg_encode(kind, args, out, cap, len_p, nonfinite_p);
+    if (st != HP_OK || !*nonfinite_p || src == HP_SRC_BAD)
+        return st;
+    for (size_t i = 0; i < args->n; i++) {
+        if (!exceptional(in[i]))
+            continue;
+        if (src == HP_SRC_INPUT && hp_nonfinite(in[i]))
+            return HP_OK;            /* the input's own NaN or Inf */
+        if (k == HP_MSG_MAX_EXCEPT)
+            return HP_OK;            /* too many: the partition is non-finite */
+        idx[k] = (uint32_t)i;
+        val[k++] = in[i];
+    }
+    head = 4 + 8 * k;
+    if (k == 0 || cap < HP_MSG_HEADER + head + c->max_payload(args->n, args->params))
+        return HP_OK;                /* not an exception the compressor saw, or no room */
+    for (size_t j = 0; j < k; j++)
+        in[idx[j]] = 0.0f;
+    args->out = o + HP_MSG_HEADER + head;
+    args->out_cap = cap - HP_MSG_HEADER - head;
+    plen = 0;
+    rc = c->encode(args, &plen, &nonfinite);
+    for (size_t j = 0; j < k; j++)
+        in[idx[j]] = val[j];
+    if (rc != HIPRESS_COMP_OK || plen > args->out_cap)
+        return HP_ERR_INVALID;
+    if (nonfinite)
+        return HP_OK;                /* still non-finite (an overflow of g + r): as it was */
+    {
+        uint32_t k32 = (uint32_t)k;
+        memcpy(o + HP_MSG_HEADER, &k32, 4);
+        for (size_t j = 0; j < k; j++) {
+            memcpy(o + HP_MSG_HEADER + 4 + 8 * j, &idx[j], 4);
+            memcpy(o + HP_MSG_HEADER + 8 + 8 * j, &val[j], 4);
+        }
+    }
+    put_header(out, kind, HP_MSG_EXCEPT, args->n, head + plen);
+    *len_p = HP_MSG_HEADER + head + plen;
+    *nonfinite_p = 0;
+    if (except_p != NULL)
+        *except_p = k;
+    return HP_OK;
+}
+
 hp_status_t hp_msg_decode(int kind, const void *msg, size_t len, size_t n, float *out,
                           int accumulate, const hipress_comp_params_t *p)
 {
     hp_msg_header_t h;
     hp_comp_t *c;
+    const unsigned char *pl = (const unsigned char *)msg + HP_MSG_HEADER;
+    size_t plen, k = 0;
+    uint32_t idx[HP_MSG_MAX_EXCEPT];
+    float val[HP_MSG_MAX_EXCEPT], prev[HP_MSG_MAX_EXCEPT];
 
     if (hp_msg_header(msg, len, &h) != HP_OK)
         return HP_ERR_MESSAGE;
@@ -258,9 +328,30 @@ hp_status_t hp_msg_decode(int kind, const void *msg, size_t len, size_t n, float
             out[i] = NAN;
         return HP_OK;
     }
+    plen = h.payload;
+    if (h.flags & HP_MSG_EXCEPT) {
+        uint32_t k32;
+        if (plen < 4)
+            return HP_ERR_MESSAGE;
+        memcpy(&k32, pl, 4);
+        k = k32;
+        if (k == 0 || k > HP_MSG_MAX_EXCEPT || k > n || plen < 4 + 8 * k)
+            return HP_ERR_MESSAGE;
+        for (size_t j = 0; j < k; j++) {
+            memcpy(&idx[j], pl + 4 + 8 * j, 4);
+            memcpy(&val[j], pl + 8 + 8 * j, 4);
+            if (idx[j] >= n || (j > 0 && idx[j] <= idx[j - 1]) || !exceptional(val[j]))
+                return HP_ERR_MESSAGE;
+            prev[j] = accumulate ? out[idx[j]] : 0.0f;
+        }
+        pl += 4 + 8 * k;
+        plen -= 4 + 8 * k;
+    }
     c = hp_comp_get(h.kind);
-    if (c->decode((const unsigned char *)msg + HP_MSG_HEADER, h.payload, n, out, accumulate, p) != HIPRESS_COMP_OK)
+    if (c->decode(pl, plen, n, out, accumulate, p) != HIPRESS_COMP_OK)
         return HP_ERR_MESSAGE;
+    for (size_t j = 0; j < k; j++)
+        out[idx[j]] = prev[j] + val[j];   /* prev 0 when overwriting: exactly val */
     return HP_OK;
 }
 

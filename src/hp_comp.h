@@ -7,6 +7,14 @@
  * A message whose input held NaN/Inf has the NONFINITE flag and no payload; it
  * decodes to NaN.  A message of kind HP_KIND_ERROR tells the receiver that the
  * sender failed; the receiver keeps the protocol going and reports an error.
+ *
+ * Exceptions (flag HP_MSG_EXCEPT): a partial sum of finite inputs can hold
+ * values no format carries (an overflow to +-Inf, Inf - Inf, |x| >= 2^126).
+ * Such a message carries them verbatim before the compressor's payload:
+ *   u32 k (1..HP_MSG_MAX_EXCEPT) | k x (u32 index, f32 value) | payload
+ * indices strictly increasing and below n, every value non-finite or of
+ * magnitude >= 2^126; the payload encodes the rest with those elements at 0,
+ * and the decoder sets them (or adds them, when accumulating) exactly.
  */
 #ifndef HP_COMP_H
 #define HP_COMP_H
@@ -18,6 +26,9 @@
 #define HP_MSG_MAGIC 0xC5
 #define HP_MSG_VERSION 1
 #define HP_MSG_NONFINITE 0x1
+#define HP_MSG_EXCEPT 0x2
+#define HP_MSG_MAX_EXCEPT 64
+#define HP_MSG_EXCEPT_BYTES (4 + 8 * HP_MSG_MAX_EXCEPT) /* room the algorithms add to a message */
 #define HP_KIND_ERROR 0xFF
 #define HP_MAX_COMPRESSORS 32
 
@@ -104,6 +115,25 @@ size_t hp_msg_max_bytes(int kind, size_t n, const hipress_comp_params_t *p);
  * the input held NaN or Inf (message then decodes to NaN). */
 hp_status_t hp_msg_encode(int kind, hipress_encode_args_t *args, void *out, size_t cap,
                           size_t *len_p, int *nonfinite_p);
+
+/* Where the values of an encode come from, for hp_msg_encode_x. */
+typedef enum {
+    HP_SRC_INPUT,  /* this rank's input: NaN or Inf there makes the message non-finite */
+    HP_SRC_BAD,    /* an input or a received message was non-finite: so is this one */
+    HP_SRC_SUM     /* a sum of finite inputs and finite messages: what the format
+                    * cannot carry (overflow) travels as exceptions */
+} hp_src_t;
+
+/* hp_msg_encode, except that when the compressor reports a non-finite input
+ * that `src` says did not come from a non-finite input (HP_SRC_SUM: any
+ * NaN/Inf/huge value; HP_SRC_INPUT: finite values of magnitude >= 2^126), up
+ * to HP_MSG_MAX_EXCEPT such elements are sent as exceptions when cap has
+ * room; otherwise (or with more) the message is non-finite as before.  The
+ * exceptional elements of args->in are zeroed during the second encode and
+ * restored: args->in must be writable.  *nonfinite_p is 0 for a message with
+ * exceptions, *except_p (may be NULL) its number of exceptions. */
+hp_status_t hp_msg_encode_x(int kind, hipress_encode_args_t *args, void *out, size_t cap,
+                            hp_src_t src, size_t *len_p, int *nonfinite_p, size_t *except_p);
 
 /* An error message for n elements (12 bytes). */
 size_t hp_msg_error(void *out, size_t n);

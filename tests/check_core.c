@@ -1062,6 +1062,117 @@ START_TEST(msg_nonfinite)
 }
 END_TEST
 
+/* Exceptions: a partial sum of finite values that overflowed (or a value no
+ * format carries) travels verbatim, the rest compressed; the source decides
+ * whether NaN/Inf is the input's own (a non-finite message) or an overflow. */
+START_TEST(msg_except)
+{
+    const char *names[] = {"fp16", "bf16", "onebit", "tbq", "terngrad", "graddrop", "dgc"};
+    enum { N = 300 };
+    const float specials[] = {INFINITY, -INFINITY, NAN, 0x1.8p127f, -0x1p126f};
+    const uint32_t at[] = {0, 17, 150, 151, 299};
+    for (size_t ci = 0; ci < HP_ARRAY_SIZE(names); ci++) {
+        const int kind = hp_comp_find(names[ci]);
+        const size_t cap = hp_msg_max_bytes(kind, N, params()) + HP_MSG_EXCEPT_BYTES;
+        unsigned char *msg = malloc(cap), *bad = malloc(cap);
+        float in[N], keep[N], res[N], out[N], acc[N];
+        hipress_encode_args_t a;
+        size_t len, k;
+        int nf;
+        hp_msg_header_t h;
+        uint32_t u;
+
+        for (int i = 0; i < N; i++)
+            in[i] = (float)((i * 37) % 101 - 50) * 0.01f;
+        for (size_t j = 0; j < HP_ARRAY_SIZE(at); j++)
+            in[at[j]] = specials[j];
+        memcpy(keep, in, sizeof(in));
+        memset(res, 0, sizeof(res));
+        memset(&a, 0, sizeof(a));
+        a.in = in;
+        a.n = N;
+        a.params = params();
+        a.residual = (hp_comp_get(kind)->flags & HIPRESS_COMP_EF) ? res : NULL;
+
+        /* a sum: the five travel as exceptions, the input is left as it was */
+        ck_assert_int_eq(hp_msg_encode_x(kind, &a, msg, cap, HP_SRC_SUM, &len, &nf, &k), HP_OK);
+        REQUIRE(nf == 0 && k == 5, "%s: nf %d k %zu", names[ci], nf, k);
+        ck_assert_mem_eq(in, keep, sizeof(in));
+        ck_assert_int_eq(hp_msg_header(msg, len, &h), HP_OK);
+        ck_assert_uint_eq(h.flags, HP_MSG_EXCEPT);
+        ck_assert_int_eq(hp_msg_decode(kind, msg, len, N, out, 0, params()), HP_OK);
+        for (int i = 0; i < N; i++) {
+            int sp = -1;
+            for (size_t j = 0; j < HP_ARRAY_SIZE(at); j++)
+                sp = at[j] == (uint32_t)i ? (int)j : sp;
+            if (sp >= 0)
+                REQUIRE(memcmp(&out[i], &specials[sp], 4) == 0, "%s: element %d", names[ci], i);
+            else
+                REQUIRE(isfinite(out[i]) && fabsf(out[i]) < 10.0f, "%s: element %d is %g", names[ci], i, out[i]);
+        }
+        /* accumulate: prev + the exception's value, exactly */
+        for (int i = 0; i < N; i++)
+            acc[i] = 1.5f;
+        ck_assert_int_eq(hp_msg_decode(kind, msg, len, N, acc, 1, params()), HP_OK);
+        ck_assert(acc[0] == INFINITY && acc[17] == -INFINITY && isnan(acc[150]));
+        ck_assert(acc[151] == 1.5f + 0x1.8p127f && acc[299] == 1.5f - 0x1p126f);
+
+        /* the decoder's checks */
+        memcpy(bad, msg, len);
+        u = 0;
+        memcpy(bad + HP_MSG_HEADER, &u, 4);                  /* k = 0 */
+        ck_assert_int_eq(hp_msg_decode(kind, bad, len, N, out, 0, params()), HP_ERR_MESSAGE);
+        u = HP_MSG_MAX_EXCEPT + 1;
+        memcpy(bad + HP_MSG_HEADER, &u, 4);                  /* too many */
+        ck_assert_int_eq(hp_msg_decode(kind, bad, len, N, out, 0, params()), HP_ERR_MESSAGE);
+        memcpy(bad, msg, len);
+        u = 17;
+        memcpy(bad + HP_MSG_HEADER + 4, &u, 4);              /* 17, 17: not increasing */
+        ck_assert_int_eq(hp_msg_decode(kind, bad, len, N, out, 0, params()), HP_ERR_MESSAGE);
+        memcpy(bad, msg, len);
+        u = N;
+        memcpy(bad + HP_MSG_HEADER + 4 + 8 * 4, &u, 4);      /* index n */
+        ck_assert_int_eq(hp_msg_decode(kind, bad, len, N, out, 0, params()), HP_ERR_MESSAGE);
+        memcpy(bad, msg, len);
+        {
+            float small = 1.0f;
+            memcpy(bad + HP_MSG_HEADER + 8, &small, 4);      /* a value the format carries */
+        }
+        ck_assert_int_eq(hp_msg_decode(kind, bad, len, N, out, 0, params()), HP_ERR_MESSAGE);
+        memcpy(bad, msg, len);
+        bad[2] = HP_MSG_EXCEPT | HP_MSG_NONFINITE;
+        ck_assert_int_eq(hp_msg_decode(kind, bad, len, N, out, 0, params()), HP_ERR_MESSAGE);
+        ck_assert_int_eq(hp_msg_decode(kind, msg, len - 1, N, out, 0, params()), HP_ERR_MESSAGE);
+
+        /* the input's own Inf/NaN, or a known non-finite source: the partition is NaN */
+        ck_assert_int_eq(hp_msg_encode_x(kind, &a, msg, cap, HP_SRC_INPUT, &len, &nf, &k), HP_OK);
+        REQUIRE(nf == 1 && k == 0 && len == HP_MSG_HEADER, "%s: input", names[ci]);
+        ck_assert_int_eq(hp_msg_encode_x(kind, &a, msg, cap, HP_SRC_BAD, &len, &nf, &k), HP_OK);
+        REQUIRE(nf == 1 && k == 0, "%s: bad", names[ci]);
+        /* without room for the list: non-finite (a dense format's
+         * hp_msg_max_bytes has none; a sparse one's holds its dense fallback) */
+        if (!(hp_comp_get(kind)->flags & HIPRESS_COMP_SPARSE)) {
+            ck_assert_int_eq(hp_msg_encode_x(kind, &a, msg, hp_msg_max_bytes(kind, N, params()),
+                                             HP_SRC_SUM, &len, &nf, &k), HP_OK);
+            REQUIRE(nf == 1 && k == 0, "%s: no room", names[ci]);
+        }
+        /* more than HP_MSG_MAX_EXCEPT: non-finite */
+        for (int i = 0; i < HP_MSG_MAX_EXCEPT + 1; i++)
+            in[2 * i] = INFINITY;
+        ck_assert_int_eq(hp_msg_encode_x(kind, &a, msg, cap, HP_SRC_SUM, &len, &nf, &k), HP_OK);
+        REQUIRE(nf == 1 && k == 0, "%s: many", names[ci]);
+        /* a finite input: an ordinary message whatever the source */
+        for (int i = 0; i < N; i++)
+            in[i] = (float)(i % 7) - 3.0f;
+        ck_assert_int_eq(hp_msg_encode_x(kind, &a, msg, cap, HP_SRC_SUM, &len, &nf, &k), HP_OK);
+        ck_assert_int_eq(hp_msg_header(msg, len, &h), HP_OK);
+        REQUIRE(nf == 0 && k == 0 && h.flags == 0, "%s: finite", names[ci]);
+        free(msg);
+        free(bad);
+    }
+}
+END_TEST
+
 START_TEST(msg_malformed)
 {
     float in[MSG_N], out[MSG_N];
@@ -1404,6 +1515,7 @@ static Suite *core_suite(void)
     tc = tcase_create("message");
     tcase_add_test(tc, msg_good);
     tcase_add_test(tc, msg_nonfinite);
+    tcase_add_test(tc, msg_except);
     tcase_add_test(tc, msg_malformed);
     tcase_add_test(tc, msg_max_bytes);
     suite_add_tcase(s, tc);
