@@ -29,12 +29,17 @@ typedef struct hp_call {
     size_t                      part_elems; /* pipeline partition, elements */
     int                         corrupt;    /* test knob: corrupt first message */
     int                         kill;       /* test knob: SIGKILL at the first decode */
+    /* the merge in progress (hp_call_merge_begin): its range and 0 none,
+     * 1 own data and messages finite so far, 2 something non-finite */
+    size_t                      mg_off, mg_len;
+    int                         mg_state;
     /* scratch memory owned by the caller, valid until the call ends */
     void                     *(*scratch)(void *ctx, size_t bytes);
     void                       *scratch_ctx;
     /* results */
     double                      t_encode, t_decode;
     unsigned long long          nonfinite;
+    unsigned long long          excepts;    /* values sent as message exceptions */
     hp_status_t                 err;        /* first local error (sticky) */
 } hp_call_t;
 
@@ -52,6 +57,16 @@ typedef struct hp_call {
  * records call->err. */
 size_t hp_call_encode(hp_call_t *call, size_t off, size_t len, int hop, int contribs,
                       void *out, size_t cap);
+
+/* A rank is about to merge messages into its own data buf[off .. off+len)
+ * and encode the sum (a relay or an owner): note whether its own data holds
+ * NaN or Inf.  The decodes until that encode note whether a message was
+ * non-finite; the encode then knows where a non-finite value of the sum came
+ * from: from an input (the message is non-finite: NaN on every rank) or from
+ * adding finite values (an overflow: sent as exceptions, hp_msg_encode_x, so
+ * that element alone is +-Inf as in MPI_Allreduce).  Call it before waiting
+ * for the messages: the check runs while they travel. */
+void hp_call_merge_begin(hp_call_t *call, size_t off, size_t len);
 
 /* Decode a message into buf[off .. off+len); records errors in call->err
  * (a bad message is never applied). */
@@ -116,7 +131,7 @@ static inline size_t hp_call_parts(const hp_call_t *call, size_t len)
 /* Largest message for len elements. */
 static inline size_t hp_call_msg_cap(const hp_call_t *call, size_t len)
 {
-    return hp_msg_max_bytes(call->kind, len, call->params);
+    return hp_msg_max_bytes(call->kind, len, call->params) + HP_MSG_EXCEPT_BYTES;
 }
 
 hp_status_t hp_algo_ring(hp_call_t *call);

@@ -78,14 +78,26 @@ size_t hp_call_encode(hp_call_t *call, size_t off, size_t len, int hop, int cont
     }
     if (call->state != NULL && (c->flags & HIPRESS_COMP_MOMENTUM))
         a.state = call->state + off;
-    st = hp_msg_encode(kind, &a, out, cap, &mlen, &nonfinite);
+    {
+        /* where a non-finite value would come from (hp_call_merge_begin) */
+        hp_src_t src = contribs <= 1 ? HP_SRC_INPUT
+                     : call->mg_state == 1 && call->mg_off == off && call->mg_len == len ? HP_SRC_SUM
+                     : HP_SRC_BAD;
+        size_t exc = 0;
+        call->mg_state = 0;
+        st = hp_msg_encode_x(kind, &a, out, cap, src, &mlen, &nonfinite, &exc);
+        call->excepts += exc;
+        if (exc)
+            HP_INFO("%zu values of a sum beyond float32's or the format's range sent exactly "
+                    "(elements %zu..%zu)", exc, call->base + off, call->base + off + len - 1);
+    }
     call->t_encode += hp_now() - t0;
     if (st != HP_OK) {
         call->err = st;
         return hp_msg_error(out, len);
     }
     call->nonfinite += (unsigned long long)nonfinite;
-    if (call->mom != NULL && !nonfinite)
+    if (call->mom != NULL && !nonfinite && ((const unsigned char *)out)[2] == 0)
         mask_sent(call->mom + off, kind == hp_kind_none, (const unsigned char *)out, mlen, len);
     if (call->corrupt) {
         /* test knob: a message whose header lies about its payload */
@@ -93,6 +105,14 @@ size_t hp_call_encode(hp_call_t *call, size_t off, size_t len, int hop, int cont
         call->corrupt = 0;
     }
     return mlen;
+}
+
+void hp_call_merge_begin(hp_call_t *call, size_t off, size_t len)
+{
+    const hp_ops_t *ops = hp_ops_get(call->params ? call->params->isa : HP_ISA_AUTO);
+    call->mg_off = off;
+    call->mg_len = len;
+    call->mg_state = ops->nonfinite(call->buf + off, len) ? 2 : 1;
 }
 
 void hp_call_decode(hp_call_t *call, const void *msg, size_t msg_len, size_t off, size_t len,
@@ -111,6 +131,9 @@ void hp_call_decode_to(hp_call_t *call, const void *msg, size_t msg_len, float *
         raise(SIGKILL);   /* test knob: this rank has sent messages and dies before the rest */
     if (call->err != HP_OK)
         return;
+    if (call->mg_state == 1 && msg_len >= HP_MSG_HEADER &&
+        (((const unsigned char *)msg)[2] & HP_MSG_NONFINITE))
+        call->mg_state = 2;   /* the merge in progress received a non-finite message */
     st = hp_msg_decode(call->kind, msg, msg_len, len, dst, accumulate, call->params);
     call->t_decode += hp_now() - t0;
     if (st != HP_OK) {

@@ -67,6 +67,7 @@ hp_status_t hp_algo_ps(hp_call_t *call)
     for (size_t p = 0; p < P; p++) {
         size_t off = PART_OFF(r, p), len = PART_LEN(r, p);
         float *own = call->buf + off;
+        hp_call_merge_begin(call, off, len);
         for (size_t j = 0; j < N; j++) {
             if (j == r) {
                 if (acc == NULL)

@@ -70,6 +70,8 @@ hp_status_t hp_algo_ring(hp_call_t *call)
             hp_slot_t *in = &rs[cur][p], *out = &ss[nxt][p];
             size_t off = PART_OFF(c, p), len = PART_LEN(c, p), got = 0;
 
+            if (s <= N - 2)
+                hp_call_merge_begin(call, off, len);
             if (hp_tp_wait(tp, &in->req, &got) != HP_OK) {
                 st = HP_ERR_MPI;
                 got = 0;

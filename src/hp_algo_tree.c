@@ -54,6 +54,8 @@ hp_status_t hp_algo_tree(hp_call_t *call)
     /* reduction */
     for (size_t p = 0; p < P; p++) {
         size_t off = PART_OFF(p), len = PART_LEN(p);
+        if (nchild > 0)
+            hp_call_merge_begin(call, off, len);
         for (int c = 0; c < nchild; c++) {
             size_t got = 0;
             hp_slot_t *in = &rc[c * P + p];

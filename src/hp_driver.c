@@ -833,6 +833,7 @@ int hp_allreduce_compressed(const void *sendbuf, void *recvbuf, size_t count, MP
     if (is_algo_rank) {
         atomic_fetch_add_explicit(&hp_g.stats.bytes_wire, tp.bytes_sent, memory_order_relaxed);
         atomic_fetch_add_explicit(&hp_g.stats.nonfinite, call.nonfinite, memory_order_relaxed);
+        atomic_fetch_add_explicit(&hp_g.stats.excepts, call.excepts, memory_order_relaxed);
         atomic_fetch_add_explicit(&hp_g.stats.ns_encode, (unsigned long long)(call.t_encode * 1e9), memory_order_relaxed);
         atomic_fetch_add_explicit(&hp_g.stats.ns_decode, (unsigned long long)(call.t_decode * 1e9), memory_order_relaxed);
         atomic_fetch_add_explicit(&hp_g.stats.ns_wait, (unsigned long long)(tp.t_wait * 1e9), memory_order_relaxed);

@@ -563,6 +563,9 @@ void hp_stats_print(void)
         pthread_mutex_unlock(&s->stats_lock);
     }
     fprintf(f, "  %-28s %llu\n", "non-finite partitions", (unsigned long long)atomic_load(&s->nonfinite));
+    if (atomic_load(&s->excepts))
+        fprintf(f, "  %-28s %llu (sums beyond float32 or the format: +-Inf in that element only)\n",
+                "overflowed values", (unsigned long long)atomic_load(&s->excepts));
     if (atomic_load(&s->verify_calls))
         fprintf(f, "  %-28s %llu calls, max relative error %.3g, %llu not identical\n", "verify",
                 (unsigned long long)atomic_load(&s->verify_calls), s->max_rel_err,

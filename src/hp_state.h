@@ -25,6 +25,7 @@ typedef struct {
     _Atomic unsigned long long bytes_raw;
     _Atomic unsigned long long bytes_wire;
     _Atomic unsigned long long nonfinite;
+    _Atomic unsigned long long excepts;         /* values of overflowed sums sent exactly */
     _Atomic unsigned long long errors;
     _Atomic unsigned long long res_created;     /* buffers with error-feedback state */
     _Atomic unsigned long long res_staging;     /* addresses found to be staging buffers */
