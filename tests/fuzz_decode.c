@@ -491,6 +491,23 @@ static int generate(const char *dir)
                     snprintf(fname, sizeof(fname), "%s-enc", c->name);
                     errs += write_seed(dir, fname, 0x10, c->name, 5, (const uint8_t *)in,
                                        n * sizeof(float));
+                    {
+                        /* a message with exceptions (an overflowed sum) */
+                        size_t xcap = cap + HP_MSG_EXCEPT_BYTES, xlen = 0;
+                        uint8_t *xmsg = (uint8_t *)malloc(xcap);
+                        float keep0 = in[0], keep3 = in[3];
+                        in[0] = INFINITY;
+                        in[3] = -0x1p127f;
+                        memset(res, 0, n * sizeof(float));
+                        if (xmsg != NULL &&
+                            hp_msg_encode_x(kind, &a, xmsg, xcap, HP_SRC_SUM, &xlen, &nf, NULL) == HP_OK) {
+                            snprintf(fname, sizeof(fname), "%s-exc", c->name);
+                            errs += write_seed(dir, fname, 0x0a, c->name, n, xmsg, xlen);
+                        }
+                        free(xmsg);
+                        in[0] = keep0;
+                        in[3] = keep3;
+                    }
                     in[n / 2] = NAN;
                     snprintf(fname, sizeof(fname), "%s-enc-nan", c->name);
                     errs += write_seed(dir, fname, 0x11, c->name, 9, (const uint8_t *)in,
