@@ -218,20 +218,27 @@ int hp_init_after_mpi(void)
 
 /* ------------------------------------------------------- communicators */
 
-static void state_free(hp_comm_state_t *cs)
+/* The hierarchy's communicators and rank map (make_hierarchy builds them). */
+static void hierarchy_free(hp_comm_state_t *cs)
 {
-    if (cs == NULL)
-        return;
     if (cs->leaders != MPI_COMM_NULL)
         PMPI_Comm_free(&cs->leaders);
     if (cs->cross != MPI_COMM_NULL)
         PMPI_Comm_free(&cs->cross);
     if (cs->node != MPI_COMM_NULL)
         PMPI_Comm_free(&cs->node);
+    free(cs->world_inter);
+    cs->world_inter = NULL;
+}
+
+static void state_free(hp_comm_state_t *cs)
+{
+    if (cs == NULL)
+        return;
+    hierarchy_free(cs);
     if (cs->priv != MPI_COMM_NULL)
         PMPI_Comm_free(&cs->priv);
     free(cs->world_priv);
-    free(cs->world_inter);
     free(cs->scratch2);
     if (cs->res != NULL) {
         hp_residual_drop_all(cs->res, HP_RES_DROP_FREED);
@@ -345,14 +352,7 @@ static hp_status_t make_hierarchy(hp_comm_state_t *cs)
     long long k = hp_cfg_i(&cs->cfg, HP_S_NODE_SIZE);
     int in[3], out[3], rc;
 
-    if (cs->leaders != MPI_COMM_NULL)
-        PMPI_Comm_free(&cs->leaders);
-    if (cs->cross != MPI_COMM_NULL)
-        PMPI_Comm_free(&cs->cross);
-    if (cs->node != MPI_COMM_NULL)
-        PMPI_Comm_free(&cs->node);
-    free(cs->world_inter);
-    cs->world_inter = NULL;
+    hierarchy_free(cs);
     cs->hier_avail = cs->hier_2d = 0;
     cs->node_rank = 0;
     cs->node_size = cs->nodes = 1;
