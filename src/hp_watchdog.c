@@ -4,13 +4,14 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 
 #define WD_SLOTS 64
 
 static pthread_mutex_t wd_lock = PTHREAD_MUTEX_INITIALIZER;
 static hp_wd_wait_t *wd_waits[WD_SLOTS];
-static atomic_int wd_running;
+static atomic_int wd_running; /* 1 running, -1 could not start: no retry */
 static double wd_timeout;
 static const char *wd_hosts;
 static int wd_world_size, wd_world_rank = -1;
@@ -66,18 +67,23 @@ int hp_wd_start(double timeout_s)
     static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
     pthread_t t;
     pthread_attr_t at;
-    int rc = 0;
+    int rc = 0, err;
 
-    if (!(timeout_s > 0) || atomic_load(&wd_running))
-        return 0;
+    if (!(timeout_s > 0) || atomic_load(&wd_running) != 0)
+        return atomic_load(&wd_running) < 0 ? -1 : 0;
     pthread_mutex_lock(&start_lock);
-    if (!atomic_load(&wd_running)) {
+    if (atomic_load(&wd_running) == 0) {
         wd_timeout = timeout_s;
         pthread_attr_init(&at);
         pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-        pthread_attr_setstacksize(&at, 64 * 1024);
-        if (pthread_create(&t, &at, wd_main, NULL) != 0) {
-            HP_WARN("cannot start the no-progress watchdog: HIPRESS_TIMEOUT is not enforced");
+        /* small, but not so small that a sanitizer's own thread bookkeeping
+         * fails the creation: 1 MiB of address space, touched only a little */
+        pthread_attr_setstacksize(&at, 1024 * 1024);
+        err = pthread_create(&t, &at, wd_main, NULL);
+        if (err != 0) {
+            HP_WARN("cannot start the no-progress watchdog (%s): HIPRESS_TIMEOUT is not enforced",
+                    strerror(err));
+            atomic_store(&wd_running, -1);
             rc = -1;
         } else {
             atomic_store(&wd_running, 1);
@@ -91,7 +97,7 @@ int hp_wd_start(double timeout_s)
 void hp_wd_enter(hp_wd_wait_t *w, const char *what, int peer)
 {
     w->slot = -1;
-    if (!atomic_load_explicit(&wd_running, memory_order_relaxed))
+    if (atomic_load_explicit(&wd_running, memory_order_relaxed) <= 0)
         return;
     w->since = hp_now();
     w->what = what;
