@@ -112,7 +112,9 @@ def main(argv):
             xs, ys = mean_curve(data[(npr, c)], smooth)
             colour = "black" if algo == "ref" else ALGO_COLOURS.get(algo, "tab:brown")
             style = ":" if "+" in c else "-"
-            name = "reference" if algo == "ref" else c.split("/", 1)[1]
+            name = c.split("/", 1)[1]
+            if algo == "ref":   # "ref+layerwise=1" -> "reference, layerwise=1"
+                name = "reference" + (", " + c.split("+", 1)[1] if "+" in c else "")
             ax.plot(xs, ys, color=colour, ls=style, lw=1.6 if algo == "ref" else 1.1,
                     label="%s (%d)" % (name, len(data[(npr, c)])))
         ax.set_title(comp)

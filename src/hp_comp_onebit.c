@@ -250,6 +250,6 @@ static size_t onebit_grain(const hipress_comp_params_t *p)
 const hp_comp_ext_t hp_compx_onebit = {
     .decode_many = onebit_decode_many,
     .qclass = HP_QCLASS_QUANT,
-    .max_stages = 1,   /* ps cost 1.7 points against the textbook form (10 seeds), ring and tree more (doc/accuracy.md) */
+    .max_stages = 1,   /* ps, ring, tree 1.3 to 2.1 points below the textbook form (10 seeds, doc/accuracy.md) */
     .grain = onebit_grain,
 };
