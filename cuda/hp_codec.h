@@ -1,0 +1,96 @@
+/*
+ * The device codec: how a message is encoded and decoded on the GPU, as a
+ * sequence of kernel launches (hp_klaunch.h) and copies, with the device
+ * workspace it needs.  Plain C over two small interfaces -- the launchers and
+ * hp_dev_ops_t (memory, copies, streams, events) -- so the same code runs in
+ * libhipress_cuda.so (CUDA kernels, driver API) and in the tests (emulated
+ * kernels; host memory or the stand-in driver).
+ *
+ * Streams: kernels on the compute stream, host copies on the copy stream.
+ * An encode runs its kernels piece by piece (HP_CODEC_PIECE elements of
+ * whole blocks) and copies each piece's payload to the host as soon as the
+ * piece is done, so the copy of piece p overlaps the kernels of piece p+1;
+ * a decode copies the payload in (into one of two staging buffers, so the
+ * copy of the next message overlaps the kernels of this one) and queues the
+ * kernels; it returns once the host payload may be reused.
+ */
+#ifndef HP_CODEC_H
+#define HP_CODEC_H
+
+#define HP_GPU_OPS_ONLY
+#include "hp_gpu.h"
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum { HP_STREAM_COMPUTE = 0, HP_STREAM_COPY = 1 };
+enum { HP_EV_PIECE = 0, HP_EV_DEC0, HP_EV_DEC1, HP_EV_FREE0, HP_EV_FREE1, HP_EV_COMPUTE, HP_EV_N };
+
+/* Memory, copies and ordering for the codec.  Every function returns 0 or
+ * -1 (with a reason the caller can read where it came from). */
+typedef struct hp_dev_ops {
+    int (*alloc)(void *self, size_t bytes, void **p_p);      /* device, synchronous (warm-up) */
+    void (*release)(void *self, void *p);                    /* after a sync of both streams */
+    int (*halloc)(void *self, size_t bytes, void **p_p);     /* page-locked host */
+    void (*hrelease)(void *self, void *p);
+    int (*copy)(void *self, void *dst, const void *src, size_t bytes, int stream);
+    int (*memset)(void *self, void *p, int byte, size_t bytes, int stream);
+    int (*record)(void *self, int event, int stream);
+    int (*wait)(void *self, int stream, int event);          /* stream waits for the event */
+    int (*sync)(void *self, int stream);
+    int (*sync_event)(void *self, int event);
+    void *(*stream)(void *self, int stream);                 /* for the launchers */
+} hp_dev_ops_t;
+
+/* Device workspace slots, each grown on demand and kept. */
+enum { HP_WS_MSG = 0, HP_WS_TMP, HP_WS_DEC0, HP_WS_DEC1, HP_WS_WORK, HP_WS_INFO, HP_WS_N };
+
+/* Elements per piece of an encode (a multiple of the block is used). */
+#define HP_CODEC_PIECE ((size_t)1 << 22)
+
+typedef struct hp_codec {
+    const hp_dev_ops_t *dev;
+    void               *self;
+    void               *ws[HP_WS_N];
+    size_t              wsb[HP_WS_N];
+    uint32_t           *hinfo;     /* page-locked copy of the info words */
+    int                 dec_slot;  /* staging buffer of the next decode */
+    int                 bad;       /* a malformed message was seen on the device */
+    size_t              piece;     /* elements per piece (HP_CODEC_PIECE; tests set it) */
+    int                 devonly;   /* benchmark: payloads stay in device memory (encode
+                                    * leaves it in the HP_WS_MSG slot, decode reads a
+                                    * device payload unchecked) */
+} hp_codec_t;
+
+/* Info words on the device: [0] the encode's flags (HP_K_F_*), [1] its pair
+ * count, [2] sticky decode errors, [3] a scratch flag (fold, momentum). */
+#define HP_INFO_WORDS 4
+
+int hp_codec_init(hp_codec_t *cx, const hp_dev_ops_t *dev, void *self);
+/* Frees the workspace (after a sync). */
+void hp_codec_fini(hp_codec_t *cx);
+
+int hp_codec_encode(hp_codec_t *cx, const hp_gpu_enc_t *e, void *out, size_t cap, size_t *plen_p,
+                    int *nonfinite_p);
+int hp_codec_decode(hp_codec_t *cx, const hp_gpu_dec_t *d, const void *payload, size_t plen, float *dst);
+int hp_codec_fill(hp_codec_t *cx, float *dst, float v, size_t n);
+int hp_codec_fold(hp_codec_t *cx, float *buf, float *r, size_t n);
+int hp_codec_add(hp_codec_t *cx, float *dst, const float *src, size_t n);
+int hp_codec_copy(hp_codec_t *cx, void *dst, const void *src, size_t bytes, int host_involved);
+int hp_codec_momentum(hp_codec_t *cx, float *u, float *buf, float m, size_t n, int *applied_p);
+int hp_codec_work(hp_codec_t *cx, size_t bytes, void **p_p);
+/* Wait for everything queued; *bad_p: a malformed message was decoded since
+ * the last sync (cleared). */
+int hp_codec_sync(hp_codec_t *cx, int *bad_p);
+
+/* Host-side checks of a payload (the cheap ones; per-element checks run on
+ * the device): 0 when acceptable.  *short_p: terngrad's 8-byte form. */
+int hp_codec_check(const hp_gpu_dec_t *d, const void *payload, size_t plen, int *short_p);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

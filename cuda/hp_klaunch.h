@@ -1,0 +1,111 @@
+/*
+ * The kernel launchers of the GPU codec: one function per kernel (or small
+ * group of kernels), all pointers device pointers, work queued on `stream`
+ * (a CUstream; NULL: the legacy stream) and returning 0, or -1 when a launch
+ * failed.  Flags words are device memory (hp_kern.h HP_K_F_*): kernels that
+ * must not run once a message is known to be non-finite read them on the
+ * device, so no host synchronisation is needed between launches.
+ *
+ * Three builds of these symbols, one per link unit:
+ *   cuda/hp_kern.cu      the CUDA kernels (libhipress_cuda.so);
+ *   cuda/hp_kern_emu.c   the same grid run serially on the host, over the
+ *                        same per-thread functions (hp_kern.h): the CPU tests
+ *                        (tests/check_kern.c) and, built with
+ *                        HP_KL_TRANSLATE, the emulated module of the MPI
+ *                        tests (device pointers of the stand-in driver
+ *                        translated to its host shadow).
+ *
+ * Payload regions are passed separately (onebit's scales and bit words,
+ * tbq's thresholds and codes) so that a launch may cover a piece of a
+ * message made of whole blocks: the codec pipelines pieces with copies.
+ */
+#ifndef HP_KLAUNCH_H
+#define HP_KLAUNCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* flags[0] |= HP_K_F_NONFINITE when x[0..n) holds NaN or Inf. */
+int hp_kl_finite(void *stream, const float *x, size_t n, uint32_t *flags);
+
+/* buf += r, r = 0 over n elements, unless flags[0] has HP_K_F_NONFINITE. */
+int hp_kl_fold(void *stream, float *buf, float *r, size_t n, const uint32_t *flags);
+
+/* u = m u + buf; buf = u (dgc's momentum correction), unless flags[0] has
+ * HP_K_F_NONFINITE. */
+int hp_kl_momentum(void *stream, float *u, float *buf, float m, size_t n, const uint32_t *flags);
+
+/* dst += src (n floats). */
+int hp_kl_add(void *stream, float *dst, const float *src, size_t n);
+
+/* dst[i] = v. */
+int hp_kl_fill(void *stream, float *dst, float v, size_t n);
+
+/* onebit encode of x (r: residual, or NULL) into scales (8 bytes per block)
+ * and words (4 bytes per 32 elements; bits past n zero).  With r: nothing
+ * happens when flags has HP_K_F_NONFINITE (hp_kl_finite ran first); r
+ * becomes v - decode.  Without r: sets HP_K_F_NONFINITE on NaN/Inf. */
+int hp_kl_onebit_enc(void *stream, const float *x, float *r, size_t n, uint32_t B, uint8_t *scales,
+                     uint8_t *words, uint32_t *flags);
+
+/* onebit decode; sets HP_K_F_BAD in *bad when a block's scales contradict
+ * its bits (the host checked length, padding, finiteness and signs). */
+int hp_kl_onebit_dec(void *stream, const uint8_t *scales, const uint8_t *words, size_t n, uint32_t B,
+                     float *dst, int accumulate, uint32_t *bad);
+
+/* tbq encode (thr > 0: fixed threshold, else scale * mean |v| per block). */
+int hp_kl_tbq_enc(void *stream, const float *x, float *r, size_t n, uint32_t B, float thr, float scale,
+                  uint8_t *taus, uint8_t *codes, uint32_t *flags);
+
+/* tbq decode; HP_K_F_BAD on code 3 or a code other than 1 where tau is 0. */
+int hp_kl_tbq_dec(void *stream, const uint8_t *taus, const uint8_t *codes, size_t n, uint32_t B,
+                  float *dst, int accumulate, uint32_t *bad);
+
+/* terngrad encode: min/max (tmp: hp_kl_tg_tmp_bytes(n)), the header floats
+ * (hdr: 8 bytes of the payload) and *inv on the device, then the codes
+ * (ceil(n bits / 8) bytes) unless HP_K_F_NONFINITE or HP_K_F_SHORT. */
+size_t hp_kl_tg_tmp_bytes(size_t n);
+int hp_kl_tg_enc(void *stream, const float *x, size_t n, uint32_t bits, uint64_t key, uint64_t ctr0,
+                 uint8_t *hdr, uint8_t *codes, void *tmp, uint32_t *flags);
+
+/* terngrad decode of a checked payload; short_form: every element is min. */
+int hp_kl_tg_dec(void *stream, const uint8_t *hdr, const uint8_t *codes, size_t n, uint32_t bits,
+                 int short_form, float *dst, int accumulate);
+
+/* graddrop / dgc encode (see hp_ops_sparse.h for the rule).  info[0]:
+ * flags, info[1]: the number of pairs written to payload. */
+typedef struct hp_kl_sparse {
+    const float *g;
+    float       *r;        /* residual (v stored), or NULL */
+    float       *u;        /* momentum state (u' stored), or NULL */
+    float        m;        /* momentum factor when u is not NULL */
+    float       *mask;     /* zeroed at the sent indices too, or NULL */
+    size_t       n;
+    uint32_t     G;        /* elements per block */
+    uint32_t     k_full;   /* kept per full block */
+    uint32_t     k_last;   /* kept by a last, shorter block */
+    uint8_t     *payload;  /* 8 * (sum of k) bytes */
+    void        *tmp;      /* hp_kl_sparse_tmp_bytes */
+    uint32_t    *info;
+} hp_kl_sparse_t;
+size_t hp_kl_sparse_tmp_bytes(size_t n, uint32_t G, uint32_t k_full, uint32_t k_last);
+int hp_kl_sparse_enc(void *stream, const hp_kl_sparse_t *a);
+
+/* Sparse decode of m pairs (validated on the device: HP_K_F_BAD in *bad);
+ * overwrite mode zero-fills dst first. */
+int hp_kl_sparse_dec(void *stream, const uint8_t *pairs, size_t m, size_t n, float *dst, int accumulate,
+                     uint32_t *bad);
+
+/* Zero v at the m indices of the pairs (dgc's momentum masking of a message
+ * encoded elsewhere); nothing when flags[0] has HP_K_F_NONFINITE. */
+int hp_kl_sparse_mask(void *stream, const uint8_t *pairs, const uint32_t *count, float *v, size_t n,
+                      const uint32_t *flags);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

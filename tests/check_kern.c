@@ -1,0 +1,519 @@
+/*
+ * The GPU codec on the CPU: the CUDA kernels' per-thread functions
+ * (cuda/hp_kern.h) run over the kernels' grid by cuda/hp_kern_emu.c, driven
+ * by the codec the module runs (cuda/hp_codec.c) with host memory standing
+ * in for the device.  Every encode must give the CPU compressor's bytes,
+ * residual and state, bit for bit, and every decode its output, on many
+ * sizes (tails, partial blocks, one and many pieces), parameters and inputs
+ * (zeros, ties, signed zeros, denormals, NaN, Inf, residuals that overflow,
+ * sums that overflow a float lane); malformed messages must be rejected
+ * exactly when the CPU decoders reject them.
+ */
+#include <check.h>
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "hp_comp.h"
+#include "hp_ops.h"
+#include "hp_ops_sparse.h"
+#include "hp_codec.h"
+#include "hp_kern.h"
+#include "hp_klaunch.h"
+
+#define REQUIRE_MSG(c, ...) \
+    do { if (!(c)) ck_abort_msg(__VA_ARGS__); } while (0)
+
+/* ------------------------------------------------ host as the device */
+
+static int h_alloc(void *self, size_t bytes, void **p_p)
+{
+    (void)self;
+    *p_p = calloc(1, bytes);
+    return *p_p != NULL ? 0 : -1;
+}
+static void h_release(void *self, void *p) { (void)self; free(p); }
+static int h_copy(void *self, void *dst, const void *src, size_t bytes, int stream)
+{
+    (void)self; (void)stream;
+    memmove(dst, src, bytes);
+    return 0;
+}
+static int h_memset(void *self, void *p, int byte, size_t bytes, int stream)
+{
+    (void)self; (void)stream;
+    memset(p, byte, bytes);
+    return 0;
+}
+static int h_event(void *self, int a, int b) { (void)self; (void)a; (void)b; return 0; }
+static int h_sync(void *self, int a) { (void)self; (void)a; return 0; }
+static void *h_stream(void *self, int s) { (void)self; (void)s; return NULL; }
+
+static const hp_dev_ops_t host_dev = {
+    .alloc = h_alloc, .release = h_release, .halloc = h_alloc, .hrelease = h_release,
+    .copy = h_copy, .memset = h_memset, .record = h_event, .wait = h_event,
+    .sync = h_sync, .sync_event = h_sync, .stream = h_stream,
+};
+
+/* ------------------------------------------------------------- data */
+
+static uint64_t rs;
+static uint64_t rnd(void) { rs += 0x9E3779B97F4A7C15ULL; return hp_mix64(rs); }
+static double unit(void) { return (double)(rnd() >> 11) * 0x1p-53; }
+
+enum { D_GRAD, D_ZERO, D_CONST, D_TIES, D_SIGNED_ZERO, D_DENORM, D_HUGE, D_WIDE, D_NAN, D_INF, D_SPARSEISH, D_N };
+static const char *dname[D_N] = {"grad", "zero", "const", "ties", "signed-zero", "denorm", "huge", "wide",
+                                 "nan", "inf", "sparse-ish"};
+
+static void fill(float *x, size_t n, int kind, uint64_t seed)
+{
+    rs = seed;
+    for (size_t i = 0; i < n; i++) {
+        double g = 0.0;
+        for (int k = 0; k < 4; k++)
+            g += unit() - 0.5;
+        switch (kind) {
+        case D_GRAD: x[i] = (float)(0.01 * sin((double)i * 0.0007) + 0.003 * g); break;
+        case D_ZERO: x[i] = 0.0f; break;
+        case D_CONST: x[i] = 0.25f; break;
+        case D_TIES: x[i] = (float)((int)(rnd() % 7) - 3) * 0.5f; break;
+        case D_SIGNED_ZERO: x[i] = (rnd() & 1) ? -0.0f : (rnd() % 5 == 0 ? 1.0f : 0.0f); break;
+        case D_DENORM: x[i] = (float)g * 1e-40f; break;
+        case D_HUGE:
+            /* magnitudes from 1e-30 to 3e38: float lane sums overflow, and
+             * the exact form's order decides its rounding */
+            x[i] = (float)(g * (rnd() % 4 == 0 ? 3e38 : pow(10.0, (double)(rnd() % 60) - 30.0)));
+            break;
+        case D_WIDE:
+            /* magnitudes from 1e-30 to 1e30, by lane: the double sums of
+             * the lane totals round, so their order shows */
+            x[i] = (float)(g * pow(10.0, (double)((i * 7 + i / 32) % 61) - 30.0));
+            break;
+        case D_NAN: case D_INF: x[i] = (float)g; break;
+        case D_SPARSEISH: x[i] = rnd() % 100 == 0 ? (float)g : 0.0f; break;
+        }
+    }
+    if (kind == D_NAN && n > 0)
+        x[rnd() % n] = NAN;
+    if (kind == D_INF && n > 0)
+        x[rnd() % n] = (rnd() & 1) ? INFINITY : -INFINITY;
+}
+
+static const size_t sizes[] = {1, 7, 31, 32, 33, 100, 2047, 2048, 2049, 4095, 4096, 4097,
+                               16383, 16384, 16385, 40000, 65537, 200003};
+
+/* --------------------------------------------------------- the runs */
+
+typedef struct {
+    int      kind;
+    int      fmt;
+    hipress_comp_params_t p;
+    int      resid;     /* error feedback residual present */
+    int      state;     /* sparse: momentum state present */
+    int      overflow;  /* the residual holds values near FLT_MAX */
+    size_t   piece;     /* codec piece size */
+} kcase_t;
+
+static hp_gpu_enc_t enc_args(const kcase_t *t, size_t n)
+{
+    hp_gpu_enc_t e;
+    memset(&e, 0, sizeof(e));
+    e.fmt = (uint32_t)t->fmt;
+    e.n = n;
+    switch (t->fmt) {
+    case HP_GPU_FMT_ONEBIT: e.block = t->p.onebit_block; break;
+    case HP_GPU_FMT_TBQ:
+        e.block = t->p.tbq_block;
+        e.thr = t->p.tbq_threshold;
+        e.scale = t->p.tbq_scale;
+        break;
+    case HP_GPU_FMT_TERNGRAD: e.bits = t->p.terngrad_bits; break;
+    case HP_GPU_FMT_SPARSE:
+        e.block = t->p.sparse_block;
+        e.k_full = (uint32_t)hp_sparse_k(e.block, 0, &t->p);
+        e.k_last = n % e.block ? (uint32_t)hp_sparse_k(n % e.block, 0, &t->p) : 0;
+        e.momentum = t->p.dgc_momentum;
+        break;
+    }
+    return e;
+}
+
+static hp_codec_t *codec(size_t piece)
+{
+    static hp_codec_t cx;
+    if (cx.dev == NULL)
+        ck_assert_int_eq(hp_codec_init(&cx, &host_dev, NULL), HP_GPU_OK);
+    cx.piece = piece;
+    return &cx;
+}
+
+/* Encode x on the CPU and through the codec; compare everything. */
+static void compare_encode(const kcase_t *t, size_t n, int dkind, uint64_t seed)
+{
+    hp_comp_t *c = hp_comp_get(t->kind);
+    float *x = malloc(n * 4), *r0 = malloc(n * 4), *u0 = malloc(n * 4);
+    float *rc = malloc(n * 4), *uc = malloc(n * 4), *rg = malloc(n * 4), *ug = malloc(n * 4);
+    size_t cap = hp_msg_max_bytes(t->kind, n, &t->p), clen = 0, glen = 0;
+    uint8_t *cm = malloc(cap), *gm = malloc(cap);
+    hipress_encode_args_t a;
+    hp_gpu_enc_t e = enc_args(t, n);
+    int cnf = 0, gnf = 0, st;
+    const char *what = dname[dkind];
+
+    fill(x, n, dkind, seed);
+    fill(r0, n, D_GRAD, seed + 1);
+    fill(u0, n, D_GRAD, seed + 2);
+    if (t->overflow)
+        for (size_t i = 0; i < n; i += 3)
+            r0[i] = (i & 1) ? FLT_MAX : -FLT_MAX;
+    memcpy(rc, r0, n * 4);
+    memcpy(rg, r0, n * 4);
+    memcpy(uc, u0, n * 4);
+    memcpy(ug, u0, n * 4);
+
+    memset(&a, 0, sizeof(a));
+    a.in = x;
+    a.n = n;
+    a.params = &t->p;
+    a.residual = t->resid ? rc : NULL;
+    a.state = t->state ? uc : NULL;
+    a.rng_key[0] = seed;
+    a.rng_key[1] = 3;
+    a.rng_key[2] = 7;
+    a.rng_key[3] = 1;
+    a.rng_offset = 12345;
+    st = hp_msg_encode(t->kind, &a, cm, cap, &clen, &cnf);
+    REQUIRE_MSG(st == HP_OK, "%s: cpu encode failed", c->name);
+
+    e.in = x;
+    e.residual = t->resid ? rg : NULL;
+    e.state = t->state ? ug : NULL;
+    e.rng_key = hp_rng_key(a.rng_key);
+    e.rng_offset = a.rng_offset;
+    st = hp_codec_encode(codec(t->piece), &e, gm + HP_MSG_HEADER, cap - HP_MSG_HEADER, &glen, &gnf);
+    REQUIRE_MSG(st == HP_GPU_OK, "%s n=%zu: codec encode failed (%d)", c->name, n, st);
+
+    REQUIRE_MSG(cnf == gnf, "%s n=%zu %s block %u: non-finite cpu %d gpu %d", c->name, n, what, e.block, cnf, gnf);
+    if (!cnf) {
+        REQUIRE_MSG(clen == HP_MSG_HEADER + glen, "%s n=%zu %s: length cpu %zu gpu %zu", c->name, n, what,
+                    clen - HP_MSG_HEADER, glen);
+        for (size_t i = 0; i < glen; i++)
+            REQUIRE_MSG(cm[HP_MSG_HEADER + i] == gm[HP_MSG_HEADER + i],
+                        "%s n=%zu %s block %u bits %u resid %d: payload byte %zu of %zu: cpu %02x gpu %02x",
+                        c->name, n, what, e.block, e.bits, t->resid, i, glen, cm[HP_MSG_HEADER + i],
+                        gm[HP_MSG_HEADER + i]);
+    }
+    for (size_t i = 0; i < n; i++) {
+        REQUIRE_MSG(hp_f2u(rc[i]) == hp_f2u(rg[i]), "%s n=%zu %s overflow %d: residual[%zu] cpu %a gpu %a",
+                    c->name, n, what, t->overflow, i, rc[i], rg[i]);
+        REQUIRE_MSG(hp_f2u(uc[i]) == hp_f2u(ug[i]), "%s n=%zu %s: state[%zu] cpu %a gpu %a", c->name, n, what,
+                    i, uc[i], ug[i]);
+    }
+
+    /* the CPU's message decoded through the codec, both modes */
+    if (!cnf) {
+        hp_gpu_dec_t d;
+        float *oc = malloc(n * 4), *og = malloc(n * 4);
+        int bad = 0;
+        memset(&d, 0, sizeof(d));
+        d.fmt = e.fmt;
+        d.block = e.block;
+        d.bits = e.bits;
+        d.n = n;
+        for (int acc = 0; acc < 2; acc++) {
+            fill(oc, n, D_GRAD, seed + 9);
+            memcpy(og, oc, n * 4);
+            d.accumulate = acc;
+            ck_assert_int_eq(hp_msg_decode(t->kind, cm, clen, n, oc, acc, &t->p), HP_OK);
+            ck_assert_int_eq(hp_codec_decode(codec(t->piece), &d, cm + HP_MSG_HEADER, clen - HP_MSG_HEADER, og),
+                             HP_GPU_OK);
+            ck_assert_int_eq(hp_codec_sync(codec(t->piece), &bad), HP_GPU_OK);
+            REQUIRE_MSG(!bad, "%s n=%zu: a valid message flagged bad", c->name, n);
+            for (size_t i = 0; i < n; i++)
+                REQUIRE_MSG(hp_f2u(oc[i]) == hp_f2u(og[i]), "%s n=%zu %s acc %d: decode[%zu] cpu %a gpu %a",
+                            c->name, n, what, acc, i, oc[i], og[i]);
+        }
+        free(oc);
+        free(og);
+    }
+    free(x); free(r0); free(u0); free(rc); free(uc); free(rg); free(ug); free(cm); free(gm);
+}
+
+static kcase_t tc(const char *name, int fmt)
+{
+    kcase_t t;
+    memset(&t, 0, sizeof(t));
+    t.kind = hp_comp_find(name);
+    ck_assert_int_ge(t.kind, 0);
+    t.fmt = fmt;
+    hipress_comp_params_default(&t.p);
+    t.p.isa = HP_ISA_AUTO;
+    t.piece = HP_CODEC_PIECE;
+    return t;
+}
+
+static void sweep(kcase_t t, int all_data)
+{
+    for (size_t s = 0; s < HP_ARRAY_SIZE(sizes); s++)
+        for (int d = 0; d < D_N; d++) {
+            if (!all_data && d != D_GRAD && d != D_NAN && d != D_TIES && d != D_WIDE)
+                continue;
+            compare_encode(&t, sizes[s], d, 1000 * s + (uint64_t)d);
+        }
+}
+
+/* ------------------------------------------------------------- tests */
+
+START_TEST(test_none)
+{
+    kcase_t t = tc("none", HP_GPU_FMT_NONE);
+    sweep(t, 1);
+}
+END_TEST
+
+START_TEST(test_onebit)
+{
+    static const uint32_t blocks[] = {32, 64, 2048, 4096, 16384, 32768};
+    kcase_t t = tc("onebit", HP_GPU_FMT_ONEBIT);
+    for (int resid = 0; resid < 2; resid++)
+        for (size_t b = 0; b < HP_ARRAY_SIZE(blocks); b++) {
+            t.p.onebit_block = blocks[b];
+            t.resid = resid;
+            t.overflow = 0;
+            sweep(t, b == 3);
+            if (resid) {
+                t.overflow = 1;
+                sweep(t, 0);
+            }
+        }
+}
+END_TEST
+
+START_TEST(test_onebit_pieces)
+{
+    /* small pieces: every piece boundary of the copies */
+    kcase_t t = tc("onebit", HP_GPU_FMT_ONEBIT);
+    t.p.onebit_block = 64;
+    t.piece = 100;   /* rounded up to whole blocks */
+    t.resid = 1;
+    sweep(t, 1);
+}
+END_TEST
+
+START_TEST(test_tbq)
+{
+    static const uint32_t blocks[] = {32, 2048, 4096, 65536};
+    static const float thr[] = {0.0f, 0.003f};
+    static const float scale[] = {1.0f, 0.37f};
+    kcase_t t = tc("tbq", HP_GPU_FMT_TBQ);
+    for (int resid = 0; resid < 2; resid++)
+        for (size_t b = 0; b < HP_ARRAY_SIZE(blocks); b++)
+            for (int k = 0; k < 2; k++) {
+                t.p.tbq_block = blocks[b];
+                t.p.tbq_threshold = thr[k];
+                t.p.tbq_scale = scale[k];
+                t.resid = resid;
+                t.overflow = 0;
+                sweep(t, b == 2 && k == 0);
+                if (resid) {
+                    t.overflow = 1;
+                    sweep(t, 0);
+                }
+            }
+    t.p.tbq_block = 32;
+    t.p.tbq_threshold = 0.0f;
+    t.piece = 70;
+    t.resid = 1;
+    t.overflow = 0;
+    sweep(t, 1);
+}
+END_TEST
+
+START_TEST(test_terngrad)
+{
+    static const uint32_t bits[] = {1, 2, 4, 8};
+    kcase_t t = tc("terngrad", HP_GPU_FMT_TERNGRAD);
+    for (size_t b = 0; b < 4; b++) {
+        t.p.terngrad_bits = bits[b];
+        sweep(t, b == 1);
+    }
+}
+END_TEST
+
+START_TEST(test_terngrad_signed_zero)
+{
+    /* min and max of signed zeros: which zero the CPU keeps */
+    kcase_t t = tc("terngrad", HP_GPU_FMT_TERNGRAD);
+    for (size_t n = 1; n < 5000; n = n * 3 + 1)
+        for (uint64_t s = 0; s < 20; s++)
+            compare_encode(&t, n, D_SIGNED_ZERO, s);
+}
+END_TEST
+
+START_TEST(test_sparse)
+{
+    static const uint32_t blocks[] = {32, 1024, 65536};
+    static const double ratios[] = {0.001, 0.01, 0.3};
+    kcase_t t = tc("graddrop", HP_GPU_FMT_SPARSE);
+    for (size_t b = 0; b < HP_ARRAY_SIZE(blocks); b++)
+        for (size_t q = 0; q < HP_ARRAY_SIZE(ratios); q++)
+            for (int resid = 0; resid < 2; resid++) {
+                t.p.sparse_block = blocks[b];
+                t.p.sparse_ratio = ratios[q];
+                t.resid = resid;
+                t.overflow = 0;
+                sweep(t, b == 1 || q == 0);
+                if (resid && q == 1) {
+                    t.overflow = 1;
+                    sweep(t, 0);
+                }
+            }
+}
+END_TEST
+
+START_TEST(test_dgc_state)
+{
+    /* dgc's encoder with its momentum state (u = m u + g) */
+    kcase_t t = tc("dgc", HP_GPU_FMT_SPARSE);
+    t.p.dgc_momentum = 0.9f;
+    t.p.sparse_block = 4096;
+    for (int resid = 0; resid < 2; resid++) {
+        t.resid = resid;
+        t.state = 1;
+        sweep(t, 1);
+    }
+}
+END_TEST
+
+/* A malformed message: the codec (host checks, then the device's sticky
+ * flag) must reject it exactly when the CPU decoder does. */
+static void compare_reject(const kcase_t *t, size_t n, uint64_t seed)
+{
+    size_t cap = hp_msg_max_bytes(t->kind, n, &t->p), len = 0;
+    uint8_t *m = malloc(cap + 64);
+    float *x = malloc(n * 4), *o = malloc(n * 4);
+    hipress_encode_args_t a;
+    hp_gpu_enc_t e = enc_args(t, n);
+    hp_gpu_dec_t d;
+    int nf = 0;
+
+    fill(x, n, D_TIES, seed);
+    memset(&a, 0, sizeof(a));
+    a.in = x;
+    a.n = n;
+    a.params = &t->p;
+    ck_assert_int_eq(hp_msg_encode(t->kind, &a, m, cap, &len, &nf), HP_OK);
+    memset(&d, 0, sizeof(d));
+    d.fmt = e.fmt;
+    d.block = e.block;
+    d.bits = e.bits;
+    d.n = n;
+    rs = seed;
+    for (int trial = 0; trial < 60; trial++) {
+        uint8_t *mm = malloc(len + 8);
+        size_t ml = len;
+        int cpu, gpu, bad = 0, mode = (int)(rnd() % 4);
+        memcpy(mm, m, len);
+        if (mode == 0 && len > HP_MSG_HEADER) {          /* flip a bit */
+            size_t i = HP_MSG_HEADER + rnd() % (len - HP_MSG_HEADER);
+            mm[i] ^= (uint8_t)(1u << (rnd() % 8));
+        } else if (mode == 1 && len > HP_MSG_HEADER) {   /* a random byte */
+            mm[HP_MSG_HEADER + rnd() % (len - HP_MSG_HEADER)] = (uint8_t)rnd();
+        } else if (mode == 2 && len > HP_MSG_HEADER) {   /* a special float at a float boundary */
+            static const uint32_t specials[] = {0x7fc00000u, 0x7f800000u, 0xff800000u, 0x80000000u, 0x00000001u};
+            size_t words = (len - HP_MSG_HEADER) / 4;
+            if (words > 0) {
+                uint32_t v = specials[rnd() % 5];
+                memcpy(mm + HP_MSG_HEADER + 4 * (rnd() % words), &v, 4);
+            }
+        } else {                                         /* a length off by a few */
+            ml = len + (rnd() % 2 ? 8 : 0) - (len > HP_MSG_HEADER + 8 && rnd() % 2 ? 8 : 0);
+            if (ml > len)
+                memset(mm + len, 0, ml - len);
+        }
+        /* keep the header consistent with the length (that check is the framework's) */
+        {
+            uint32_t p32 = (uint32_t)(ml - HP_MSG_HEADER);
+            memcpy(mm + 8, &p32, 4);
+        }
+        cpu = hp_msg_decode(t->kind, mm, ml, n, o, 0, &t->p) == HP_OK;
+        gpu = hp_codec_decode(codec(t->piece), &d, mm + HP_MSG_HEADER, ml - HP_MSG_HEADER, o) == HP_GPU_OK;
+        ck_assert_int_eq(hp_codec_sync(codec(t->piece), &bad), HP_GPU_OK);
+        gpu = gpu && !bad;
+        REQUIRE_MSG(cpu == gpu, "n=%zu trial %d mode %d: cpu accepts %d, gpu accepts %d", n, trial, mode, cpu, gpu);
+        free(mm);
+    }
+    free(m);
+    free(x);
+    free(o);
+}
+
+START_TEST(test_reject)
+{
+    static const char *names[] = {"none", "onebit", "tbq", "terngrad", "graddrop"};
+    static const int fmts[] = {HP_GPU_FMT_NONE, HP_GPU_FMT_ONEBIT, HP_GPU_FMT_TBQ, HP_GPU_FMT_TERNGRAD,
+                               HP_GPU_FMT_SPARSE};
+    static const size_t ns[] = {1, 33, 4097, 20000};
+    for (int k = 0; k < 5; k++) {
+        kcase_t t = tc(names[k], fmts[k]);
+        t.p.onebit_block = 64;
+        t.p.tbq_block = 64;
+        t.p.sparse_ratio = 0.05;
+        for (size_t s = 0; s < 4; s++)
+            compare_reject(&t, ns[s], 77 + s);
+    }
+}
+END_TEST
+
+START_TEST(test_radix_pick)
+{
+    /* the digit choice against a sort, on small histograms */
+    for (uint64_t s = 0; s < 200; s++) {
+        uint32_t hist[16] = {0}, kk, above, d, total = 0;
+        rs = s;
+        for (int i = 0; i < 16; i++)
+            total += hist[i] = (uint32_t)(rnd() % 4);
+        if (total == 0)
+            continue;
+        kk = 1 + (uint32_t)(rnd() % total);
+        {
+            uint32_t k0 = kk, cum = 0;
+            d = hp_k_radix_pick(hist, 16, &kk, &above);
+            for (int i = 15; i > (int)d; i--)
+                cum += hist[i];
+            ck_assert_uint_eq(above, cum);
+            ck_assert(cum < k0 && k0 <= cum + hist[d]);
+            ck_assert_uint_eq(kk, k0 - cum);
+        }
+    }
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("kern");
+    TCase *t = tcase_create("encode");
+    tcase_set_timeout(t, 600);
+    tcase_add_test(t, test_none);
+    tcase_add_test(t, test_onebit);
+    tcase_add_test(t, test_onebit_pieces);
+    tcase_add_test(t, test_tbq);
+    tcase_add_test(t, test_terngrad);
+    tcase_add_test(t, test_terngrad_signed_zero);
+    tcase_add_test(t, test_sparse);
+    tcase_add_test(t, test_dgc_state);
+    tcase_add_test(t, test_reject);
+    tcase_add_test(t, test_radix_pick);
+    suite_add_tcase(s, t);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(suite());
+    int failed;
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
