@@ -1,0 +1,761 @@
+/*
+ * The CUDA kernels of the codec and their launchers (hp_klaunch.h).  Every
+ * kernel is a shell around the per-thread functions of hp_kern.h: it picks
+ * a thread's elements and does what needs the hardware (ballots, shuffles,
+ * shared memory, atomics on flags and histograms).  cuda/hp_kern_emu.c runs
+ * the same grid serially; tests/check_kern.c holds the emulation to the CPU
+ * compressors' bytes, and scripts/gpu-check (tests/gpu_kern.cu) holds these
+ * kernels to them on a GPU.
+ *
+ * Built with --fmad=false: a product feeding a sum must round on its own,
+ * as it does on the CPU.
+ */
+#include "hp_klaunch.h"
+#include "hp_kern.h"
+#include <cuda_runtime.h>
+
+#define FULL 0xffffffffu
+#define TPB 256                      /* threads of the element-wise kernels */
+#define TG_SPAN 65536                /* elements per CTA of terngrad's min/max */
+
+static_assert(TPB == HP_K_WARPS * HP_K_WARP, "the block kernels run one warp per chunk slot");
+
+static unsigned grid_for(size_t n, size_t per_thread)
+{
+    size_t g = (n + TPB * per_thread - 1) / (TPB * per_thread);
+    if (g < 1)
+        g = 1;
+    return (unsigned)(g > 65535u * 4u ? 65535u * 4u : g);
+}
+
+static int launched(void)
+{
+    return cudaGetLastError() == cudaSuccess ? 0 : -1;
+}
+
+#define GRID_STRIDE(i, n) \
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
+
+/* ------------------------------------------------------------ helpers */
+
+__global__ static void k_finite(const float *x, size_t n, uint32_t *flags)
+{
+    int bad = 0;
+    GRID_STRIDE(i, n)
+        bad |= hp_nonfinite(x[i]);
+    if (__any_sync(FULL, bad) && (threadIdx.x & 31) == 0)
+        atomicOr(flags, HP_K_F_NONFINITE);
+}
+
+extern "C" int hp_kl_finite(void *stream, const float *x, size_t n, uint32_t *flags)
+{
+    if (n == 0)
+        return 0;
+    k_finite<<<grid_for(n, 4), TPB, 0, (cudaStream_t)stream>>>(x, n, flags);
+    return launched();
+}
+
+__global__ static void k_fold(float *buf, float *r, size_t n, const uint32_t *flags)
+{
+    if (flags[0] & HP_K_F_NONFINITE)
+        return;
+    GRID_STRIDE(i, n) {
+        buf[i] = buf[i] + r[i];
+        r[i] = 0.0f;
+    }
+}
+
+extern "C" int hp_kl_fold(void *stream, float *buf, float *r, size_t n, const uint32_t *flags)
+{
+    if (n == 0)
+        return 0;
+    k_fold<<<grid_for(n, 4), TPB, 0, (cudaStream_t)stream>>>(buf, r, n, flags);
+    return launched();
+}
+
+__global__ static void k_momentum(float *u, float *buf, float m, size_t n, const uint32_t *flags)
+{
+    if (flags[0] & HP_K_F_NONFINITE)
+        return;
+    GRID_STRIDE(i, n) {
+        float v = hp_k_sparse_u(buf, u, m, i);
+        u[i] = v;
+        buf[i] = v;
+    }
+}
+
+extern "C" int hp_kl_momentum(void *stream, float *u, float *buf, float m, size_t n, const uint32_t *flags)
+{
+    if (n == 0)
+        return 0;
+    k_momentum<<<grid_for(n, 4), TPB, 0, (cudaStream_t)stream>>>(u, buf, m, n, flags);
+    return launched();
+}
+
+__global__ static void k_add(float *dst, const float *src, size_t n)
+{
+    GRID_STRIDE(i, n)
+        dst[i] = dst[i] + src[i];
+}
+
+extern "C" int hp_kl_add(void *stream, float *dst, const float *src, size_t n)
+{
+    if (n == 0)
+        return 0;
+    k_add<<<grid_for(n, 4), TPB, 0, (cudaStream_t)stream>>>(dst, src, n);
+    return launched();
+}
+
+__global__ static void k_fill(float *dst, float v, size_t n)
+{
+    GRID_STRIDE(i, n)
+        dst[i] = v;
+}
+
+extern "C" int hp_kl_fill(void *stream, float *dst, float v, size_t n)
+{
+    if (n == 0)
+        return 0;
+    k_fill<<<grid_for(n, 4), TPB, 0, (cudaStream_t)stream>>>(dst, v, n);
+    return launched();
+}
+
+/* Warp sum of an integer (any order gives the same). */
+__device__ static uint32_t warp_sum(uint32_t v)
+{
+    for (int d = 16; d > 0; d >>= 1)
+        v += __shfl_xor_sync(FULL, v, d);
+    return v;
+}
+
+/* The 32 lane totals of a warp, added in double in lane order (every lane
+ * gets the sum). */
+__device__ static double lanes_in_order(float l)
+{
+    double s = 0.0;
+    for (int j = 0; j < 32; j++)
+        s += (double)__shfl_sync(FULL, l, j);
+    return s;
+}
+
+/* ------------------------------------------------------------- onebit */
+
+/* One CTA per span of whole blocks: its 8 warps reduce its chunks (and
+ * write the bit words), one thread per block adds the chunk results in
+ * order and writes the scales, then every thread writes residuals. */
+__global__ static void __launch_bounds__(TPB) k_onebit_enc(const float *x, float *r, size_t n, uint32_t B,
+                                                          uint8_t *scales, uint8_t *words, uint32_t *flags)
+{
+    __shared__ double cpos[HP_K_MAXCH], cneg[HP_K_MAXCH];
+    __shared__ uint32_t cnp[HP_K_MAXCH];
+    __shared__ float sc[HP_K_MAXCH][2];
+    const hp_k_bgrid_t g = hp_k_bgrid(n, B);
+    const size_t cta = blockIdx.x, base = cta * g.span, nch = hp_k_cta_chunks(&g), nbl = hp_k_cta_blocks(&g);
+    const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+
+    if (r != NULL && (flags[0] & HP_K_F_NONFINITE))
+        return;
+    for (size_t c = warp; c < nch; c += HP_K_WARPS) {
+        size_t off, len;
+        float pos = 0.0f, neg = 0.0f;
+        uint32_t np = 0;
+        double p, q;
+        hp_k_chunk(&g, cta, c, &off, &len);
+        if (len == 0)
+            break;
+        const float *xc = x + off, *rc = r != NULL ? r + off : NULL;
+        for (size_t t = 0; t * 32 < len; t++) {
+            size_t i = t * 32 + lane;
+            int act = i < len;
+            float v = act ? hp_k_v(xc, rc, i) : 0.0f;
+            uint32_t w;
+            if (act)
+                hp_k_sign_step(v, &pos, &neg, &np);
+            w = __ballot_sync(FULL, act && v >= 0.0f);
+            if (lane == 0)
+                hp_k_st32(words + 4 * (off / 32 + t), w);
+        }
+        p = lanes_in_order(pos);
+        q = lanes_in_order(neg);
+        np = warp_sum(np);
+        if (lane == 0) {
+            if (!isfinite(p) || !isfinite(q)) {
+                p = hp_k_sum_exact(xc, rc, len, 1);
+                q = hp_k_sum_exact(xc, rc, len, 2);
+            }
+            cpos[c] = p;
+            cneg[c] = q;
+            cnp[c] = np;
+        }
+    }
+    __syncthreads();
+    for (size_t b = threadIdx.x; b < nbl; b += TPB) {
+        size_t start = base + b * B, len, cpb = B / g.C, npos = 0;
+        double pos = 0.0, neg = 0.0;
+        if (start >= n)
+            break;
+        len = n - start < B ? n - start : B;
+        for (size_t c = b * cpb; c < (b + 1) * cpb && (c - b * cpb) * g.C < len; c++) {
+            pos += cpos[c];
+            neg += cneg[c];
+            npos += cnp[c];
+        }
+        if (!isfinite(pos) || !isfinite(neg)) {
+            atomicOr(flags, HP_K_F_NONFINITE);   /* only without a residual */
+            continue;
+        }
+        hp_k_onebit_scales(pos, neg, npos, len, sc[b]);
+        hp_k_st32(scales + 8 * (start / B), hp_f2u(sc[b][0]));
+        hp_k_st32(scales + 8 * (start / B) + 4, hp_f2u(sc[b][1]));
+    }
+    if (r == NULL)
+        return;
+    __syncthreads();
+    for (size_t i = base + threadIdx.x; i < n && i < base + g.span; i += TPB) {
+        const float *s = sc[(i - base) / B];
+        float v = hp_k_v(x, r, i);
+        r[i] = v - hp_k_onebit_sel(v, s[0], s[1]);
+    }
+}
+
+extern "C" int hp_kl_onebit_enc(void *stream, const float *x, float *r, size_t n, uint32_t B, uint8_t *scales,
+                                uint8_t *words, uint32_t *flags)
+{
+    const hp_k_bgrid_t g = hp_k_bgrid(n, B);
+    if (n == 0)
+        return 0;
+    k_onebit_enc<<<(unsigned)g.ncta, TPB, 0, (cudaStream_t)stream>>>(x, r, n, B, scales, words, flags);
+    return launched();
+}
+
+/* One thread per block: its set bits against its scales. */
+__global__ static void k_onebit_check(const uint8_t *scales, const uint8_t *words, size_t n, uint32_t B,
+                                      uint32_t *bad)
+{
+    const size_t nb = (n + B - 1) / B;
+    GRID_STRIDE(b, nb) {
+        size_t start = b * B, len = n - start < B ? n - start : B, npos = 0;
+        for (size_t w = 0; w * 32 < len; w++)
+            npos += hp_k_popc(hp_k_ld32(words + 4 * (start / 32 + w)));
+        if (!hp_k_onebit_scales_ok(hp_u2f(hp_k_ld32(scales + 8 * b)), hp_u2f(hp_k_ld32(scales + 8 * b + 4)),
+                                   npos, len))
+            atomicOr(bad, HP_K_F_BAD);
+    }
+}
+
+__global__ static void k_onebit_dec(const uint8_t *scales, const uint8_t *words, size_t n, uint32_t B,
+                                    float *dst, int accumulate)
+{
+    GRID_STRIDE(i, n) {
+        uint32_t w = hp_k_ld32(words + 4 * (i / 32));
+        const uint8_t *s = scales + 8 * (i / B);
+        hp_k_store(dst, i, hp_k_onebit_bit_sel(w >> (i % 32), hp_u2f(hp_k_ld32(s)), hp_u2f(hp_k_ld32(s + 4))),
+                   accumulate);
+    }
+}
+
+extern "C" int hp_kl_onebit_dec(void *stream, const uint8_t *scales, const uint8_t *words, size_t n, uint32_t B,
+                                float *dst, int accumulate, uint32_t *bad)
+{
+    const size_t nb = (n + B - 1) / B;
+    if (n == 0)
+        return 0;
+    k_onebit_check<<<grid_for(nb, 1), TPB, 0, (cudaStream_t)stream>>>(scales, words, n, B, bad);
+    k_onebit_dec<<<grid_for(n, 4), TPB, 0, (cudaStream_t)stream>>>(scales, words, n, B, dst, accumulate);
+    return launched();
+}
+
+/* ---------------------------------------------------------------- tbq */
+
+__global__ static void __launch_bounds__(TPB) k_tbq_enc(const float *x, float *r, size_t n, uint32_t B, float thr,
+                                                       float scale, uint8_t *taus, uint8_t *codes, uint32_t *flags)
+{
+    __shared__ double cs[HP_K_MAXCH];
+    __shared__ float tau[HP_K_MAXCH];
+    const hp_k_bgrid_t g = hp_k_bgrid(n, B);
+    const size_t cta = blockIdx.x, base = cta * g.span, nch = hp_k_cta_chunks(&g), nbl = hp_k_cta_blocks(&g);
+    const size_t end = n - base < g.span ? n : base + g.span;
+    const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    int bad = 0;
+
+    if (r != NULL && (flags[0] & HP_K_F_NONFINITE))
+        return;
+    if (thr == 0.0f) {
+        for (size_t c = warp; c < nch; c += HP_K_WARPS) {
+            size_t off, len;
+            float a = 0.0f;
+            double s;
+            hp_k_chunk(&g, cta, c, &off, &len);
+            if (len == 0)
+                break;
+            const float *xc = x + off, *rc = r != NULL ? r + off : NULL;
+            for (size_t i = lane; i < len; i += 32)
+                a += fabsf(hp_k_v(xc, rc, i));
+            s = lanes_in_order(a);
+            if (lane == 0) {
+                if (!isfinite(s))
+                    s = hp_k_sum_exact(xc, rc, len, 0);
+                cs[c] = s;
+            }
+        }
+        __syncthreads();
+    }
+    for (size_t b = threadIdx.x; b < nbl; b += TPB) {
+        size_t start = base + b * B, len, cpb = B / g.C;
+        double asum = 0.0;
+        if (start >= n)
+            break;
+        len = n - start < B ? n - start : B;
+        if (thr == 0.0f) {
+            for (size_t c = b * cpb; c < (b + 1) * cpb && (c - b * cpb) * g.C < len; c++)
+                asum += cs[c];
+            if (!isfinite(asum))
+                atomicOr(flags, HP_K_F_NONFINITE);   /* only without a residual */
+        }
+        tau[b] = hp_k_tbq_tau(asum, len, thr, scale);
+        hp_k_st32(taus + 4 * (start / B), hp_f2u(tau[b]));
+    }
+    __syncthreads();
+    /* four elements (one byte of codes) per thread */
+    for (size_t i0 = base + 4 * (size_t)threadIdx.x; i0 < end; i0 += 4 * TPB) {
+        uint32_t byte = 0;
+        for (size_t i = i0; i < i0 + 4 && i < end; i++) {
+            float t = tau[(i - base) / B];
+            float v = hp_k_v(x, r, i);
+            uint32_t c = hp_k_tbq_code(v, t);
+            bad |= r == NULL && hp_nonfinite(v);
+            byte |= c << (2 * (i - i0));
+            if (r != NULL)
+                r[i] = hp_k_tbq_resid(v, c, t);
+        }
+        codes[i0 / 4] = (uint8_t)byte;
+    }
+    if (bad)
+        atomicOr(flags, HP_K_F_NONFINITE);
+}
+
+extern "C" int hp_kl_tbq_enc(void *stream, const float *x, float *r, size_t n, uint32_t B, float thr, float scale,
+                             uint8_t *taus, uint8_t *codes, uint32_t *flags)
+{
+    const hp_k_bgrid_t g = hp_k_bgrid(n, B);
+    if (n == 0)
+        return 0;
+    k_tbq_enc<<<(unsigned)g.ncta, TPB, 0, (cudaStream_t)stream>>>(x, r, n, B, thr, scale, taus, codes, flags);
+    return launched();
+}
+
+__global__ static void k_tbq_dec(const uint8_t *taus, const uint8_t *codes, size_t n, uint32_t B, float *dst,
+                                 int accumulate, uint32_t *bad)
+{
+    int b = 0;
+    GRID_STRIDE(i, n) {
+        float tau = hp_u2f(hp_k_ld32(taus + 4 * (i / B)));
+        uint32_t c = (codes[i / 4] >> (2 * (i % 4))) & 3u;
+        b |= hp_k_tbq_code_bad(c, tau);
+        hp_k_store(dst, i, hp_k_tbq_dec(c, tau), accumulate);
+    }
+    if (b)
+        atomicOr(bad, HP_K_F_BAD);
+}
+
+extern "C" int hp_kl_tbq_dec(void *stream, const uint8_t *taus, const uint8_t *codes, size_t n, uint32_t B,
+                             float *dst, int accumulate, uint32_t *bad)
+{
+    if (n == 0)
+        return 0;
+    k_tbq_dec<<<grid_for(n, 4), TPB, 0, (cudaStream_t)stream>>>(taus, codes, n, B, dst, accumulate, bad);
+    return launched();
+}
+
+/* ----------------------------------------------------------- terngrad */
+
+extern "C" size_t hp_kl_tg_tmp_bytes(size_t n)
+{
+    return ((n + TG_SPAN - 1) / TG_SPAN + 1) * sizeof(hp_k_mm_t) + 16;
+}
+
+/* Each CTA: min and max with their keys over its span, reduced in shared
+ * memory (the keys make any tree give the CPU's choice). */
+__global__ static void k_tg_minmax(const float *x, size_t n, hp_k_mm_t *part)
+{
+    __shared__ hp_k_mm_t sm[TPB];
+    const size_t base = (size_t)blockIdx.x * TG_SPAN, end = n - base < TG_SPAN ? n : base + TG_SPAN;
+    hp_k_mm_t a;
+    hp_k_mm_init(&a);
+    for (size_t i = base + threadIdx.x; i < end; i += TPB)
+        hp_k_mm_add(&a, x[i], hp_k_mm_key(i));
+    sm[threadIdx.x] = a;
+    __syncthreads();
+    for (unsigned s = TPB / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s)
+            hp_k_mm_merge(&sm[threadIdx.x], &sm[threadIdx.x + s]);
+        __syncthreads();
+    }
+    if (threadIdx.x == 0)
+        part[blockIdx.x] = sm[0];
+}
+
+__global__ static void k_tg_finish(hp_k_mm_t *part, size_t nparts, uint32_t bits, size_t n, uint8_t *hdr,
+                                   uint32_t *flags)
+{
+    hp_k_mm_t all;
+    float h[2], inv;
+    uint32_t f;
+    hp_k_mm_init(&all);
+    for (size_t c = 0; c < nparts; c++)
+        hp_k_mm_merge(&all, &part[c]);
+    hp_k_tg_params(&all, bits, n, h, &inv, &f);
+    hp_k_st32(hdr, hp_f2u(h[0]));
+    hp_k_st32(hdr + 4, hp_f2u(h[1]));
+    *(float *)(part + nparts) = inv;
+    if (f != 0)
+        atomicOr(flags, f);
+}
+
+__global__ static void k_tg_codes(const float *x, size_t n, uint32_t bits, uint64_t key, uint64_t ctr0,
+                                  const uint8_t *hdr, const hp_k_mm_t *part, size_t nparts, uint8_t *codes,
+                                  const uint32_t *flags)
+{
+    const size_t per = 8 / bits, nbytes = (n + per - 1) / per;
+    const float mn = hp_u2f(hp_k_ld32(hdr)), inv = *(const float *)(part + nparts);
+    if (flags[0] & (HP_K_F_NONFINITE | HP_K_F_SHORT))
+        return;
+    GRID_STRIDE(o, nbytes) {
+        uint32_t byte = 0;
+        for (size_t j = 0; j < per && o * per + j < n; j++) {
+            size_t i = o * per + j;
+            byte |= hp_k_tg_code(x[i], mn, inv, bits, key, ctr0 + i) << (j * bits);
+        }
+        codes[o] = (uint8_t)byte;
+    }
+}
+
+extern "C" int hp_kl_tg_enc(void *stream, const float *x, size_t n, uint32_t bits, uint64_t key, uint64_t ctr0,
+                            uint8_t *hdr, uint8_t *codes, void *tmp, uint32_t *flags)
+{
+    const size_t ncta = (n + TG_SPAN - 1) / TG_SPAN;
+    cudaStream_t s = (cudaStream_t)stream;
+    hp_k_mm_t *part = (hp_k_mm_t *)tmp;
+    if (n == 0)
+        return 0;
+    k_tg_minmax<<<(unsigned)ncta, TPB, 0, s>>>(x, n, part);
+    k_tg_finish<<<1, 1, 0, s>>>(part, ncta, bits, n, hdr, flags);
+    k_tg_codes<<<grid_for((n * bits + 7) / 8, 1), TPB, 0, s>>>(x, n, bits, key, ctr0, hdr, part, ncta, codes, flags);
+    return launched();
+}
+
+__global__ static void k_tg_dec(const uint8_t *hdr, const uint8_t *codes, size_t n, uint32_t bits, int short_form,
+                                float *dst, int accumulate)
+{
+    const uint32_t per = 8 / bits, mask = (1u << bits) - 1u;
+    const float mn = hp_u2f(hp_k_ld32(hdr)), gap = hp_u2f(hp_k_ld32(hdr + 4));
+    GRID_STRIDE(i, n) {
+        if (short_form) {
+            hp_k_store(dst, i, mn, accumulate);
+        } else {
+            uint32_t c = (codes[i / per] >> ((i % per) * bits)) & mask;
+            hp_k_store(dst, i, hp_dequant(c, mn, 0.0f, gap), accumulate);
+        }
+    }
+}
+
+extern "C" int hp_kl_tg_dec(void *stream, const uint8_t *hdr, const uint8_t *codes, size_t n, uint32_t bits,
+                            int short_form, float *dst, int accumulate)
+{
+    if (n == 0)
+        return 0;
+    k_tg_dec<<<grid_for(n, 4), TPB, 0, (cudaStream_t)stream>>>(hdr, codes, n, bits, short_form, dst, accumulate);
+    return launched();
+}
+
+/* ------------------------------------------------------------- sparse */
+
+#define SEL_TPB 1024   /* threads of a block's selection (fewer for small blocks) */
+
+extern "C" size_t hp_kl_sparse_tmp_bytes(size_t n, uint32_t G, uint32_t k_full, uint32_t k_last)
+{
+    size_t nb = (n + G - 1) / G;
+    (void)k_last;
+    /* per block: its pairs (8 k_full bytes), its count, its offset */
+    return 8 * nb * (size_t)k_full + 8 * nb + 64;
+}
+
+__global__ static void k_sparse_commit(const float *g, float *r, float *u, float m, size_t n, uint32_t *flags)
+{
+    int bad = 0;
+    if (flags[0] & HP_K_F_NONFINITE)
+        return;
+    GRID_STRIDE(i, n) {
+        float up = hp_k_sparse_u(g, u, m, i);
+        float v = hp_k_sparse_v(r, up, i);
+        if (u != NULL)
+            u[i] = up;
+        if (r != NULL)
+            r[i] = v;
+        bad |= hp_nonfinite(v);
+    }
+    if (__any_sync(FULL, bad) && (threadIdx.x & 31) == 0)
+        atomicOr(flags, HP_K_F_OVERFLOW | HP_K_F_NONFINITE);
+}
+
+__global__ static void k_sparse_reset(float *r, float *u, size_t n, const uint32_t *flags)
+{
+    if (!(flags[0] & HP_K_F_OVERFLOW))
+        return;
+    GRID_STRIDE(i, n) {
+        if (r != NULL)
+            r[i] = 0.0f;
+        if (u != NULL)
+            u[i] = 0.0f;
+    }
+}
+
+/* Block-wide exclusive scan of a 0/1 flag in thread order; *total gets
+ * the sum.  wsum: shared, 32 words. */
+__device__ static uint32_t scan01(int f, uint32_t *wsum, uint32_t *total)
+{
+    const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32, nw = blockDim.x / 32;
+    uint32_t bal = __ballot_sync(FULL, f), before = __popc(bal & ((1u << lane) - 1u)), acc = 0;
+    if (lane == 0)
+        wsum[warp] = __popc(bal);
+    __syncthreads();
+    for (unsigned w = 0; w < nw; w++) {
+        if (w == warp)
+            before += acc;
+        acc += wsum[w];
+    }
+    *total = acc;
+    __syncthreads();
+    return before;
+}
+
+/* One CTA per block: a radix select of the k-th largest |v| bits (three
+ * digits), then the pairs in index order: everything above it, and the
+ * first `quota` equal to it. */
+__global__ static void k_sparse_select(const float *post, size_t n, uint32_t G, uint32_t k_full, uint32_t k_last,
+                                       uint8_t *slots, uint32_t *counts, const uint32_t *flags)
+{
+    __shared__ uint32_t hist[HP_K_RADIX_BINS];
+    __shared__ uint32_t wsum[32];
+    __shared__ uint32_t s_prefix, s_kk, s_nnz;
+    const size_t b = blockIdx.x, start = b * G, len = n - start < G ? n - start : G;
+    const uint32_t k = len < G ? k_last : k_full;
+    const float *v = post + start;
+    uint8_t *out = slots + 8 * b * (size_t)k_full;
+    uint32_t t, quota, cnt = 0, ties = 0;
+
+    if (flags[0] & HP_K_F_NONFINITE)
+        return;
+    if (threadIdx.x == 0) {
+        s_prefix = 0;
+        s_kk = k;
+        s_nnz = 0;
+    }
+    for (int pass = 0; pass < 3; pass++) {
+        uint32_t nnz = 0;
+        for (unsigned i = threadIdx.x; i < HP_K_RADIX_BINS; i += blockDim.x)
+            hist[i] = 0;
+        __syncthreads();
+        const uint32_t prefix = s_prefix;
+        if (pass > 0 && s_nnz <= k)
+            break;   /* every non-zero element goes (uniform: read after a barrier) */
+        for (size_t i = threadIdx.x; i < len; i += blockDim.x) {
+            uint32_t mag = hp_k_absbits(v[i]);
+            if (mag != 0 && hp_k_radix_match(mag, prefix, pass)) {
+                atomicAdd(&hist[hp_k_radix_digit(mag, pass)], 1u);
+                nnz++;
+            }
+        }
+        if (pass == 0) {
+            nnz = warp_sum(nnz);
+            if ((threadIdx.x & 31) == 0)
+                atomicAdd(&s_nnz, nnz);
+        }
+        __syncthreads();
+        if (s_nnz <= k)
+            break;
+        if (threadIdx.x == 0) {
+            uint32_t kk = s_kk, above;
+            uint32_t d = hp_k_radix_pick(hist, hp_k_radix_nbins(pass), &kk, &above);
+            s_kk = kk;
+            s_prefix = prefix | (d << hp_k_radix_shift(pass));
+        }
+        __syncthreads();
+    }
+    __syncthreads();
+    if (s_nnz <= k) {
+        t = 0;
+        quota = 0;
+    } else {
+        t = s_prefix;
+        quota = s_kk;
+    }
+    /* ordered compaction, blockDim.x elements at a time */
+    for (size_t i0 = 0; i0 < len; i0 += blockDim.x) {
+        size_t i = i0 + threadIdx.x;
+        uint32_t mag = i < len ? hp_k_absbits(v[i]) : 0, tot, rank, pos;
+        int cand = mag != 0 && mag >= t;
+        if (!__syncthreads_or(cand))
+            continue;
+        rank = ties + scan01(mag == t && t > 0, wsum, &tot);
+        ties += tot;
+        int sel = mag != 0 && hp_k_sparse_sel(mag, t, rank, quota);
+        pos = cnt + scan01(sel, wsum, &tot);
+        cnt += tot;
+        if (sel) {
+            hp_k_st32(out + 8 * pos, (uint32_t)i);
+            hp_k_st32(out + 8 * pos + 4, hp_f2u(v[i]));
+        }
+    }
+    if (threadIdx.x == 0)
+        counts[b] = cnt;
+}
+
+/* Offsets of the blocks' pairs in the payload (one CTA, a scan in rounds
+ * of blockDim.x blocks) and the total in info[1]. */
+__global__ static void k_sparse_offsets(const uint32_t *counts, size_t nb, uint32_t *offs, uint32_t *info)
+{
+    __shared__ uint32_t wsum[32];
+    uint32_t acc = 0;
+    if (info[0] & HP_K_F_NONFINITE)
+        return;
+    for (size_t b0 = 0; b0 < nb; b0 += blockDim.x) {
+        size_t b = b0 + threadIdx.x;
+        uint32_t c = b < nb ? counts[b] : 0, tot;
+        /* counts can exceed 1: scan by warps of values */
+        const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32, nw = blockDim.x / 32;
+        uint32_t x = c;
+        for (int d = 1; d < 32; d <<= 1) {
+            uint32_t y = __shfl_up_sync(FULL, x, d);
+            if (lane >= (unsigned)d)
+                x += y;
+        }
+        if (lane == 31)
+            wsum[warp] = x;
+        __syncthreads();
+        uint32_t before = x - c;
+        tot = 0;
+        for (unsigned w = 0; w < nw; w++) {
+            if (w < warp)
+                before += wsum[w];
+            tot += wsum[w];
+        }
+        if (b < nb)
+            offs[b] = acc + before;
+        acc += tot;
+        __syncthreads();
+    }
+    if (threadIdx.x == 0)
+        info[1] = acc;
+}
+
+__global__ static void k_sparse_pack(const uint8_t *slots, const uint32_t *counts, const uint32_t *offs,
+                                     uint32_t G, uint32_t k_full, uint8_t *payload, const uint32_t *flags)
+{
+    const size_t b = blockIdx.x;
+    const uint8_t *in = slots + 8 * b * (size_t)k_full;
+    if (flags[0] & HP_K_F_NONFINITE)
+        return;
+    for (uint32_t j = threadIdx.x; j < counts[b]; j += blockDim.x) {
+        uint8_t *o = payload + 8 * ((size_t)offs[b] + j);
+        hp_k_st32(o, hp_k_ld32(in + 8 * j) + (uint32_t)(b * G));
+        hp_k_st32(o + 4, hp_k_ld32(in + 8 * j + 4));
+    }
+}
+
+/* Zero r, u and mask at the sent indices. */
+__global__ static void k_sparse_zero_sent(const uint8_t *payload, const uint32_t *info, float *r, float *u,
+                                          float *mask)
+{
+    if (info[0] & HP_K_F_NONFINITE)
+        return;
+    GRID_STRIDE(j, (size_t)info[1]) {
+        uint32_t i = hp_k_ld32(payload + 8 * j);
+        if (r != NULL)
+            r[i] = 0.0f;
+        if (u != NULL)
+            u[i] = 0.0f;
+        if (mask != NULL)
+            mask[i] = 0.0f;
+    }
+}
+
+extern "C" int hp_kl_sparse_enc(void *stream, const hp_kl_sparse_t *a)
+{
+    cudaStream_t s = (cudaStream_t)stream;
+    const size_t nb = (a->n + a->G - 1) / a->G;
+    const int writes = a->r != NULL || a->u != NULL;
+    uint8_t *slots = (uint8_t *)a->tmp;
+    uint32_t *counts = (uint32_t *)(slots + 8 * nb * (size_t)a->k_full), *offs = counts + nb;
+    const float *post = a->r != NULL ? a->r : a->u != NULL ? a->u : a->g;
+    unsigned sel_tpb = a->G < SEL_TPB ? a->G : SEL_TPB;
+
+    if (a->n == 0)
+        return 0;
+    if (hp_kl_finite(stream, a->g, a->n, a->info) != 0)
+        return -1;
+    if (writes) {
+        k_sparse_commit<<<grid_for(a->n, 4), TPB, 0, s>>>(a->g, a->r, a->u, a->m, a->n, a->info);
+        k_sparse_reset<<<grid_for(a->n, 4), TPB, 0, s>>>(a->r, a->u, a->n, a->info);
+    }
+    k_sparse_select<<<(unsigned)nb, sel_tpb, 0, s>>>(post, a->n, a->G, a->k_full, a->k_last, slots, counts, a->info);
+    k_sparse_offsets<<<1, 1024, 0, s>>>(counts, nb, offs, a->info);
+    k_sparse_pack<<<(unsigned)nb, 128, 0, s>>>(slots, counts, offs, a->G, a->k_full, a->payload, a->info);
+    if (writes || a->mask != NULL)
+        k_sparse_zero_sent<<<grid_for(nb * (size_t)a->k_full, 1), TPB, 0, s>>>(a->payload, a->info, a->r, a->u,
+                                                                                a->mask);
+    return launched();
+}
+
+__global__ static void k_sparse_check(const uint8_t *pairs, size_t m, size_t n, uint32_t *bad)
+{
+    int b = 0;
+    GRID_STRIDE(j, m) {
+        uint32_t i = hp_k_ld32(pairs + 8 * j), vb = hp_k_ld32(pairs + 8 * j + 4);
+        uint32_t prev = j ? hp_k_ld32(pairs + 8 * (j - 1)) : 0;
+        b |= hp_k_sparse_pair_bad(i, vb, j == 0, prev, n);
+    }
+    if (b)
+        atomicOr(bad, HP_K_F_BAD);
+}
+
+__global__ static void k_sparse_scatter(const uint8_t *pairs, size_t m, size_t n, float *dst, int accumulate)
+{
+    GRID_STRIDE(j, m) {
+        uint32_t i = hp_k_ld32(pairs + 8 * j);
+        if ((size_t)i < n)
+            hp_k_store(dst, i, hp_u2f(hp_k_ld32(pairs + 8 * j + 4)), accumulate);
+    }
+}
+
+extern "C" int hp_kl_sparse_dec(void *stream, const uint8_t *pairs, size_t m, size_t n, float *dst, int accumulate,
+                                uint32_t *bad)
+{
+    cudaStream_t s = (cudaStream_t)stream;
+    if (m > 0)
+        k_sparse_check<<<grid_for(m, 1), TPB, 0, s>>>(pairs, m, n, bad);
+    if (!accumulate && n > 0)
+        k_fill<<<grid_for(n, 4), TPB, 0, s>>>(dst, 0.0f, n);
+    if (m > 0)
+        k_sparse_scatter<<<grid_for(m, 1), TPB, 0, s>>>(pairs, m, n, dst, accumulate);
+    return launched();
+}
+
+__global__ static void k_sparse_mask(const uint8_t *pairs, const uint32_t *count, float *v, size_t n,
+                                     const uint32_t *flags)
+{
+    if (flags[0] & HP_K_F_NONFINITE)
+        return;
+    GRID_STRIDE(j, (size_t)count[0]) {
+        uint32_t i = hp_k_ld32(pairs + 8 * j);
+        if ((size_t)i < n)
+            v[i] = 0.0f;
+    }
+}
+
+extern "C" int hp_kl_sparse_mask(void *stream, const uint8_t *pairs, const uint32_t *count, float *v, size_t n,
+                                 const uint32_t *flags)
+{
+    k_sparse_mask<<<grid_for(n, 8), TPB, 0, (cudaStream_t)stream>>>(pairs, count, v, n, flags);
+    return launched();
+}
