@@ -14,7 +14,8 @@
 
 AM_CPPFLAGS += -DHP_PKGLIBDIR='"$(pkglibdir)"'
 
-libhpcore_la_SOURCES += src/hp_gpu.h src/hp_gpu.c src/hp_nccl.h src/hp_nccl.c
+libhpcore_la_SOURCES += src/hp_gpu.h src/hp_gpu.c src/hp_gpu_fmt.h src/hp_backend.h src/hp_gpu_backend.c \
+	src/hp_nccl.h src/hp_nccl.c
 libhipress_la_SOURCES += mpi_wrappers/hp_wrap_gpu.h mpi_wrappers/hp_mpi_gpu.c
 # NCCL_CPPFLAGS is empty in a build without NCCL
 libhipress_la_CPPFLAGS = $(AM_CPPFLAGS) $(NCCL_CPPFLAGS)
@@ -24,7 +25,20 @@ else
 libhipress_la_SOURCES += mpi_wrappers/hp_nccl_stub.c
 endif
 
-EXTRA_DIST += cuda/nvcc_lt.sh cuda/hp_cuda_kernels.cu cuda/hp_cuda_kernels.h
+EXTRA_DIST += cuda/nvcc_lt.sh cuda/hp_cuda_kernels.cu cuda/hp_cuda_kernels.h \
+	cuda/hp_kern.cu cuda/hp_kern.h cuda/hp_klaunch.h cuda/hp_codec.h cuda/hp_codec.c cuda/hp_kern_emu.c
+
+# The device codec's logic on the CPU, in every build (no GPU, no CUDA
+# needed): the kernels' per-thread functions run over their grid by
+# cuda/hp_kern_emu.c, driven by the module's codec, against the CPU
+# compressors' bytes.
+check_PROGRAMS += tests/check_kern
+TESTS += tests/check_kern
+tests_check_kern_SOURCES = tests/check_kern.c cuda/hp_codec.h cuda/hp_codec.c cuda/hp_kern.h \
+	cuda/hp_klaunch.h cuda/hp_kern_emu.c
+tests_check_kern_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/cuda
+tests_check_kern_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_check_kern_LDADD = libhpcore.la $(CHECK_LIBS) -lm
 
 # nvcc, with the flags every CUDA object of hipress gets
 HP_NVCC_FLAGS = $(NVCC_ARCH_FLAGS) -std=c++17 -O2 --fmad=false -Werror all-warnings \
@@ -46,14 +60,30 @@ SUFFIXES = .cu
 
 if HP_CUDA
 pkglib_LTLIBRARIES = libhipress_cuda.la
-libhipress_cuda_la_SOURCES = cuda/hp_cuda_module.c cuda/hp_cuda_kernels.h cuda/hp_cuda_kernels.cu src/hp_gpu.h
+libhipress_cuda_la_SOURCES = cuda/hp_cuda_module.c cuda/hp_cuda_kernels.h cuda/hp_cuda_kernels.cu src/hp_gpu.h \
+	cuda/hp_codec.h cuda/hp_codec.c cuda/hp_kern.h cuda/hp_klaunch.h cuda/hp_kern.cu
 libhipress_cuda_la_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 libhipress_cuda_la_CFLAGS = $(AM_CFLAGS) -Werror
 # a dlopen()ed module exporting one symbol; the static CUDA runtime needs
 # librt, libdl, libpthread; --as-needed drops what the MPI compiler wrapper adds
 libhipress_cuda_la_LDFLAGS = -module -avoid-version -shared -Wl,--as-needed \
-	-export-symbols-regex '^hipress_gpu_ops_v1$$'
+	-export-symbols-regex '^hipress_gpu_ops_v[12]$$'
 libhipress_cuda_la_LIBADD = -L$(CUDA_LIBDIR) -lcudart_static -lrt -ldl -lpthread -lstdc++
 
 cuda/hp_cuda_kernels.lo cuda/hp_cuda_kernels.$(OBJEXT): $(srcdir)/cuda/hp_cuda_kernels.h config.h
+cuda/hp_kern.lo cuda/hp_kern.$(OBJEXT): $(srcdir)/cuda/hp_kern.h $(srcdir)/cuda/hp_klaunch.h \
+	$(srcdir)/src/hp_elem.h config.h
+
+# The emulated module, never installed: the module's host code (driver API,
+# codec contexts, the codec) with the kernels run on the host
+# (cuda/hp_kern_emu.c), loaded through HIPRESS_CUDA_MODULE under the
+# stand-in driver (tests/mock/libcuda.so.1), so the MPI tests run the whole
+# device path without a GPU (tests/run_gpu_emu.sh).
+check_LTLIBRARIES += tests/mock/libhipress_cuda_emu.la
+tests_mock_libhipress_cuda_emu_la_SOURCES = cuda/hp_cuda_module.c cuda/hp_codec.c cuda/hp_kern_emu.c
+tests_mock_libhipress_cuda_emu_la_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS) -I$(top_srcdir)/cuda -DHP_KL_TRANSLATE
+tests_mock_libhipress_cuda_emu_la_CFLAGS = $(AM_CFLAGS) -Werror
+tests_mock_libhipress_cuda_emu_la_LDFLAGS = -module -avoid-version -shared -rpath $(abs_builddir)/tests/mock/.libs \
+	-export-symbols-regex '^hipress_gpu_ops_v[12]$$'
+tests_mock_libhipress_cuda_emu_la_LIBADD = -ldl -lpthread -lm
 endif

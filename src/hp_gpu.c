@@ -38,6 +38,7 @@ static struct {
     /* the module */
     int                    mod_tried;
     const hp_gpu_ops_t    *mod_ops;
+    const hp_gpu_ops_v2_t *mod_ops2;     /* the same table with the device codec, or NULL */
     char                   mod_why[1024];
 } g = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
@@ -311,9 +312,18 @@ const hp_gpu_ops_t *hp_gpu_module(int load_driver, char *why, size_t whylen)
         snprintf(g.mod_why, sizeof(g.mod_why), "cannot load %.900s", dlerror());
         goto out_locked;
     }
+    /* the newest table first: version 2 has the device codec */
+    {
+        const hp_gpu_ops_v2_t *(*get2)(void) = (const hp_gpu_ops_v2_t *(*)(void))dlsym(h, HP_GPU_OPS_V2_SYMBOL);
+        const hp_gpu_ops_v2_t *o2 = get2 != NULL ? get2() : NULL;
+        if (o2 != NULL && o2->base.version == HP_GPU_OPS_V2_VERSION && o2->base.size >= sizeof(hp_gpu_ops_v2_t))
+            g.mod_ops2 = o2;
+    }
     get = (const hp_gpu_ops_t *(*)(void))dlsym(h, HP_GPU_OPS_SYMBOL);
-    ops = get != NULL ? get() : NULL;
-    if (ops == NULL || ops->version != HP_GPU_OPS_VERSION || ops->size < sizeof(hp_gpu_ops_t)) {
+    ops = g.mod_ops2 != NULL ? &g.mod_ops2->base : get != NULL ? get() : NULL;
+    if (ops == NULL || (g.mod_ops2 == NULL && ops->version != HP_GPU_OPS_VERSION) ||
+        ops->size < sizeof(hp_gpu_ops_t)) {
+        g.mod_ops2 = NULL;
         snprintf(g.mod_why, sizeof(g.mod_why), "%.700s: no %s table of version %d", path, HP_GPU_OPS_SYMBOL,
                  HP_GPU_OPS_VERSION);
         ops = NULL;
@@ -324,9 +334,11 @@ const hp_gpu_ops_t *hp_gpu_module(int load_driver, char *why, size_t whylen)
     if (rc != HP_GPU_OK) {
         snprintf(g.mod_why, sizeof(g.mod_why), "%.700s: %.250s", path, ops->last_error());
         ops = NULL;     /* the module stays loaded: dlclose of a CUDA runtime is not safe */
+        g.mod_ops2 = NULL;
         goto out_locked;
     }
-    snprintf(g.mod_why, sizeof(g.mod_why), "%.700s (%.250s)", path, ops->build);
+    snprintf(g.mod_why, sizeof(g.mod_why), "%.700s (%.200s%s)", path, ops->build,
+             g.mod_ops2 != NULL ? "; device codec" : "; no device codec: device buffers are not compressed");
     g.mod_ops = ops;
 #endif
 out_locked:
@@ -340,6 +352,17 @@ out_locked:
         HP_INFO("gpu: no cuda module: %s", g.mod_why);
     pthread_mutex_unlock(&g.lock);
     return ops;
+}
+
+const hp_gpu_ops_v2_t *hp_gpu_module_v2(void)
+{
+    const hp_gpu_ops_v2_t *o2;
+    if (hp_gpu_module(0, NULL, 0) == NULL)
+        return NULL;
+    pthread_mutex_lock(&g.lock);
+    o2 = g.mod_ops2;
+    pthread_mutex_unlock(&g.lock);
+    return o2;
 }
 
 /* ------------------------------------------------------ pure decisions */

@@ -129,6 +129,105 @@ typedef struct hp_gpu_ops {
     const char *(*last_error)(void);
 } hp_gpu_ops_t;
 
+/* ------------------------------------------------- the module's codec (v2) */
+
+#include "hp_gpu_fmt.h"
+
+/* One message to encode on the device.  Parameters are resolved by
+ * libhipress (the module does not read the settings); pointers are device
+ * memory of the call's context. */
+typedef struct hp_gpu_enc {
+    uint32_t     fmt;         /* HP_GPU_FMT_* */
+    uint32_t     block;       /* onebit, tbq, sparse: elements per block (the grain) */
+    uint32_t     bits;        /* terngrad: 1, 2, 4, 8 */
+    float        thr, scale;  /* tbq: fixed threshold (> 0), else scale of mean |v| */
+    float        momentum;    /* sparse with state: u = m u + g */
+    uint32_t     k_full;      /* sparse: kept per full block */
+    uint32_t     k_last;      /* sparse: kept by a shorter last block */
+    const float *in;          /* n values */
+    float       *residual;    /* n floats or NULL */
+    float       *state;       /* sparse: momentum state, or NULL */
+    float       *mask;        /* zeroed where the message carries an element, or NULL */
+    size_t       n;
+    uint64_t     rng_key;     /* folded (hp_rng_key) */
+    uint64_t     rng_offset;  /* counter of in[0] */
+} hp_gpu_enc_t;
+
+/* One payload to decode on the device. */
+typedef struct hp_gpu_dec {
+    uint32_t fmt, block, bits;
+    int      accumulate;
+    size_t   n;
+} hp_gpu_dec_t;
+
+/* Bytes of the payload of a message of e (the CPU compressors' sizes; for
+ * sparse and terngrad the largest). */
+static inline size_t hp_gpu_payload_bytes(const hp_gpu_enc_t *e)
+{
+    size_t n = e->n, b = e->block ? e->block : 1;
+    switch (e->fmt) {
+    case HP_GPU_FMT_NONE: return 4 * n;
+    case HP_GPU_FMT_ONEBIT: return 8 * ((n + b - 1) / b) + 4 * ((n + 31) / 32);
+    case HP_GPU_FMT_TBQ: return 4 * ((n + b - 1) / b) + (n + 3) / 4;
+    case HP_GPU_FMT_TERNGRAD: return 8 + (n * e->bits + 7) / 8;
+    case HP_GPU_FMT_SPARSE: return 8 * ((n / b) * (size_t)e->k_full + (n % b ? e->k_last : 0));
+    default: return 0;
+    }
+}
+
+#define HP_GPU_OPS_V2_VERSION 2
+#define HP_GPU_OPS_V2_SYMBOL "hipress_gpu_ops_v2"
+
+/*
+ * Version 2 adds the device codec: compressed MPI_Allreduce on device
+ * buffers.  A call runs in a codec context (call_begin .. call_end: the
+ * context of the buffer, two streams, events, a device workspace kept from
+ * call to call, so no device allocation after the first calls).  Work is
+ * queued in stream order; the functions that hand bytes to the host
+ * (encode, copy to host memory, momentum, sync, call_end) wait for what they
+ * need.  A malformed message found on the device is remembered (sticky) and
+ * reported by the next encode, sync or call_end through *bad_p.
+ */
+typedef struct hp_gpu_ops_v2 {
+    hp_gpu_ops_t base;      /* base.version = 2, base.size = sizeof(hp_gpu_ops_v2_t) */
+
+    int (*call_begin)(const hp_gpu_ptr_t *where, void **cx_p);
+    int (*call_end)(void *cx, int *bad_p);
+    /* Encode into host memory (out: the payload area of a message slot, cap
+     * bytes, best page-locked); *plen_p payload bytes, *nonfinite_p 1 for
+     * the NaN message (nothing then written to residual and state). */
+    int (*encode)(void *cx, const hp_gpu_enc_t *e, void *out, size_t cap, size_t *plen_p,
+                  int *nonfinite_p, int *bad_p);
+    /* Decode a payload in host memory into dst (device); returns
+     * HP_GPU_ERR_INVALID when the host-side checks reject it.  The payload
+     * may be reused when it returns. */
+    int (*decode)(void *cx, const hp_gpu_dec_t *d, const void *payload, size_t plen, float *dst);
+    int (*fill)(void *cx, float *dst, float v, size_t n);
+    /* buf += r, r = 0, unless buf holds NaN or Inf (then neither changes). */
+    int (*fold)(void *cx, float *buf, float *r, size_t n);
+    int (*add)(void *cx, float *dst, const float *src, size_t n);
+    /* Any direction (unified addressing); returns once host memory involved
+     * is written or may be reused. */
+    int (*copy)(void *cx, void *dst, const void *src, size_t bytes);
+    /* u = m u + buf; buf = u, unless buf holds NaN or Inf: *applied_p. */
+    int (*momentum)(void *cx, float *u, float *buf, float m, size_t n, int *applied_p);
+    /* Device scratch of the call (valid until the next work() or call_end). */
+    int (*work)(void *cx, size_t bytes, void **p_p);
+    int (*sync)(void *cx, int *bad_p);
+    /* Device memory outside calls (error-feedback vectors): zero-filled. */
+    int (*dev_alloc)(const hp_gpu_ptr_t *where, size_t bytes, void **p_p);
+    int (*dev_free)(const hp_gpu_ptr_t *where, void *p);
+    /* Sum of |p[i]| in double (the dropped-mass count of the residual store). */
+    int (*dev_l1)(const hp_gpu_ptr_t *where, const float *p, size_t n, double *l1_p);
+    /* hipress-bench --kernels --gpu: time every format's encode and decode
+     * and a device-to-device copy on `device` (see cuda/hp_cuda_bench.cu);
+     * rows are printed through `row`. */
+    int (*bench)(int device, size_t bytes, int reps, const hp_gpu_enc_t *fmts, int nfmts,
+                 void (*row)(void *arg, int fmt_index, const char *op, double gbps, double copy_gbps,
+                             size_t payload),
+                 void *arg);
+} hp_gpu_ops_v2_t;
+
 #ifndef HP_GPU_OPS_ONLY
 
 #include <link.h>
@@ -136,7 +235,7 @@ typedef struct hp_gpu_ops {
 #include "hp_config.h"
 
 /* HIPRESS_GPU and HIPRESS_GPU_MPI_AWARE, in the order of their accepted lists. */
-enum { HP_GPU_SETTING_AUTO, HP_GPU_SETTING_OFF };
+enum { HP_GPU_SETTING_AUTO, HP_GPU_SETTING_OFF, HP_GPU_SETTING_STAGE };
 enum { HP_GPU_AWARE_AUTO, HP_GPU_AWARE_YES, HP_GPU_AWARE_NO };
 
 /* ------------------------------------------------------------ the watch */
@@ -186,6 +285,11 @@ void hp_gpu_log_state(void);
  * it cannot be loaded, or the driver is missing; `why` then says which
  * (also logged once at INFO). */
 const hp_gpu_ops_t *hp_gpu_module(int load_driver, char *why, size_t whylen);
+
+/* The loaded module's device codec (hp_gpu_ops_v2_t), or NULL: no module,
+ * or one without the codec (version 1).  Loads the module as
+ * hp_gpu_module(0, ...) does. */
+const hp_gpu_ops_v2_t *hp_gpu_module_v2(void);
 
 /* The module file hipress would load (HIPRESS_CUDA_MODULE, next to the
  * library, or the install directory), or "" when none is found; `searched`

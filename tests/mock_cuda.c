@@ -37,7 +37,7 @@ enum {
 enum { ATTR_CONTEXT = 1, ATTR_MEMORY_TYPE = 2, ATTR_IS_MANAGED = 8, ATTR_DEVICE_ORDINAL = 9 };
 enum { ATTR_CC_MAJOR = 75, ATTR_CC_MINOR = 76 };
 
-#define MAX_REGIONS 256
+#define MAX_REGIONS 1024
 static struct region {
     char  *base;
     size_t len;
@@ -50,7 +50,7 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static int initialized;
 static char the_context[2];   /* one context per device, by address */
 static void *capturing[16];
-static unsigned long long n_query, n_d2h, n_h2d, n_init, n_retain, n_streams, n_events;
+static unsigned long long n_query, n_d2h, n_h2d, n_init, n_retain, n_streams, n_events, n_async, n_alloc;
 static __thread CUcontext ctx_stack[16];
 static __thread int ctx_depth;
 
@@ -140,6 +140,14 @@ API int mock_cuda_read(void *dst, const void *dev, size_t n)
     return 0;
 }
 
+/* The host shadow of a device address (p itself for host memory): the
+ * emulated CUDA module (cuda/hp_kern_emu.c) runs its kernels on it. */
+API void *mock_cuda_shadow(const void *p)
+{
+    struct region *r = find((uintptr_t)p, 1);
+    return r != NULL ? r->shadow + ((const char *)p - r->base) : (void *)(uintptr_t)p;
+}
+
 API void mock_cuda_set_capturing(void *stream, int on)
 {
     pthread_mutex_lock(&lock);
@@ -151,7 +159,8 @@ API void mock_cuda_set_capturing(void *stream, int on)
     pthread_mutex_unlock(&lock);
 }
 
-/* "query", "d2h", "h2d", "init", "retain", "streams", "events", "ctx_depth" */
+/* "query", "d2h", "h2d", "init", "retain", "streams", "events", "ctx_depth",
+ * "async" (cuMemcpyAsync), "alloc" (cuMemAlloc) */
 API unsigned long long mock_cuda_count(const char *what)
 {
     if (strcmp(what, "query") == 0) return n_query;
@@ -162,6 +171,8 @@ API unsigned long long mock_cuda_count(const char *what)
     if (strcmp(what, "streams") == 0) return n_streams;
     if (strcmp(what, "events") == 0) return n_events;
     if (strcmp(what, "ctx_depth") == 0) return (unsigned long long)ctx_depth;
+    if (strcmp(what, "async") == 0) return n_async;
+    if (strcmp(what, "alloc") == 0) return n_alloc;
     return ~0ULL;
 }
 
@@ -398,5 +409,56 @@ API CUresult cuEventDestroy_v2(CUevent e)
 {
     __atomic_sub_fetch(&n_events, 1, __ATOMIC_RELAXED);
     free(e);
+    return SUCCESS;
+}
+
+/* ------------------------------------------- the device codec's needs */
+
+/* Streams complete at once: asynchronous work is done when it is queued. */
+
+API CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t n)
+{
+    CUcontext cur = ctx_depth > 0 ? ctx_stack[ctx_depth - 1] : NULL;
+    void *m;
+    if (cur == NULL)
+        return ERR_INVALID_CONTEXT;
+    m = mock_cuda_malloc(n, (int)((char *)cur - the_context));
+    if (m == NULL)
+        return ERR_INVALID_VALUE;
+    __atomic_add_fetch(&n_alloc, 1, __ATOMIC_RELAXED);
+    *p = (CUdeviceptr)(uintptr_t)m;
+    return SUCCESS;
+}
+
+API CUresult cuMemFree_v2(CUdeviceptr p)
+{
+    mock_cuda_free((void *)(uintptr_t)p);
+    return SUCCESS;
+}
+
+API CUresult cuMemsetD8Async(CUdeviceptr p, unsigned char v, size_t n, CUstream s)
+{
+    struct region *r = find((uintptr_t)p, n);
+    (void)s;
+    if (r == NULL)
+        return ERR_INVALID_VALUE;
+    memset(r->shadow + ((char *)(uintptr_t)p - r->base), v, n);
+    return SUCCESS;
+}
+
+API CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
+{
+    CUcontext cur = ctx_depth > 0 ? ctx_stack[ctx_depth - 1] : NULL;
+    (void)s;
+    if (cur == NULL)
+        return ERR_INVALID_CONTEXT;
+    __atomic_add_fetch(&n_async, 1, __ATOMIC_RELAXED);
+    memmove(mock_cuda_shadow((void *)(uintptr_t)dst), mock_cuda_shadow((const void *)(uintptr_t)src), n);
+    return SUCCESS;
+}
+
+API CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned int flags)
+{
+    (void)s; (void)e; (void)flags;
     return SUCCESS;
 }
