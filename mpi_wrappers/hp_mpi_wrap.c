@@ -6,6 +6,7 @@
  * process that never loads CUDA.
  */
 #include "hp_state.h"
+#include "hp_backend.h"
 #include "hp_wrap_gpu.h"
 #include <ctype.h>
 #include <limits.h>
@@ -56,12 +57,17 @@ static __attribute__((noinline)) int allreduce_slow(const void *sendbuf, void *r
     hp_gpu_ptr_t kinds[2];
     hp_elig_t r;
     int shared;
+    int any_device = 0;
 
     memset(&d, 0, sizeof(d));
     /* device memory must never reach the CPU path; it can exist only once
-     * the watch has fired */
-    if (HP_UNLIKELY(hp_gpu_watch_fired()))
-        d.device = hp_mpi_buffers_kind(sendbuf, recvbuf, kinds);
+     * the watch has fired.  The GPU compresses what it can (the decision:
+     * hp_gpu_compress_route, agreed below with the other ranks' like every
+     * rank-local fact); the rest is passed through, staged. */
+    if (HP_UNLIKELY(hp_gpu_watch_fired())) {
+        any_device = hp_mpi_buffers_kind(sendbuf, recvbuf, kinds);
+        d.device = any_device && !hp_gpu_compress_route(kinds, sendbuf, recvbuf);
+    }
     d.enabled = 1;
     d.op_is_sum = 1;
     d.dtype_is_float = 1;
@@ -97,7 +103,7 @@ static __attribute__((noinline)) int allreduce_slow(const void *sendbuf, void *r
     }
     if (r != HP_ELIG_YES) {
         count_reason(r);
-        if (HP_UNLIKELY(d.device))
+        if (HP_UNLIKELY(any_device))
             return hp_mpi_allreduce_pass(sendbuf, recvbuf, count, datatype, op, comm, kinds);
         return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
     }

@@ -6,6 +6,7 @@
 #ifndef HP_ALGO_H
 #define HP_ALGO_H
 
+#include "hp_backend.h"
 #include "hp_comp.h"
 #include "hp_eligible.h"
 #include "hp_residual.h"
@@ -14,6 +15,7 @@
 /* One compressed allreduce in progress. */
 typedef struct hp_call {
     hp_transport_t             *tp;
+    hp_mem_t                   *mem;        /* the buffer's memory and its operations; NULL: host */
     float                      *buf;        /* n floats: input on entry, result on exit */
     size_t                      n;
     size_t                      base;       /* element index of buf[0] in the user's buffer */
@@ -85,6 +87,17 @@ void hp_call_decode_to(hp_call_t *call, const void *msg, size_t msg_len, float *
 #define HP_DECODE_MANY_MAX 64
 void hp_call_decode_many(hp_call_t *call, void *const *msgs, const size_t *lens, int count, size_t off,
                          size_t len, int accumulate);
+
+/* The buffer's memory operations for the algorithms: copy and add n floats
+ * (both in the buffer's memory), and a work vector of n floats in it.  A
+ * call that carves its message slots with hp_call_slots asks for
+ * hp_call_work_bytes(call, n) extra bytes and passes them to hp_call_work
+ * (the CPU uses them; the device gives device memory).  NULL when memory is
+ * short (the call is then marked failed). */
+void hp_call_copy(hp_call_t *call, float *dst, const float *src, size_t n);
+void hp_call_add(hp_call_t *call, float *dst, const float *src, size_t n);
+size_t hp_call_work_bytes(const hp_call_t *call, size_t n);
+float *hp_call_work(hp_call_t *call, void *host_extra, size_t n);
 
 /* Carve `count` message slots of *cap_p bytes (plus `extra_bytes` returned in
  * *extra_p) from the call's scratch.  When that memory cannot be had, the

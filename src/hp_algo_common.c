@@ -1,22 +1,145 @@
 /* Encode/decode of one partition inside a collective: error feedback, random
- * keys, timing, the corruption test knob and error messages. */
+ * keys, timing, the corruption test knob and error messages; and the CPU
+ * backend (hp_backend.h) the algorithms' buffer operations dispatch to for
+ * host memory. */
 #include "hp_algo.h"
 #include "hp_ops.h"
 #include "hp_ops_sparse.h"
 #include <signal.h>
 #include <string.h>
 
+/* ------------------------------------------------------ the CPU backend */
+
+static hp_status_t cpu_encode(hp_mem_t *m, int kind, hipress_encode_args_t *a, hp_src_t src, float *mask,
+                              void *out, size_t cap, size_t *len_p, int *nonfinite_p, size_t *except_p);
+static hp_status_t cpu_decode(hp_mem_t *m, int kind, const void *msg, size_t len, size_t n, float *dst,
+                              int accumulate, const hipress_comp_params_t *p)
+{
+    (void)m;
+    return hp_msg_decode(kind, msg, len, n, dst, accumulate, p);
+}
+
+static int cpu_fold(hp_mem_t *m, float *buf, float *r, size_t n)
+{
+    const hp_ops_t *ops = hp_ops_get(HP_ISA_AUTO);
+    (void)m;
+    if (ops->nonfinite(buf, n))
+        return 0;
+    ops->add(buf, r, buf, n);
+    memset(r, 0, n * sizeof(float));
+    return 1;
+}
+
+static int cpu_nonfinite(hp_mem_t *m, const float *buf, size_t n)
+{
+    (void)m;
+    return hp_ops_get(HP_ISA_AUTO)->nonfinite(buf, n) != 0;
+}
+
+static void cpu_copy(hp_mem_t *m, void *dst, const void *src, size_t bytes)
+{
+    (void)m;
+    if (dst != src)
+        memcpy(dst, src, bytes);
+}
+
+static void cpu_add(hp_mem_t *m, float *dst, const float *src, size_t n)
+{
+    (void)m;
+    for (size_t i = 0; i < n; i++)
+        dst[i] += src[i];
+}
+
+static float *cpu_work(hp_mem_t *m, void *host_extra, size_t n)
+{
+    (void)m; (void)n;
+    return (float *)host_extra;
+}
+
+static size_t cpu_work_host_bytes(size_t n)
+{
+    return n * sizeof(float);
+}
+
+static int cpu_momentum(hp_mem_t *m, float *u, float *buf, float mom, size_t n)
+{
+    const hp_ops_t *ops = hp_ops_get(HP_ISA_AUTO);
+    (void)m;
+    if (ops->nonfinite(buf, n))
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        float v = mom * u[i];
+        u[i] = v + buf[i];
+        buf[i] = u[i];
+    }
+    return 1;
+}
+
+static hp_status_t cpu_sync(hp_mem_t *m)
+{
+    return m->err;
+}
+
+const hp_mem_ops_t hp_mem_cpu = {
+    .name = "cpu",
+    .encode = cpu_encode,
+    .decode = cpu_decode,
+    .fold = cpu_fold,
+    .nonfinite = cpu_nonfinite,
+    .copy = cpu_copy,
+    .add = cpu_add,
+    .work = cpu_work,
+    .work_host_bytes = cpu_work_host_bytes,
+    .momentum = cpu_momentum,
+    .scratch = NULL,
+    .collective = NULL,
+    .sync = cpu_sync,
+};
+
+/* A call without memory of its own (tests, powersgd's sums of host vectors)
+ * is on the host. */
+static hp_mem_t cpu_mem = {&hp_mem_cpu, NULL, {HP_MEM_HOST, -1, NULL}, HP_OK};
+
+static hp_mem_t *mem_of(const hp_call_t *call)
+{
+    return call->mem != NULL ? call->mem : &cpu_mem;
+}
+
+/* ------------------------------------------------------------ dispatch */
+
 void hp_call_fold(hp_call_t *call, size_t off, size_t len)
 {
-    const hp_ops_t *ops;
+    hp_mem_t *m = mem_of(call);
     float *r = call->resid != NULL ? call->resid + off : NULL;
     if (r == NULL || len == 0)
         return;
-    ops = hp_ops_get(call->params ? call->params->isa : HP_ISA_AUTO);
-    if (ops->nonfinite(call->buf + off, len))
-        return;
-    ops->add(call->buf + off, r, call->buf + off, len);
-    memset(r, 0, len * sizeof(float));
+    m->ops->fold(m, call->buf + off, r, len);
+}
+
+void hp_call_copy(hp_call_t *call, float *dst, const float *src, size_t n)
+{
+    hp_mem_t *m = mem_of(call);
+    m->ops->copy(m, dst, src, n * sizeof(float));
+}
+
+void hp_call_add(hp_call_t *call, float *dst, const float *src, size_t n)
+{
+    hp_mem_t *m = mem_of(call);
+    m->ops->add(m, dst, src, n);
+}
+
+size_t hp_call_work_bytes(const hp_call_t *call, size_t n)
+{
+    return mem_of(call)->ops->work_host_bytes(n);
+}
+
+float *hp_call_work(hp_call_t *call, void *host_extra, size_t n)
+{
+    hp_mem_t *m = mem_of(call);
+    float *w = m->ops->work(m, host_extra, n);
+    if (w == NULL && call->err == HP_OK)
+        call->err = HP_ERR_NOMEM;
+    return w;
 }
 
 /* Momentum factor masking: the momentum of the elements a message carried
@@ -35,9 +158,21 @@ static void mask_sent(float *mom, int dense, const unsigned char *msg, size_t ml
     }
 }
 
+static hp_status_t cpu_encode(hp_mem_t *m, int kind, hipress_encode_args_t *a, hp_src_t src, float *mask,
+                              void *out, size_t cap, size_t *len_p, int *nonfinite_p, size_t *except_p)
+{
+    hp_status_t st = hp_msg_encode_x(kind, a, out, cap, src, len_p, nonfinite_p, except_p);
+    (void)m;
+    /* a message with exceptions carries them before its payload: no mask */
+    if (st == HP_OK && mask != NULL && !*nonfinite_p && ((const unsigned char *)out)[2] == 0)
+        mask_sent(mask, kind == hp_kind_none, (const unsigned char *)out, *len_p, a->n);
+    return st;
+}
+
 size_t hp_call_encode(hp_call_t *call, size_t off, size_t len, int hop, int contribs,
                       void *out, size_t cap)
 {
+    hp_mem_t *m = mem_of(call);
     hp_comp_t *c = hp_comp_get(call->kind);
     int kind = call->kind;
     hipress_encode_args_t a;
@@ -85,7 +220,8 @@ size_t hp_call_encode(hp_call_t *call, size_t off, size_t len, int hop, int cont
                      : HP_SRC_BAD;
         size_t exc = 0;
         call->mg_state = 0;
-        st = hp_msg_encode_x(kind, &a, out, cap, src, &mlen, &nonfinite, &exc);
+        st = m->ops->encode(m, kind, &a, src, call->mom != NULL ? call->mom + off : NULL, out, cap, &mlen,
+                            &nonfinite, &exc);
         call->excepts += exc;
         if (exc)
             HP_INFO("%zu values of a sum beyond float32's or the format's range sent exactly "
@@ -97,8 +233,6 @@ size_t hp_call_encode(hp_call_t *call, size_t off, size_t len, int hop, int cont
         return hp_msg_error(out, len);
     }
     call->nonfinite += (unsigned long long)nonfinite;
-    if (call->mom != NULL && !nonfinite && ((const unsigned char *)out)[2] == 0)
-        mask_sent(call->mom + off, kind == hp_kind_none, (const unsigned char *)out, mlen, len);
     if (call->corrupt) {
         /* test knob: a message whose header lies about its payload */
         ((unsigned char *)out)[8] ^= 0x5a;
@@ -109,10 +243,12 @@ size_t hp_call_encode(hp_call_t *call, size_t off, size_t len, int hop, int cont
 
 void hp_call_merge_begin(hp_call_t *call, size_t off, size_t len)
 {
-    const hp_ops_t *ops = hp_ops_get(call->params ? call->params->isa : HP_ISA_AUTO);
+    hp_mem_t *m = mem_of(call);
     call->mg_off = off;
     call->mg_len = len;
-    call->mg_state = ops->nonfinite(call->buf + off, len) ? 2 : 1;
+    /* unknown (-1) counts as non-finite: the sum's NaN/Inf then makes the
+     * partition NaN, as before exceptions existed */
+    call->mg_state = m->ops->nonfinite(m, call->buf + off, len) != 0 ? 2 : 1;
 }
 
 void hp_call_decode(hp_call_t *call, const void *msg, size_t msg_len, size_t off, size_t len,
@@ -124,6 +260,7 @@ void hp_call_decode(hp_call_t *call, const void *msg, size_t msg_len, size_t off
 void hp_call_decode_to(hp_call_t *call, const void *msg, size_t msg_len, float *dst, size_t len,
                        int accumulate)
 {
+    hp_mem_t *m = mem_of(call);
     hp_status_t st;
     double t0 = hp_now();
 
@@ -134,7 +271,7 @@ void hp_call_decode_to(hp_call_t *call, const void *msg, size_t msg_len, float *
     if (call->mg_state == 1 && msg_len >= HP_MSG_HEADER &&
         (((const unsigned char *)msg)[2] & HP_MSG_NONFINITE))
         call->mg_state = 2;   /* the merge in progress received a non-finite message */
-    st = hp_msg_decode(call->kind, msg, msg_len, len, dst, accumulate, call->params);
+    st = m->ops->decode(m, call->kind, msg, msg_len, len, dst, accumulate, call->params);
     call->t_decode += hp_now() - t0;
     if (st != HP_OK) {
         if (st != HP_ERR_PEER)
@@ -150,7 +287,9 @@ void hp_call_decode_many(hp_call_t *call, void *const *msgs, const size_t *lens,
     const hp_comp_ext_t *x = hp_comp_ext(call->kind);
     const void *pl[HP_DECODE_MANY_MAX];
     size_t pls[HP_DECODE_MANY_MAX];
-    int fused = x->decode_many != NULL && count <= HP_DECODE_MANY_MAX && len > 0;
+    /* fused on host memory only: a device buffer decodes each message on
+     * the GPU (the same bits) */
+    int fused = x->decode_many != NULL && count <= HP_DECODE_MANY_MAX && len > 0 && !hp_mem_is_device(mem_of(call));
     double t0;
     int rc;
 
@@ -227,5 +366,8 @@ hp_status_t hp_slots_wait(hp_call_t *call, hp_slot_t *slots, size_t count)
 hp_status_t hp_algo_collective(hp_call_t *call)
 {
     const hp_comp_ext_t *x = hp_comp_ext(call->kind);
+    hp_mem_t *m = mem_of(call);
+    if (m->ops->collective != NULL)
+        return m->ops->collective(call);
     return x->run != NULL ? x->run(call) : HP_ERR_UNSUPPORTED;
 }

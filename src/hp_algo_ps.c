@@ -23,15 +23,17 @@ hp_status_t hp_algo_ps(hp_call_t *call)
     size_t cap = hp_call_msg_cap(call, maxpart);
     hp_slot_t *slots, *s1, *r1, *s2, *r3;
     float *acc;
+    void *extra;
     hp_status_t st = HP_OK;
 
     if (N < 2)
         return HP_ERR_INVALID;
     /* s1[c][p]: to owner c; r1[j][p]: from j, my shard; s2[p]: my sum;
-     * r3[j][p]: owner j's sum */
-    slots = hp_call_slots(call, (3 * N + 1) * P, &cap, maxpart * sizeof(float), (void **)&acc);
+     * r3[j][p]: owner j's sum; acc: the sum, in the buffer's memory */
+    slots = hp_call_slots(call, (3 * N + 1) * P, &cap, hp_call_work_bytes(call, maxpart), &extra);
     if (slots == NULL)
         return HP_ERR_NOMEM;
+    acc = call->err == HP_OK ? hp_call_work(call, extra, maxpart) : NULL;
     s1 = slots;
     r1 = s1 + N * P;
     r3 = r1 + N * P;
@@ -73,10 +75,9 @@ hp_status_t hp_algo_ps(hp_call_t *call)
                 if (acc == NULL)
                     continue;   /* out of memory: only keep the protocol going */
                 if (j == 0)
-                    memcpy(acc, own, len * sizeof(float));
+                    hp_call_copy(call, acc, own, len);
                 else
-                    for (size_t i = 0; i < len; i++)
-                        acc[i] += own[i];
+                    hp_call_add(call, acc, own, len);
             } else {
                 size_t got = 0;
                 hp_slot_t *in = &r1[j * P + p];
@@ -86,7 +87,7 @@ hp_status_t hp_algo_ps(hp_call_t *call)
             }
         }
         if (acc != NULL)
-            memcpy(own, acc, len * sizeof(float));
+            hp_call_copy(call, own, acc, len);
         s2[p].len = hp_call_encode(call, off, len, 1, (int)N, s2[p].buf, cap);
         hp_call_decode(call, s2[p].buf, s2[p].len, off, len, 0);
         if (call->err != HP_OK)

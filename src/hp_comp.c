@@ -201,6 +201,11 @@ hp_status_t hp_msg_header(const void *msg, size_t len, hp_msg_header_t *h)
     return HP_OK;
 }
 
+void hp_msg_put_header(void *out, int kind, int nonfinite, size_t n, size_t payload)
+{
+    put_header(out, kind, nonfinite ? HP_MSG_NONFINITE : 0, n, payload);
+}
+
 size_t hp_msg_error(void *out, size_t n)
 {
     put_header(out, HP_KIND_ERROR, 0, n, 0);

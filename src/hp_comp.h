@@ -21,6 +21,7 @@
 
 #include "hp_core.h"
 #include "hipress_compressor.h"
+#include "hp_gpu_fmt.h"
 
 #define HP_MSG_HEADER 12
 #define HP_MSG_MAGIC 0xC5
@@ -84,6 +85,10 @@ typedef struct hp_comp_ext {
      * other. */
     int (*decode_many)(const void *const *payloads, const size_t *lens, int count, size_t n, float *out,
                        int accumulate, const hipress_comp_params_t *p);
+    /* The format of the CUDA module's kernels that encode and decode this
+     * compressor's messages on the device, with the same bytes
+     * (HP_GPU_FMT_*); 0: none (device buffers are encoded on the host). */
+    uint32_t gpu;
 } hp_comp_ext_t;
 
 /* Registry: built-ins first, then plugins in load order. */
@@ -137,6 +142,9 @@ hp_status_t hp_msg_encode_x(int kind, hipress_encode_args_t *args, void *out, si
 
 /* An error message for n elements (12 bytes). */
 size_t hp_msg_error(void *out, size_t n);
+
+/* Write a message header (an encoder elsewhere made the payload). */
+void hp_msg_put_header(void *out, int kind, int nonfinite, size_t n, size_t payload);
 
 /* Validate and decode a message of `len` bytes that must hold n elements and
  * be of kind `kind` (or the dense fallback `none`).  accumulate: out += value.

@@ -56,4 +56,5 @@ const hp_comp_ext_t hp_compx_dgc = {
     .grain = hp_sparse_grain,
     .momentum = dgc_momentum,
     .call_params = dgc_call_params,
+    .gpu = HP_GPU_FMT_SPARSE,
 };

@@ -40,4 +40,5 @@ const hp_comp_ext_t hp_compx_graddrop = {
     .qclass = HP_QCLASS_SPARSE,
     .max_stages = 2,   /* ps, tree and ring within the noise of the textbook form (doc/accuracy.md) */
     .grain = hp_sparse_grain,
+    .gpu = HP_GPU_FMT_SPARSE,
 };

@@ -55,4 +55,5 @@ const hipress_compressor_v1_t hp_comp_none = {
 const hp_comp_ext_t hp_compx_none = {
     .qclass = HP_QCLASS_EXACT,
     .max_stages = 0,   /* exact (doc/accuracy.md) */
+    .gpu = HP_GPU_FMT_NONE,
 };

@@ -252,4 +252,5 @@ const hp_comp_ext_t hp_compx_onebit = {
     .qclass = HP_QCLASS_QUANT,
     .max_stages = 1,   /* ps, ring, tree 1.3 to 2.1 points below the textbook form (10 seeds, doc/accuracy.md) */
     .grain = onebit_grain,
+    .gpu = HP_GPU_FMT_ONEBIT,
 };

@@ -253,4 +253,5 @@ const hp_comp_ext_t hp_compx_tbq = {
     .qclass = HP_QCLASS_QUANT,
     .max_stages = 1,   /* ps, ring, tree 2.0 to 3.2 points below the textbook form (10 seeds, doc/accuracy.md) */
     .grain = tbq_grain,
+    .gpu = HP_GPU_FMT_TBQ,
 };

@@ -187,4 +187,5 @@ const hp_comp_ext_t hp_compx_terngrad = {
     .qclass = HP_QCLASS_QUANT,
     .max_stages = 0,   /* unbiased, no residual, a range per block: every algorithm within 0.3 points of plain (doc/accuracy.md) */
     .grain = tg_grain,
+    .gpu = HP_GPU_FMT_TERNGRAD,
 };

@@ -484,6 +484,22 @@ static hp_res_buf_t *buffer_state(hp_comm_state_t *cs, void *recvbuf, size_t cou
     return rb;
 }
 
+/* buffer_state for the memory of the call: a device buffer's vectors are
+ * device memory (NULL when the buffer holds vectors of another memory). */
+static hp_res_buf_t *call_buffer_state(hp_comm_state_t *cs, hp_mem_t *mem, void *recvbuf, size_t count,
+                                       int create)
+{
+    hp_res_buf_t *rb = buffer_state(cs, recvbuf, count, create);
+    return rb != NULL && hp_residual_bind(rb, hp_mem_residual(mem)) ? rb : NULL;
+}
+
+/* Message memory of a call on device memory (page-locked). */
+static void *mem_scratch_cb(void *ctx, size_t bytes)
+{
+    hp_mem_t *m = (hp_mem_t *)ctx;
+    return m->ops->scratch(m, bytes);
+}
+
 /* The residual rb holds for a buffer of count elements, or NULL. */
 static float *held_residual(const hp_res_buf_t *rb, size_t count)
 {
@@ -511,28 +527,24 @@ static void warn_residuals(hp_comm_state_t *cs)
 /* A call the plan sends plain.  What this rank still owes for the buffer
  * travels with it, exactly (unless the data holds NaN or Inf: then the
  * result is NaN anyway and the residual waits). */
-static int plain_call(hp_comm_state_t *cs, const void *sendbuf, void *recvbuf, size_t count,
+static int plain_call(hp_comm_state_t *cs, hp_mem_t *mem, const void *sendbuf, void *recvbuf, size_t count,
                       MPI_Comm comm)
 {
-    hp_res_buf_t *rb = buffer_state(cs, recvbuf, count, 0);
+    hp_res_buf_t *rb = call_buffer_state(cs, mem, recvbuf, count, 0);
     float *r = held_residual(rb, count);
-    const hp_ops_t *ops = hp_ops_get(cs->params.isa);
 
     hp_wd_wait_t w;
     int rc;
 
     if (r != NULL) {
         if (sendbuf != MPI_IN_PLACE)
-            memcpy(recvbuf, sendbuf, count * sizeof(float));
+            mem->ops->copy(mem, recvbuf, sendbuf, count * sizeof(float));
         sendbuf = MPI_IN_PLACE;
-        if (!ops->nonfinite((float *)recvbuf, count)) {
-            ops->add((float *)recvbuf, r, (float *)recvbuf, count);
-            memset(r, 0, count * sizeof(float));
+        if (mem->ops->fold(mem, (float *)recvbuf, r, count))
             atomic_fetch_add_explicit(&hp_g.stats.res_folded, 1, memory_order_relaxed);
-        }
     }
     hp_wd_enter(&w, "an allreduce the plan sent plain", -1);
-    rc = PMPI_Allreduce(sendbuf, recvbuf, (int)count, MPI_FLOAT, MPI_SUM, comm);
+    rc = hp_mem_pmpi_allreduce(mem, sendbuf, recvbuf, count, comm);
     hp_wd_leave(&w);
     return rc;
 }
@@ -544,23 +556,17 @@ static int plain_call(hp_comm_state_t *cs, const void *sendbuf, void *recvbuf, s
  * encodes; u is masked where this rank's messages carried an element.  A
  * range holding NaN or Inf skips it for this call (u stays as it was).
  * Returns u at element base, or NULL. */
-static float *apply_momentum(hp_comm_state_t *cs, hp_res_buf_t *rb, float m, float *buf,
+static float *apply_momentum(hp_comm_state_t *cs, hp_mem_t *mem, hp_res_buf_t *rb, float m, float *buf,
                              size_t base, size_t len, size_t count)
 {
-    const hp_ops_t *ops = hp_ops_get(cs->params.isa);
     float *u;
-    if (rb == NULL || !(m > 0.0f) || ops->nonfinite(buf, len))
+    if (rb == NULL || !(m > 0.0f))
         return NULL;
     u = hp_residual_vec(cs->res, rb, HP_RES_U, count);
     if (u == NULL)
         return NULL;
     u += base;
-    for (size_t i = 0; i < len; i++) {
-        float v = m * u[i];
-        u[i] = v + buf[i];
-        buf[i] = u[i];
-    }
-    return u;
+    return mem->ops->momentum(mem, u, buf, m, len) ? u : NULL;
 }
 
 /* The exact exchanges inside a node of the 2D hierarchy, point to point
@@ -618,14 +624,12 @@ static hp_status_t node_exchange(hp_comm_state_t *cs, float *buf, const int *len
 
 /* Fold what this rank holds for elements [off, off+len) into its data
  * (buf is the whole buffer): where it encodes nothing lossy this call. */
-static void fold_range(hp_comm_state_t *cs, float *r, float *buf, size_t off, size_t len)
+static void fold_range(hp_mem_t *mem, float *r, float *buf, size_t off, size_t len)
 {
-    const hp_ops_t *ops = hp_ops_get(cs->params.isa);
-    if (r == NULL || len == 0 || ops->nonfinite(buf + off, len))
+    if (r == NULL || len == 0)
         return;
-    ops->add(buf + off, r + off, buf + off, len);
-    memset(r + off, 0, len * sizeof(float));
-    atomic_fetch_add_explicit(&hp_g.stats.res_folded, 1, memory_order_relaxed);
+    if (mem->ops->fold(mem, buf + off, r + off, len))
+        atomic_fetch_add_explicit(&hp_g.stats.res_folded, 1, memory_order_relaxed);
 }
 
 int hp_allreduce_agree(MPI_Comm comm, hp_comm_state_t *cs, size_t count, int local_ok, int *rc_p)
@@ -668,6 +672,7 @@ int hp_allreduce_compressed(const void *sendbuf, void *recvbuf, size_t count, MP
     hipress_comp_params_t cparams;
     hp_res_buf_t *rb = NULL;
     hp_wd_wait_t wdw;
+    hp_mem_t mem;
     float *exact = NULL;
     int failed, is_algo_rank, keeps_state, hier, *hier_counts = NULL;
     size_t base = 0, n_algo = count, grain;
@@ -688,8 +693,17 @@ int hp_allreduce_compressed(const void *sendbuf, void *recvbuf, size_t count, MP
     hp_wd_leave(&wdw);
     if (st != HP_OK)
         goto err;
+    /* host or device memory: the operations on the buffer, for the call */
+    hp_mem_begin(&mem, recvbuf);
+    if (hp_mem_is_device(&mem)) {
+        atomic_fetch_add_explicit(&hp_g.stats.dev_calls[HP_COLL_ALLREDUCE], 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(plan.compress ? &hp_g.stats.dev_compressed : &hp_g.stats.dev_staged[HP_COLL_ALLREDUCE],
+                                  1, memory_order_relaxed);
+    }
     if (!plan.compress) {
-        int rc = plain_call(cs, sendbuf, recvbuf, count, comm);
+        int rc = plain_call(cs, &mem, sendbuf, recvbuf, count, comm);
+        if (hp_mem_end(&mem) != HP_OK && rc == MPI_SUCCESS)
+            rc = MPI_ERR_OTHER;
         atomic_fetch_add_explicit(&hp_g.stats.plan_plain, 1, memory_order_relaxed);
         if (explore != NULL && rc == MPI_SUCCESS)
             plan_report(cs, explore, hp_now() - t0, count);
@@ -701,16 +715,21 @@ int hp_allreduce_compressed(const void *sendbuf, void *recvbuf, size_t count, MP
     ext = hp_comp_ext(cs->kind);
     keeps_state = (comp->flags & (HIPRESS_COMP_EF | HIPRESS_COMP_MOMENTUM)) != 0;
     if (sendbuf != MPI_IN_PLACE)
-        memcpy(recvbuf, sendbuf, count * sizeof(float));
+        mem.ops->copy(&mem, recvbuf, sendbuf, count * sizeof(float));
     if (hp_cfg_i(&cs->cfg, HP_S_VERIFY)) {
         exact = malloc(count * sizeof(float));
-        if (exact == NULL || PMPI_Allreduce(recvbuf, exact, (int)count, MPI_FLOAT, MPI_SUM, cs->priv) != MPI_SUCCESS) {
+        if (exact != NULL)
+            mem.ops->copy(&mem, exact, recvbuf, count * sizeof(float));
+        if (exact == NULL || PMPI_Allreduce(MPI_IN_PLACE, exact, (int)count, MPI_FLOAT, MPI_SUM, cs->priv) != MPI_SUCCESS) {
             free(exact);
             exact = NULL;
         }
     }
-    rb = buffer_state(cs, recvbuf, count, keeps_state);
-    hier = plan.hier;
+    rb = call_buffer_state(cs, &mem, recvbuf, count, keeps_state);
+    /* the node exchanges of the hierarchy work on host memory: a device
+     * buffer runs the flat algorithm (every rank of the call passes device
+     * memory, so every rank decides the same) */
+    hier = plan.hier && !hp_mem_is_device(&mem);
     ac = algo_comm(cs, hier);
     is_algo_rank = ac != MPI_COMM_NULL;
     /* this call's parameters (dgc's warm-up counts calls on the buffer) */
@@ -727,8 +746,8 @@ int hp_allreduce_compressed(const void *sendbuf, void *recvbuf, size_t count, MP
         int *cnt = malloc(2 * (size_t)cs->node_size * sizeof(int));
         base = hp_span_off(count, (size_t)cs->node_size, (size_t)cs->node_rank, grain);
         n_algo = hp_span_len(count, (size_t)cs->node_size, (size_t)cs->node_rank, grain);
-        fold_range(cs, r, (float *)recvbuf, 0, base);
-        fold_range(cs, r, (float *)recvbuf, base + n_algo, count - base - n_algo);
+        fold_range(&mem, r, (float *)recvbuf, 0, base);
+        fold_range(&mem, r, (float *)recvbuf, base + n_algo, count - base - n_algo);
         shard = hp_comm_scratch2(cs, HP_MAX(n_algo * (size_t)(cs->node_size - 1), 1) * sizeof(float));
         if (cnt == NULL || shard == NULL) {
             st = HP_ERR_NOMEM;
@@ -745,7 +764,7 @@ int hp_allreduce_compressed(const void *sendbuf, void *recvbuf, size_t count, MP
         /* leaders: exact sum on each node's leader; a rank that encodes
          * nothing this call sends what it owes with its data */
         if (!is_algo_rank)
-            fold_range(cs, held_residual(rb, count), (float *)recvbuf, 0, count);
+            fold_range(&mem, held_residual(rb, count), (float *)recvbuf, 0, count);
         hp_wd_enter(&wdw, "the node reduction of a compressed allreduce", -1);
         if (PMPI_Reduce(cs->node_rank == 0 ? MPI_IN_PLACE : recvbuf, cs->node_rank == 0 ? recvbuf : NULL,
                         (int)count, MPI_FLOAT, MPI_SUM, 0, cs->node) != MPI_SUCCESS)
@@ -764,10 +783,11 @@ int hp_allreduce_compressed(const void *sendbuf, void *recvbuf, size_t count, MP
             /* one node: the node reduction was the whole job, and what this
              * rank owes goes with it */
             if (st == HP_OK)
-                fold_range(cs, held_residual(rb, count), (float *)recvbuf, base, n_algo);
+                fold_range(&mem, held_residual(rb, count), (float *)recvbuf, base, n_algo);
             is_algo_rank = 0;
         } else {
             call.tp = &tp;
+            call.mem = &mem;
             call.buf = (float *)recvbuf + base;
             call.n = n_algo;
             call.base = base;
@@ -780,7 +800,7 @@ int hp_allreduce_compressed(const void *sendbuf, void *recvbuf, size_t count, MP
             if (call.resid != NULL)
                 call.resid += base;
             if (ext->momentum != NULL)
-                call.mom = apply_momentum(cs, rb, ext->momentum(&cparams), call.buf, base, n_algo, count);
+                call.mom = apply_momentum(cs, &mem, rb, ext->momentum(&cparams), call.buf, base, n_algo, count);
             else if (rb != NULL && (comp->flags & HIPRESS_COMP_MOMENTUM) &&
                      (call.state = hp_residual_vec(cs->res, rb, HP_RES_U, count)) != NULL)
                 call.state += base;
@@ -791,8 +811,8 @@ int hp_allreduce_compressed(const void *sendbuf, void *recvbuf, size_t count, MP
             call.corrupt = hp_cfg_i(&cs->cfg, HP_S_TEST_CORRUPT) == cs->rank;
             call.kill = hp_cfg_i(&cs->cfg, HP_S_TEST_KILL_RANK) == hp_g.world_rank &&
                         (unsigned long long)hp_cfg_i(&cs->cfg, HP_S_TEST_KILL_CALL) == cs->ncalls;
-            call.scratch = scratch_cb;
-            call.scratch_ctx = cs;
+            call.scratch = mem.ops->scratch != NULL ? mem_scratch_cb : scratch_cb;
+            call.scratch_ctx = mem.ops->scratch != NULL ? (void *)&mem : (void *)cs;
             if (call.err == HP_OK)
                 st = run_algo(&call, &plan);
         }
@@ -811,6 +831,12 @@ int hp_allreduce_compressed(const void *sendbuf, void *recvbuf, size_t count, MP
             st = HP_ERR_MPI;
         hp_wd_leave(&wdw);
     }
+    /* the device's queued work done, and a malformed message it found */
+    {
+        hp_status_t ms = mem.ops->sync(&mem);
+        if (st == HP_OK)
+            st = ms;
+    }
 
     /* failure protocol: every rank learns whether any rank failed */
     failed = st != HP_OK;
@@ -820,9 +846,17 @@ int hp_allreduce_compressed(const void *sendbuf, void *recvbuf, size_t count, MP
     hp_wd_leave(&wdw);
     if (failed && st == HP_OK)
         st = HP_ERR_PEER;
-    if (exact != NULL && !failed)
-        verify_result(cs, exact, (float *)recvbuf, count);
+    if (exact != NULL && !failed) {
+        float *got = hp_mem_is_device(&mem) ? malloc(count * sizeof(float)) : (float *)recvbuf;
+        if (got != NULL && got != recvbuf)
+            mem.ops->copy(&mem, got, recvbuf, count * sizeof(float));
+        if (got != NULL)
+            verify_result(cs, exact, got, count);
+        if (got != recvbuf)
+            free(got);
+    }
     free(exact);
+    hp_mem_end(&mem);
     if (explore != NULL && !failed)
         plan_report(cs, explore, hp_now() - t0, count);
 
@@ -877,9 +911,11 @@ HP_EXPORT int hipress_comm_residual(MPI_Comm comm, const void *buf, size_t count
     /* a lookup with layout trust: it must not count as a call on the buffer */
     rb = cs != NULL ? hp_residual_buffer(cs->res, (uintptr_t)buf, count, 0, HP_LAYOUT_TRUST, NULL) : NULL;
     r = held_residual(rb, count);
-    if (r != NULL)
-        memcpy(out, r, count * sizeof(float));
-    else if (count > 0)
+    if (r != NULL) {
+        if (hp_mem_residual_read(rb, r, out, count) != 0)
+            return HIPRESS_ERR_DEVICE;
+    } else if (count > 0) {
         memset(out, 0, count * sizeof(float));
+    }
     return HIPRESS_OK;
 }

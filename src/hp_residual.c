@@ -64,6 +64,14 @@ static size_t buf_bytes(const hp_res_buf_t *b)
     return n;
 }
 
+static void vec_free(const hp_res_buf_t *b, void *p)
+{
+    if (p != NULL && b->mem != NULL)
+        b->mem->release(b->mem, p);
+    else
+        free(p);
+}
+
 /* Unlink and free b, counting it as dropped for `reason`. */
 static void buf_drop(hp_residual_store_t *s, hp_res_buf_t *b, hp_res_drop_t reason)
 {
@@ -78,12 +86,16 @@ static void buf_drop(hp_residual_store_t *s, hp_res_buf_t *b, hp_res_drop_t reas
     s->info.bytes -= bytes;
     s->info.drop_buffers[reason]++;
     s->info.drop_bytes[reason] += bytes;
-    if (b->vec[HP_RES_R] != NULL)
-        s->info.drop_l1[reason] += hp_residual_l1(b->vec[HP_RES_R], b->len[HP_RES_R]);
+    if (b->vec[HP_RES_R] != NULL) {
+        double l1 = b->mem != NULL ? b->mem->l1(b->mem, b->vec[HP_RES_R], b->len[HP_RES_R])
+                                   : hp_residual_l1(b->vec[HP_RES_R], b->len[HP_RES_R]);
+        if (l1 == l1)   /* NaN: a device vector that could not be read */
+            s->info.drop_l1[reason] += l1;
+    }
     if (reason == HP_RES_DROP_EVICTED && b->calls <= 1)
         s->info.stranded++;
     for (int k = 0; k < HP_RES_NSLOTS; k++)
-        free(b->vec[k]);
+        vec_free(b, b->vec[k]);
     free(b);
 }
 
@@ -243,7 +255,7 @@ float *hp_residual_vec(hp_residual_store_t *s, hp_res_buf_t *b, int slot, size_t
     if (b->vec[slot] != NULL && b->len[slot] == n)
         return b->vec[slot];
     /* a new length (a compressor's state sized by its settings): restart it */
-    free(b->vec[slot]);
+    vec_free(b, b->vec[slot]);
     b->vec[slot] = NULL;
     b->len[slot] = 0;
     s->info.bytes -= old;
@@ -253,14 +265,31 @@ float *hp_residual_vec(hp_residual_store_t *s, hp_res_buf_t *b, int slot, size_t
         s->info.oversize++;
         return NULL;
     }
-    v = hp_aligned_alloc(need);
-    if (v == NULL)
-        return NULL;
-    memset(v, 0, need);
+    if (b->mem != NULL) {
+        v = b->mem->alloc(b->mem, need);   /* zero-filled */
+        if (v == NULL)
+            return NULL;
+    } else {
+        v = hp_aligned_alloc(need);
+        if (v == NULL)
+            return NULL;
+        memset(v, 0, need);
+    }
     b->vec[slot] = v;
     b->len[slot] = n;
     s->info.bytes += need;
     return v;
+}
+
+int hp_residual_bind(hp_res_buf_t *b, const hp_res_mem_t *mem)
+{
+    if (b->mem == mem)
+        return 1;
+    for (int k = 0; k < HP_RES_NSLOTS; k++)
+        if (b->vec[k] != NULL)
+            return 0;
+    b->mem = mem;
+    return 1;
 }
 
 void hp_residual_info(const hp_residual_store_t *s, hp_residual_info_t *info_p)

@@ -46,12 +46,23 @@ typedef enum {
     HP_RES_DROP_NREASONS
 } hp_res_drop_t;
 
+/* Memory a buffer's vectors live in when it is not host memory (the
+ * residual of a device buffer is device memory: src/hp_gpu_backend.c):
+ * allocation (zero-filled; NULL on failure), release, and the L1 mass of a
+ * vector being dropped (NaN when it cannot be read). */
+typedef struct hp_res_mem {
+    void  *(*alloc)(const struct hp_res_mem *m, size_t bytes);
+    void   (*release)(const struct hp_res_mem *m, void *p);
+    double (*l1)(const struct hp_res_mem *m, const float *p, size_t n);
+} hp_res_mem_t;
+
 typedef struct hp_res_buf {
     uintptr_t          addr;
     size_t             count;
     float             *vec[HP_RES_NSLOTS];
     size_t             len[HP_RES_NSLOTS];   /* floats in vec[slot] */
     unsigned long long calls;                /* compressed calls that used it */
+    const hp_res_mem_t *mem;                 /* where vec[] live; NULL: host memory */
     struct hp_res_buf *hnext, *prev, *next;  /* hash chain, LRU list (internal) */
 } hp_res_buf_t;
 
@@ -96,6 +107,10 @@ hp_res_buf_t *hp_residual_buffer(hp_residual_store_t *s, uintptr_t addr, size_t 
  * for it: counted as oversize) or memory is short.  May evict other
  * buffers, never b. */
 float *hp_residual_vec(hp_residual_store_t *s, hp_res_buf_t *b, int slot, size_t n);
+
+/* Keep b's vectors in `mem` (NULL: host memory) from now on.  Returns 1
+ * when they are there (b holds no vector elsewhere), else 0. */
+int hp_residual_bind(hp_res_buf_t *b, const hp_res_mem_t *mem);
 
 /* Drop every buffer, counted with `reason`. */
 void hp_residual_drop_all(hp_residual_store_t *s, hp_res_drop_t reason);

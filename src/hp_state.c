@@ -591,6 +591,7 @@ static void stats_print_gpu(FILE *f)
     for (int i = 0; i < HP_COLL_COUNT && dev; i++)
         fprintf(f, "%s%s %llu", i ? ", " : " (", coll[i], (unsigned long long)atomic_load(&s->dev_calls[i]));
     fprintf(f, "%s\n", dev ? ")" : "");
+    fprintf(f, "  %-28s %llu\n", "compressed on the GPU", (unsigned long long)atomic_load(&s->dev_compressed));
     fprintf(f, "  %-28s %llu\n", "staged through host memory", staged);
     if (unstaged)
         fprintf(f, "  %-28s %llu\n", "device, not staged", unstaged);

@@ -48,6 +48,7 @@ typedef struct {
     _Atomic unsigned long long dev_calls[HP_COLL_COUNT];
     _Atomic unsigned long long dev_staged[HP_COLL_COUNT];    /* through host memory */
     _Atomic unsigned long long dev_unstaged[HP_COLL_COUNT];  /* no CUDA module: to MPI unchanged */
+    _Atomic unsigned long long dev_compressed;  /* MPI_Allreduce on device buffers compressed on the GPU */
     /* ncclAllReduce: calls, then by reason (HP_NELIG_YES: eligible) */
     _Atomic unsigned long long nccl_calls;
     _Atomic unsigned long long nccl_reason[HP_NELIG_NREASONS];

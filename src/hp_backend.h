@@ -1,0 +1,117 @@
+/*
+ * Where a compressed call's buffer lives, and the operations the algorithms
+ * and the driver apply to it, behind one table: the CPU backend (host
+ * memory, src/hp_algo_common.c) and the device backend (device memory, the
+ * CUDA module's codec, src/hp_gpu_backend.c).  The algorithms are written
+ * once against hp_call_encode / hp_call_decode / hp_call_fold /
+ * hp_call_copy / hp_call_add / hp_call_work (src/hp_algo.h); which memory a
+ * call works on is decided once per call (hp_mem_begin), never by a branch
+ * in an algorithm.
+ *
+ * Messages always live in host memory (the MPI transport's); on the device
+ * backend an encode produces them on the GPU and copies only the encoded
+ * bytes to the (page-locked) message slot, and a decode copies them back
+ * and decodes on the GPU.  Both backends produce the same bytes for the same
+ * input, so a message decodes to the same bits wherever it was made.
+ */
+#ifndef HP_BACKEND_H
+#define HP_BACKEND_H
+
+#include <mpi.h>
+#include "hp_comp.h"
+#include "hp_gpu.h"
+#include "hp_residual.h"
+
+typedef struct hp_mem hp_mem_t;
+struct hp_call;
+
+typedef struct hp_mem_ops {
+    const char *name;   /* "cpu", "cuda" */
+    /* Encode a->in[0..a->n) (a->residual, a->state: the call's vectors, in
+     * the buffer's memory) as one message of `kind` into out (host); mask:
+     * dgc's momentum of the range, zeroed where the message carries an
+     * element (all of it for a `none` message; none of it for a message
+     * with exceptions), or NULL.  src and *except_p: as for
+     * hp_msg_encode_x (an overflowed sum travels as exceptions). */
+    hp_status_t (*encode)(hp_mem_t *m, int kind, hipress_encode_args_t *a, hp_src_t src, float *mask,
+                          void *out, size_t cap, size_t *len_p, int *nonfinite_p, size_t *except_p);
+    /* Validate and decode a message (host) into dst (the buffer's memory). */
+    hp_status_t (*decode)(hp_mem_t *m, int kind, const void *msg, size_t len, size_t n, float *dst,
+                          int accumulate, const hipress_comp_params_t *p);
+    /* buf += r, r = 0, unless buf holds NaN or Inf; 1 when it did (the
+     * device backend does not wait to know: 1). */
+    int (*fold)(hp_mem_t *m, float *buf, float *r, size_t n);
+    /* Whether buf[0..n) holds NaN or Inf: 1 yes, 0 no, -1 unknown (the
+     * caller then assumes it does).  hp_call_merge_begin's own-data check. */
+    int (*nonfinite)(hp_mem_t *m, const float *buf, size_t n);
+    /* Copy bytes (either side may be host memory on the device backend). */
+    void (*copy)(hp_mem_t *m, void *dst, const void *src, size_t bytes);
+    void (*add)(hp_mem_t *m, float *dst, const float *src, size_t n);
+    /* n floats of the buffer's memory for the algorithm, valid during the
+     * call: the CPU backend returns host_extra (carved by the caller from
+     * its message scratch, work_host_bytes(n) bytes). */
+    float *(*work)(hp_mem_t *m, void *host_extra, size_t n);
+    size_t (*work_host_bytes)(size_t n);
+    /* u = mom u + buf; buf = u, unless buf holds NaN or Inf: 1 when done. */
+    int (*momentum)(hp_mem_t *m, float *u, float *buf, float mom, size_t n);
+    /* Host memory for the messages of the call (page-locked on the device
+     * backend), or NULL: the communicator's scratch. */
+    void *(*scratch)(hp_mem_t *m, size_t bytes);
+    /* The whole allreduce of a collective compressor (powersgd) on this
+     * memory, or NULL: the compressor's own hook. */
+    hp_status_t (*collective)(struct hp_call *call);
+    /* Wait for the queued work; the first error since begin (a malformed
+     * message found on the device: HP_ERR_MESSAGE). */
+    hp_status_t (*sync)(hp_mem_t *m);
+} hp_mem_ops_t;
+
+struct hp_mem {
+    const hp_mem_ops_t *ops;
+    void               *cx;      /* device: the module's codec context, NULL when none */
+    hp_gpu_ptr_t        where;   /* device: the buffer's allocation */
+    hp_status_t         err;     /* first failure of an operation that returns none */
+};
+
+/* The CPU backend. */
+extern const hp_mem_ops_t hp_mem_cpu;
+
+/* The call's memory: the device backend when recvbuf is device or managed
+ * memory (the caller routed it here: hp_gpu_compress_route), else the CPU.
+ * A device backend whose codec context cannot be had is still returned,
+ * with m->err set: the call then fails on every rank through the usual
+ * protocol.  Ends with hp_mem_end. */
+void hp_mem_begin(hp_mem_t *m, const void *recvbuf);
+/* Waits for the device; the call's first device error, or HP_OK. */
+hp_status_t hp_mem_end(hp_mem_t *m);
+/* 1 on the device backend. */
+static inline int hp_mem_is_device(const hp_mem_t *m) { return m->ops != &hp_mem_cpu; }
+
+/* Exact MPI operations on the call's buffer (count floats): PMPI directly on
+ * host memory, through a host copy on device memory. */
+int hp_mem_pmpi_allreduce(hp_mem_t *m, const void *sendbuf, void *recvbuf, size_t count, MPI_Comm comm);
+int hp_mem_pmpi_reduce_root0(hp_mem_t *m, void *buf, size_t count, int rank, MPI_Comm comm);
+int hp_mem_pmpi_bcast_root0(hp_mem_t *m, void *buf, size_t count, MPI_Comm comm);
+
+/* Where the error-feedback vectors of the call's buffer live (NULL: host
+ * memory), for hp_residual_bind. */
+const hp_res_mem_t *hp_mem_residual(const hp_mem_t *m);
+/* Copy count floats of a buffer's vector r to host memory out; 0 or -1. */
+int hp_mem_residual_read(const hp_res_buf_t *b, const float *r, float *out, size_t count);
+
+/* ---------------------------------------------------------- routing */
+
+/* Whether an eligible MPI_Allreduce on these buffers is compressed on the
+ * GPU (1) or, device memory being involved, passed through exactly (0):
+ * recvbuf device or managed memory, the CUDA module with the device codec
+ * loaded, HIPRESS_GPU=auto.  The one place this is decided; every rank of a
+ * call must get the same answer (give every rank the same kind of memory:
+ * doc/gpu.md). */
+int hp_gpu_compress_route(const hp_gpu_ptr_t kinds[2], const void *sendbuf, const void *recvbuf);
+
+/* The module's v2 table when loaded and usable, else NULL. */
+const hp_gpu_ops_v2_t *hp_gpu_codec(void);
+
+/* The device format of compressor `kind` (hp_comp_ext_t.gpu). */
+uint32_t hp_gpu_fmt_of(int kind);
+
+#endif

@@ -1,0 +1,658 @@
+/*
+ * The device backend of hp_backend.h: compressed MPI_Allreduce on device
+ * buffers through the CUDA module's codec (hp_gpu_ops_v2_t), the routing
+ * decision, page-locked message memory, device residual vectors, and exact
+ * MPI on device buffers through host copies.
+ *
+ * A compressor whose hp_comp_ext_t names no device format (a plugin; fp16
+ * and bf16 until their kernels are written) still runs on a device buffer:
+ * its range, residual and state are copied to host memory, encoded or
+ * decoded there by the compressor itself, and copied back -- the same
+ * bytes, slower.  So does a collective compressor (powersgd), whose whole
+ * call runs on host copies of the buffer and its state.
+ */
+#define _GNU_SOURCE
+#include "hp_backend.h"
+#include "hp_algo.h"
+#include "hp_elem.h"
+#include "hp_ops_sparse.h"
+#include "hp_state.h"
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------ the module */
+
+const hp_gpu_ops_v2_t *hp_gpu_codec(void)
+{
+    return hp_gpu_module_v2();
+}
+
+uint32_t hp_gpu_fmt_of(int kind)
+{
+    uint32_t f = hp_comp_ext(kind)->gpu;
+    return f < HP_GPU_FMT_COUNT && f != HP_GPU_FMT_FP16 && f != HP_GPU_FMT_BF16 ? f : HP_GPU_FMT_HOST;
+}
+
+int hp_gpu_compress_route(const hp_gpu_ptr_t kinds[2], const void *sendbuf, const void *recvbuf)
+{
+    (void)sendbuf;
+    if (recvbuf == NULL || kinds[1].kind == HP_MEM_HOST)
+        return 0;   /* the result goes to host memory: staged, exact */
+    if (hp_cfg_i(&hp_g.cfg, HP_S_GPU) != HP_GPU_SETTING_AUTO)
+        return 0;   /* HIPRESS_GPU=stage */
+    return hp_gpu_codec() != NULL;
+}
+
+/* ------------------------------------------------ host memory of a thread */
+
+/* Page-locked memory per thread, grown on demand and kept: the message
+ * slots of a device call (so the codec's copies are asynchronous) and the
+ * host copies of the fallbacks.  Freed when the thread exits. */
+typedef struct {
+    void  *p[2];
+    size_t bytes[2];
+    int    pinned[2];
+} arena_t;
+
+static pthread_key_t arena_key;
+static pthread_once_t arena_once = PTHREAD_ONCE_INIT;
+
+static void arena_free(void *v)
+{
+    arena_t *a = (arena_t *)v;
+    const hp_gpu_ops_v2_t *g = hp_gpu_codec();
+    for (int i = 0; i < 2; i++) {
+        if (a->p[i] == NULL)
+            continue;
+        if (a->pinned[i] && g != NULL)
+            g->base.host_free(a->p[i], NULL);
+        else
+            free(a->p[i]);
+    }
+    free(a);
+}
+
+static void arena_init(void)
+{
+    pthread_key_create(&arena_key, arena_free);
+}
+
+enum { ARENA_MSG = 0, ARENA_STAGE = 1 };
+
+static void *arena(int which, size_t bytes, const hp_gpu_ptr_t *where)
+{
+    arena_t *a;
+    const hp_gpu_ops_v2_t *g = hp_gpu_codec();
+    size_t nb;
+    pthread_once(&arena_once, arena_init);
+    a = (arena_t *)pthread_getspecific(arena_key);
+    if (a == NULL) {
+        a = (arena_t *)calloc(1, sizeof(*a));
+        if (a == NULL || pthread_setspecific(arena_key, a) != 0) {
+            free(a);
+            return NULL;
+        }
+    }
+    if (a->bytes[which] >= bytes && a->p[which] != NULL)
+        return a->p[which];
+    nb = bytes > 2 * a->bytes[which] ? bytes : 2 * a->bytes[which];
+    nb = (nb + 65535) & ~(size_t)65535;
+    if (a->p[which] != NULL) {
+        if (a->pinned[which] && g != NULL)
+            g->base.host_free(a->p[which], where);
+        else
+            free(a->p[which]);
+        a->p[which] = NULL;
+        a->bytes[which] = 0;
+    }
+    a->pinned[which] = g != NULL && g->base.host_alloc(nb, where, &a->p[which]) == HP_GPU_OK;
+    if (!a->pinned[which])
+        a->p[which] = hp_aligned_alloc(nb);
+    if (a->p[which] != NULL)
+        a->bytes[which] = nb;
+    return a->p[which];
+}
+
+/* -------------------------------------------------------- device errors */
+
+static const hp_gpu_ops_v2_t *g2(void)
+{
+    return hp_gpu_codec();
+}
+
+/* A failed operation that returns nothing: the call fails. */
+static void dev_fail(hp_mem_t *m, const char *what)
+{
+    const hp_gpu_ops_v2_t *g = g2();
+    if (m->err == HP_OK)
+        HP_WARN("gpu: %s failed: %s", what, g != NULL ? g->base.last_error() : "no cuda module");
+    if (m->err == HP_OK)
+        m->err = HP_ERR_DEVICE;
+}
+
+/* Synchronous copies through the codec context (either side host). */
+static int dev_xfer(hp_mem_t *m, void *dst, const void *src, size_t bytes)
+{
+    if (bytes == 0)
+        return 0;
+    if (m->cx == NULL || g2()->copy(m->cx, dst, src, bytes) != HP_GPU_OK) {
+        dev_fail(m, "a copy between host and device memory");
+        return -1;
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------- encode, decode */
+
+static void mask_host(float *mom, int dense, const unsigned char *msg, size_t mlen, size_t len)
+{
+    if (dense) {
+        memset(mom, 0, len * sizeof(float));
+        return;
+    }
+    for (size_t j = HP_MSG_HEADER; j + 8 <= mlen; j += 8) {
+        uint32_t i;
+        memcpy(&i, msg + j, 4);
+        if (i < len)
+            mom[i] = 0.0f;
+    }
+}
+
+/* A compressor without device kernels: on host copies of the range. */
+static hp_status_t staged_encode(hp_mem_t *m, int kind, hipress_encode_args_t *a, hp_src_t src, float *mask,
+                                 void *out, size_t cap, size_t *len_p, int *nonfinite_p, size_t *except_p)
+{
+    const size_t n = a->n, fb = n * sizeof(float);
+    float *h = (float *)arena(ARENA_STAGE, 4 * fb + 64, &m->where);
+    hipress_encode_args_t ha = *a;
+    hp_status_t st;
+    if (h == NULL)
+        return HP_ERR_NOMEM;
+    ha.in = h;
+    ha.residual = a->residual != NULL ? h + n : NULL;
+    ha.state = a->state != NULL ? h + 2 * n : NULL;
+    if (dev_xfer(m, h, a->in, fb) || (a->residual && dev_xfer(m, ha.residual, a->residual, fb)) ||
+        (a->state && dev_xfer(m, ha.state, a->state, fb)))
+        return HP_ERR_DEVICE;
+    st = hp_msg_encode_x(kind, &ha, out, cap, src, len_p, nonfinite_p, except_p);
+    if (st != HP_OK)
+        return st;
+    if ((a->residual && dev_xfer(m, a->residual, ha.residual, fb)) || (a->state && dev_xfer(m, a->state, ha.state, fb)))
+        return HP_ERR_DEVICE;
+    if (mask != NULL && !*nonfinite_p && ((const unsigned char *)out)[2] == 0) {
+        float *hm = h + 3 * n;
+        if (dev_xfer(m, hm, mask, fb))
+            return HP_ERR_DEVICE;
+        mask_host(hm, kind == hp_kind_none, (const unsigned char *)out, *len_p, n);
+        if (dev_xfer(m, mask, hm, fb))
+            return HP_ERR_DEVICE;
+    }
+    return HP_OK;
+}
+
+static hp_status_t dev_encode(hp_mem_t *m, int kind, hipress_encode_args_t *a, hp_src_t src, float *mask,
+                              void *out, size_t cap, size_t *len_p, int *nonfinite_p, size_t *except_p)
+{
+    const hipress_comp_params_t *p = a->params;
+    hp_gpu_enc_t e;
+    size_t plen = 0;
+    int nf = 0, bad = 0, rc;
+
+    *except_p = 0;
+    if (m->cx == NULL)
+        return m->err != HP_OK ? m->err : HP_ERR_DEVICE;
+    if (a->n == 0)
+        return hp_msg_encode(kind, a, out, cap, len_p, nonfinite_p);   /* header only */
+    memset(&e, 0, sizeof(e));
+    e.fmt = hp_gpu_fmt_of(kind);
+    if (e.fmt == HP_GPU_FMT_HOST || (e.fmt == HP_GPU_FMT_SPARSE && a->k != 0) || p == NULL)
+        return staged_encode(m, kind, a, src, mask, out, cap, len_p, nonfinite_p, except_p);
+    e.block = (uint32_t)hp_comp_grain(kind, p);
+    switch (e.fmt) {
+    case HP_GPU_FMT_TBQ:
+        e.thr = p->tbq_threshold;
+        e.scale = p->tbq_scale;
+        if (!(e.thr >= 0.0f) || !isfinite(e.thr) || (e.thr == 0.0f && !(e.scale > 0.0f && isfinite(e.scale))))
+            return HP_ERR_INVALID;
+        break;
+    case HP_GPU_FMT_TERNGRAD:
+        e.bits = p->terngrad_bits;
+        break;
+    case HP_GPU_FMT_SPARSE:
+        e.k_full = (uint32_t)hp_sparse_k(e.block, 0, p);
+        e.k_last = a->n % e.block ? (uint32_t)hp_sparse_k(a->n % e.block, 0, p) : 0;
+        e.momentum = p->dgc_momentum;
+        break;
+    default:
+        break;
+    }
+    e.in = a->in;
+    e.residual = a->residual;
+    e.state = a->state;
+    e.mask = mask;
+    e.n = a->n;
+    e.rng_key = hp_rng_key(a->rng_key);
+    e.rng_offset = a->rng_offset;
+    if (cap < HP_MSG_HEADER)
+        return HP_ERR_INVALID;
+    rc = g2()->encode(m->cx, &e, (unsigned char *)out + HP_MSG_HEADER, cap - HP_MSG_HEADER, &plen, &nf, &bad);
+    if (bad) {
+        /* a message decoded earlier in this call was malformed */
+        if (m->err == HP_OK)
+            m->err = HP_ERR_MESSAGE;
+        return HP_ERR_MESSAGE;
+    }
+    if (rc != HP_GPU_OK) {
+        HP_WARN("gpu: %s", g2()->base.last_error());
+        return rc == HP_GPU_ERR_INVALID ? HP_ERR_INVALID : rc == HP_GPU_ERR_NOMEM ? HP_ERR_NOMEM : HP_ERR_DEVICE;
+    }
+    /* a non-finite sum is a non-finite message here, whatever src says (no
+     * exceptions from the device kernels) */
+    if (nf)
+        plen = 0;
+    hp_msg_put_header(out, kind, nf, a->n, plen);
+    *len_p = HP_MSG_HEADER + plen;
+    *nonfinite_p = nf;
+    return HP_OK;
+}
+
+static hp_status_t dev_decode(hp_mem_t *m, int kind, const void *msg, size_t len, size_t n, float *dst,
+                              int accumulate, const hipress_comp_params_t *p)
+{
+    hp_msg_header_t h;
+    hp_gpu_dec_t d;
+    int rc;
+
+    if (m->cx == NULL)
+        return m->err != HP_OK ? m->err : HP_ERR_DEVICE;
+    /* the header, as hp_msg_decode reads it */
+    if (hp_msg_header(msg, len, &h) != HP_OK)
+        return HP_ERR_MESSAGE;
+    if (h.kind == HP_KIND_ERROR)
+        return HP_ERR_PEER;
+    if ((size_t)h.n != n || (h.kind != kind && h.kind != hp_kind_none))
+        return HP_ERR_MESSAGE;
+    if (n == 0)
+        return h.payload == 0 && h.flags == 0 ? HP_OK : HP_ERR_MESSAGE;
+    if (h.flags & HP_MSG_NONFINITE) {
+        if (h.payload != 0)
+            return HP_ERR_MESSAGE;
+        if (g2()->fill(m->cx, dst, NAN, n) != HP_GPU_OK)
+            return HP_ERR_DEVICE;
+        return HP_OK;
+    }
+    memset(&d, 0, sizeof(d));
+    d.fmt = hp_gpu_fmt_of(h.kind);
+    if (d.fmt == HP_GPU_FMT_HOST || p == NULL || (h.flags & HP_MSG_EXCEPT)) {
+        /* a compressor without device kernels, or a message with exceptions
+         * (rare: an overflowed sum): by the CPU's decoder on a host copy */
+        float *hd = (float *)arena(ARENA_STAGE, n * sizeof(float) + 64, &m->where);
+        hp_status_t st;
+        if (hd == NULL)
+            return HP_ERR_NOMEM;
+        if (accumulate && dev_xfer(m, hd, dst, n * sizeof(float)))
+            return HP_ERR_DEVICE;
+        st = hp_msg_decode(kind, msg, len, n, hd, accumulate, p);
+        if (st == HP_OK && dev_xfer(m, dst, hd, n * sizeof(float)))
+            return HP_ERR_DEVICE;
+        return st;
+    }
+    d.block = (uint32_t)hp_comp_grain(h.kind, p);
+    d.bits = p->terngrad_bits;
+    d.accumulate = accumulate;
+    d.n = n;
+    rc = g2()->decode(m->cx, &d, (const unsigned char *)msg + HP_MSG_HEADER, h.payload, dst);
+    if (rc == HP_GPU_ERR_INVALID)
+        return HP_ERR_MESSAGE;
+    if (rc != HP_GPU_OK) {
+        HP_WARN("gpu: %s", g2()->base.last_error());
+        return HP_ERR_DEVICE;
+    }
+    return HP_OK;
+}
+
+/* ------------------------------------------------------- buffer ops */
+
+static int dev_fold(hp_mem_t *m, float *buf, float *r, size_t n)
+{
+    if (m->cx == NULL || g2()->fold(m->cx, buf, r, n) != HP_GPU_OK)
+        dev_fail(m, "folding a residual into a device buffer");
+    return 1;
+}
+
+/* Not asked of the device: unknown, so hp_call_merge_begin assumes
+ * non-finite and a sum's NaN/Inf makes the partition NaN. */
+static int dev_nonfinite(hp_mem_t *m, const float *buf, size_t n)
+{
+    (void)m; (void)buf; (void)n;
+    return -1;
+}
+
+static void dev_copy(hp_mem_t *m, void *dst, const void *src, size_t bytes)
+{
+    if (dst != src && bytes > 0 && (m->cx == NULL || g2()->copy(m->cx, dst, src, bytes) != HP_GPU_OK))
+        dev_fail(m, "a copy of device memory");
+}
+
+static void dev_add(hp_mem_t *m, float *dst, const float *src, size_t n)
+{
+    if (m->cx == NULL || g2()->add(m->cx, dst, src, n) != HP_GPU_OK)
+        dev_fail(m, "a sum on the device");
+}
+
+static float *dev_work(hp_mem_t *m, void *host_extra, size_t n)
+{
+    void *p = NULL;
+    (void)host_extra;
+    if (m->cx == NULL || g2()->work(m->cx, n * sizeof(float), &p) != HP_GPU_OK) {
+        dev_fail(m, "device scratch memory");
+        return NULL;
+    }
+    return (float *)p;
+}
+
+static size_t dev_work_host_bytes(size_t n)
+{
+    (void)n;
+    return 0;
+}
+
+static int dev_momentum(hp_mem_t *m, float *u, float *buf, float mom, size_t n)
+{
+    int applied = 0;
+    if (m->cx == NULL || g2()->momentum(m->cx, u, buf, mom, n, &applied) != HP_GPU_OK) {
+        dev_fail(m, "dgc's momentum on the device");
+        return 0;
+    }
+    return applied;
+}
+
+static void *dev_scratch(hp_mem_t *m, size_t bytes)
+{
+    return arena(ARENA_MSG, bytes, &m->where);
+}
+
+static hp_status_t dev_sync(hp_mem_t *m)
+{
+    int bad = 0;
+    if (m->cx != NULL && g2()->sync(m->cx, &bad) != HP_GPU_OK)
+        dev_fail(m, "waiting for the device");
+    if (bad && m->err == HP_OK) {
+        HP_WARN("rejected a compressed message on the device (malformed content)");
+        m->err = HP_ERR_MESSAGE;
+    }
+    return m->err;
+}
+
+/* A collective compressor (powersgd) on host copies of the buffer and of
+ * its error-feedback vectors (in a store of this call), by its own run,
+ * unchanged; the vectors go back to the device store after. */
+static hp_status_t dev_collective(hp_call_t *call)
+{
+    const hp_comp_ext_t *x = hp_comp_ext(call->kind);
+    hp_mem_t *m = call->mem;
+    const size_t n = call->n, fb = n * sizeof(float);
+    hp_residual_store_t *tmp = NULL;
+    hp_res_buf_t *rb = call->rb, *trb = NULL;
+    hp_call_t sub;
+    float *h;
+    hp_status_t st = HP_OK;
+
+    if (x->run == NULL)
+        return HP_ERR_UNSUPPORTED;
+    sub = *call;
+    sub.mem = NULL;
+    sub.mom = sub.state = NULL;
+    h = (float *)arena(ARENA_STAGE, fb + 64, &m->where);
+    if (h == NULL || (rb != NULL && (tmp = hp_residual_create((size_t)-1)) == NULL))
+        st = HP_ERR_NOMEM;
+    if (st == HP_OK && call->err == HP_OK && dev_xfer(m, h, call->buf, fb))
+        st = HP_ERR_DEVICE;
+    if (st == HP_OK && rb != NULL) {
+        trb = hp_residual_buffer(tmp, rb->addr, rb->count, 1, HP_LAYOUT_TRUST, NULL);
+        for (int k = 0; k < HP_RES_NSLOTS && trb != NULL && st == HP_OK; k++) {
+            float *v;
+            if (rb->vec[k] == NULL)
+                continue;
+            v = hp_residual_vec(tmp, trb, k, rb->len[k]);
+            if (v == NULL)
+                st = HP_ERR_NOMEM;
+            else if (dev_xfer(m, v, rb->vec[k], rb->len[k] * sizeof(float)))
+                st = HP_ERR_DEVICE;
+        }
+        if (trb == NULL)
+            st = HP_ERR_NOMEM;
+        else
+            trb->calls = rb->calls;
+    }
+    if (st != HP_OK && sub.err == HP_OK)
+        sub.err = st;   /* take part with error messages: no peer hangs */
+    sub.buf = sub.err == HP_OK ? h : NULL;
+    sub.res = tmp;
+    sub.rb = trb;
+    sub.resid = trb != NULL && call->resid != NULL ? trb->vec[HP_RES_R] : NULL;
+    st = x->run(&sub);
+    call->t_encode += sub.t_encode;
+    call->t_decode += sub.t_decode;
+    call->nonfinite += sub.nonfinite;
+    if (st == HP_OK && sub.err == HP_OK) {
+        if (dev_xfer(m, call->buf, h, fb))
+            st = HP_ERR_DEVICE;
+        /* the vectors back to the device (a new length is a new vector) */
+        for (int k = 0; k < HP_RES_NSLOTS && trb != NULL && st == HP_OK; k++) {
+            float *v;
+            if (trb->vec[k] == NULL)
+                continue;
+            v = hp_residual_vec(call->res, rb, k, trb->len[k]);
+            if (v != NULL && dev_xfer(m, v, trb->vec[k], trb->len[k] * sizeof(float)))
+                st = HP_ERR_DEVICE;
+        }
+    }
+    if (st == HP_OK)
+        st = sub.err;
+    hp_residual_destroy(tmp, HP_RES_DROP_FREED);
+    return st;
+}
+
+static const hp_mem_ops_t dev_ops = {
+    .name = "cuda",
+    .encode = dev_encode,
+    .decode = dev_decode,
+    .fold = dev_fold,
+    .nonfinite = dev_nonfinite,
+    .copy = dev_copy,
+    .add = dev_add,
+    .work = dev_work,
+    .work_host_bytes = dev_work_host_bytes,
+    .momentum = dev_momentum,
+    .scratch = dev_scratch,
+    .collective = dev_collective,
+    .sync = dev_sync,
+};
+
+/* ------------------------------------------------------------ a call */
+
+void hp_mem_begin(hp_mem_t *m, const void *recvbuf)
+{
+    const hp_gpu_ops_v2_t *g;
+    memset(m, 0, sizeof(*m));
+    m->ops = &hp_mem_cpu;
+    m->where.kind = HP_MEM_HOST;
+    m->where.device = -1;
+    if (HP_LIKELY(!hp_gpu_watch_fired()))
+        return;
+    hp_gpu_ptr_query(recvbuf, &m->where);
+    if (m->where.kind == HP_MEM_HOST)
+        return;
+    m->ops = &dev_ops;
+    g = g2();
+    if (g == NULL) {
+        HP_WARN("gpu: a device buffer reached the compressed path without the cuda module's codec");
+        m->err = HP_ERR_DEVICE;
+    } else if (g->call_begin(&m->where, &m->cx) != HP_GPU_OK) {
+        HP_WARN("gpu: cannot start a compressed call on device %d: %s", m->where.device, g->base.last_error());
+        m->cx = NULL;
+        m->err = HP_ERR_DEVICE;
+    }
+}
+
+hp_status_t hp_mem_end(hp_mem_t *m)
+{
+    hp_status_t st = m->ops->sync(m);
+    if (hp_mem_is_device(m) && m->cx != NULL) {
+        int bad = 0;
+        g2()->call_end(m->cx, &bad);
+        m->cx = NULL;
+    }
+    return st;
+}
+
+/* --------------------------------------------------------- exact MPI */
+
+/* A host copy of count floats of a device buffer (NULL after an error). */
+static float *stage_in(hp_mem_t *m, const void *dev, size_t count)
+{
+    float *h = (float *)arena(ARENA_STAGE, count * sizeof(float) + 64, &m->where);
+    if (h == NULL) {
+        if (m->err == HP_OK)
+            m->err = HP_ERR_NOMEM;
+        return NULL;
+    }
+    if (dev != NULL && dev_xfer(m, h, dev, count * sizeof(float)))
+        return NULL;
+    return h;
+}
+
+int hp_mem_pmpi_allreduce(hp_mem_t *m, const void *sendbuf, void *recvbuf, size_t count, MPI_Comm comm)
+{
+    float *h;
+    int rc;
+    if (!hp_mem_is_device(m))
+        return PMPI_Allreduce(sendbuf, recvbuf, (int)count, MPI_FLOAT, MPI_SUM, comm);
+    /* an error here still calls MPI, on zeros, so no peer waits forever */
+    h = stage_in(m, sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf, count);
+    if (h == NULL) {
+        h = (float *)calloc(count ? count : 1, sizeof(float));
+        rc = PMPI_Allreduce(MPI_IN_PLACE, h, (int)count, MPI_FLOAT, MPI_SUM, comm);
+        free(h);
+        return rc == MPI_SUCCESS ? MPI_ERR_OTHER : rc;
+    }
+    rc = PMPI_Allreduce(MPI_IN_PLACE, h, (int)count, MPI_FLOAT, MPI_SUM, comm);
+    if (rc == MPI_SUCCESS && dev_xfer(m, recvbuf, h, count * sizeof(float)))
+        rc = MPI_ERR_OTHER;
+    return rc;
+}
+
+int hp_mem_pmpi_reduce_root0(hp_mem_t *m, void *buf, size_t count, int rank, MPI_Comm comm)
+{
+    float *h;
+    int rc;
+    if (!hp_mem_is_device(m))
+        return PMPI_Reduce(rank == 0 ? MPI_IN_PLACE : buf, rank == 0 ? buf : NULL, (int)count, MPI_FLOAT,
+                           MPI_SUM, 0, comm);
+    h = stage_in(m, buf, count);
+    if (h == NULL) {
+        h = (float *)calloc(count ? count : 1, sizeof(float));
+        rc = PMPI_Reduce(rank == 0 ? MPI_IN_PLACE : h, rank == 0 ? h : NULL, (int)count, MPI_FLOAT, MPI_SUM, 0, comm);
+        free(h);
+        return rc == MPI_SUCCESS ? MPI_ERR_OTHER : rc;
+    }
+    rc = PMPI_Reduce(rank == 0 ? MPI_IN_PLACE : h, rank == 0 ? h : NULL, (int)count, MPI_FLOAT, MPI_SUM, 0, comm);
+    if (rc == MPI_SUCCESS && rank == 0 && dev_xfer(m, buf, h, count * sizeof(float)))
+        rc = MPI_ERR_OTHER;
+    return rc;
+}
+
+int hp_mem_pmpi_bcast_root0(hp_mem_t *m, void *buf, size_t count, MPI_Comm comm)
+{
+    float *h;
+    int rc, rank = 0;
+    if (!hp_mem_is_device(m))
+        return PMPI_Bcast(buf, (int)count, MPI_FLOAT, 0, comm);
+    PMPI_Comm_rank(comm, &rank);
+    h = stage_in(m, rank == 0 ? buf : NULL, count);
+    if (h == NULL) {
+        h = (float *)calloc(count ? count : 1, sizeof(float));
+        rc = PMPI_Bcast(h, (int)count, MPI_FLOAT, 0, comm);
+        free(h);
+        return rc == MPI_SUCCESS ? MPI_ERR_OTHER : rc;
+    }
+    rc = PMPI_Bcast(h, (int)count, MPI_FLOAT, 0, comm);
+    if (rc == MPI_SUCCESS && rank != 0 && dev_xfer(m, buf, h, count * sizeof(float)))
+        rc = MPI_ERR_OTHER;
+    return rc;
+}
+
+/* ------------------------------------------------- residual vectors */
+
+/* Device memory of one context for the residual store, kept for the
+ * process's life (a handful: one per device context used). */
+typedef struct res_dev {
+    hp_res_mem_t    mem;   /* first: the store holds &mem */
+    hp_gpu_ptr_t    where;
+    struct res_dev *next;
+} res_dev_t;
+
+static pthread_mutex_t res_lock = PTHREAD_MUTEX_INITIALIZER;
+static res_dev_t *res_devs;
+
+static void *res_alloc(const hp_res_mem_t *mm, size_t bytes)
+{
+    const res_dev_t *r = (const res_dev_t *)mm;
+    void *p = NULL;
+    if (g2() == NULL || g2()->dev_alloc(&r->where, bytes, &p) != HP_GPU_OK) {
+        HP_WARN("gpu: no device memory for an error-feedback vector of %zu bytes", bytes);
+        return NULL;
+    }
+    return p;
+}
+
+static void res_release(const hp_res_mem_t *mm, void *p)
+{
+    const res_dev_t *r = (const res_dev_t *)mm;
+    if (g2() != NULL)
+        g2()->dev_free(&r->where, p);
+}
+
+static double res_l1(const hp_res_mem_t *mm, const float *p, size_t n)
+{
+    const res_dev_t *r = (const res_dev_t *)mm;
+    double l1 = 0.0;
+    if (g2() == NULL || g2()->dev_l1(&r->where, p, n, &l1) != HP_GPU_OK)
+        return NAN;
+    return l1;
+}
+
+const hp_res_mem_t *hp_mem_residual(const hp_mem_t *m)
+{
+    res_dev_t *r;
+    if (!hp_mem_is_device(m))
+        return NULL;
+    pthread_mutex_lock(&res_lock);
+    for (r = res_devs; r != NULL; r = r->next)
+        if (r->where.ctx == m->where.ctx && r->where.device == m->where.device)
+            break;
+    if (r == NULL && (r = (res_dev_t *)calloc(1, sizeof(*r))) != NULL) {
+        r->mem.alloc = res_alloc;
+        r->mem.release = res_release;
+        r->mem.l1 = res_l1;
+        r->where = m->where;
+        r->where.kind = HP_MEM_DEVICE;
+        r->next = res_devs;
+        res_devs = r;
+    }
+    pthread_mutex_unlock(&res_lock);
+    return r != NULL ? &r->mem : NULL;
+}
+
+int hp_mem_residual_read(const hp_res_buf_t *b, const float *r, float *out, size_t count)
+{
+    const res_dev_t *d = (const res_dev_t *)b->mem;
+    if (b->mem == NULL) {
+        memcpy(out, r, count * sizeof(float));
+        return 0;
+    }
+    return g2() != NULL && g2()->base.memcpy_d2h(out, r, count * sizeof(float), &d->where) == HP_GPU_OK ? 0 : -1;
+}
