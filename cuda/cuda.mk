@@ -86,4 +86,9 @@ tests_mock_libhipress_cuda_emu_la_CFLAGS = $(AM_CFLAGS) -Werror
 tests_mock_libhipress_cuda_emu_la_LDFLAGS = -module -avoid-version -shared -rpath $(abs_builddir)/tests/mock/.libs \
 	-export-symbols-regex '^hipress_gpu_ops_v[12]$$'
 tests_mock_libhipress_cuda_emu_la_LIBADD = -ldl -lpthread -lm
+check_PROGRAMS += tests/mpi_gpu_codec
+tests_mpi_gpu_codec_SOURCES = tests/mpi_gpu_codec.c
+tests_mpi_gpu_codec_LDADD = -ldl -lm
+TESTS += tests/run_gpu_emu.sh
 endif
+EXTRA_DIST += tests/run_gpu_emu.sh tests/mpi_gpu_codec.c

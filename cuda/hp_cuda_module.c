@@ -17,6 +17,7 @@
 #include "hp_gpu.h"
 #include "hp_cuda_kernels.h"
 #include "hp_codec.h"
+#include "hp_klaunch.h"
 #include "hp_kern.h"
 #include <math.h>
 #include <stdlib.h>
@@ -541,6 +542,19 @@ static int cx_create(CUcontext ctx, mod_cx_t **m_p)
     return HP_GPU_OK;
 }
 
+static int cuda_codec_probe(const hp_gpu_ptr_t *where)
+{
+    scope_t sc;
+    int st, ok;
+    NEED_DRIVER();
+    if ((st = scope_enter(where, &sc)) != HP_GPU_OK)
+        return st;
+    ok = hp_kl_probe() == 0;
+    scope_exit(&sc);
+    return ok ? HP_GPU_OK : fail(HP_GPU_ERR_DEVICE, "the codec's kernels do not run on device %d (no usable "
+                                 "device, or no code for its architecture in this build)", where->device);
+}
+
 static int cuda_call_begin(const hp_gpu_ptr_t *where, void **cx_p)
 {
     scope_t sc;
@@ -882,6 +896,7 @@ static const hp_gpu_ops_v2_t ops2 = {
         .selftest = cuda_selftest,
         .last_error = cuda_last_error,
     },
+    .codec_probe = cuda_codec_probe,
     .call_begin = cuda_call_begin,
     .call_end = cuda_call_end,
     .encode = cuda_encode,

@@ -39,6 +39,11 @@ static void *xlate(const void *p)
 
 /* ------------------------------------------------------------ helpers */
 
+int hp_kl_probe(void)
+{
+    return 0;   /* the host runs every "kernel" */
+}
+
 int hp_kl_finite(void *stream, const float *x, size_t n, uint32_t *flags)
 {
     (void)stream;

@@ -29,6 +29,10 @@
 extern "C" {
 #endif
 
+/* Whether kernels of this build run in the current context: a tiny kernel
+ * writes a word that is read back.  0 when they do. */
+int hp_kl_probe(void);
+
 /* flags[0] |= HP_K_F_NONFINITE when x[0..n) holds NaN or Inf. */
 int hp_kl_finite(void *stream, const float *x, size_t n, uint32_t *flags);
 

@@ -319,10 +319,10 @@ const hp_gpu_ops_t *hp_gpu_module(int load_driver, char *why, size_t whylen)
         if (o2 != NULL && o2->base.version == HP_GPU_OPS_V2_VERSION && o2->base.size >= sizeof(hp_gpu_ops_v2_t))
             g.mod_ops2 = o2;
     }
+    /* the version-1 table serves the staging and the queries either way */
     get = (const hp_gpu_ops_t *(*)(void))dlsym(h, HP_GPU_OPS_SYMBOL);
-    ops = g.mod_ops2 != NULL ? &g.mod_ops2->base : get != NULL ? get() : NULL;
-    if (ops == NULL || (g.mod_ops2 == NULL && ops->version != HP_GPU_OPS_VERSION) ||
-        ops->size < sizeof(hp_gpu_ops_t)) {
+    ops = get != NULL ? get() : NULL;
+    if (ops == NULL || ops->version != HP_GPU_OPS_VERSION || ops->size < sizeof(hp_gpu_ops_t)) {
         g.mod_ops2 = NULL;
         snprintf(g.mod_why, sizeof(g.mod_why), "%.700s: no %s table of version %d", path, HP_GPU_OPS_SYMBOL,
                  HP_GPU_OPS_VERSION);

@@ -191,6 +191,9 @@ static inline size_t hp_gpu_payload_bytes(const hp_gpu_enc_t *e)
 typedef struct hp_gpu_ops_v2 {
     hp_gpu_ops_t base;      /* base.version = 2, base.size = sizeof(hp_gpu_ops_v2_t) */
 
+    /* Whether the codec's kernels run in where's context (HP_GPU_OK: yes;
+     * a driver without a usable device, or a build without code for it: no). */
+    int (*codec_probe)(const hp_gpu_ptr_t *where);
     int (*call_begin)(const hp_gpu_ptr_t *where, void **cx_p);
     int (*call_end)(void *cx, int *bad_p);
     /* Encode into host memory (out: the payload area of a message slot, cap

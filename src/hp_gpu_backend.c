@@ -35,14 +35,50 @@ uint32_t hp_gpu_fmt_of(int kind)
     return f < HP_GPU_FMT_COUNT && f != HP_GPU_FMT_FP16 && f != HP_GPU_FMT_BF16 ? f : HP_GPU_FMT_HOST;
 }
 
+/* Whether the codec's kernels run in a context: probed once per context. */
+#define PROBED_MAX 32
+static struct {
+    pthread_mutex_t lock;
+    int             n;
+    struct { void *ctx; int device, ok; } e[PROBED_MAX];
+} probed = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static int codec_usable(const hp_gpu_ops_v2_t *g, const hp_gpu_ptr_t *where)
+{
+    int ok = -1;
+    pthread_mutex_lock(&probed.lock);
+    for (int i = 0; i < probed.n; i++)
+        if (probed.e[i].ctx == where->ctx && probed.e[i].device == where->device)
+            ok = probed.e[i].ok;
+    if (ok < 0) {
+        ok = g->codec_probe(where) == HP_GPU_OK;
+        /* INFO, not WARN: the calls stay correct (staged, exact); hipress_info
+         * --gpu and HIPRESS_STATS ("compressed on the GPU") show it too */
+        if (!ok)
+            HP_INFO("gpu: device buffers are not compressed on device %d: %s", where->device,
+                    g->base.last_error());
+        else
+            HP_INFO("gpu: MPI_Allreduce on device %d's buffers is compressed on the GPU", where->device);
+        if (probed.n < PROBED_MAX) {
+            probed.e[probed.n].ctx = where->ctx;
+            probed.e[probed.n].device = where->device;
+            probed.e[probed.n++].ok = ok;
+        }
+    }
+    pthread_mutex_unlock(&probed.lock);
+    return ok;
+}
+
 int hp_gpu_compress_route(const hp_gpu_ptr_t kinds[2], const void *sendbuf, const void *recvbuf)
 {
+    const hp_gpu_ops_v2_t *g;
     (void)sendbuf;
     if (recvbuf == NULL || kinds[1].kind == HP_MEM_HOST)
         return 0;   /* the result goes to host memory: staged, exact */
     if (hp_cfg_i(&hp_g.cfg, HP_S_GPU) != HP_GPU_SETTING_AUTO)
         return 0;   /* HIPRESS_GPU=stage */
-    return hp_gpu_codec() != NULL;
+    g = hp_gpu_codec();
+    return g != NULL && codec_usable(g, &kinds[1]);
 }
 
 /* ------------------------------------------------ host memory of a thread */

@@ -1,0 +1,195 @@
+/*
+ * Compressed MPI_Allreduce on (stand-in) device buffers against the same
+ * calls on host buffers, under the preloaded libhipress.so with the
+ * emulated CUDA module (tests/run_gpu_emu.sh; no GPU needed).
+ *
+ *   mpi_gpu_codec MOCKDIR/libcuda.so.1
+ *
+ * For every compressor and algorithm, two communicators with the same
+ * settings (a fixed plan, so both partition alike) get the same sequence of
+ * calls, one on host buffers and one on device memory of the stand-in
+ * driver (a crash on any host access).  After every call the results must
+ * be the same bits, and so must the residuals each rank holds for the two
+ * buffers (hipress_comm_residual): the device path encodes the CPU's bytes,
+ * keeps the residual on the device and decodes to the CPU's bits.  Calls
+ * with NaN in the input, and a call whose first message is corrupted (it
+ * must fail on every rank, on both paths), are part of the sequence.
+ * Rank 0 prints "mpi_gpu_codec: ok, N device calls" or the program exits 1.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <math.h>
+#include <mpi.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int rank, size, bad, ndev;
+
+static void *(*dmalloc)(size_t, int);
+static void (*dfree)(void *);
+static int (*dwrite)(void *, const void *, size_t);
+static int (*dread)(void *, const void *, size_t);
+static int (*comm_residual)(MPI_Comm, const void *, size_t, float *);
+
+#define CHECK(cond, ...) \
+    do { if (!(cond)) { fprintf(stderr, "rank %d: ", rank); fprintf(stderr, __VA_ARGS__); \
+                        fprintf(stderr, "\n"); bad = 1; } } while (0)
+
+static uint32_t bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+
+/* gradient-like values of rank r, call t */
+static float val(int r, int t, size_t i)
+{
+    uint64_t z = (uint64_t)i * 0x9E3779B97F4A7C15ULL + (uint64_t)(r * 131 + t * 7919);
+    z ^= z >> 31;
+    z *= 0xbf58476d1ce4e5b9ULL;
+    z ^= z >> 29;
+    return (float)(0.01 * sin((double)i * 0.001 + t) + ((double)(z >> 40) / 16777216.0 - 0.5) * 0.003);
+}
+
+static MPI_Comm make_comm(const char *const *kv)
+{
+    MPI_Comm c;
+    MPI_Info info;
+    MPI_Comm_dup(MPI_COMM_WORLD, &c);
+    MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN);
+    MPI_Info_create(&info);
+    for (int i = 0; kv[i] != NULL; i += 2)
+        MPI_Info_set(info, kv[i], kv[i + 1]);
+    CHECK(MPI_Comm_set_info(c, info) == MPI_SUCCESS, "MPI_Comm_set_info");
+    MPI_Info_free(&info);
+    return c;
+}
+
+/* The same calls on host and device buffers of n floats. */
+static void run(const char *label, const char *const *kv, size_t n, int calls, int nan_call, int in_place)
+{
+    MPI_Comm ch = make_comm(kv), cd = make_comm(kv);
+    float *h = malloc(n * sizeof(float)), *hs = malloc(n * sizeof(float)), *back = malloc(n * sizeof(float));
+    float *rh = malloc(n * sizeof(float)), *rd = malloc(n * sizeof(float));
+    void *d = dmalloc(n * sizeof(float), 0), *ds = dmalloc(n * sizeof(float), 0);
+
+    if (h == NULL || hs == NULL || back == NULL || rh == NULL || rd == NULL || d == NULL || ds == NULL) {
+        fprintf(stderr, "rank %d: out of memory\n", rank);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    for (int t = 0; t < calls; t++) {
+        int rch, rcd, ok;
+        size_t diff = n;
+        for (size_t i = 0; i < n; i++)
+            (in_place ? h : hs)[i] = val(rank, t, i);
+        if (t == nan_call && rank == size - 1)
+            (in_place ? h : hs)[n / 3] = NAN;
+        dwrite(in_place ? d : ds, in_place ? h : hs, n * sizeof(float));
+        rch = MPI_Allreduce(in_place ? MPI_IN_PLACE : hs, h, (int)n, MPI_FLOAT, MPI_SUM, ch);
+        rcd = MPI_Allreduce(in_place ? MPI_IN_PLACE : ds, d, (int)n, MPI_FLOAT, MPI_SUM, cd);
+        ndev++;
+        CHECK(rch == MPI_SUCCESS && rcd == MPI_SUCCESS, "%s call %d: host rc %d, device rc %d", label, t, rch, rcd);
+        dread(back, d, n * sizeof(float));
+        for (size_t i = 0; i < n && diff == n; i++)
+            if (bits(h[i]) != bits(back[i]))
+                diff = i;
+        CHECK(diff == n, "%s n=%zu call %d: result[%zu] host %a device %a", label, n, t, diff, h[diff],
+              back[diff]);
+        ok = comm_residual(ch, h, n, rh) == 0 && comm_residual(cd, d, n, rd) == 0;
+        CHECK(ok, "%s: hipress_comm_residual failed", label);
+        diff = n;
+        for (size_t i = 0; ok && i < n && diff == n; i++)
+            if (bits(rh[i]) != bits(rd[i]))
+                diff = i;
+        CHECK(diff == n, "%s n=%zu call %d: residual[%zu] host %a device %a", label, n, t, diff, rh[diff],
+              rd[diff]);
+    }
+    MPI_Comm_free(&ch);
+    MPI_Comm_free(&cd);
+    dfree(d);
+    dfree(ds);
+    free(h);
+    free(hs);
+    free(back);
+    free(rh);
+    free(rd);
+}
+
+/* A corrupted first message: the call fails on every rank, on both paths,
+ * and the next call works. */
+static void corrupt(void)
+{
+    static const char *const kv[] = {"hipress_compressor", "onebit", "hipress_algo", "ring",
+                                     "hipress_partition_bytes", "16K", "hipress_hierarchical", "off",
+                                     "hipress_min_bytes", "1K", "hipress_test_corrupt", "0", NULL};
+    const size_t n = 50000;
+    MPI_Comm ch = make_comm(kv), cd = make_comm(kv);
+    float *h = malloc(n * sizeof(float));
+    void *d = dmalloc(n * sizeof(float), 0);
+    int rch, rcd;
+    for (size_t i = 0; i < n; i++)
+        h[i] = val(rank, 0, i);
+    dwrite(d, h, n * sizeof(float));
+    rch = MPI_Allreduce(MPI_IN_PLACE, h, (int)n, MPI_FLOAT, MPI_SUM, ch);
+    rcd = MPI_Allreduce(MPI_IN_PLACE, d, (int)n, MPI_FLOAT, MPI_SUM, cd);
+    ndev++;
+    CHECK(rch != MPI_SUCCESS && rcd != MPI_SUCCESS, "corrupted message: host rc %d, device rc %d (both must fail)",
+          rch, rcd);
+    MPI_Comm_free(&ch);
+    MPI_Comm_free(&cd);
+    free(h);
+    dfree(d);
+}
+
+int main(int argc, char **argv)
+{
+    static const char *const comps[] = {"none", "onebit", "tbq", "terngrad", "graddrop", "dgc", "fp16", "bf16"};
+    static const char *const algos[] = {"ring", "ps", "tree", "allgather"};
+    void *h;
+    int all_bad = 0;
+
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (argc < 2 || (h = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL)) == NULL) {
+        fprintf(stderr, "usage: mpi_gpu_codec MOCKDIR/libcuda.so.1 (%s)\n", dlerror());
+        MPI_Abort(MPI_COMM_WORLD, 2);
+        return 2;
+    }
+    dmalloc = (void *(*)(size_t, int))dlsym(h, "mock_cuda_malloc");
+    dfree = (void (*)(void *))dlsym(h, "mock_cuda_free");
+    dwrite = (int (*)(void *, const void *, size_t))dlsym(h, "mock_cuda_write");
+    dread = (int (*)(void *, const void *, size_t))dlsym(h, "mock_cuda_read");
+    comm_residual = (int (*)(MPI_Comm, const void *, size_t, float *))dlsym(RTLD_DEFAULT, "hipress_comm_residual");
+    if (!dmalloc || !dfree || !dwrite || !dread || !comm_residual) {
+        fprintf(stderr, "rank %d: no stand-in driver or no preloaded libhipress\n", rank);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    for (size_t c = 0; c < sizeof(comps) / sizeof(comps[0]); c++)
+        for (size_t a = 0; a < sizeof(algos) / sizeof(algos[0]); a++) {
+            char label[64];
+            const char *kv[] = {"hipress_compressor", comps[c], "hipress_algo", algos[a],
+                                "hipress_partition_bytes", a == 0 ? "16K" : "64K", "hipress_hierarchical", "off",
+                                "hipress_min_bytes", "1K", "hipress_sparse_ratio", "0.01",
+                                "hipress_onebit_block", "1024", "hipress_sparse_block", "4096",
+                                "hipress_dgc_momentum", "0.5", "hipress_dgc_warmup", "3", NULL};
+            snprintf(label, sizeof(label), "%s/%s", comps[c], algos[a]);
+            run(label, kv, 40003, 4, 2, a % 2);
+            if (a == 0)
+                run(label, kv, 4099, 2, -1, 1);
+        }
+    {
+        const char *kv[] = {"hipress_compressor", "powersgd", "hipress_hierarchical", "off", "hipress_allow_plain", "0",
+                            "hipress_min_bytes", "1K", NULL};
+        run("powersgd", kv, 40003, 4, 2, 1);
+    }
+    corrupt();
+    MPI_Allreduce(&bad, &all_bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (rank == 0 && !all_bad)
+        printf("mpi_gpu_codec: ok, %d device calls\n", ndev);
+    MPI_Finalize();
+    return all_bad ? 1 : 0;
+}

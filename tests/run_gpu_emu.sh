@@ -1,0 +1,62 @@
+#!/bin/sh
+# The device path of compressed MPI_Allreduce without a GPU: the stand-in
+# driver (tests/mock/.libs/libcuda.so.1: device memory that crashes on any
+# host access) and the emulated CUDA module
+# (tests/mock/.libs/libhipress_cuda_emu.so: the module's host code with its
+# kernels run on the host, cuda/hp_kern_emu.c).
+#   1. mpi_gpu_codec at 2, 3 and 4 ranks: every compressor and algorithm on
+#      device buffers gives the host path's bits, results and residuals,
+#      NaN inputs and a corrupted message included; every device call is
+#      compressed on the GPU, none staged;
+#   2. mpi_gpu: the exact collectives on device buffers stay exact; the
+#      large float sums are compressed on the GPU (`none`), the rest staged;
+#   3. HIPRESS_GPU=stage: nothing is compressed on the GPU.
+set -u
+HP_MPI_TIMEOUT=${HP_MPI_TIMEOUT:-300}
+. "${HP_SRCDIR:-$(dirname "$0")/..}/tests/hp_test_lib.sh"
+
+mock="$HP_BUILDDIR/tests/mock/.libs"
+emu="$mock/libhipress_cuda_emu.so"
+for f in "$HP_BUILDDIR/tests/mpi_gpu_codec" "$HP_BUILDDIR/tests/mpi_gpu" "$mock/libcuda.so.1" "$emu"; do
+    [ -e "$f" ] || { echo "FAIL: $f is missing"; exit 1; }
+done
+out=$(mktemp) err=$(mktemp)
+trap 'rm -f "$out" "$err"' EXIT
+
+row() {
+    sed -n "s/^  $1  *\([0-9][0-9]*\).*/\1/p" "$err"
+}
+
+for np in 2 3 4; do
+    hp_mpirun $np -x LD_PRELOAD="$HP_PRELOAD" -x HIPRESS_STATS=1 -x HIPRESS_CUDA_MODULE="$emu" \
+        "$HP_BUILDDIR/tests/mpi_gpu_codec" "$mock/libcuda.so.1" >"$out" 2>"$err"
+    rc=$?
+    n=$(sed -n 's/^mpi_gpu_codec: ok, \([0-9]*\) device calls.*/\1/p' "$out")
+    echo "# mpi_gpu_codec np $np: exit $rc, ${n:-?} device calls, $(row 'compressed on the GPU') compressed on the GPU"
+    if [ $rc -ne 0 ] || [ -z "$n" ]; then
+        hp_fail "mpi_gpu_codec np $np"
+        cat "$out" "$err"
+        continue
+    fi
+    [ "$(row 'compressed on the GPU')" = "$n" ] || { hp_fail "np $np: not $n calls compressed on the GPU"; cat "$err"; }
+    [ "$(row 'staged through host memory')" = 0 ] || { hp_fail "np $np: calls staged"; cat "$err"; }
+done
+
+for gpu in auto stage; do
+    hp_mpirun 2 -x LD_PRELOAD="$HP_PRELOAD" -x HIPRESS_STATS=1 -x HIPRESS_CUDA_MODULE="$emu" -x HIPRESS_GPU=$gpu \
+        "$HP_BUILDDIR/tests/mpi_gpu" device "$mock" >"$out" 2>"$err"
+    rc=$?
+    c=$(row 'compressed on the GPU')
+    echo "# mpi_gpu HIPRESS_GPU=$gpu: exit $rc, ${c:-?} compressed on the GPU, $(row 'staged through host memory') staged"
+    if [ $rc -ne 0 ] || ! grep -q '^mpi_gpu: ok' "$out"; then
+        hp_fail "mpi_gpu HIPRESS_GPU=$gpu"
+        cat "$out" "$err"
+        continue
+    fi
+    if [ $gpu = auto ]; then
+        [ "${c:-0}" -gt 0 ] || { hp_fail "HIPRESS_GPU=auto: nothing compressed on the GPU"; cat "$err"; }
+    else
+        [ "${c:-x}" = 0 ] || { hp_fail "HIPRESS_GPU=stage: $c calls compressed on the GPU"; cat "$err"; }
+    fi
+done
+exit $status
