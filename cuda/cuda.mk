@@ -90,5 +90,24 @@ check_PROGRAMS += tests/mpi_gpu_codec
 tests_mpi_gpu_codec_SOURCES = tests/mpi_gpu_codec.c
 tests_mpi_gpu_codec_LDADD = -ldl -lm
 TESTS += tests/run_gpu_emu.sh
+
+# On a machine with a GPU only (tests/run_gpu_codec.sh, scripts/gpu-check;
+# skipped elsewhere): the kernels bit for bit against the CPU (gpu_kern),
+# the same comparison as mpi_gpu_codec on cudaMalloc'd memory
+# (mpi_cuda_codec), and the speedups of compression on host and device
+# buffers in one run (mpi_cuda_bench).
+check_PROGRAMS += tests/gpu_kern tests/mpi_cuda_codec tests/mpi_cuda_bench
+tests_gpu_kern_SOURCES = tests/gpu_kern.c
+tests_gpu_kern_LDADD = libhpcore.la -lm
+tests_mpi_cuda_codec_SOURCES = tests/mpi_gpu_codec.c
+tests_mpi_cuda_codec_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS) -DHP_REAL_CUDA
+tests_mpi_cuda_codec_LDFLAGS = $(AM_LDFLAGS) -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR)
+tests_mpi_cuda_codec_LDADD = -lcudart -ldl -lm
+tests_mpi_cuda_bench_SOURCES = tests/mpi_cuda_bench.c
+tests_mpi_cuda_bench_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
+tests_mpi_cuda_bench_LDFLAGS = $(AM_LDFLAGS) -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR)
+tests_mpi_cuda_bench_LDADD = -lcudart -ldl -lm
+TESTS += tests/run_gpu_codec.sh
 endif
-EXTRA_DIST += tests/run_gpu_emu.sh tests/mpi_gpu_codec.c
+EXTRA_DIST += tests/run_gpu_emu.sh tests/mpi_gpu_codec.c tests/gpu_kern.c tests/mpi_cuda_bench.c \
+	tests/run_gpu_codec.sh

@@ -249,7 +249,10 @@ static int primary_ctx(int device, CUcontext *ctx_p)
         return fail(HP_GPU_ERR_INVALID, "device %d out of range", device);
     pthread_mutex_lock(&drv.lock);
     if (drv.primary[device] == NULL) {
-        if ((rc = drv.DeviceGet(&d, device)) != CUDA_SUCCESS)
+        /* cuInit creates no context, and is a no-op once done */
+        if ((rc = drv.Init(0)) != CUDA_SUCCESS)
+            st = CU_FAIL("cuInit", rc);
+        else if ((rc = drv.DeviceGet(&d, device)) != CUDA_SUCCESS)
             st = CU_FAIL("cuDeviceGet", rc);
         else if ((rc = drv.DevicePrimaryCtxRetain(&drv.primary[device], d)) != CUDA_SUCCESS)
             st = CU_FAIL("cuDevicePrimaryCtxRetain", rc);

@@ -1,9 +1,12 @@
 /*
  * Compressed MPI_Allreduce on (stand-in) device buffers against the same
  * calls on host buffers, under the preloaded libhipress.so with the
- * emulated CUDA module (tests/run_gpu_emu.sh; no GPU needed).
+ * emulated CUDA module (tests/run_gpu_emu.sh; no GPU needed), and, built
+ * with HP_REAL_CUDA as tests/mpi_cuda_codec, on cudaMalloc'd memory of a
+ * real GPU (tests/run_gpu_codec.sh; ranks share device rank % devices).
  *
  *   mpi_gpu_codec MOCKDIR/libcuda.so.1
+ *   mpi_cuda_codec
  *
  * For every compressor and algorithm, two communicators with the same
  * settings (a fixed plan, so both partition alike) get the same sequence of
@@ -25,13 +28,41 @@
 #include <stdlib.h>
 #include <string.h>
 
+#ifdef HP_REAL_CUDA
+#define PROG "mpi_cuda_codec"
+#else
+#define PROG "mpi_gpu_codec"
+#endif
+
 static int rank, size, bad, ndev;
 
+static int (*comm_residual)(MPI_Comm, const void *, size_t, float *);
+
+#ifdef HP_REAL_CUDA
+#include <cuda_runtime.h>
+static void *dmalloc(size_t n, int dev)
+{
+    void *p = NULL;
+    (void)dev;
+    return cudaMalloc(&p, n) == cudaSuccess ? p : NULL;
+}
+static void dfree(void *p) { cudaFree(p); }
+static int dwrite(void *d, const void *h, size_t n)
+{
+    return cudaMemcpy(d, h, n, cudaMemcpyHostToDevice) == cudaSuccess ? 0 : -1;
+}
+static int dread(void *h, const void *d, size_t n)
+{
+    return cudaMemcpy(h, d, n, cudaMemcpyDeviceToHost) == cudaSuccess ? 0 : -1;
+}
+#define DIO_MISSING 0
+#else
+#define DIO_MISSING (!dmalloc || !dfree || !dwrite || !dread)
 static void *(*dmalloc)(size_t, int);
 static void (*dfree)(void *);
 static int (*dwrite)(void *, const void *, size_t);
 static int (*dread)(void *, const void *, size_t);
-static int (*comm_residual)(MPI_Comm, const void *, size_t, float *);
+#endif
 
 #define CHECK(cond, ...) \
     do { if (!(cond)) { fprintf(stderr, "rank %d: ", rank); fprintf(stderr, __VA_ARGS__); \
@@ -148,23 +179,36 @@ int main(int argc, char **argv)
 {
     static const char *const comps[] = {"none", "onebit", "tbq", "terngrad", "graddrop", "dgc", "fp16", "bf16"};
     static const char *const algos[] = {"ring", "ps", "tree", "allgather"};
-    void *h;
     int all_bad = 0;
 
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    if (argc < 2 || (h = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL)) == NULL) {
-        fprintf(stderr, "usage: mpi_gpu_codec MOCKDIR/libcuda.so.1 (%s)\n", dlerror());
-        MPI_Abort(MPI_COMM_WORLD, 2);
-        return 2;
+#ifdef HP_REAL_CUDA
+    {
+        int ndevs = 0;
+        (void)argv;
+        if (cudaGetDeviceCount(&ndevs) != cudaSuccess || ndevs < 1 || cudaSetDevice(rank % ndevs) != cudaSuccess) {
+            fprintf(stderr, "rank %d: no CUDA device\n", rank);
+            MPI_Abort(MPI_COMM_WORLD, 2);
+        }
     }
-    dmalloc = (void *(*)(size_t, int))dlsym(h, "mock_cuda_malloc");
-    dfree = (void (*)(void *))dlsym(h, "mock_cuda_free");
-    dwrite = (int (*)(void *, const void *, size_t))dlsym(h, "mock_cuda_write");
-    dread = (int (*)(void *, const void *, size_t))dlsym(h, "mock_cuda_read");
+#else
+    {
+        void *h;
+        if (argc < 2 || (h = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL)) == NULL) {
+            fprintf(stderr, "usage: mpi_gpu_codec MOCKDIR/libcuda.so.1 (%s)\n", dlerror());
+            MPI_Abort(MPI_COMM_WORLD, 2);
+            return 2;
+        }
+        dmalloc = (void *(*)(size_t, int))dlsym(h, "mock_cuda_malloc");
+        dfree = (void (*)(void *))dlsym(h, "mock_cuda_free");
+        dwrite = (int (*)(void *, const void *, size_t))dlsym(h, "mock_cuda_write");
+        dread = (int (*)(void *, const void *, size_t))dlsym(h, "mock_cuda_read");
+    }
+#endif
     comm_residual = (int (*)(MPI_Comm, const void *, size_t, float *))dlsym(RTLD_DEFAULT, "hipress_comm_residual");
-    if (!dmalloc || !dfree || !dwrite || !dread || !comm_residual) {
+    if (DIO_MISSING || !comm_residual) {
         fprintf(stderr, "rank %d: no stand-in driver or no preloaded libhipress\n", rank);
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
@@ -189,7 +233,7 @@ int main(int argc, char **argv)
     corrupt();
     MPI_Allreduce(&bad, &all_bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     if (rank == 0 && !all_bad)
-        printf("mpi_gpu_codec: ok, %d device calls\n", ndev);
+        printf("%s: ok, %d device calls\n", PROG, ndev);
     MPI_Finalize();
     return all_bad ? 1 : 0;
 }

@@ -26,7 +26,8 @@ else
     cat "$out"
 fi
 for np in 1 2; do
-    hp_mpirun $np -x LD_PRELOAD="$HP_PRELOAD" -x HIPRESS_STATS=1 "$HP_BUILDDIR/tests/mpi_cuda" >"$out" 2>"$err"
+    # HIPRESS_GPU=stage: this checks the staging (tests/run_gpu_codec.sh the codec)
+    hp_mpirun $np -x LD_PRELOAD="$HP_PRELOAD" -x HIPRESS_STATS=1 -x HIPRESS_GPU=stage "$HP_BUILDDIR/tests/mpi_cuda" >"$out" 2>"$err"
     rc=$?
     echo "# mpi_cuda np $np: exit $rc; $(grep -h 'device buffers\|staged' "$err" | tr -s ' ' | tr '\n' ';')"
     if [ $rc -ne 0 ] || ! grep -q '^mpi_cuda: ok' "$out"; then

@@ -10,7 +10,9 @@
 #      compressed on the GPU, none staged;
 #   2. mpi_gpu: the exact collectives on device buffers stay exact; the
 #      large float sums are compressed on the GPU (`none`), the rest staged;
-#   3. HIPRESS_GPU=stage: nothing is compressed on the GPU.
+#   3. HIPRESS_GPU=stage: nothing is compressed on the GPU;
+#   4. gpu_kern --quick and hipress-bench --kernels --gpu through the
+#      emulated module (the harnesses scripts/gpu-check runs on a GPU).
 set -u
 HP_MPI_TIMEOUT=${HP_MPI_TIMEOUT:-300}
 . "${HP_SRCDIR:-$(dirname "$0")/..}/tests/hp_test_lib.sh"
@@ -59,4 +61,18 @@ for gpu in auto stage; do
         [ "${c:-x}" = 0 ] || { hp_fail "HIPRESS_GPU=stage: $c calls compressed on the GPU"; cat "$err"; }
     fi
 done
+
+if [ -x "$HP_BUILDDIR/tests/gpu_kern" ]; then
+    LD_LIBRARY_PATH="$mock${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" HIPRESS_CUDA_MODULE="$emu" \
+        "$HP_BUILDDIR/tests/gpu_kern" --quick >"$out" 2>"$err"
+    rc=$?
+    echo "# gpu_kern --quick on the emulated module: exit $rc: $(tail -n 1 "$out")"
+    [ $rc -eq 0 ] || { hp_fail "gpu_kern on the emulated module"; cat "$out"; head -40 "$err"; }
+fi
+LD_LIBRARY_PATH="$mock${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" HIPRESS_CUDA_MODULE="$emu" \
+    "$HP_BUILDDIR/hipress-bench" --kernels --gpu --bytes 1M --csv >"$out" 2>"$err"
+rc=$?
+rows=$(grep -c ',\(en\|de\)code,' "$out")
+echo "# hipress-bench --kernels --gpu on the emulated module: exit $rc, $rows rows"
+[ $rc -eq 0 ] && [ "$rows" -eq 16 ] || { hp_fail "hipress-bench --kernels --gpu"; cat "$out" "$err"; }
 exit $status

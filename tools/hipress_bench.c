@@ -24,6 +24,8 @@ static int rank, nranks;
 /* hipress-bench --kernels: single-process compressor throughput
  * (tools/hp_bench_kernels.c). */
 int hp_bench_kernels(int csv);
+/* hipress-bench --kernels --gpu: the device codec (tools/hp_bench_gpu.c). */
+int hp_bench_kernels_gpu(int csv, size_t bytes, int device);
 /* hipress-bench --quality FILE: accumulated error over recorded gradients
  * against the textbook form (tools/hp_bench_quality.c). */
 int hp_bench_quality(const char *path, char *comps, char *algos, int T, int csv);
@@ -141,10 +143,17 @@ int main(int argc, char **argv)
 
     for (int i = 1; i < argc; i++)
         if (strcmp(argv[i], "--kernels") == 0) {
-            int kcsv = 0;
-            for (int j = 1; j < argc; j++)
+            int kcsv = 0, gpu = 0, device = 0;
+            size_t kbytes = 256u << 20;
+            for (int j = 1; j < argc; j++) {
                 kcsv |= strcmp(argv[j], "--csv") == 0;
-            return hp_bench_kernels(kcsv);
+                gpu |= strcmp(argv[j], "--gpu") == 0;
+                if (strcmp(argv[j], "--bytes") == 0 && j + 1 < argc)
+                    kbytes = parse_size(argv[j + 1]);
+                if (strcmp(argv[j], "--device") == 0 && j + 1 < argc)
+                    device = atoi(argv[j + 1]);
+            }
+            return gpu ? hp_bench_kernels_gpu(kcsv, kbytes, device) : hp_bench_kernels(kcsv);
         }
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -158,7 +167,8 @@ int main(int argc, char **argv)
                 printf("usage: hipress-bench [-b minbytes] [-e maxbytes] [-f factor] [-n iters] [-w warmup]\n"
                        "                     [-c compressor] [-a algorithm] [--csv] [--breakdown]\n"
                        "       hipress-bench --quality FILE [-c comp,comp..] [-a algo,algo..] [-T calls] [--csv]\n"
-                       "       hipress-bench --kernels [--csv]   (no mpirun needed)\n");
+                       "       hipress-bench --kernels [--csv]   (no mpirun needed)\n"
+                       "       hipress-bench --kernels --gpu [--bytes N] [--device D] [--csv]\n");
             MPI_Finalize();
             return 0;
         }

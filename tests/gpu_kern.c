@@ -1,0 +1,408 @@
+/*
+ * The CUDA kernels of libhipress_cuda.so on a real GPU, bit for bit against
+ * the CPU compressors (tests/check_kern.c holds their emulation to the same
+ * bytes on any machine).  Run by scripts/gpu-check and
+ * tests/run_gpu_device.sh; exits 77 (skipped) where no GPU is usable.
+ *
+ *   gpu_kern [--quick]   the module from HIPRESS_CUDA_MODULE, else the
+ *                        usual places (hp_gpu_module)
+ *
+ * Every format, many sizes (tails, partial blocks, several pieces and CTAs),
+ * parameters and inputs (ties, signed zeros, NaN, Inf, residuals that
+ * overflow, float lane sums that overflow): the payload, the residual and
+ * the state after an encode must be the CPU's bytes; decodes (overwrite and
+ * accumulate) of the CPU's messages must give the CPU's bits; malformed
+ * messages must be rejected exactly when the CPU rejects them; the buffer
+ * operations (fold, momentum, add) must match the CPU's.
+ */
+#include <math.h>
+#include <float.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "hp_comp.h"
+#include "hp_config.h"
+#include "hp_elem.h"
+#include "hp_gpu.h"
+#include "hp_ops_sparse.h"
+
+extern char **environ;
+
+static const hp_gpu_ops_v2_t *g;
+static hp_gpu_ptr_t where = {HP_MEM_DEVICE, 0, NULL};
+static void *cx;
+static int failures, cases, quick;
+
+#define FAILF(...) do { fprintf(stderr, "FAIL: " __VA_ARGS__); fprintf(stderr, "\n"); failures++; } while (0)
+
+static uint64_t rs;
+static uint64_t rnd(void) { rs += 0x9E3779B97F4A7C15ULL; return hp_mix64(rs); }
+static double unit(void) { return (double)(rnd() >> 11) * 0x1p-53; }
+
+enum { D_GRAD, D_TIES, D_SIGNED_ZERO, D_WIDE, D_HUGE, D_NAN, D_INF, D_ZERO, D_N };
+static const char *dname[D_N] = {"grad", "ties", "signed-zero", "wide", "huge", "nan", "inf", "zero"};
+
+static void fill(float *x, size_t n, int kind, uint64_t seed)
+{
+    rs = seed;
+    for (size_t i = 0; i < n; i++) {
+        double v = 0.0;
+        for (int k = 0; k < 4; k++)
+            v += unit() - 0.5;
+        switch (kind) {
+        case D_GRAD: case D_NAN: case D_INF: x[i] = (float)(0.01 * sin((double)i * 0.0007) + 0.003 * v); break;
+        case D_TIES: x[i] = (float)((int)(rnd() % 7) - 3) * 0.5f; break;
+        case D_SIGNED_ZERO: x[i] = (rnd() & 1) ? -0.0f : (rnd() % 5 == 0 ? 1.0f : 0.0f); break;
+        case D_WIDE: x[i] = (float)(v * pow(10.0, (double)((i * 7 + i / 32) % 61) - 30.0)); break;
+        case D_HUGE: x[i] = (float)(v * (rnd() % 4 == 0 ? 3e38 : pow(10.0, (double)(rnd() % 60) - 30.0))); break;
+        case D_ZERO: x[i] = 0.0f; break;
+        }
+    }
+    if (kind == D_NAN && n > 0)
+        x[rnd() % n] = NAN;
+    if (kind == D_INF && n > 0)
+        x[rnd() % n] = -INFINITY;
+}
+
+static void *dev(const void *host, size_t bytes)
+{
+    void *d = NULL;
+    if (g->dev_alloc(&where, bytes ? bytes : 4, &d) != HP_GPU_OK ||
+        (host != NULL && bytes > 0 && g->base.memcpy_h2d(d, host, bytes, &where) != HP_GPU_OK)) {
+        fprintf(stderr, "gpu_kern: device memory: %s\n", g->base.last_error());
+        exit(1);
+    }
+    return d;
+}
+
+static void back(void *host, const void *d, size_t bytes)
+{
+    if (bytes > 0 && g->base.memcpy_d2h(host, d, bytes, &where) != HP_GPU_OK) {
+        fprintf(stderr, "gpu_kern: copy to host: %s\n", g->base.last_error());
+        exit(1);
+    }
+}
+
+static int same_bits(const float *a, const float *b, size_t n, size_t *at)
+{
+    for (size_t i = 0; i < n; i++)
+        if (memcmp(&a[i], &b[i], 4) != 0) {
+            *at = i;
+            return 0;
+        }
+    return 1;
+}
+
+typedef struct {
+    const char *name;
+    int kind, fmt, resid, state, overflow;
+    hipress_comp_params_t p;
+} kc_t;
+
+static hp_gpu_enc_t enc_args(const kc_t *t, size_t n)
+{
+    hp_gpu_enc_t e;
+    memset(&e, 0, sizeof(e));
+    e.fmt = (uint32_t)t->fmt;
+    e.n = n;
+    e.block = (uint32_t)hp_comp_grain(t->kind, &t->p);
+    e.thr = t->p.tbq_threshold;
+    e.scale = t->p.tbq_scale;
+    e.bits = t->p.terngrad_bits;
+    if (t->fmt == HP_GPU_FMT_SPARSE) {
+        e.k_full = (uint32_t)hp_sparse_k(e.block, 0, &t->p);
+        e.k_last = n % e.block ? (uint32_t)hp_sparse_k(n % e.block, 0, &t->p) : 0;
+        e.momentum = t->p.dgc_momentum;
+    }
+    return e;
+}
+
+static void one(const kc_t *t, size_t n, int dk, uint64_t seed)
+{
+    size_t cap = hp_msg_max_bytes(t->kind, n, &t->p), clen = 0, plen = 0, at = 0;
+    float *x = malloc(n * 4), *r = malloc(n * 4), *u = malloc(n * 4), *tmp = malloc(n * 4), *o = malloc(n * 4);
+    unsigned char *cm = malloc(cap), *gm = malloc(cap);
+    float *dx, *dr, *du, *dout;
+    hipress_encode_args_t a;
+    hp_gpu_enc_t e = enc_args(t, n);
+    int cnf = 0, gnf = 0, bad = 0;
+
+    cases++;
+    fill(x, n, dk, seed);
+    fill(r, n, D_GRAD, seed + 1);
+    fill(u, n, D_GRAD, seed + 2);
+    if (t->overflow)
+        for (size_t i = 0; i < n; i += 3)
+            r[i] = (i & 1) ? FLT_MAX : -FLT_MAX;
+    dx = dev(x, n * 4);
+    dr = dev(r, n * 4);
+    du = dev(u, n * 4);
+    dout = dev(NULL, n * 4);
+
+    memset(&a, 0, sizeof(a));
+    a.in = x;
+    a.n = n;
+    a.params = &t->p;
+    a.residual = t->resid ? r : NULL;
+    a.state = t->state ? u : NULL;
+    a.rng_key[0] = seed;
+    a.rng_key[1] = 1;
+    a.rng_key[2] = 2;
+    a.rng_key[3] = 3;
+    a.rng_offset = 777;
+    if (hp_msg_encode(t->kind, &a, cm, cap, &clen, &cnf) != HP_OK) {
+        FAILF("%s n=%zu: cpu encode failed", t->name, n);
+        goto out;
+    }
+    e.in = dx;
+    e.residual = t->resid ? dr : NULL;
+    e.state = t->state ? du : NULL;
+    e.rng_key = hp_rng_key(a.rng_key);
+    e.rng_offset = a.rng_offset;
+    if (g->encode(cx, &e, gm + HP_MSG_HEADER, cap - HP_MSG_HEADER, &plen, &gnf, &bad) != HP_GPU_OK) {
+        FAILF("%s n=%zu: device encode failed: %s", t->name, n, g->base.last_error());
+        goto out;
+    }
+    if (cnf != gnf) {
+        FAILF("%s n=%zu %s: non-finite cpu %d gpu %d", t->name, n, dname[dk], cnf, gnf);
+    } else if (!cnf && (clen != HP_MSG_HEADER + plen || memcmp(cm + HP_MSG_HEADER, gm + HP_MSG_HEADER, plen) != 0)) {
+        size_t i = 0;
+        while (i < plen && i + HP_MSG_HEADER < clen && cm[HP_MSG_HEADER + i] == gm[HP_MSG_HEADER + i])
+            i++;
+        FAILF("%s n=%zu %s: payload differs at byte %zu (cpu %zu bytes, gpu %zu)", t->name, n, dname[dk], i,
+              clen - HP_MSG_HEADER, plen);
+    }
+    back(tmp, dr, n * 4);
+    if (!same_bits(r, tmp, n, &at))
+        FAILF("%s n=%zu %s overflow %d: residual[%zu] cpu %a gpu %a", t->name, n, dname[dk], t->overflow, at,
+              r[at], tmp[at]);
+    back(tmp, du, n * 4);
+    if (!same_bits(u, tmp, n, &at))
+        FAILF("%s n=%zu %s: state[%zu] cpu %a gpu %a", t->name, n, dname[dk], at, u[at], tmp[at]);
+    /* the CPU's message decoded on the device, both modes */
+    if (!cnf) {
+        hp_gpu_dec_t d = {e.fmt, e.block, e.bits, 0, n};
+        for (int acc = 0; acc < 2; acc++) {
+            fill(o, n, D_GRAD, seed + 5);
+            g->base.memcpy_h2d(dout, o, n * 4, &where);
+            d.accumulate = acc;
+            if (hp_msg_decode(t->kind, cm, clen, n, o, acc, &t->p) != HP_OK ||
+                g->decode(cx, &d, cm + HP_MSG_HEADER, clen - HP_MSG_HEADER, dout) != HP_GPU_OK ||
+                g->sync(cx, &bad) != HP_GPU_OK || bad) {
+                FAILF("%s n=%zu: decode of a valid message failed (bad %d)", t->name, n, bad);
+                continue;
+            }
+            back(tmp, dout, n * 4);
+            if (!same_bits(o, tmp, n, &at))
+                FAILF("%s n=%zu %s acc %d: decode[%zu] cpu %a gpu %a", t->name, n, dname[dk], acc, at, o[at], tmp[at]);
+        }
+        /* malformed versions of it */
+        for (int trial = 0; trial < (quick ? 4 : 16) && clen > HP_MSG_HEADER; trial++) {
+            unsigned char *mm = malloc(clen);
+            int cpu, gpu;
+            memcpy(mm, cm, clen);
+            mm[HP_MSG_HEADER + rnd() % (clen - HP_MSG_HEADER)] ^= (unsigned char)(1u << (rnd() % 8));
+            cpu = hp_msg_decode(t->kind, mm, clen, n, o, 0, &t->p) == HP_OK;
+            gpu = g->decode(cx, &d, mm + HP_MSG_HEADER, clen - HP_MSG_HEADER, dout) == HP_GPU_OK;
+            bad = 0;
+            g->sync(cx, &bad);
+            gpu = gpu && !bad;
+            if (cpu != gpu)
+                FAILF("%s n=%zu trial %d: a malformed message: cpu accepts %d, gpu accepts %d", t->name, n, trial,
+                      cpu, gpu);
+            free(mm);
+        }
+    }
+out:
+    g->dev_free(&where, dx);
+    g->dev_free(&where, dr);
+    g->dev_free(&where, du);
+    g->dev_free(&where, dout);
+    free(x); free(r); free(u); free(tmp); free(o); free(cm); free(gm);
+}
+
+static kc_t kc(const char *name, int fmt)
+{
+    kc_t t;
+    memset(&t, 0, sizeof(t));
+    t.name = name;
+    t.kind = hp_comp_find(name);
+    t.fmt = fmt;
+    hipress_comp_params_default(&t.p);
+    return t;
+}
+
+static void sweep(kc_t t, const size_t *ns, size_t nn, int all)
+{
+    for (size_t s = 0; s < nn; s++)
+        for (int d = 0; d < D_N; d++)
+            if (all || d == D_GRAD || d == D_NAN || d == D_WIDE || d == D_TIES)
+                one(&t, ns[s], d, 100 * s + (uint64_t)d);
+}
+
+/* fold, momentum and add against the CPU's expressions */
+static void buffer_ops(size_t n)
+{
+    float *b = malloc(n * 4), *r = malloc(n * 4), *u = malloc(n * 4), *t = malloc(n * 4);
+    float *db, *dr, *du;
+    size_t at = 0;
+    int applied = 0, bad = 0;
+    cases++;
+    fill(b, n, D_GRAD, 9);
+    fill(r, n, D_WIDE, 10);
+    fill(u, n, D_GRAD, 11);
+    db = dev(b, n * 4);
+    dr = dev(r, n * 4);
+    du = dev(u, n * 4);
+    g->fold(cx, db, dr, n);
+    g->momentum(cx, du, db, 0.9f, n, &applied);
+    g->add(cx, db, dr, n);   /* r is zero now: b unchanged */
+    g->sync(cx, &bad);
+    for (size_t i = 0; i < n; i++) {
+        b[i] = b[i] + r[i];
+        r[i] = 0.0f;
+        u[i] = 0.9f * u[i] + b[i];
+        b[i] = u[i];
+        b[i] += r[i];
+    }
+    back(t, db, n * 4);
+    if (!applied || !same_bits(b, t, n, &at))
+        FAILF("buffer ops n=%zu: buf[%zu] cpu %a gpu %a (applied %d)", n, at, b[at], t[at], applied);
+    back(t, du, n * 4);
+    if (!same_bits(u, t, n, &at))
+        FAILF("buffer ops n=%zu: momentum[%zu] cpu %a gpu %a", n, at, u[at], t[at]);
+    g->dev_free(&where, db);
+    g->dev_free(&where, dr);
+    g->dev_free(&where, du);
+    free(b); free(r); free(u); free(t);
+}
+
+int main(int argc, char **argv)
+{
+    static const size_t small[] = {1, 31, 33, 2047, 2049, 4097, 16385, 65537, 100003};
+    static const size_t large[] = {(1u << 22) + 5, (1u << 24) + 3};
+    hp_config_t cfg;
+    char err[600];
+    hp_gpu_probe_t probe;
+    const hp_gpu_ops_t *v1;
+
+    quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
+    if (hp_config_load(&cfg, environ, hp_comp_name_ok, err, sizeof(err)) != HP_OK) {
+        fprintf(stderr, "gpu_kern: %s\n", err);
+        return 1;
+    }
+    hp_gpu_configure(&cfg);
+    v1 = hp_gpu_module(1, err, sizeof(err));
+    if (v1 == NULL || v1->probe(&probe) != HP_GPU_OK || probe.ndevices < 1) {
+        printf("gpu_kern: no usable GPU here (%s): skipped\n", v1 == NULL ? err : "no device");
+        return 77;
+    }
+    g = hp_gpu_module_v2();
+    if (g == NULL) {
+        printf("gpu_kern: the module has no device codec\n");
+        return 1;
+    }
+    if (g->codec_probe(&where) != HP_GPU_OK || g->call_begin(&where, &cx) != HP_GPU_OK) {
+        printf("gpu_kern: the codec's kernels do not run on device 0: %s\n", g->base.last_error());
+        return 1;
+    }
+    printf("# gpu_kern: device 0 %s (sm_%d%d), module %s\n", probe.dev[0].name, probe.dev[0].cc_major,
+           probe.dev[0].cc_minor, v1->build);
+    {
+        kc_t t = kc("none", HP_GPU_FMT_NONE);
+        sweep(t, small, 9, 1);
+    }
+    {
+        static const uint32_t blocks[] = {32, 1024, 4096, 16384, 65536};
+        kc_t t = kc("onebit", HP_GPU_FMT_ONEBIT);
+        for (size_t b = 0; b < 5; b++)
+            for (int resid = 0; resid < 2; resid++) {
+                t.p.onebit_block = blocks[b];
+                t.resid = resid;
+                t.overflow = 0;
+                sweep(t, small, 9, b == 2);
+                if (resid) {
+                    t.overflow = 1;
+                    sweep(t, small + 5, 4, 0);
+                }
+            }
+        t.p.onebit_block = 4096;
+        t.resid = 1;
+        t.overflow = 0;
+        sweep(t, large, quick ? 1 : 2, 0);
+    }
+    {
+        static const uint32_t blocks[] = {32, 4096, 65536};
+        kc_t t = kc("tbq", HP_GPU_FMT_TBQ);
+        for (size_t b = 0; b < 3; b++)
+            for (int k = 0; k < 2; k++)
+                for (int resid = 0; resid < 2; resid++) {
+                    t.p.tbq_block = blocks[b];
+                    t.p.tbq_threshold = k ? 0.003f : 0.0f;
+                    t.resid = resid;
+                    t.overflow = 0;
+                    sweep(t, small, 9, b == 1 && k == 0);
+                    if (resid && k == 0) {
+                        t.overflow = 1;
+                        sweep(t, small + 5, 4, 0);
+                    }
+                }
+        t.p.tbq_block = 4096;
+        t.p.tbq_threshold = 0.0f;
+        t.resid = 1;
+        t.overflow = 0;
+        sweep(t, large, quick ? 1 : 2, 0);
+    }
+    {
+        static const uint32_t bits[] = {1, 2, 4, 8};
+        kc_t t = kc("terngrad", HP_GPU_FMT_TERNGRAD);
+        for (size_t b = 0; b < 4; b++) {
+            t.p.terngrad_bits = bits[b];
+            sweep(t, small, 9, b == 1);
+        }
+        t.p.terngrad_bits = 2;
+        sweep(t, large, quick ? 1 : 2, 0);
+    }
+    {
+        static const uint32_t blocks[] = {32, 4096, 65536};
+        static const double ratios[] = {0.001, 0.01, 0.3};
+        kc_t t = kc("graddrop", HP_GPU_FMT_SPARSE);
+        for (size_t b = 0; b < 3; b++)
+            for (size_t q = 0; q < 3; q++)
+                for (int resid = 0; resid < 2; resid++) {
+                    t.p.sparse_block = blocks[b];
+                    t.p.sparse_ratio = ratios[q];
+                    t.resid = resid;
+                    t.overflow = 0;
+                    sweep(t, small, 9, b == 2 && q == 0);
+                    if (resid && q == 1) {
+                        t.overflow = 1;
+                        sweep(t, small + 5, 4, 0);
+                    }
+                }
+        t.p.sparse_block = 65536;
+        t.p.sparse_ratio = 0.001;
+        t.resid = 1;
+        t.overflow = 0;
+        sweep(t, large, quick ? 1 : 2, 0);
+        t = kc("dgc", HP_GPU_FMT_SPARSE);
+        t.p.dgc_momentum = 0.9f;
+        t.state = 1;
+        for (int resid = 0; resid < 2; resid++) {
+            t.resid = resid;
+            sweep(t, small, 9, 1);
+        }
+    }
+    buffer_ops(100003);
+    buffer_ops((1u << 22) + 1);
+    {
+        int bad = 0;
+        g->call_end(cx, &bad);
+    }
+    if (failures) {
+        printf("gpu_kern: %d of %d cases failed\n", failures, cases);
+        return 1;
+    }
+    printf("gpu_kern: ok, %d cases bit for bit against the CPU\n", cases);
+    return 0;
+}
