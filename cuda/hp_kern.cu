@@ -239,13 +239,110 @@ __global__ static void __launch_bounds__(TPB) k_onebit_enc(const float *x, float
     }
 }
 
+/* The same for blocks of 2048 to 16384 elements (the default 4096), where
+ * each warp has exactly one chunk of the CTA's span: a lane keeps its 64
+ * values in registers between the sums and the residual, so the data is
+ * read from memory once. */
+#define REG_STEPS (HP_K_CHUNK / 32)
+static_assert(HP_K_SPAN / HP_K_CHUNK == HP_K_WARPS, "one chunk per warp");
+
+static int reg_path(uint32_t B)
+{
+    return B >= HP_K_CHUNK && B <= HP_K_SPAN;
+}
+
+template <bool EF>
+__global__ static void __launch_bounds__(TPB) k_onebit_enc_reg(const float *x, float *r, size_t n, uint32_t B,
+                                                              uint8_t *scales, uint8_t *words, uint32_t *flags)
+{
+    __shared__ double cpos[HP_K_WARPS], cneg[HP_K_WARPS];
+    __shared__ uint32_t cnp[HP_K_WARPS];
+    __shared__ float sc[HP_K_WARPS][2];
+    const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const size_t base = (size_t)blockIdx.x * HP_K_SPAN, off = base + (size_t)warp * HP_K_CHUNK;
+    const size_t len = off < n ? (n - off < HP_K_CHUNK ? n - off : HP_K_CHUNK) : 0;
+    const size_t nbl = HP_K_SPAN / B;
+    float v[REG_STEPS];
+
+    if (EF && (flags[0] & HP_K_F_NONFINITE))
+        return;
+    if (len > 0) {
+        const float *xc = x + off, *rc = EF ? r + off : NULL;
+        float pos = 0.0f, neg = 0.0f;
+        uint32_t np = 0;
+        double p, q;
+#pragma unroll
+        for (int t = 0; t < REG_STEPS; t++) {
+            size_t i = (size_t)t * 32 + lane;
+            int act = i < len;
+            uint32_t w;
+            v[t] = act ? hp_k_v(xc, rc, i) : 0.0f;
+            if (act)
+                hp_k_sign_step(v[t], &pos, &neg, &np);
+            w = __ballot_sync(FULL, act && v[t] >= 0.0f);
+            if (lane == 0 && (size_t)t * 32 < len)
+                hp_k_st32(words + 4 * (off / 32 + (size_t)t), w);
+        }
+        p = lanes_in_order(pos);
+        q = lanes_in_order(neg);
+        np = warp_sum(np);
+        if (lane == 0) {
+            if (!isfinite(p) || !isfinite(q)) {
+                p = hp_k_sum_exact(xc, rc, len, 1);
+                q = hp_k_sum_exact(xc, rc, len, 2);
+            }
+            cpos[warp] = p;
+            cneg[warp] = q;
+            cnp[warp] = np;
+        }
+    }
+    __syncthreads();
+    if (threadIdx.x < nbl) {
+        const size_t b = threadIdx.x, start = base + b * B, cpb = B / HP_K_CHUNK;
+        if (start < n) {
+            size_t blen = n - start < B ? n - start : B, npos = 0;
+            double pos = 0.0, neg = 0.0;
+            for (size_t c = b * cpb; c < (b + 1) * cpb && (c - b * cpb) * HP_K_CHUNK < blen; c++) {
+                pos += cpos[c];
+                neg += cneg[c];
+                npos += cnp[c];
+            }
+            if (!isfinite(pos) || !isfinite(neg)) {
+                atomicOr(flags, HP_K_F_NONFINITE);   /* only without a residual */
+            } else {
+                hp_k_onebit_scales(pos, neg, npos, blen, sc[b]);
+                hp_k_st32(scales + 8 * (start / B), hp_f2u(sc[b][0]));
+                hp_k_st32(scales + 8 * (start / B) + 4, hp_f2u(sc[b][1]));
+            }
+        }
+    }
+    if (!EF)
+        return;
+    __syncthreads();
+    if (len > 0) {
+        const float *s = sc[(off - base) / B];   /* a chunk lies in one block */
+#pragma unroll
+        for (int t = 0; t < REG_STEPS; t++) {
+            size_t i = (size_t)t * 32 + lane;
+            if (i < len)
+                r[off + i] = v[t] - hp_k_onebit_sel(v[t], s[0], s[1]);
+        }
+    }
+}
+
 extern "C" int hp_kl_onebit_enc(void *stream, const float *x, float *r, size_t n, uint32_t B, uint8_t *scales,
                                 uint8_t *words, uint32_t *flags)
 {
     const hp_k_bgrid_t g = hp_k_bgrid(n, B);
+    cudaStream_t s = (cudaStream_t)stream;
     if (n == 0)
         return 0;
-    k_onebit_enc<<<(unsigned)g.ncta, TPB, 0, (cudaStream_t)stream>>>(x, r, n, B, scales, words, flags);
+    if (reg_path(B) && r != NULL)
+        k_onebit_enc_reg<true><<<(unsigned)g.ncta, TPB, 0, s>>>(x, r, n, B, scales, words, flags);
+    else if (reg_path(B))
+        k_onebit_enc_reg<false><<<(unsigned)g.ncta, TPB, 0, s>>>(x, r, n, B, scales, words, flags);
+    else
+        k_onebit_enc<<<(unsigned)g.ncta, TPB, 0, s>>>(x, r, n, B, scales, words, flags);
     return launched();
 }
 
@@ -355,13 +452,92 @@ __global__ static void __launch_bounds__(TPB) k_tbq_enc(const float *x, float *r
         atomicOr(flags, HP_K_F_NONFINITE);
 }
 
+/* tbq with values kept in registers (blocks of 2048 to 16384, as onebit). */
+template <bool EF>
+__global__ static void __launch_bounds__(TPB) k_tbq_enc_reg(const float *x, float *r, size_t n, uint32_t B,
+                                                           float thr, float scale, uint8_t *taus, uint8_t *codes,
+                                                           uint32_t *flags)
+{
+    __shared__ double cs[HP_K_WARPS];
+    __shared__ float tau[HP_K_WARPS];
+    const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const size_t base = (size_t)blockIdx.x * HP_K_SPAN, off = base + (size_t)warp * HP_K_CHUNK;
+    const size_t len = off < n ? (n - off < HP_K_CHUNK ? n - off : HP_K_CHUNK) : 0;
+    const size_t nbl = HP_K_SPAN / B;
+    const float *xc = x + off, *rc = EF ? r + off : NULL;
+    float v[REG_STEPS];
+    int bad = 0;
+
+    if (EF && (flags[0] & HP_K_F_NONFINITE))
+        return;
+    if (len > 0) {
+        float a = 0.0f;
+#pragma unroll
+        for (int t = 0; t < REG_STEPS; t++) {
+            size_t i = (size_t)t * 32 + lane;
+            v[t] = i < len ? hp_k_v(xc, rc, i) : 0.0f;
+            a += fabsf(v[t]);   /* +0 for a lane past the end: the CPU's lane adds nothing, and x + 0 = x */
+        }
+        if (thr == 0.0f) {
+            double sum = lanes_in_order(a);
+            if (lane == 0) {
+                if (!isfinite(sum))
+                    sum = hp_k_sum_exact(xc, rc, len, 0);
+                cs[warp] = sum;
+            }
+        }
+    }
+    __syncthreads();
+    if (threadIdx.x < nbl) {
+        const size_t b = threadIdx.x, start = base + b * B, cpb = B / HP_K_CHUNK;
+        if (start < n) {
+            size_t blen = n - start < B ? n - start : B;
+            double asum = 0.0;
+            if (thr == 0.0f) {
+                for (size_t c = b * cpb; c < (b + 1) * cpb && (c - b * cpb) * HP_K_CHUNK < blen; c++)
+                    asum += cs[c];
+                if (!isfinite(asum))
+                    atomicOr(flags, HP_K_F_NONFINITE);   /* only without a residual */
+            }
+            tau[b] = hp_k_tbq_tau(asum, blen, thr, scale);
+            hp_k_st32(taus + 4 * (start / B), hp_f2u(tau[b]));
+        }
+    }
+    __syncthreads();
+    if (len > 0) {
+        const float t_ = tau[(off - base) / B];
+#pragma unroll
+        for (int t = 0; t < REG_STEPS; t++) {
+            size_t i = (size_t)t * 32 + lane;
+            int act = i < len;
+            uint32_t c = act ? hp_k_tbq_code(v[t], t_) : 0u, byte;
+            bad |= !EF && act && hp_nonfinite(v[t]);
+            /* the byte of four elements, gathered in the first lane of the four */
+            byte = c | (__shfl_down_sync(FULL, c, 1) << 2) | (__shfl_down_sync(FULL, c, 2) << 4) |
+                   (__shfl_down_sync(FULL, c, 3) << 6);
+            if (act && (lane & 3) == 0)
+                codes[(off + i) / 4] = (uint8_t)byte;
+            if (EF && act)
+                r[off + i] = hp_k_tbq_resid(v[t], c, t_);
+        }
+    }
+    if (bad)
+        atomicOr(flags, HP_K_F_NONFINITE);
+}
+
 extern "C" int hp_kl_tbq_enc(void *stream, const float *x, float *r, size_t n, uint32_t B, float thr, float scale,
                              uint8_t *taus, uint8_t *codes, uint32_t *flags)
 {
     const hp_k_bgrid_t g = hp_k_bgrid(n, B);
+    cudaStream_t s = (cudaStream_t)stream;
     if (n == 0)
         return 0;
-    k_tbq_enc<<<(unsigned)g.ncta, TPB, 0, (cudaStream_t)stream>>>(x, r, n, B, thr, scale, taus, codes, flags);
+    if (reg_path(B) && r != NULL)
+        k_tbq_enc_reg<true><<<(unsigned)g.ncta, TPB, 0, s>>>(x, r, n, B, thr, scale, taus, codes, flags);
+    else if (reg_path(B))
+        k_tbq_enc_reg<false><<<(unsigned)g.ncta, TPB, 0, s>>>(x, r, n, B, thr, scale, taus, codes, flags);
+    else
+        k_tbq_enc<<<(unsigned)g.ncta, TPB, 0, s>>>(x, r, n, B, thr, scale, taus, codes, flags);
     return launched();
 }
 
@@ -501,24 +677,6 @@ extern "C" size_t hp_kl_sparse_tmp_bytes(size_t n, uint32_t G, uint32_t k_full, 
     return 8 * nb * (size_t)k_full + 8 * nb + 64;
 }
 
-__global__ static void k_sparse_commit(const float *g, float *r, float *u, float m, size_t n, uint32_t *flags)
-{
-    int bad = 0;
-    if (flags[0] & HP_K_F_NONFINITE)
-        return;
-    GRID_STRIDE(i, n) {
-        float up = hp_k_sparse_u(g, u, m, i);
-        float v = hp_k_sparse_v(r, up, i);
-        if (u != NULL)
-            u[i] = up;
-        if (r != NULL)
-            r[i] = v;
-        bad |= hp_nonfinite(v);
-    }
-    if (__any_sync(FULL, bad) && (threadIdx.x & 31) == 0)
-        atomicOr(flags, HP_K_F_OVERFLOW | HP_K_F_NONFINITE);
-}
-
 __global__ static void k_sparse_reset(float *r, float *u, size_t n, const uint32_t *flags)
 {
     if (!(flags[0] & HP_K_F_OVERFLOW))
@@ -550,82 +708,171 @@ __device__ static uint32_t scan01(int f, uint32_t *wsum, uint32_t *total)
     return before;
 }
 
-/* One CTA per block: a radix select of the k-th largest |v| bits (three
- * digits), then the pairs in index order: everything above it, and the
- * first `quota` equal to it. */
-__global__ static void k_sparse_select(const float *post, size_t n, uint32_t G, uint32_t k_full, uint32_t k_last,
-                                       uint8_t *slots, uint32_t *counts, const uint32_t *flags)
+/* Pick the digit of this pass from hist (thread 0), extending the prefix. */
+__device__ static void pick(int pass, const uint32_t *hist, uint32_t *s_kk, uint32_t *s_prefix, uint32_t *s_above)
+{
+    if (threadIdx.x == 0) {
+        uint32_t kk = *s_kk, above;
+        uint32_t d = hp_k_radix_pick(hist, hp_k_radix_nbins(pass), &kk, &above);
+        *s_kk = kk;
+        *s_above = above;
+        *s_prefix |= d << hp_k_radix_shift(pass);
+    }
+    __syncthreads();
+}
+
+#define CAND_CAP 4096   /* candidates kept in shared memory after the first digit */
+
+/* One CTA per block.  Pass 0 forms v (storing u' and v when the encode
+ * keeps state) and counts the first digit of the non-zero |v| bits; the
+ * k-th largest |v| is then found by a radix select (three digits), over a
+ * list of the candidates in shared memory when they fit (those whose first
+ * digit is at least the chosen one: usually a few times k), else over the
+ * block again; then the pairs in index order: everything above it, and the
+ * first `quota` equal to it.  A v that overflows flags the message (its
+ * pairs are then never used, and the state is reset after). */
+__global__ static void __launch_bounds__(1024) k_sparse_select(const float *g, float *r, float *u, float m, size_t n,
+                                                               uint32_t G, uint32_t k_full, uint32_t k_last,
+                                                               uint8_t *slots, uint32_t *counts, uint32_t *flags)
 {
     __shared__ uint32_t hist[HP_K_RADIX_BINS];
+    __shared__ uint32_t cidx[CAND_CAP], cmag[CAND_CAP];
     __shared__ uint32_t wsum[32];
-    __shared__ uint32_t s_prefix, s_kk, s_nnz;
+    __shared__ uint32_t s_prefix, s_kk, s_nnz, s_above, s_ncand;
     const size_t b = blockIdx.x, start = b * G, len = n - start < G ? n - start : G;
     const uint32_t k = len < G ? k_last : k_full;
-    const float *v = post + start;
+    const int writes = r != NULL || u != NULL;
+    const float *post = (r != NULL ? r : u != NULL ? u : g) + start;
     uint8_t *out = slots + 8 * b * (size_t)k_full;
-    uint32_t t, quota, cnt = 0, ties = 0;
+    uint32_t t = 0, quota = 0, cnt = 0, ties = 0, nnz = 0, d0;
+    int bad = 0, use_list;
 
     if (flags[0] & HP_K_F_NONFINITE)
-        return;
+        return;   /* NaN or Inf in g (hp_kl_finite ran first) */
+    for (unsigned i = threadIdx.x; i < HP_K_RADIX_BINS; i += blockDim.x)
+        hist[i] = 0;
     if (threadIdx.x == 0) {
         s_prefix = 0;
         s_kk = k;
         s_nnz = 0;
-    }
-    for (int pass = 0; pass < 3; pass++) {
-        uint32_t nnz = 0;
-        for (unsigned i = threadIdx.x; i < HP_K_RADIX_BINS; i += blockDim.x)
-            hist[i] = 0;
-        __syncthreads();
-        const uint32_t prefix = s_prefix;
-        if (pass > 0 && s_nnz <= k)
-            break;   /* every non-zero element goes (uniform: read after a barrier) */
-        for (size_t i = threadIdx.x; i < len; i += blockDim.x) {
-            uint32_t mag = hp_k_absbits(v[i]);
-            if (mag != 0 && hp_k_radix_match(mag, prefix, pass)) {
-                atomicAdd(&hist[hp_k_radix_digit(mag, pass)], 1u);
-                nnz++;
-            }
-        }
-        if (pass == 0) {
-            nnz = warp_sum(nnz);
-            if ((threadIdx.x & 31) == 0)
-                atomicAdd(&s_nnz, nnz);
-        }
-        __syncthreads();
-        if (s_nnz <= k)
-            break;
-        if (threadIdx.x == 0) {
-            uint32_t kk = s_kk, above;
-            uint32_t d = hp_k_radix_pick(hist, hp_k_radix_nbins(pass), &kk, &above);
-            s_kk = kk;
-            s_prefix = prefix | (d << hp_k_radix_shift(pass));
-        }
-        __syncthreads();
+        s_ncand = 0;
     }
     __syncthreads();
-    if (s_nnz <= k) {
-        t = 0;
-        quota = 0;
-    } else {
+    /* pass 0, with the commit of u' and v */
+    for (size_t i = threadIdx.x; i < len; i += blockDim.x) {
+        float up = hp_k_sparse_u(g + start, u != NULL ? u + start : NULL, m, i);
+        float v = hp_k_sparse_v(r != NULL ? r + start : NULL, up, i);
+        uint32_t mag = hp_k_absbits(v);
+        if (u != NULL)
+            u[start + i] = up;
+        if (r != NULL)
+            r[start + i] = v;
+        bad |= hp_nonfinite(v);
+        if (mag != 0) {
+            atomicAdd(&hist[hp_k_radix_digit(mag, 0)], 1u);
+            nnz++;
+        }
+    }
+    nnz = warp_sum(nnz);
+    if ((threadIdx.x & 31) == 0)
+        atomicAdd(&s_nnz, nnz);
+    if (__any_sync(FULL, bad) && (threadIdx.x & 31) == 0 && writes)
+        atomicOr(flags, HP_K_F_OVERFLOW | HP_K_F_NONFINITE);
+    __syncthreads();
+    if (s_nnz > k) {
+        pick(0, hist, &s_kk, &s_prefix, &s_above);
+        d0 = s_prefix >> hp_k_radix_shift(0);
+        use_list = s_above + hist[d0] <= CAND_CAP;
+        if (use_list) {
+            /* the candidates: first digit at least d0 */
+            for (size_t i = threadIdx.x; i < len; i += blockDim.x) {
+                uint32_t mag = hp_k_absbits(post[i]);
+                if (mag != 0 && hp_k_radix_digit(mag, 0) >= d0) {
+                    uint32_t at = atomicAdd(&s_ncand, 1u);
+                    cidx[at] = (uint32_t)i;
+                    cmag[at] = mag;
+                }
+            }
+            __syncthreads();
+        }
+        for (int pass = 1; pass < 3; pass++) {
+            const uint32_t prefix = s_prefix;
+            for (unsigned i = threadIdx.x; i < HP_K_RADIX_BINS; i += blockDim.x)
+                hist[i] = 0;
+            __syncthreads();
+            if (use_list) {
+                for (uint32_t j = threadIdx.x; j < s_ncand; j += blockDim.x)
+                    if (hp_k_radix_match(cmag[j], prefix, pass))
+                        atomicAdd(&hist[hp_k_radix_digit(cmag[j], pass)], 1u);
+            } else {
+                for (size_t i = threadIdx.x; i < len; i += blockDim.x) {
+                    uint32_t mag = hp_k_absbits(post[i]);
+                    if (mag != 0 && hp_k_radix_match(mag, prefix, pass))
+                        atomicAdd(&hist[hp_k_radix_digit(mag, pass)], 1u);
+                }
+            }
+            __syncthreads();
+            pick(pass, hist, &s_kk, &s_prefix, &s_above);
+        }
         t = s_prefix;
         quota = s_kk;
+    } else {
+        use_list = 0;   /* every non-zero element goes */
     }
-    /* ordered compaction, blockDim.x elements at a time */
-    for (size_t i0 = 0; i0 < len; i0 += blockDim.x) {
-        size_t i = i0 + threadIdx.x;
-        uint32_t mag = i < len ? hp_k_absbits(v[i]) : 0, tot, rank, pos;
-        int cand = mag != 0 && mag >= t;
-        if (!__syncthreads_or(cand))
-            continue;
-        rank = ties + scan01(mag == t && t > 0, wsum, &tot);
-        ties += tot;
-        int sel = mag != 0 && hp_k_sparse_sel(mag, t, rank, quota);
-        pos = cnt + scan01(sel, wsum, &tot);
-        cnt += tot;
-        if (sel) {
-            hp_k_st32(out + 8 * pos, (uint32_t)i);
-            hp_k_st32(out + 8 * pos + 4, hp_f2u(v[i]));
+    if (use_list) {
+        /* the candidates in index order (bitonic sort; padding sorts last) */
+        uint32_t nc = s_ncand, P = 1;
+        while (P < nc)
+            P <<= 1;
+        for (uint32_t j = nc + threadIdx.x; j < P; j += blockDim.x) {
+            cidx[j] = 0xffffffffu;
+            cmag[j] = 0;
+        }
+        __syncthreads();
+        for (uint32_t kk = 2; kk <= P; kk <<= 1)
+            for (uint32_t jj = kk >> 1; jj > 0; jj >>= 1) {
+                for (uint32_t i = threadIdx.x; i < P; i += blockDim.x) {
+                    uint32_t ixj = i ^ jj;
+                    if (ixj > i && ((cidx[i] > cidx[ixj]) == ((i & kk) == 0))) {
+                        uint32_t a = cidx[i], bm = cmag[i];
+                        cidx[i] = cidx[ixj];
+                        cmag[i] = cmag[ixj];
+                        cidx[ixj] = a;
+                        cmag[ixj] = bm;
+                    }
+                }
+                __syncthreads();
+            }
+        for (uint32_t j0 = 0; j0 < nc; j0 += blockDim.x) {
+            uint32_t j = j0 + threadIdx.x, mag = j < nc ? cmag[j] : 0, tot, rank, pos;
+            int sel;
+            rank = ties + scan01(mag == t && t > 0, wsum, &tot);
+            ties += tot;
+            sel = mag != 0 && hp_k_sparse_sel(mag, t, rank, quota);
+            pos = cnt + scan01(sel, wsum, &tot);
+            cnt += tot;
+            if (sel) {
+                hp_k_st32(out + 8 * pos, cidx[j]);
+                hp_k_st32(out + 8 * pos + 4, hp_f2u(post[cidx[j]]));
+            }
+        }
+    } else {
+        /* the whole block again, blockDim.x elements at a time */
+        for (size_t i0 = 0; i0 < len; i0 += blockDim.x) {
+            size_t i = i0 + threadIdx.x;
+            uint32_t mag = i < len ? hp_k_absbits(post[i]) : 0, tot, rank, pos;
+            int cand = mag != 0 && mag >= t, sel;
+            if (!__syncthreads_or(cand))
+                continue;
+            rank = ties + scan01(mag == t && t > 0, wsum, &tot);
+            ties += tot;
+            sel = mag != 0 && hp_k_sparse_sel(mag, t, rank, quota);
+            pos = cnt + scan01(sel, wsum, &tot);
+            cnt += tot;
+            if (sel) {
+                hp_k_st32(out + 8 * pos, (uint32_t)i);
+                hp_k_st32(out + 8 * pos + 4, hp_f2u(post[i]));
+            }
         }
     }
     if (threadIdx.x == 0)
@@ -708,23 +955,21 @@ extern "C" int hp_kl_sparse_enc(void *stream, const hp_kl_sparse_t *a)
     const int writes = a->r != NULL || a->u != NULL;
     uint8_t *slots = (uint8_t *)a->tmp;
     uint32_t *counts = (uint32_t *)(slots + 8 * nb * (size_t)a->k_full), *offs = counts + nb;
-    const float *post = a->r != NULL ? a->r : a->u != NULL ? a->u : a->g;
     unsigned sel_tpb = a->G < SEL_TPB ? a->G : SEL_TPB;
 
     if (a->n == 0)
         return 0;
     if (hp_kl_finite(stream, a->g, a->n, a->info) != 0)
         return -1;
-    if (writes) {
-        k_sparse_commit<<<grid_for(a->n, 4), TPB, 0, s>>>(a->g, a->r, a->u, a->m, a->n, a->info);
-        k_sparse_reset<<<grid_for(a->n, 4), TPB, 0, s>>>(a->r, a->u, a->n, a->info);
-    }
-    k_sparse_select<<<(unsigned)nb, sel_tpb, 0, s>>>(post, a->n, a->G, a->k_full, a->k_last, slots, counts, a->info);
+    k_sparse_select<<<(unsigned)nb, sel_tpb, 0, s>>>(a->g, a->r, a->u, a->m, a->n, a->G, a->k_full, a->k_last, slots,
+                                                     counts, a->info);
     k_sparse_offsets<<<1, 1024, 0, s>>>(counts, nb, offs, a->info);
     k_sparse_pack<<<(unsigned)nb, 128, 0, s>>>(slots, counts, offs, a->G, a->k_full, a->payload, a->info);
     if (writes || a->mask != NULL)
         k_sparse_zero_sent<<<grid_for(nb * (size_t)a->k_full, 1), TPB, 0, s>>>(a->payload, a->info, a->r, a->u,
                                                                                 a->mask);
+    if (writes)
+        k_sparse_reset<<<grid_for(a->n, 4), TPB, 0, s>>>(a->r, a->u, a->n, a->info);
     return launched();
 }
 
