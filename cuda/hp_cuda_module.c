@@ -249,10 +249,7 @@ static int primary_ctx(int device, CUcontext *ctx_p)
         return fail(HP_GPU_ERR_INVALID, "device %d out of range", device);
     pthread_mutex_lock(&drv.lock);
     if (drv.primary[device] == NULL) {
-        /* cuInit creates no context, and is a no-op once done */
-        if ((rc = drv.Init(0)) != CUDA_SUCCESS)
-            st = CU_FAIL("cuInit", rc);
-        else if ((rc = drv.DeviceGet(&d, device)) != CUDA_SUCCESS)
+        if ((rc = drv.DeviceGet(&d, device)) != CUDA_SUCCESS)
             st = CU_FAIL("cuDeviceGet", rc);
         else if ((rc = drv.DevicePrimaryCtxRetain(&drv.primary[device], d)) != CUDA_SUCCESS)
             st = CU_FAIL("cuDevicePrimaryCtxRetain", rc);
@@ -762,6 +759,10 @@ static int cuda_bench(int device, size_t bytes, int reps, const hp_gpu_enc_t *fm
     NEED_DRIVER();
     if (reps < 1 || reps > BENCH_MAXREPS)
         reps = 7;
+    /* a tool's process: the driver may not be initialised yet (creates no
+     * context; the library itself never calls it) */
+    if (drv.Init(0) != CUDA_SUCCESS)
+        return fail(HP_GPU_ERR_UNSUPPORTED, "cuInit failed: no usable driver");
     if ((st = cuda_call_begin(&where, &cxv)) != HP_GPU_OK)
         return st;
     m = (mod_cx_t *)cxv;
