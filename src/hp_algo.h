@@ -93,7 +93,7 @@ void hp_call_decode_many(hp_call_t *call, void *const *msgs, const size_t *lens,
  * call that carves its message slots with hp_call_slots asks for
  * hp_call_work_bytes(call, n) extra bytes and passes them to hp_call_work
  * (the CPU uses them; the device gives device memory).  NULL when memory is
- * short (the call is then marked failed). */
+ * short (the call is then marked failed), or for n = 0. */
 void hp_call_copy(hp_call_t *call, float *dst, const float *src, size_t n);
 void hp_call_add(hp_call_t *call, float *dst, const float *src, size_t n);
 size_t hp_call_work_bytes(const hp_call_t *call, size_t n);

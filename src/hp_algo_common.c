@@ -136,7 +136,10 @@ size_t hp_call_work_bytes(const hp_call_t *call, size_t n)
 float *hp_call_work(hp_call_t *call, void *host_extra, size_t n)
 {
     hp_mem_t *m = mem_of(call);
-    float *w = m->ops->work(m, host_extra, n);
+    float *w;
+    if (n == 0)
+        return NULL;   /* nothing to hold (an empty shard) */
+    w = m->ops->work(m, host_extra, n);
     if (w == NULL && call->err == HP_OK)
         call->err = HP_ERR_NOMEM;
     return w;
