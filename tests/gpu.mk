@@ -91,5 +91,5 @@ EXTRA_DIST += tests/run_gpu_device.sh
 # The GPU path's tests that need no GPU (scripts/test.sh runs them again in
 # its sanitizer and CUDA-less builds).
 print-gpu-tests:
-	@echo $(filter tests/check_gpu tests/run_gpu.sh tests/run_nccl.sh tests/run_gpu_info.sh,$(TESTS))
+	@echo $(filter tests/check_gpu tests/run_gpu.sh tests/run_nccl.sh tests/run_gpu_info.sh tests/run_gpu_emu.sh,$(TESTS))
 .PHONY: print-gpu-tests
