@@ -14,7 +14,7 @@
 
 AM_CPPFLAGS += -DHP_PKGLIBDIR='"$(pkglibdir)"'
 
-libhpcore_la_SOURCES += src/hp_gpu.h src/hp_gpu.c src/hp_gpu_fmt.h src/hp_backend.h src/hp_gpu_backend.c \
+libhpcore_la_SOURCES += src/hp_gpu.h src/hp_gpu.c src/hp_gpu_fmt.h src/hp_backend.h src/hp_gpu_backend.c src/hp_gpu_psgd.c \
 	src/hp_nccl.h src/hp_nccl.c
 libhipress_la_SOURCES += mpi_wrappers/hp_wrap_gpu.h mpi_wrappers/hp_mpi_gpu.c
 # NCCL_CPPFLAGS is empty in a build without NCCL

@@ -404,6 +404,18 @@ int hp_codec_momentum(hp_codec_t *cx, float *u, float *buf, float m, size_t n, i
     return HP_GPU_OK;
 }
 
+int hp_codec_nonfinite(hp_codec_t *cx, const float *x, size_t n, int *nonfinite_p)
+{
+    uint32_t *f = info(cx) + 3;
+    int st;
+    CK(cx->dev->memset(cx->self, f, 0, 4, HP_STREAM_COMPUTE));
+    CK(hp_kl_finite(STREAM(cx), x, n, f));
+    if ((st = read_info(cx)) != HP_GPU_OK)
+        return st;
+    *nonfinite_p = (cx->hinfo[3] & HP_K_F_NONFINITE) != 0;
+    return HP_GPU_OK;
+}
+
 int hp_codec_work(hp_codec_t *cx, size_t bytes, void **p_p)
 {
     return ws_need(cx, HP_WS_WORK, bytes ? bytes : 4, p_p);

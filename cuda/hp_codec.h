@@ -82,6 +82,7 @@ int hp_codec_add(hp_codec_t *cx, float *dst, const float *src, size_t n);
 int hp_codec_copy(hp_codec_t *cx, void *dst, const void *src, size_t bytes, int host_involved);
 int hp_codec_momentum(hp_codec_t *cx, float *u, float *buf, float m, size_t n, int *applied_p);
 int hp_codec_work(hp_codec_t *cx, size_t bytes, void **p_p);
+int hp_codec_nonfinite(hp_codec_t *cx, const float *x, size_t n, int *nonfinite_p);
 /* Wait for everything queued; *bad_p: a malformed message was decoded since
  * the last sync (cleared). */
 int hp_codec_sync(hp_codec_t *cx, int *bad_p);

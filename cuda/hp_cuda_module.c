@@ -660,6 +660,35 @@ static int cuda_momentum(void *cx, float *u, float *buf, float mo, size_t n, int
     IN_CX(m, st_ = hp_codec_momentum(&m->codec, u, buf, mo, n, applied_p));
 }
 
+static int cuda_nonfinite(void *cx, const float *x, size_t n, int *nonfinite_p)
+{
+    mod_cx_t *m = (mod_cx_t *)cx;
+    IN_CX(m, st_ = hp_codec_nonfinite(&m->codec, x, n, nonfinite_p));
+}
+
+static int cuda_psgd_mq(void *cx, const float *M, size_t n, size_t mr, size_t c, size_t r, size_t T, const float *qt,
+                        float *p)
+{
+    mod_cx_t *m = (mod_cx_t *)cx;
+    IN_CX(m, st_ = hp_kl_psgd_mq(m->s[HP_STREAM_COMPUTE], M, n, mr, c, r, T, qt, p) == 0 ? HP_GPU_OK
+                   : fail(HP_GPU_ERR_DEVICE, "powersgd's M Q kernel failed"));
+}
+
+static int cuda_psgd_mtp(void *cx, const float *M, size_t n, size_t mr, size_t c, size_t r, const float *p, float *qt)
+{
+    mod_cx_t *m = (mod_cx_t *)cx;
+    IN_CX(m, st_ = hp_kl_psgd_mtp(m->s[HP_STREAM_COMPUTE], M, n, mr, c, r, p, qt) == 0 ? HP_GPU_OK
+                   : fail(HP_GPU_ERR_DEVICE, "powersgd's M^T P kernel failed"));
+}
+
+static int cuda_psgd_recon(void *cx, float *buf, float *res, size_t n, size_t c, size_t r, const float *p,
+                           const float *qs, const float *ql)
+{
+    mod_cx_t *m = (mod_cx_t *)cx;
+    IN_CX(m, st_ = hp_kl_psgd_recon(m->s[HP_STREAM_COMPUTE], buf, res, n, c, r, p, qs, ql) == 0 ? HP_GPU_OK
+                   : fail(HP_GPU_ERR_DEVICE, "powersgd's reconstruction kernel failed"));
+}
+
 static int cuda_work(void *cx, size_t bytes, void **p_p)
 {
     mod_cx_t *m = (mod_cx_t *)cx;
@@ -915,6 +944,10 @@ static const hp_gpu_ops_v2_t ops2 = {
     .dev_alloc = cuda_dev_alloc,
     .dev_free = cuda_dev_free,
     .dev_l1 = cuda_dev_l1,
+    .nonfinite = cuda_nonfinite,
+    .psgd_mq = cuda_psgd_mq,
+    .psgd_mtp = cuda_psgd_mtp,
+    .psgd_recon = cuda_psgd_recon,
     .bench = cuda_bench,
 };
 

@@ -1025,3 +1025,64 @@ extern "C" int hp_kl_sparse_mask(void *stream, const uint8_t *pairs, const uint3
     k_sparse_mask<<<grid_for(n, 8), TPB, 0, (cudaStream_t)stream>>>(pairs, count, v, n, flags);
     return launched();
 }
+
+/* ----------------------------------------------------------- powersgd */
+
+/* One thread per (row, k), the CPU's order along the row (the row and a
+ * row of Q^T come from the caches: r threads read the same row). */
+__global__ static void k_psgd_mq(const float *M, size_t n, size_t m, size_t c, size_t r, size_t T, const float *qt,
+                                 float *p)
+{
+    GRID_STRIDE(t, m * r) {
+        size_t i = t / r, k = t % r;
+        p[t] = hp_k_psgd_dot(M + i * c, hp_k_psgd_row_len(n, c, i), qt + k * c, T);
+    }
+}
+
+extern "C" int hp_kl_psgd_mq(void *stream, const float *M, size_t n, size_t m, size_t c, size_t r, size_t T,
+                             const float *qt, float *p)
+{
+    if (m * r == 0)
+        return 0;
+    k_psgd_mq<<<grid_for(m * r, 1), TPB, 0, (cudaStream_t)stream>>>(M, n, m, c, r, T, qt, p);
+    return launched();
+}
+
+/* One thread per (k, column): down the rows in order (coalesced across
+ * the columns of a warp). */
+__global__ static void k_psgd_mtp(const float *M, size_t n, size_t m, size_t c, size_t r, const float *p, float *qt)
+{
+    GRID_STRIDE(t, r * c) {
+        size_t k = t / c, j = t % c;
+        qt[t] = hp_k_psgd_col(M, n, m, c, p, r, k, j);
+    }
+}
+
+extern "C" int hp_kl_psgd_mtp(void *stream, const float *M, size_t n, size_t m, size_t c, size_t r, const float *p,
+                              float *qt)
+{
+    if (r * c == 0)
+        return 0;
+    k_psgd_mtp<<<grid_for(r * c, 1), TPB, 0, (cudaStream_t)stream>>>(M, n, m, c, r, p, qt);
+    return launched();
+}
+
+__global__ static void k_psgd_recon(float *buf, float *res, size_t n, size_t c, size_t r, const float *p,
+                                    const float *qs, const float *ql)
+{
+    GRID_STRIDE(e, n) {
+        const float *prow = p + (e / c) * r;
+        if (res != NULL)
+            res[e] = buf[e] - hp_k_psgd_recon(prow, r, ql, c, e % c);
+        buf[e] = hp_k_psgd_recon(prow, r, qs, c, e % c);
+    }
+}
+
+extern "C" int hp_kl_psgd_recon(void *stream, float *buf, float *res, size_t n, size_t c, size_t r, const float *p,
+                                const float *qs, const float *ql)
+{
+    if (n == 0)
+        return 0;
+    k_psgd_recon<<<grid_for(n, 4), TPB, 0, (cudaStream_t)stream>>>(buf, res, n, c, r, p, qs, ql);
+    return launched();
+}

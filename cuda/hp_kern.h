@@ -369,6 +369,56 @@ HP_KD int hp_k_sparse_pair_bad(uint32_t idx, uint32_t vbits, int first, uint32_t
            (vbits & HP_K_NONFINITE_BITS) == HP_K_NONFINITE_BITS;
 }
 
+/* ---------------------------------------------------------- powersgd */
+
+/* The n floats as an m x c matrix, row i holding elements [i c, i c + len)
+ * (hp_comp_powersgd.c: the last row may be short).  The passes follow that
+ * file's summation orders, so P, Q and the result are its bits. */
+HP_KD size_t hp_k_psgd_row_len(size_t n, size_t c, size_t i)
+{
+    size_t off = i * c;
+    return off + c <= n ? c : n - off;
+}
+
+/* P[i][k] = row i of M times row k of Q^T: per column tile of T, 8 lanes
+ * (lane l: elements l, l+8, ... of the tile's whole groups of 8), the rest
+ * of the tile after them, the lanes combined pairwise; tiles in order. */
+HP_KD float hp_k_psgd_dot(const float *row, size_t len, const float *q, size_t T)
+{
+    float p = 0.0f;
+    for (size_t j0 = 0; j0 < len; j0 += T) {
+        size_t seg = len - j0 < T ? len - j0 : T, j = 0;
+        float l[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f}, t0 = 0.0f;
+        for (; j + 8 <= seg; j += 8)
+            for (int t = 0; t < 8; t++)
+                l[t] += row[j0 + j + t] * q[j0 + j + t];
+        for (; j < seg; j++)
+            t0 += row[j0 + j] * q[j0 + j];
+        p += (((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]))) + t0;
+    }
+    return p;
+}
+
+/* Q^T[k][j] = column j of M times column k of P: the rows in order. */
+HP_KD float hp_k_psgd_col(const float *M, size_t n, size_t m, size_t c, const float *p, size_t r, size_t k,
+                          size_t j)
+{
+    float a = 0.0f;
+    for (size_t i = 0; i < m; i++)
+        if (j < hp_k_psgd_row_len(n, c, i))
+            a += M[i * c + j] * p[i * r + k];
+    return a;
+}
+
+/* Element j of row prow (r coefficients) of P Q^T: the r terms in k order. */
+HP_KD float hp_k_psgd_recon(const float *prow, size_t r, const float *qt, size_t c, size_t j)
+{
+    float v = prow[0] * qt[j];
+    for (size_t k = 1; k < r; k++)
+        v += prow[k] * qt[k * c + j];
+    return v;
+}
+
 /* ----------------------------------------------------- little-endian I/O */
 
 HP_KD uint32_t hp_k_ld32(const uint8_t *p)

@@ -569,3 +569,50 @@ int hp_kl_sparse_mask(void *stream, const uint8_t *pairs, const uint32_t *count,
     }
     return 0;
 }
+
+/* ----------------------------------------------------------- powersgd */
+
+int hp_kl_psgd_mq(void *stream, const float *M, size_t n, size_t m, size_t c, size_t r, size_t T, const float *qt,
+                  float *p)
+{
+    (void)stream;
+    M = P(const float *, M);
+    qt = P(const float *, qt);
+    p = P(float *, p);
+    /* one thread per (row, k) */
+    for (size_t i = 0; i < m; i++)
+        for (size_t k = 0; k < r; k++)
+            p[i * r + k] = hp_k_psgd_dot(M + i * c, hp_k_psgd_row_len(n, c, i), qt + k * c, T);
+    return 0;
+}
+
+int hp_kl_psgd_mtp(void *stream, const float *M, size_t n, size_t m, size_t c, size_t r, const float *p, float *qt)
+{
+    (void)stream;
+    M = P(const float *, M);
+    p = P(const float *, p);
+    qt = P(float *, qt);
+    /* one thread per (k, column) */
+    for (size_t k = 0; k < r; k++)
+        for (size_t j = 0; j < c; j++)
+            qt[k * c + j] = hp_k_psgd_col(M, n, m, c, p, r, k, j);
+    return 0;
+}
+
+int hp_kl_psgd_recon(void *stream, float *buf, float *res, size_t n, size_t c, size_t r, const float *p,
+                     const float *qs, const float *ql)
+{
+    (void)stream;
+    buf = P(float *, buf);
+    res = P(float *, res);
+    p = P(const float *, p);
+    qs = P(const float *, qs);
+    ql = P(const float *, ql);
+    for (size_t e = 0; e < n; e++) {
+        const float *prow = p + (e / c) * r;
+        if (res != NULL)
+            res[e] = buf[e] - hp_k_psgd_recon(prow, r, ql, c, e % c);
+        buf[e] = hp_k_psgd_recon(prow, r, qs, c, e % c);
+    }
+    return 0;
+}

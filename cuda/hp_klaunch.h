@@ -109,6 +109,16 @@ int hp_kl_sparse_dec(void *stream, const uint8_t *pairs, size_t m, size_t n, flo
 int hp_kl_sparse_mask(void *stream, const uint8_t *pairs, const uint32_t *count, float *v, size_t n,
                       const uint32_t *flags);
 
+/* powersgd's passes over the m x c matrix M of n floats (the CPU's orders,
+ * hp_kern.h): P (m x r) = M Q with Q^T (r x c) given, tiles of T columns;
+ * Q^T = M^T P; and the reconstruction buf = P Qs^T, with res = M - P Ql^T
+ * first when res is not NULL (M is buf). */
+int hp_kl_psgd_mq(void *stream, const float *M, size_t n, size_t m, size_t c, size_t r, size_t T, const float *qt,
+                  float *p);
+int hp_kl_psgd_mtp(void *stream, const float *M, size_t n, size_t m, size_t c, size_t r, const float *p, float *qt);
+int hp_kl_psgd_recon(void *stream, float *buf, float *res, size_t n, size_t c, size_t r, const float *p,
+                     const float *qs, const float *ql);
+
 #ifdef __cplusplus
 }
 #endif

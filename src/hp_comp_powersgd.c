@@ -59,6 +59,10 @@ void hp_psgd_shape(size_t n, uint32_t rank, size_t *m_p, size_t *c_p, size_t *r_
 int hp_psgd_skip(size_t n, size_t m, size_t c, size_t r);
 size_t hp_psgd_wire_bytes(size_t n, uint32_t rank);
 size_t hp_psgd_orthonormalise(float *p, size_t m, size_t r, double *work);
+/* Also used by the device run (src/hp_gpu_psgd.c), which follows the same
+ * steps with the same summation orders. */
+void hp_psgd_start_q(float *qt, const float *warm, size_t r, size_t c, uint64_t seed, uint64_t call_no);
+size_t hp_psgd_tile_cols(size_t r, size_t c);
 
 /* ------------------------------------------------------------ geometry */
 
@@ -697,8 +701,7 @@ size_t hp_psgd_orthonormalise(float *p, size_t m, size_t r, double *work)
  * unit columns keep P = M Q from overflowing); rows that are zero, non-finite
  * or absent come from the counter RNG under a key without the rank, so every
  * rank draws the same.  Deterministic on identical warm starts. */
-static void start_q(float *qt, const float *warm, size_t r, size_t c, uint64_t seed,
-                    uint64_t call_no)
+void hp_psgd_start_q(float *qt, const float *warm, size_t r, size_t c, uint64_t seed, uint64_t call_no)
 {
     const uint64_t key4[4] = {seed, 0, call_no, PSGD_RNG_TAG};
     const uint64_t key = hp_rng_key(key4);
@@ -736,7 +739,7 @@ static size_t row_len(size_t n, size_t c, size_t i)
  * KiB) stays in the L2 cache while the rows of M stream past it, so M is
  * read from memory once and Q^T from cache (for r = 4 and up to 8192
  * columns there is one tile). */
-static size_t tile_cols(size_t r, size_t c)
+size_t hp_psgd_tile_cols(size_t r, size_t c)
 {
     size_t t = (size_t)32768 / HP_MAX(r, 1);
     t = t < 64 ? 64 : t & ~(size_t)7;
@@ -761,7 +764,7 @@ static int pass_mq(const psgd_kern_t *K, const float *a, const float *b, float *
                    float *rowbuf, size_t n, size_t m, size_t c, size_t r, const float *qt,
                    float *p)
 {
-    const size_t T = tile_cols(r, c);
+    const size_t T = hp_psgd_tile_cols(r, c);
     int bad = 0;
     memset(p, 0, m * r * sizeof(float));
     for (size_t j0 = 0; j0 < c; j0 += T)
@@ -792,7 +795,7 @@ static int pass_mq(const psgd_kern_t *K, const float *a, const float *b, float *
 static void pass_mtp(const psgd_kern_t *K, const float *a, const float *b, float *rowbuf,
                      size_t n, size_t m, size_t c, size_t r, const float *p, float *qt)
 {
-    const size_t T = tile_cols(r, c);
+    const size_t T = hp_psgd_tile_cols(r, c);
     memset(qt, 0, r * c * sizeof(float));
     for (size_t j0 = 0; j0 < c; j0 += T)
         for (size_t i = 0, nr; i < m; i += nr) {
@@ -822,7 +825,7 @@ static void pass_recon(const psgd_kern_t *K, const float *p, size_t n, size_t m,
                        const float *qtl, const float *ma, const float *mb, float *res,
                        void *scratch)
 {
-    const size_t T = tile_cols(r, c);
+    const size_t T = hp_psgd_tile_cols(r, c);
     for (size_t j0 = 0; j0 < c; j0 += T)
         for (size_t i = 0, nr; i < m; i += nr) {
             size_t len = row_len(n, c, i), off = i * c + j0;
@@ -902,7 +905,7 @@ static int psgd_encode(const hipress_encode_args_t *a, size_t *len_p, int *nonfi
     qt = p + m * r;
     rowbuf = qt + r * c;
 
-    start_q(qt, NULL, r, c, a->rng_key[0], a->rng_key[2]);
+    hp_psgd_start_q(qt, NULL, r, c, a->rng_key[0], a->rng_key[2]);
     bad = pass_mq(K, a->in, a->residual, NULL, rowbuf, n, m, c, r, qt, p);
     if (!bad)
         bad = row_check(p, m * r);
@@ -1087,7 +1090,7 @@ hp_status_t hp_powersgd_run(hp_call_t *call)
 
     /* M = input + residual in place (buf becomes the result anyway; the
      * residual is written only once the call is known to be finite), P = M Q */
-    start_q(qt, q_new ? NULL : qwarm, r, c, call->seed, call->call_no);
+    hp_psgd_start_q(qt, q_new ? NULL : qwarm, r, c, call->seed, call->call_no);
     bad = pass_mq(K, call->buf, res, call->buf, NULL, n, m, c, r, qt, p);
     if (bad)
         memset(p, 0, m * r * sizeof(float));
@@ -1143,6 +1146,7 @@ hp_status_t hp_powersgd_run(hp_call_t *call)
 
 const hp_comp_ext_t hp_compx_powersgd = {
     .qclass = HP_QCLASS_LOWRANK,
+    .gpu = HP_GPU_FMT_POWERSGD,
     .max_stages = 0,   /* its own exchange, one stage (doc/accuracy.md) */
     .run = hp_powersgd_run,
 };

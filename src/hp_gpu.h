@@ -222,6 +222,17 @@ typedef struct hp_gpu_ops_v2 {
     int (*dev_free)(const hp_gpu_ptr_t *where, void *p);
     /* Sum of |p[i]| in double (the dropped-mass count of the residual store). */
     int (*dev_l1)(const hp_gpu_ptr_t *where, const float *p, size_t n, double *l1_p);
+    /* Whether x[0..n) holds NaN or Inf (waits). */
+    int (*nonfinite)(void *cx, const float *x, size_t n, int *nonfinite_p);
+    /* powersgd's passes over M (the call's buffer, an m x c matrix of n
+     * floats), in the CPU's summation orders (cuda/hp_kern.h): P = M Q from
+     * Q^T (tiles of T columns); Q^T = M^T P; buf = P Qs^T after
+     * res = M - P Ql^T (res NULL: none).  Pointers are device memory. */
+    int (*psgd_mq)(void *cx, const float *M, size_t n, size_t m, size_t c, size_t r, size_t T, const float *qt,
+                   float *p);
+    int (*psgd_mtp)(void *cx, const float *M, size_t n, size_t m, size_t c, size_t r, const float *p, float *qt);
+    int (*psgd_recon)(void *cx, float *buf, float *res, size_t n, size_t c, size_t r, const float *p,
+                      const float *qs, const float *ql);
     /* hipress-bench --kernels --gpu: time every format's encode and decode
      * and a device-to-device copy on `device` (see cuda/hp_cuda_bench.cu);
      * rows are printed through `row`. */

@@ -32,7 +32,8 @@ const hp_gpu_ops_v2_t *hp_gpu_codec(void)
 uint32_t hp_gpu_fmt_of(int kind)
 {
     uint32_t f = hp_comp_ext(kind)->gpu;
-    return f < HP_GPU_FMT_COUNT && f != HP_GPU_FMT_FP16 && f != HP_GPU_FMT_BF16 ? f : HP_GPU_FMT_HOST;
+    /* message formats with device kernels (fp16 and bf16: reserved) */
+    return f <= HP_GPU_FMT_SPARSE ? f : HP_GPU_FMT_HOST;
 }
 
 /* Whether the codec's kernels run in a context: probed once per context. */
@@ -422,7 +423,9 @@ static hp_status_t dev_sync(hp_mem_t *m)
     return m->err;
 }
 
-/* A collective compressor (powersgd) on host copies of the buffer and of
+hp_status_t hp_gpu_psgd_run(hp_call_t *call);   /* src/hp_gpu_psgd.c */
+
+/* A collective compressor without device passes on host copies of the buffer and of
  * its error-feedback vectors (in a store of this call), by its own run,
  * unchanged; the vectors go back to the device store after. */
 static hp_status_t dev_collective(hp_call_t *call)
@@ -438,6 +441,8 @@ static hp_status_t dev_collective(hp_call_t *call)
 
     if (x->run == NULL)
         return HP_ERR_UNSUPPORTED;
+    if (x->gpu == HP_GPU_FMT_POWERSGD && call->mem->cx != NULL)
+        return hp_gpu_psgd_run(call);   /* its passes on the device */
     sub = *call;
     sub.mem = NULL;
     sub.mom = sub.state = NULL;

@@ -19,6 +19,9 @@
  * hp_comp_ext_t, those formats go through the host (HP_GPU_FMT_HOST). */
 #define HP_GPU_FMT_FP16     6
 #define HP_GPU_FMT_BF16     7
-#define HP_GPU_FMT_COUNT    8
+/* powersgd, a collective compressor: its passes on the device
+ * (src/hp_gpu_psgd.c), not a message format of the codec */
+#define HP_GPU_FMT_POWERSGD 8
+#define HP_GPU_FMT_COUNT    9
 
 #endif

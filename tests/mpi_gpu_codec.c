@@ -229,6 +229,8 @@ int main(int argc, char **argv)
         const char *kv[] = {"hipress_compressor", "powersgd", "hipress_hierarchical", "off", "hipress_allow_plain", "0",
                             "hipress_min_bytes", "1K", NULL};
         run("powersgd", kv, 40003, 4, 2, 1);
+        kv[7] = "0";   /* hipress_min_bytes: 30 floats, too few to factor: sent plain */
+        run("powersgd/plain", kv, 30, 3, 1, 1);
     }
     corrupt();
     MPI_Allreduce(&bad, &all_bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);

@@ -1,0 +1,195 @@
+/*
+ * powersgd on a device buffer: hp_powersgd_run's steps (src/hp_comp_powersgd.c)
+ * with the passes over the matrix on the GPU and the small factors on the
+ * host.
+ *
+ *   M = buffer + residual, P = M Q           device (the CPU's summation order)
+ *   P summed over ranks (ring of `none`)     host (P is m x r floats)
+ *   P orthonormalised                        host (hp_psgd_orthonormalise: a
+ *                                            pure function of P, which every
+ *                                            rank has the same)
+ *   Q_l = M^T P; Q summed over ranks         device; host
+ *   result = P Q^T, residual = M - P Q_l^T   device (the CPU's order)
+ *
+ * What every rank decodes -- the summed P, the orthonormalised P, the summed
+ * Q and the result -- has the same bits on every rank and on both paths: the
+ * passes follow the CPU's summation orders, so a device rank and a host rank
+ * of one call agree, and the local products could be any deterministic
+ * order for identity across ranks alone (a BLAS's would do; this one keeps
+ * the CPU's bits and needs nothing but the driver).
+ */
+#include "hp_backend.h"
+#include "hp_algo.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* src/hp_comp_powersgd.c's internal API */
+void hp_psgd_shape(size_t n, uint32_t rank, size_t *m_p, size_t *c_p, size_t *r_p);
+int hp_psgd_skip(size_t n, size_t m, size_t c, size_t r);
+size_t hp_psgd_orthonormalise(float *p, size_t m, size_t r, double *work);
+void hp_psgd_start_q(float *qt, const float *warm, size_t r, size_t c, uint64_t seed, uint64_t call_no);
+size_t hp_psgd_tile_cols(size_t r, size_t c);
+
+hp_status_t hp_gpu_psgd_run(hp_call_t *call);
+
+/* Sum v[0..len) over ranks with the `none` ring; v is host memory when
+ * host is set, else the call's device memory. */
+static hp_status_t ring_sum(hp_call_t *call, float *v, size_t len, int host, int corrupt, hp_status_t err)
+{
+    hp_call_t sub = *call;
+    hp_status_t st;
+    if (host)
+        sub.mem = NULL;
+    sub.buf = v;
+    sub.n = len;
+    sub.kind = hp_kind_none;
+    sub.rb = NULL;
+    sub.resid = sub.mom = sub.state = NULL;
+    sub.grain = 1;
+    sub.corrupt = corrupt;
+    sub.t_encode = sub.t_decode = 0;
+    sub.nonfinite = 0;
+    sub.err = err;
+    st = hp_algo_ring(&sub);
+    call->t_encode += sub.t_encode;
+    call->t_decode += sub.t_decode;
+    return st;
+}
+
+static int host_nonfinite(const float *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(v[i]))
+            return 1;
+    return 0;
+}
+
+/* The NaN result (the test was agreed: identical sums on every rank). */
+static void fill_nan(hp_call_t *call, const hp_gpu_ops_v2_t *g)
+{
+    if (g->fill(call->mem->cx, call->buf, NAN, call->n) != HP_GPU_OK && call->mem->err == HP_OK)
+        call->mem->err = HP_ERR_DEVICE;
+    call->nonfinite++;
+}
+
+static hp_status_t run_plain(hp_call_t *call, const hp_gpu_ops_v2_t *g)
+{
+    hp_status_t st;
+    int bad = 0;
+    hp_call_fold(call, 0, call->n);
+    st = ring_sum(call, call->buf, call->n, 0, call->corrupt, HP_OK);
+    if (st == HP_OK && g->nonfinite(call->mem->cx, call->buf, call->n, &bad) != HP_GPU_OK)
+        return HP_ERR_DEVICE;
+    if (st == HP_OK && bad)
+        fill_nan(call, g);
+    return st;
+}
+
+#define DEV(expr) do { if ((expr) != HP_GPU_OK) { st = HP_ERR_DEVICE; goto out; } } while (0)
+
+hp_status_t hp_gpu_psgd_run(hp_call_t *call)
+{
+    const hp_gpu_ops_v2_t *g = hp_gpu_codec();
+    const size_t n = call->n;
+    const uint32_t rank = call->params != NULL && call->params->powersgd_rank > 0 ? call->params->powersgd_rank : 4;
+    void *cx = call->mem != NULL ? call->mem->cx : NULL;
+    size_t m, c, r, pn, T;
+    float *res = call->resid, *qwarm = NULL, *p = NULL, *qt, *qs, *warm, *dp = NULL, *dqt, *dqs;
+    double *work;
+    int q_new = 1, bad = 0, failed;
+    hp_status_t st = HP_OK;
+    double t0;
+
+    if (g == NULL || cx == NULL)
+        return HP_ERR_DEVICE;
+    hp_psgd_shape(n, rank, &m, &c, &r);
+    if (hp_psgd_skip(n, m, c, r))
+        return run_plain(call, g);
+
+    t0 = hp_now();
+    if (call->rb != NULL) {
+        q_new = call->rb->vec[HP_RES_AUX] == NULL || call->rb->len[HP_RES_AUX] != r * c;
+        qwarm = hp_residual_vec(call->res, call->rb, HP_RES_AUX, r * c);
+    }
+    T = hp_psgd_tile_cols(r, c);
+    pn = m * r + 1;
+    p = hp_aligned_alloc(m * r * sizeof(double) + (pn + 3 * r * c) * sizeof(float));
+    if (p == NULL || (dp = hp_call_work(call, NULL, m * r + 2 * r * c)) == NULL) {
+        float dummy = 0.0f;
+        HP_WARN("powersgd: cannot allocate the workspace for %zu elements", n);
+        ring_sum(call, &dummy, pn, 1, 0, HP_ERR_NOMEM);
+        failed = 1;
+        hp_tp_agree(call->tp, &failed);
+        free(p);
+        return HP_ERR_NOMEM;
+    }
+    work = (double *)(void *)p;
+    p = (float *)(work + m * r);
+    qt = p + pn;
+    qs = qt + r * c;
+    warm = qs + r * c;
+    dqt = dp + m * r;
+    dqs = dqt + r * c;
+
+    /* M = input + residual in place, P = M Q (the residual is written only
+     * once the call is known to be finite) */
+    if (!q_new && qwarm != NULL)
+        DEV(g->copy(cx, warm, qwarm, r * c * sizeof(float)));
+    hp_psgd_start_q(qt, q_new || qwarm == NULL ? NULL : warm, r, c, call->seed, call->call_no);
+    DEV(g->copy(cx, dqt, qt, r * c * sizeof(float)));
+    if (res != NULL)
+        DEV(g->add(cx, call->buf, res, n));
+    DEV(g->nonfinite(cx, call->buf, n, &bad));
+    if (bad) {
+        memset(p, 0, m * r * sizeof(float));
+    } else {
+        DEV(g->psgd_mq(cx, call->buf, n, m, c, r, T, dqt, dp));
+        DEV(g->copy(cx, p, dp, m * r * sizeof(float)));
+    }
+    p[m * r] = bad ? 1.0f : 0.0f;
+    call->t_encode += hp_now() - t0;
+
+    st = ring_sum(call, p, pn, 1, call->corrupt, HP_OK);
+    /* every rank must take the same branch from here on */
+    failed = st != HP_OK;
+    if (hp_tp_agree(call->tp, &failed) != HP_OK)
+        failed = 1;
+    if (failed) {
+        st = st != HP_OK ? st : HP_ERR_PEER;
+        goto out;
+    }
+    if (p[m * r] != 0.0f || host_nonfinite(p, m * r)) {
+        fill_nan(call, g);
+        goto out;
+    }
+
+    t0 = hp_now();
+    hp_psgd_orthonormalise(p, m, r, work);
+    DEV(g->copy(cx, dp, p, m * r * sizeof(float)));
+    DEV(g->psgd_mtp(cx, call->buf, n, m, c, r, dp, dqt));   /* Q_l^T */
+    DEV(g->copy(cx, qs, dqt, r * c * sizeof(float)));
+    call->t_encode += hp_now() - t0;
+
+    st = ring_sum(call, qs, r * c, 1, 0, HP_OK);
+    if (st != HP_OK)
+        goto out;
+    if (host_nonfinite(qs, r * c)) {
+        /* the sum overflowed: identical on every rank, like the P test */
+        fill_nan(call, g);
+        goto out;
+    }
+
+    /* result = P Q^T; residual = M - P Q_l^T; next warm start = Q */
+    t0 = hp_now();
+    DEV(g->copy(cx, dqs, qs, r * c * sizeof(float)));
+    DEV(g->psgd_recon(cx, call->buf, res, n, c, r, dp, dqs, dqt));
+    if (qwarm != NULL)
+        DEV(g->copy(cx, qwarm, dqs, r * c * sizeof(float)));
+    call->t_decode += hp_now() - t0;
+out:
+    if (st == HP_ERR_DEVICE)
+        HP_WARN("powersgd on the device: %s", g->base.last_error());
+    free(work);
+    return st;
+}
