@@ -147,6 +147,7 @@ int hp_codec_encode(hp_codec_t *cx, const hp_gpu_enc_t *e, void *out, size_t cap
     const size_t pmax = hp_gpu_payload_bytes(e);
     uint8_t *dmsg = NULL;
     void *s = STREAM(cx), *tmp = NULL;
+    (void)tmp;
     int st;
 
     *plen_p = 0;
@@ -177,15 +178,17 @@ int hp_codec_encode(hp_codec_t *cx, const hp_gpu_enc_t *e, void *out, size_t cap
         if ((st = enc_blocks(cx, e, (uint8_t *)out, dmsg)) != HP_GPU_OK)
             return st;
         break;
-    case HP_GPU_FMT_TERNGRAD:
-        if (e->bits != 1 && e->bits != 2 && e->bits != 4 && e->bits != 8)
+    case HP_GPU_FMT_TERNGRAD: {
+        const size_t nb = (e->n + e->block - 1) / e->block;
+        if ((e->bits != 1 && e->bits != 2 && e->bits != 4 && e->bits != 8) || e->block < 32 ||
+            (e->block & (e->block - 1)) != 0)
             return HP_GPU_ERR_INVALID;
-        if ((st = ws_need(cx, HP_WS_TMP, hp_kl_tg_tmp_bytes(e->n), &tmp)) != HP_GPU_OK)
-            return st;
-        CK(hp_kl_tg_enc(s, e->in, e->n, e->bits, e->rng_key, e->rng_offset, dmsg, dmsg + 8, tmp, info(cx)));
+        CK(hp_kl_tg_enc(s, e->in, e->n, e->block, e->bits, e->rng_key, e->rng_offset, dmsg, dmsg + 8 * nb,
+                        info(cx)));
         if ((st = to_copy_stream(cx)) != HP_GPU_OK || (st = put(cx, (uint8_t *)out, dmsg, 0, pmax)) != HP_GPU_OK)
             return st;
         break;
+    }
     case HP_GPU_FMT_SPARSE: {
         hp_kl_sparse_t a;
         if (e->k_full == 0 || e->k_full > e->block || e->k_last > e->k_full)
@@ -220,9 +223,7 @@ int hp_codec_encode(hp_codec_t *cx, const hp_gpu_enc_t *e, void *out, size_t cap
         *nonfinite_p = 1;
         return HP_GPU_OK;
     }
-    if (e->fmt == HP_GPU_FMT_TERNGRAD && (cx->hinfo[0] & HP_K_F_SHORT))
-        *plen_p = 8;
-    else if (e->fmt == HP_GPU_FMT_SPARSE)
+    if (e->fmt == HP_GPU_FMT_SPARSE)
         *plen_p = 8 * (size_t)cx->hinfo[1];
     else
         *plen_p = pmax;
@@ -231,11 +232,10 @@ int hp_codec_encode(hp_codec_t *cx, const hp_gpu_enc_t *e, void *out, size_t cap
 
 /* ------------------------------------------------------------- decode */
 
-int hp_codec_check(const hp_gpu_dec_t *d, const void *payload, size_t plen, int *short_p)
+int hp_codec_check(const hp_gpu_dec_t *d, const void *payload, size_t plen)
 {
     const uint8_t *p = (const uint8_t *)payload;
     const size_t n = d->n, B = d->block ? d->block : 1;
-    *short_p = 0;
     switch (d->fmt) {
     case HP_GPU_FMT_NONE:
         return plen == 4 * n ? 0 : -1;
@@ -276,20 +276,21 @@ int hp_codec_check(const hp_gpu_dec_t *d, const void *payload, size_t plen, int 
     }
     case HP_GPU_FMT_TERNGRAD: {
         const uint32_t b = d->bits;
-        float hdr[2];
-        if ((b != 1 && b != 2 && b != 4 && b != 8) || plen < 8)
+        const size_t nb = (n + B - 1) / B;
+        const double top = 0x1p127 * (1.0 + 0x1p-20);
+        if ((b != 1 && b != 2 && b != 4 && b != 8) || B < 32 || (B & (B - 1)) || plen != 8 * nb + (n * b + 7) / 8)
             return -1;
-        memcpy(hdr, p, 8);
-        if (!((hp_f2u(hdr[0]) & 0x7fffffffu) < HP_K_TG_LIMIT_BITS))
-            return -1;
-        if (plen == 8) {
-            *short_p = 1;
-            return hp_f2u(hdr[1]) == 0 ? 0 : -1;
+        for (size_t j = 0; j < nb; j++) {
+            float pr[2];
+            memcpy(pr, p + 8 * j, 8);
+            if (!((hp_f2u(pr[0]) & 0x7fffffffu) < HP_K_TG_LIMIT_BITS))
+                return -1;
+            if (hp_f2u(pr[1]) != 0 && !(pr[1] > 0.0f && (double)pr[1] * (double)((1u << b) - 1u) <= top))
+                return -1;
         }
-        if (plen != 8 + (n * b + 7) / 8 || !(hdr[1] > 0.0f) ||
-            !((double)hdr[1] * (double)((1u << b) - 1u) <= 0x1p127 * (1.0 + 0x1p-20)))
-            return -1;
-        if (((n * b) & 7) && (p[8 + n * b / 8] >> ((n * b) & 7)) != 0)
+        /* padding bits after element n-1 (a block whose gap is 0 must have
+         * codes 0: checked on the device) */
+        if (((n * b) & 7) && (p[8 * nb + n * b / 8] >> ((n * b) & 7)) != 0)
             return -1;
         return 0;
     }
@@ -307,15 +308,14 @@ int hp_codec_decode(hp_codec_t *cx, const hp_gpu_dec_t *d, const void *payload, 
     uint8_t *dp = NULL;
     void *s = STREAM(cx);
     uint32_t *bad = info(cx) + 2;
-    int shrt = 0, st;
+    int st;
 
     if (n == 0)
         return HP_GPU_OK;
     if (cx->devonly) {
         dp = (uint8_t *)(uintptr_t)payload;
-        shrt = d->fmt == HP_GPU_FMT_TERNGRAD && plen == 8;
     } else {
-        if (hp_codec_check(d, payload, plen, &shrt) != 0)
+        if (hp_codec_check(d, payload, plen) != 0)
             return HP_GPU_ERR_INVALID;
         if ((st = ws_need(cx, HP_WS_DEC0 + slot, plen ? plen : 8, (void **)&dp)) != HP_GPU_OK)
             return st;
@@ -342,7 +342,7 @@ int hp_codec_decode(hp_codec_t *cx, const hp_gpu_dec_t *d, const void *payload, 
         CK(hp_kl_tbq_dec(s, dp, dp + 4 * ((n + B - 1) / B), n, d->block, dst, acc, bad));
         break;
     case HP_GPU_FMT_TERNGRAD:
-        CK(hp_kl_tg_dec(s, dp, dp + 8, n, d->bits, shrt, dst, acc));
+        CK(hp_kl_tg_dec(s, dp, dp + 8 * ((n + B - 1) / B), n, d->block, d->bits, dst, acc, bad));
         break;
     case HP_GPU_FMT_SPARSE:
         CK(hp_kl_sparse_dec(s, dp, plen / 8, n, dst, acc, bad));

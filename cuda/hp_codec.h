@@ -88,8 +88,8 @@ int hp_codec_nonfinite(hp_codec_t *cx, const float *x, size_t n, int *nonfinite_
 int hp_codec_sync(hp_codec_t *cx, int *bad_p);
 
 /* Host-side checks of a payload (the cheap ones; per-element checks run on
- * the device): 0 when acceptable.  *short_p: terngrad's 8-byte form. */
-int hp_codec_check(const hp_gpu_dec_t *d, const void *payload, size_t plen, int *short_p);
+ * the device): 0 when acceptable. */
+int hp_codec_check(const hp_gpu_dec_t *d, const void *payload, size_t plen);
 
 #ifdef __cplusplus
 }

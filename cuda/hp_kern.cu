@@ -16,7 +16,6 @@
 
 #define FULL 0xffffffffu
 #define TPB 256                      /* threads of the element-wise kernels */
-#define TG_SPAN 65536                /* elements per CTA of terngrad's min/max */
 
 static_assert(TPB == HP_K_WARPS * HP_K_WARP, "the block kernels run one warp per chunk slot");
 
@@ -566,102 +565,95 @@ extern "C" int hp_kl_tbq_dec(void *stream, const uint8_t *taus, const uint8_t *c
 
 /* ----------------------------------------------------------- terngrad */
 
-extern "C" size_t hp_kl_tg_tmp_bytes(size_t n)
-{
-    return ((n + TG_SPAN - 1) / TG_SPAN + 1) * sizeof(hp_k_mm_t) + 16;
-}
+#define TG_SPAN 4096   /* a CTA of the pairs kernel: the blocks of max(B, TG_SPAN) elements */
 
-/* Each CTA: min and max with their keys over its span, reduced in shared
- * memory (the keys make any tree give the CPU's choice). */
-__global__ static void k_tg_minmax(const float *x, size_t n, hp_k_mm_t *part)
+/* A CTA per span of whole blocks, each block reduced by all its threads:
+ * min and max with their keys (so the tree gives the CPU's choice among
+ * equal values), then the pair by one thread. */
+__global__ static void k_tg_pairs(const float *x, size_t n, uint32_t B, uint32_t bits, uint8_t *pairs,
+                                  uint32_t *flags)
 {
     __shared__ hp_k_mm_t sm[TPB];
-    const size_t base = (size_t)blockIdx.x * TG_SPAN, end = n - base < TG_SPAN ? n : base + TG_SPAN;
-    hp_k_mm_t a;
-    hp_k_mm_init(&a);
-    for (size_t i = base + threadIdx.x; i < end; i += TPB)
-        hp_k_mm_add(&a, x[i], hp_k_mm_key(i));
-    sm[threadIdx.x] = a;
-    __syncthreads();
-    for (unsigned s = TPB / 2; s > 0; s >>= 1) {
-        if (threadIdx.x < s)
-            hp_k_mm_merge(&sm[threadIdx.x], &sm[threadIdx.x + s]);
+    const size_t span = B > TG_SPAN ? B : TG_SPAN, base = (size_t)blockIdx.x * span;
+    uint32_t absmax = 0;
+    for (size_t b0 = base; b0 < n && b0 < base + span; b0 += B) {
+        const size_t end = n - b0 < B ? n : b0 + B;
+        hp_k_mm_t a;
+        hp_k_mm_init(&a);
+        for (size_t i = b0 + threadIdx.x; i < end; i += TPB)
+            hp_k_mm_add(&a, x[i], hp_k_mm_key(i));
+        sm[threadIdx.x] = a;
+        __syncthreads();
+        for (unsigned s = TPB / 2; s > 0; s >>= 1) {
+            if (threadIdx.x < s)
+                hp_k_mm_merge(&sm[threadIdx.x], &sm[threadIdx.x + s]);
+            __syncthreads();
+        }
+        if (threadIdx.x == 0) {
+            float pr[2];
+            hp_k_tg_pair(sm[0].mn, sm[0].mx, bits, pr);
+            hp_k_st32(pairs + 8 * (b0 / B), hp_f2u(pr[0]));
+            hp_k_st32(pairs + 8 * (b0 / B) + 4, hp_f2u(pr[1]));
+            absmax = sm[0].absmax > absmax ? sm[0].absmax : absmax;
+        }
         __syncthreads();
     }
-    if (threadIdx.x == 0)
-        part[blockIdx.x] = sm[0];
+    if (threadIdx.x == 0 && absmax >= HP_K_TG_LIMIT_BITS)
+        atomicOr(flags, HP_K_F_NONFINITE);
 }
 
-__global__ static void k_tg_finish(hp_k_mm_t *part, size_t nparts, uint32_t bits, size_t n, uint8_t *hdr,
-                                   uint32_t *flags)
-{
-    hp_k_mm_t all;
-    float h[2], inv;
-    uint32_t f;
-    hp_k_mm_init(&all);
-    for (size_t c = 0; c < nparts; c++)
-        hp_k_mm_merge(&all, &part[c]);
-    hp_k_tg_params(&all, bits, n, h, &inv, &f);
-    hp_k_st32(hdr, hp_f2u(h[0]));
-    hp_k_st32(hdr + 4, hp_f2u(h[1]));
-    *(float *)(part + nparts) = inv;
-    if (f != 0)
-        atomicOr(flags, f);
-}
-
-__global__ static void k_tg_codes(const float *x, size_t n, uint32_t bits, uint64_t key, uint64_t ctr0,
-                                  const uint8_t *hdr, const hp_k_mm_t *part, size_t nparts, uint8_t *codes,
-                                  const uint32_t *flags)
+__global__ static void k_tg_codes(const float *x, size_t n, uint32_t B, uint32_t bits, uint64_t key, uint64_t ctr0,
+                                  const uint8_t *pairs, uint8_t *codes, const uint32_t *flags)
 {
     const size_t per = 8 / bits, nbytes = (n + per - 1) / per;
-    const float mn = hp_u2f(hp_k_ld32(hdr)), inv = *(const float *)(part + nparts);
-    if (flags[0] & (HP_K_F_NONFINITE | HP_K_F_SHORT))
+    if (flags[0] & HP_K_F_NONFINITE)
         return;
     GRID_STRIDE(o, nbytes) {
+        const uint8_t *pp = pairs + 8 * (o * per / B);   /* a byte never straddles blocks */
+        const float pr[2] = {hp_u2f(hp_k_ld32(pp)), hp_u2f(hp_k_ld32(pp + 4))};
         uint32_t byte = 0;
         for (size_t j = 0; j < per && o * per + j < n; j++) {
             size_t i = o * per + j;
-            byte |= hp_k_tg_code(x[i], mn, inv, bits, key, ctr0 + i) << (j * bits);
+            byte |= hp_k_tg_code(x[i], pr, bits, key, ctr0 + i) << (j * bits);
         }
         codes[o] = (uint8_t)byte;
     }
 }
 
-extern "C" int hp_kl_tg_enc(void *stream, const float *x, size_t n, uint32_t bits, uint64_t key, uint64_t ctr0,
-                            uint8_t *hdr, uint8_t *codes, void *tmp, uint32_t *flags)
+extern "C" int hp_kl_tg_enc(void *stream, const float *x, size_t n, uint32_t B, uint32_t bits, uint64_t key,
+                            uint64_t ctr0, uint8_t *pairs, uint8_t *codes, uint32_t *flags)
 {
-    const size_t ncta = (n + TG_SPAN - 1) / TG_SPAN;
+    const size_t span = B > TG_SPAN ? B : TG_SPAN;
     cudaStream_t s = (cudaStream_t)stream;
-    hp_k_mm_t *part = (hp_k_mm_t *)tmp;
     if (n == 0)
         return 0;
-    k_tg_minmax<<<(unsigned)ncta, TPB, 0, s>>>(x, n, part);
-    k_tg_finish<<<1, 1, 0, s>>>(part, ncta, bits, n, hdr, flags);
-    k_tg_codes<<<grid_for((n * bits + 7) / 8, 1), TPB, 0, s>>>(x, n, bits, key, ctr0, hdr, part, ncta, codes, flags);
+    k_tg_pairs<<<(unsigned)((n + span - 1) / span), TPB, 0, s>>>(x, n, B, bits, pairs, flags);
+    k_tg_codes<<<grid_for((n * bits + 7) / 8, 1), TPB, 0, s>>>(x, n, B, bits, key, ctr0, pairs, codes, flags);
     return launched();
 }
 
-__global__ static void k_tg_dec(const uint8_t *hdr, const uint8_t *codes, size_t n, uint32_t bits, int short_form,
-                                float *dst, int accumulate)
+__global__ static void k_tg_dec(const uint8_t *pairs, const uint8_t *codes, size_t n, uint32_t B, uint32_t bits,
+                                float *dst, int accumulate, uint32_t *bad)
 {
     const uint32_t per = 8 / bits, mask = (1u << bits) - 1u;
-    const float mn = hp_u2f(hp_k_ld32(hdr)), gap = hp_u2f(hp_k_ld32(hdr + 4));
+    int b = 0;
     GRID_STRIDE(i, n) {
-        if (short_form) {
-            hp_k_store(dst, i, mn, accumulate);
-        } else {
-            uint32_t c = (codes[i / per] >> ((i % per) * bits)) & mask;
-            hp_k_store(dst, i, hp_dequant(c, mn, 0.0f, gap), accumulate);
-        }
+        const uint8_t *pp = pairs + 8 * (i / B);
+        float mn = hp_u2f(hp_k_ld32(pp)), gap = hp_u2f(hp_k_ld32(pp + 4));
+        uint32_t c = (codes[i / per] >> ((i % per) * bits)) & mask;
+        b |= hp_f2u(gap) == 0 && c != 0;
+        hp_k_store(dst, i, hp_dequant(c, mn, 0.0f, gap), accumulate);
     }
+    if (b)
+        atomicOr(bad, HP_K_F_BAD);
 }
 
-extern "C" int hp_kl_tg_dec(void *stream, const uint8_t *hdr, const uint8_t *codes, size_t n, uint32_t bits,
-                            int short_form, float *dst, int accumulate)
+extern "C" int hp_kl_tg_dec(void *stream, const uint8_t *pairs, const uint8_t *codes, size_t n, uint32_t B,
+                            uint32_t bits, float *dst, int accumulate, uint32_t *bad)
 {
     if (n == 0)
         return 0;
-    k_tg_dec<<<grid_for(n, 4), TPB, 0, (cudaStream_t)stream>>>(hdr, codes, n, bits, short_form, dst, accumulate);
+    k_tg_dec<<<grid_for(n, 4), TPB, 0, (cudaStream_t)stream>>>(pairs, codes, n, B, bits, dst, accumulate, bad);
     return launched();
 }
 

@@ -17,9 +17,9 @@
  *    order; when that is not finite the exact form (8 double lanes combined
  *    pairwise) is computed by one thread; chunk results are added in chunk
  *    order by one thread per block;
- *  - min/max (terngrad) keep, among equal values, the one the CPU's fold
- *    would keep (the earliest in the order of its 8 lanes), so any tree of
- *    a total order gives the CPU's bits, -0 versus +0 included;
+ *  - min/max (terngrad, per block) keep, among equal values, the one the
+ *    CPU's fold keeps (hp_k_mm_key), so any tree gives the CPU's bits, -0
+ *    versus +0 included;
  *  - top-k (graddrop, dgc) selects exactly the CPU rule's elements: the k
  *    largest |v| of a block, ties to the lower index, exact zeros never
  *    (an exact radix select on the |v| bits, whatever the CPU's sampling
@@ -56,7 +56,6 @@
 
 /* Flags a kernel sets in the device info word of a message (OR-ed). */
 #define HP_K_F_NONFINITE 0x1u   /* the message is the NaN message */
-#define HP_K_F_SHORT     0x2u   /* terngrad: the 8-byte (min, +0) form */
 #define HP_K_F_OVERFLOW  0x4u   /* sparse: v overflowed: residual and state reset */
 #define HP_K_F_BAD       0x8u   /* decode: the message is malformed (sticky) */
 
@@ -272,37 +271,24 @@ HP_KD void hp_k_mm_merge(hp_k_mm_t *a, const hp_k_mm_t *b)
     a->absmax = b->absmax > a->absmax ? b->absmax : a->absmax;
 }
 
-/* The message's header floats from min, max and the largest |x|
- * (hp_comp_terngrad.c): *flags_p gets HP_K_F_NONFINITE (|x| >= 2^126 or
- * NaN/Inf) or HP_K_F_SHORT (gap 0), hdr the two floats, *inv_p 1/gap. */
-HP_KD void hp_k_tg_params(const hp_k_mm_t *a, uint32_t bits, size_t n, float hdr[2], float *inv_p,
-                          uint32_t *flags_p)
+/* A block's pair (min, gap) from its min and max (hp_comp_terngrad.c): gap
+ * is (max - min) / L, or +0 when 1/gap overflows (the block then has codes
+ * 0 and decodes to min).  A message whose largest |x| reaches 2^126 (or is
+ * NaN or Inf) is the NaN message instead. */
+HP_KD void hp_k_tg_pair(float mn, float mx, uint32_t bits, float pair[2])
 {
-    float mn = a->mn, mx = a->mx, levels = (float)((1u << bits) - 1u), gap, inv;
-    *flags_p = 0;
-    hdr[0] = hdr[1] = 0.0f;
-    *inv_p = 0.0f;
-    if (a->absmax >= HP_K_TG_LIMIT_BITS) {
-        *flags_p = HP_K_F_NONFINITE;
-        return;
-    }
-    if (n == 0)
-        mn = mx = 0.0f;
-    gap = (mx - mn) / levels;
-    inv = 1.0f / gap;
-    if (!(inv <= FLT_MAX))
-        gap = 0.0f;
-    hdr[0] = mn;
-    hdr[1] = gap == 0.0f ? 0.0f : gap;
-    *inv_p = inv;
-    if (gap == 0.0f)
-        *flags_p = HP_K_F_SHORT;
+    float levels = (float)((1u << bits) - 1u), gap = (mx - mn) / levels, inv = 1.0f / gap;
+    pair[0] = mn;
+    pair[1] = inv <= FLT_MAX ? gap : 0.0f;
 }
 
-/* The code of element i (message-relative; the counter is rng_offset + i). */
-HP_KD uint32_t hp_k_tg_code(float x, float mn, float inv, uint32_t bits, uint64_t key, uint64_t ctr)
+/* The code of element x of a block with pair (min, gap) (the counter is
+ * rng_offset + i for message element i). */
+HP_KD uint32_t hp_k_tg_code(float x, const float pair[2], uint32_t bits, uint64_t key, uint64_t ctr)
 {
-    return hp_quant_stoch(x, mn, inv, hp_rng_unit(key, ctr), (float)((1u << bits) - 1u));
+    if (hp_f2u(pair[1]) == 0)
+        return 0;
+    return hp_quant_stoch(x, pair[0], 1.0f / pair[1], hp_rng_unit(key, ctr), (float)((1u << bits) - 1u));
 }
 
 /* ------------------------------------------------------------ sparse */

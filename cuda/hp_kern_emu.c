@@ -323,71 +323,62 @@ int hp_kl_tbq_dec(void *stream, const uint8_t *taus, const uint8_t *codes, size_
 
 /* ----------------------------------------------------------- terngrad */
 
-#define TG_SPAN 65536   /* elements per CTA of the min/max pass */
-
-size_t hp_kl_tg_tmp_bytes(size_t n)
+int hp_kl_tg_enc(void *stream, const float *x, size_t n, uint32_t B, uint32_t bits, uint64_t key, uint64_t ctr0,
+                 uint8_t *pairs, uint8_t *codes, uint32_t *flags)
 {
-    return ((n + TG_SPAN - 1) / TG_SPAN + 1) * sizeof(hp_k_mm_t) + 16;
-}
-
-int hp_kl_tg_enc(void *stream, const float *x, size_t n, uint32_t bits, uint64_t key, uint64_t ctr0,
-                 uint8_t *hdr, uint8_t *codes, void *tmp, uint32_t *flags)
-{
-    const size_t ncta = (n + TG_SPAN - 1) / TG_SPAN, per = 8 / bits;
-    hp_k_mm_t *part, all;
-    float h[2], inv;
-    uint32_t f;
+    const size_t nb = (n + B - 1) / B, per = 8 / bits;
+    uint32_t absmax = 0;
     (void)stream;
     x = P(const float *, x);
-    hdr = P(uint8_t *, hdr);
+    pairs = P(uint8_t *, pairs);
     codes = P(uint8_t *, codes);
-    tmp = P(void *, tmp);
     flags = P(uint32_t *, flags);
-    part = (hp_k_mm_t *)tmp;
-    /* pass A: each CTA's min/max with keys, then one thread merges them */
-    for (size_t cta = 0; cta < ncta; cta++) {
-        hp_k_mm_init(&part[cta]);
-        for (size_t i = cta * TG_SPAN; i < n && i < (cta + 1) * TG_SPAN; i++)
-            hp_k_mm_add(&part[cta], x[i], hp_k_mm_key(i));
+    /* pass A: per block, min and max with their keys (any tree: the CTA's
+     * threads, then a tree of them), the pair by one thread */
+    for (size_t b = 0; b < nb; b++) {
+        hp_k_mm_t a;
+        float pr[2];
+        hp_k_mm_init(&a);
+        for (size_t i = b * B; i < n && i < (b + 1) * B; i++)
+            hp_k_mm_add(&a, x[i], hp_k_mm_key(i));
+        hp_k_tg_pair(a.mn, a.mx, bits, pr);
+        memcpy(pairs + 8 * b, pr, 8);
+        absmax = a.absmax > absmax ? a.absmax : absmax;
     }
-    hp_k_mm_init(&all);
-    for (size_t cta = 0; cta < ncta; cta++)
-        hp_k_mm_merge(&all, &part[cta]);
-    hp_k_tg_params(&all, bits, n, h, &inv, &f);
-    memcpy(hdr, h, 8);
-    flags[0] |= f;
-    if (f != 0)
+    if (absmax >= HP_K_TG_LIMIT_BITS) {
+        flags[0] |= HP_K_F_NONFINITE;
         return 0;
-    /* pass B: one byte of codes per thread */
+    }
+    /* pass B: one byte of codes per thread (a byte never straddles blocks) */
     for (size_t o = 0; o * per < n; o++) {
         uint32_t byte = 0;
+        float pr[2];
+        memcpy(pr, pairs + 8 * (o * per / B), 8);
         for (size_t j = 0; j < per && o * per + j < n; j++) {
             size_t i = o * per + j;
-            byte |= hp_k_tg_code(x[i], h[0], inv, bits, key, ctr0 + i) << (j * bits);
+            byte |= hp_k_tg_code(x[i], pr, bits, key, ctr0 + i) << (j * bits);
         }
         codes[o] = (uint8_t)byte;
     }
     return 0;
 }
 
-int hp_kl_tg_dec(void *stream, const uint8_t *hdr, const uint8_t *codes, size_t n, uint32_t bits,
-                 int short_form, float *dst, int accumulate)
+int hp_kl_tg_dec(void *stream, const uint8_t *pairs, const uint8_t *codes, size_t n, uint32_t B, uint32_t bits,
+                 float *dst, int accumulate, uint32_t *bad)
 {
     const uint32_t per = 8 / bits, mask = (1u << bits) - 1u;
-    float h[2];
     (void)stream;
-    hdr = P(const uint8_t *, hdr);
+    pairs = P(const uint8_t *, pairs);
     codes = P(const uint8_t *, codes);
     dst = P(float *, dst);
-    memcpy(h, hdr, 8);
+    bad = P(uint32_t *, bad);
     for (size_t i = 0; i < n; i++) {
-        uint32_t c;
-        if (short_form) {
-            hp_k_store(dst, i, h[0], accumulate);
-            continue;
-        }
-        c = (codes[i / per] >> ((i % per) * bits)) & mask;
-        hp_k_store(dst, i, hp_dequant(c, h[0], 0.0f, h[1]), accumulate);
+        float pr[2];
+        uint32_t c = (codes[i / per] >> ((i % per) * bits)) & mask;
+        memcpy(pr, pairs + 8 * (i / B), 8);
+        if (hp_f2u(pr[1]) == 0 && c != 0)
+            bad[0] |= HP_K_F_BAD;
+        hp_k_store(dst, i, hp_dequant(c, pr[0], 0.0f, pr[1]), accumulate);
     }
     return 0;
 }

@@ -69,16 +69,16 @@ int hp_kl_tbq_enc(void *stream, const float *x, float *r, size_t n, uint32_t B, 
 int hp_kl_tbq_dec(void *stream, const uint8_t *taus, const uint8_t *codes, size_t n, uint32_t B,
                   float *dst, int accumulate, uint32_t *bad);
 
-/* terngrad encode: min/max (tmp: hp_kl_tg_tmp_bytes(n)), the header floats
- * (hdr: 8 bytes of the payload) and *inv on the device, then the codes
- * (ceil(n bits / 8) bytes) unless HP_K_F_NONFINITE or HP_K_F_SHORT. */
-size_t hp_kl_tg_tmp_bytes(size_t n);
-int hp_kl_tg_enc(void *stream, const float *x, size_t n, uint32_t bits, uint64_t key, uint64_t ctr0,
-                 uint8_t *hdr, uint8_t *codes, void *tmp, uint32_t *flags);
+/* terngrad encode, one range per block of B: the blocks' pairs (8 bytes
+ * each) and the codes (ceil(n bits / 8) bytes); HP_K_F_NONFINITE when the
+ * largest |x| reaches 2^126 (or is NaN or Inf; the codes are not written). */
+int hp_kl_tg_enc(void *stream, const float *x, size_t n, uint32_t B, uint32_t bits, uint64_t key, uint64_t ctr0,
+                 uint8_t *pairs, uint8_t *codes, uint32_t *flags);
 
-/* terngrad decode of a checked payload; short_form: every element is min. */
-int hp_kl_tg_dec(void *stream, const uint8_t *hdr, const uint8_t *codes, size_t n, uint32_t bits,
-                 int short_form, float *dst, int accumulate);
+/* terngrad decode of a payload the host checked; HP_K_F_BAD in *bad for a
+ * non-zero code in a block whose gap is 0. */
+int hp_kl_tg_dec(void *stream, const uint8_t *pairs, const uint8_t *codes, size_t n, uint32_t B, uint32_t bits,
+                 float *dst, int accumulate, uint32_t *bad);
 
 /* graddrop / dgc encode (see hp_ops_sparse.h for the rule).  info[0]:
  * flags, info[1]: the number of pairs written to payload. */

@@ -138,7 +138,7 @@ typedef struct hp_gpu_ops {
  * memory of the call's context. */
 typedef struct hp_gpu_enc {
     uint32_t     fmt;         /* HP_GPU_FMT_* */
-    uint32_t     block;       /* onebit, tbq, sparse: elements per block (the grain) */
+    uint32_t     block;       /* onebit, tbq, terngrad, sparse: elements per block (the grain) */
     uint32_t     bits;        /* terngrad: 1, 2, 4, 8 */
     float        thr, scale;  /* tbq: fixed threshold (> 0), else scale of mean |v| */
     float        momentum;    /* sparse with state: u = m u + g */
@@ -169,7 +169,7 @@ static inline size_t hp_gpu_payload_bytes(const hp_gpu_enc_t *e)
     case HP_GPU_FMT_NONE: return 4 * n;
     case HP_GPU_FMT_ONEBIT: return 8 * ((n + b - 1) / b) + 4 * ((n + 31) / 32);
     case HP_GPU_FMT_TBQ: return 4 * ((n + b - 1) / b) + (n + 3) / 4;
-    case HP_GPU_FMT_TERNGRAD: return 8 + (n * e->bits + 7) / 8;
+    case HP_GPU_FMT_TERNGRAD: return 8 * ((n + b - 1) / b) + (n * e->bits + 7) / 8;
     case HP_GPU_FMT_SPARSE: return 8 * ((n / b) * (size_t)e->k_full + (n % b ? e->k_last : 0));
     default: return 0;
     }

@@ -127,7 +127,10 @@ static hp_gpu_enc_t enc_args(const kcase_t *t, size_t n)
         e.thr = t->p.tbq_threshold;
         e.scale = t->p.tbq_scale;
         break;
-    case HP_GPU_FMT_TERNGRAD: e.bits = t->p.terngrad_bits; break;
+    case HP_GPU_FMT_TERNGRAD:
+        e.bits = t->p.terngrad_bits;
+        e.block = t->p.terngrad_block;
+        break;
     case HP_GPU_FMT_SPARSE:
         e.block = t->p.sparse_block;
         e.k_full = (uint32_t)hp_sparse_k(e.block, 0, &t->p);
@@ -332,11 +335,14 @@ END_TEST
 START_TEST(test_terngrad)
 {
     static const uint32_t bits[] = {1, 2, 4, 8};
+    static const uint32_t blocks[] = {32, 4096, 65536};
     kcase_t t = tc("terngrad", HP_GPU_FMT_TERNGRAD);
-    for (size_t b = 0; b < 4; b++) {
-        t.p.terngrad_bits = bits[b];
-        sweep(t, b == 1);
-    }
+    for (size_t k = 0; k < 3; k++)
+        for (size_t b = 0; b < 4; b++) {
+            t.p.terngrad_block = blocks[k];
+            t.p.terngrad_bits = bits[b];
+            sweep(t, b == 1 && k == 1);
+        }
 }
 END_TEST
 

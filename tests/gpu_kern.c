@@ -355,12 +355,16 @@ int main(int argc, char **argv)
     }
     {
         static const uint32_t bits[] = {1, 2, 4, 8};
+        static const uint32_t blocks[] = {32, 4096, 65536};
         kc_t t = kc("terngrad", HP_GPU_FMT_TERNGRAD);
-        for (size_t b = 0; b < 4; b++) {
-            t.p.terngrad_bits = bits[b];
-            sweep(t, small, 9, b == 1);
-        }
+        for (size_t k = 0; k < 3; k++)
+            for (size_t b = 0; b < 4; b++) {
+                t.p.terngrad_block = blocks[k];
+                t.p.terngrad_bits = bits[b];
+                sweep(t, small, 9, b == 1 && k == 1);
+            }
         t.p.terngrad_bits = 2;
+        t.p.terngrad_block = 4096;
         sweep(t, large, quick ? 1 : 2, 0);
     }
     {

@@ -73,7 +73,7 @@ static void add(int *n, const char *name, uint32_t fmt, uint32_t block, int ef)
     r->e.fmt = fmt;
     r->e.block = block;
     r->e.bits = 2;
-    r->e.scale = 1.0f;
+    r->e.scale = 4.0f;   /* HIPRESS_TBQ_SCALE's default */
     r->e.k_full = (uint32_t)((block + 999) / 1000);   /* ceil(block * 0.001), HIPRESS_SPARSE_RATIO */
     r->e.residual = ef ? (float *)(uintptr_t)1 : NULL;   /* a non-NULL template: with a residual */
 }
@@ -102,7 +102,7 @@ int hp_bench_kernels_gpu(int csv, size_t bytes, int device)
     add(&n, "onebit-noef", HP_GPU_FMT_ONEBIT, 4096, 0);
     add(&n, "tbq", HP_GPU_FMT_TBQ, 4096, 1);
     add(&n, "tbq-b65536", HP_GPU_FMT_TBQ, 65536, 1);   /* blocks larger than a CTA: two passes */
-    add(&n, "terngrad", HP_GPU_FMT_TERNGRAD, 1, 0);
+    add(&n, "terngrad", HP_GPU_FMT_TERNGRAD, 4096, 0);
     add(&n, "graddrop", HP_GPU_FMT_SPARSE, 65536, 1);
     add(&n, "dgc", HP_GPU_FMT_SPARSE, 65536, 1);
     rows[n - 1].e.state = (float *)(uintptr_t)1;
