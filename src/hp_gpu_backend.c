@@ -359,12 +359,19 @@ static int dev_fold(hp_mem_t *m, float *buf, float *r, size_t n)
     return 1;
 }
 
-/* Not asked of the device: unknown, so hp_call_merge_begin assumes
- * non-finite and a sum's NaN/Inf makes the partition NaN. */
+/* hp_call_merge_begin's own-data check: the codec's scan kernel
+ * (hp_kl_finite) and a wait for its flag, while the messages travel.  A
+ * failure is "unknown" (-1): the merge is then taken as non-finite, as the
+ * sum would have been before exceptions existed; the call's next device
+ * operation reports the failure. */
 static int dev_nonfinite(hp_mem_t *m, const float *buf, size_t n)
 {
-    (void)m; (void)buf; (void)n;
-    return -1;
+    int bad = 0;
+    if (n == 0)
+        return 0;
+    if (m->cx == NULL || g2()->nonfinite(m->cx, buf, n, &bad) != HP_GPU_OK)
+        return -1;
+    return bad != 0;
 }
 
 static void dev_copy(hp_mem_t *m, void *dst, const void *src, size_t bytes)
