@@ -253,6 +253,19 @@ static int exceptional(float v)
 hp_status_t hp_msg_encode_x(int kind, hipress_encode_args_t *args, void *out, size_t cap,
                             hp_src_t src, size_t *len_p, int *nonfinite_p, size_t *except_p)
 {
+    hp_status_t st;
+
+    if (except_p != NULL)
+        *except_p = 0;
+    st = hp_msg_encode(kind, args, out, cap, len_p, nonfinite_p);
+    if (st != HP_OK || !*nonfinite_p)
+        return st;
+    return hp_msg_except(kind, args, out, cap, src, len_p, nonfinite_p, except_p);
+}
+
+hp_status_t hp_msg_except(int kind, hipress_encode_args_t *args, void *out, size_t cap,
+                          hp_src_t src, size_t *len_p, int *nonfinite_p, size_t *except_p)
+{
     unsigned char *o = (unsigned char *)out;
     float *in = (float *)(uintptr_t)args->in;
     uint32_t idx[HP_MSG_MAX_EXCEPT];
@@ -260,13 +273,11 @@ hp_status_t hp_msg_encode_x(int kind, hipress_encode_args_t *args, void *out, si
     size_t k = 0, plen, head;
     hp_comp_t *c = hp_comp_get(kind);
     int nonfinite = 0, rc;
-    hp_status_t st;
 
     if (except_p != NULL)
         *except_p = 0;
-    st = hp_msg_encode(kind, args, out, cap, len_p, nonfinite_p);
-    if (st != HP_OK || !*nonfinite_p || src == HP_SRC_BAD)
-        return st;
+    if (src == HP_SRC_BAD)
+        return HP_OK;
     for (size_t i = 0; i < args->n; i++) {
         if (!exceptional(in[i]))
             continue;

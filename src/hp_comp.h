@@ -140,6 +140,14 @@ typedef enum {
 hp_status_t hp_msg_encode_x(int kind, hipress_encode_args_t *args, void *out, size_t cap,
                             hp_src_t src, size_t *len_p, int *nonfinite_p, size_t *except_p);
 
+/* The second half of hp_msg_encode_x, for an encoder that made the
+ * non-finite message of args elsewhere (the device codec, whose encode
+ * leaves the residual and state as hp_msg_encode does): out holds that
+ * message (*len_p bytes, *nonfinite_p = 1).  Replaces it with the message
+ * with exceptions hp_msg_encode_x would send, or leaves it as it is. */
+hp_status_t hp_msg_except(int kind, hipress_encode_args_t *args, void *out, size_t cap,
+                          hp_src_t src, size_t *len_p, int *nonfinite_p, size_t *except_p);
+
 /* An error message for n elements (12 bytes). */
 size_t hp_msg_error(void *out, size_t n);
 

@@ -229,6 +229,36 @@ static hp_status_t staged_encode(hp_mem_t *m, int kind, hipress_encode_args_t *a
     return HP_OK;
 }
 
+/* The device encode found NaN or Inf where src allows exceptions (an
+ * overflowed sum of finite values; a finite input of magnitude >= 2^126):
+ * the CPU's hp_msg_except on host copies of the range and of its vectors,
+ * which the device encode left as the CPU's first encode does (nothing
+ * written, or dgc's error feedback restarted from zero), so the message
+ * and the vectors are the CPU's bytes.  Rare: its copies do not matter. */
+static hp_status_t staged_except(hp_mem_t *m, int kind, hipress_encode_args_t *a, hp_src_t src, void *out,
+                                 size_t cap, size_t *len_p, int *nonfinite_p, size_t *except_p)
+{
+    const size_t n = a->n, fb = n * sizeof(float);
+    float *h = (float *)arena(ARENA_STAGE, 3 * fb + 64, &m->where);
+    hipress_encode_args_t ha = *a;
+    hp_status_t st;
+    if (h == NULL)
+        return HP_ERR_NOMEM;
+    ha.in = h;
+    ha.residual = a->residual != NULL ? h + n : NULL;
+    ha.state = a->state != NULL ? h + 2 * n : NULL;
+    if (dev_xfer(m, h, a->in, fb) || (a->residual && dev_xfer(m, ha.residual, a->residual, fb)) ||
+        (a->state && dev_xfer(m, ha.state, a->state, fb)))
+        return HP_ERR_DEVICE;
+    st = hp_msg_except(kind, &ha, out, cap, src, len_p, nonfinite_p, except_p);
+    if (st != HP_OK)
+        return st;
+    /* the second encode's error feedback (with the exceptions at 0) */
+    if ((a->residual && dev_xfer(m, a->residual, ha.residual, fb)) || (a->state && dev_xfer(m, a->state, ha.state, fb)))
+        return HP_ERR_DEVICE;
+    return HP_OK;
+}
+
 static hp_status_t dev_encode(hp_mem_t *m, int kind, hipress_encode_args_t *a, hp_src_t src, float *mask,
                               void *out, size_t cap, size_t *len_p, int *nonfinite_p, size_t *except_p)
 {
@@ -285,13 +315,13 @@ static hp_status_t dev_encode(hp_mem_t *m, int kind, hipress_encode_args_t *a, h
         HP_WARN("gpu: %s", g2()->base.last_error());
         return rc == HP_GPU_ERR_INVALID ? HP_ERR_INVALID : rc == HP_GPU_ERR_NOMEM ? HP_ERR_NOMEM : HP_ERR_DEVICE;
     }
-    /* a non-finite sum is a non-finite message here, whatever src says (no
-     * exceptions from the device kernels) */
     if (nf)
         plen = 0;
     hp_msg_put_header(out, kind, nf, a->n, plen);
     *len_p = HP_MSG_HEADER + plen;
     *nonfinite_p = nf;
+    if (nf && src != HP_SRC_BAD)
+        return staged_except(m, kind, a, src, out, cap, len_p, nonfinite_p, except_p);
     return HP_OK;
 }
 
