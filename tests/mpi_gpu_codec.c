@@ -16,7 +16,12 @@
  * buffers (hipress_comm_residual): the device path encodes the CPU's bytes,
  * keeps the residual on the device and decodes to the CPU's bits.  Calls
  * with NaN in the input, and a call whose first message is corrupted (it
- * must fail on every rank, on both paths), are part of the sequence.
+ * must fail on every rank, on both paths), are part of the sequence, and
+ * so are calls whose sum overflows float32 from finite inputs (every rank
+ * 3e38 in a few elements: a relay sends them as message exceptions, those
+ * elements alone are +Inf on every rank, the rest finite; on the device the
+ * encoder's NaN/Inf goes back to the CPU's hp_msg_except on a host copy and
+ * the messages with exceptions decode through the CPU's decoder).
  * Rank 0 prints "mpi_gpu_codec: ok, N device calls" or the program exits 1.
  */
 #define _GNU_SOURCE
@@ -99,8 +104,10 @@ static MPI_Comm make_comm(const char *const *kv)
     return c;
 }
 
-/* The same calls on host and device buffers of n floats. */
-static void run(const char *label, const char *const *kv, size_t n, int calls, int nan_call, int in_place)
+/* The same calls on host and device buffers of n floats; call ovf_call
+ * has 3e38 in elements [ovf_at, ovf_at + ovf_len) on every rank. */
+static void run_ovf(const char *label, const char *const *kv, size_t n, int calls, int nan_call, int in_place,
+                    int ovf_call, size_t ovf_at, size_t ovf_len)
 {
     MPI_Comm ch = make_comm(kv), cd = make_comm(kv);
     float *h = malloc(n * sizeof(float)), *hs = malloc(n * sizeof(float)), *back = malloc(n * sizeof(float));
@@ -118,6 +125,9 @@ static void run(const char *label, const char *const *kv, size_t n, int calls, i
             (in_place ? h : hs)[i] = val(rank, t, i);
         if (t == nan_call && rank == size - 1)
             (in_place ? h : hs)[n / 3] = NAN;
+        if (t == ovf_call)
+            for (size_t i = ovf_at; i < ovf_at + ovf_len; i++)
+                (in_place ? h : hs)[i] = 3e38f;
         dwrite(in_place ? d : ds, in_place ? h : hs, n * sizeof(float));
         rch = MPI_Allreduce(in_place ? MPI_IN_PLACE : hs, h, (int)n, MPI_FLOAT, MPI_SUM, ch);
         rcd = MPI_Allreduce(in_place ? MPI_IN_PLACE : ds, d, (int)n, MPI_FLOAT, MPI_SUM, cd);
@@ -129,6 +139,15 @@ static void run(const char *label, const char *const *kv, size_t n, int calls, i
                 diff = i;
         CHECK(diff == n, "%s n=%zu call %d: result[%zu] host %a device %a", label, n, t, diff, h[diff],
               back[diff]);
+        if (t == ovf_call) {
+            /* as MPI_Allreduce: +Inf where the sum overflowed, finite elsewhere */
+            size_t wrong = n;
+            for (size_t i = 0; i < n && wrong == n; i++)
+                if ((i >= ovf_at && i < ovf_at + ovf_len) ? !(back[i] == INFINITY) : !isfinite(back[i]))
+                    wrong = i;
+            CHECK(wrong == n, "%s n=%zu call %d (overflow at %zu..%zu): device result[%zu] = %g", label, n, t,
+                  ovf_at, ovf_at + ovf_len - 1, wrong, back[wrong]);
+        }
         ok = comm_residual(ch, h, n, rh) == 0 && comm_residual(cd, d, n, rd) == 0;
         CHECK(ok, "%s: hipress_comm_residual failed", label);
         diff = n;
@@ -147,6 +166,35 @@ static void run(const char *label, const char *const *kv, size_t n, int calls, i
     free(back);
     free(rh);
     free(rd);
+}
+
+static void run(const char *label, const char *const *kv, size_t n, int calls, int nan_call, int in_place)
+{
+    run_ovf(label, kv, n, calls, nan_call, in_place, -1, 0, 0);
+}
+
+/* Sums that overflow float32 from finite inputs, at a relay of ring, tree
+ * and ps: fp16 (encoded on host copies; 3e38 is beyond its range, so even
+ * the first hop sends it as an exception), onebit (device kernels: one
+ * whole block of 32 at 3e38, so the decoded sum of two is +Inf in 32
+ * elements, within HP_MSG_MAX_EXCEPT) and graddrop (device kernels: the
+ * one element is selected and sent exactly; the sum is +Inf).  The next
+ * call checks what the exceptions left in the residuals. */
+static void overflow(void)
+{
+    static const char *const comps[] = {"fp16", "onebit", "graddrop"};
+    static const char *const algos[] = {"ring", "tree", "ps"};
+    for (size_t c = 0; c < sizeof(comps) / sizeof(comps[0]); c++)
+        for (size_t a = 0; a < sizeof(algos) / sizeof(algos[0]); a++) {
+            char label[64];
+            const char *kv[] = {"hipress_compressor", comps[c], "hipress_algo", algos[a],
+                                "hipress_partition_bytes", "16K", "hipress_hierarchical", "off",
+                                "hipress_min_bytes", "1K", "hipress_sparse_ratio", "0.01",
+                                "hipress_onebit_block", "32", "hipress_sparse_block", "4096", NULL};
+            const int onebit = c == 1;
+            snprintf(label, sizeof(label), "overflow/%s/%s", comps[c], algos[a]);
+            run_ovf(label, kv, 40003, 2, -1, (int)a % 2, 0, onebit ? 32 * 411 : 12345, onebit ? 32 : 1);
+        }
 }
 
 /* A corrupted first message: the call fails on every rank, on both paths,
@@ -232,6 +280,7 @@ int main(int argc, char **argv)
         kv[7] = "0";   /* hipress_min_bytes: 30 floats, too few to factor: sent plain */
         run("powersgd/plain", kv, 30, 3, 1, 1);
     }
+    overflow();
     corrupt();
     MPI_Allreduce(&bad, &all_bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     if (rank == 0 && !all_bad)

@@ -6,8 +6,9 @@
 # kernels run on the host, cuda/hp_kern_emu.c).
 #   1. mpi_gpu_codec at 2, 3 and 4 ranks: every compressor and algorithm on
 #      device buffers gives the host path's bits, results and residuals,
-#      NaN inputs and a corrupted message included; every device call is
-#      compressed on the GPU, none staged;
+#      NaN inputs, sums that overflow float32 (message exceptions) and a
+#      corrupted message included; every device call is compressed on the
+#      GPU, none staged;
 #   2. mpi_gpu: the exact collectives on device buffers stay exact; the
 #      large float sums are compressed on the GPU (`none`), the rest staged;
 #   3. HIPRESS_GPU=stage: nothing is compressed on the GPU;
