@@ -46,6 +46,9 @@ static void *wd_main(void *arg)
             if (w->peer >= 0)
                 snprintf(peer, sizeof(peer), ", waiting for rank %d (host %s)", w->peer,
                          hp_wd_host(w->peer));
+            else    /* a collective of hipress' own: MPI does not say whom it waits for */
+                snprintf(peer, sizeof(peer), ", a collective of all ranks (which rank is missing "
+                         "is not known)");
             /* stderr only, then _exit: no MPI call from this thread, no
              * atexit handler that could block */
             fprintf(stderr,

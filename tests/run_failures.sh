@@ -140,8 +140,13 @@ show link.hipress
 g=$(cat "$out/link.hipress.gone" 2>/dev/null || echo none)
 echo "# link.hipress: every rank ended ${g} s after the cut"
 [ "$g" != none ] && [ "$g" -le 60 ] || hp_fail "link.hipress: the ranks had not all ended 60 s after the cut"
-grep -q 'hipress: error: rank [0-9] (host h[12]) made no progress .*waiting for rank [0-9] (host h[12])' \
-    "$out/link.hipress.out" || hp_fail "link.hipress: no watchdog line naming the peer"
+# the line names the peer, or, when the cut came during one of hipress' own
+# small collectives (the per-call agreements; more likely on a loaded
+# machine), says it was a collective, whose missing rank MPI does not tell
+grep -q 'hipress: error: rank [0-9] (host h[12]) made no progress for [0-9]* s in .*\(waiting for rank [0-9] (host h[12])\|a collective of all ranks\)' \
+    "$out/link.hipress.out" || hp_fail "link.hipress: no watchdog line naming the peer or the collective"
+grep -q 'made no progress .*waiting for rank [0-9] (host h2)' "$out/link.hipress.out" ||
+    echo "# link.hipress: the cut came during a collective of hipress' own (no single peer to name)"
 
 # nothing left behind
 [ -s "$out/pidns" ] || hp_fail "the cluster did not report its PID namespace"
