@@ -28,8 +28,8 @@ typedef struct hp_nccl_xport {
 typedef struct hp_nccl_cstate hp_nccl_cstate_t;
 
 /*
- * An eligible float32 ncclSum/ncclAvg call outside any group, not captured,
- * with HIPRESS_NCCL=compress.  The first such call on a communicator agrees
+ * An eligible float32 ncclSum/ncclAvg call outside the user's groups, not
+ * captured, with HIPRESS_NCCL=compress.  The first such call on a communicator agrees
  * the settings over NCCL (one small ncclAllReduce on `stream`); a
  * disagreement, a compressor the allgather cannot run (none, powersgd), one
  * rank, or a rank without the CUDA module's codec makes every later call

@@ -9,8 +9,9 @@
  * ncclAllReduce calls are classified (hp_nccl.h) and counted.  By default
  * (HIPRESS_NCCL=pass) every call goes to the real function with its
  * arguments unchanged.  With HIPRESS_NCCL=compress, an eligible float32 call
- * outside any group runs the experimental compressed allgather
- * (mpi_wrappers/hp_nccl_comp.c).  Settings load at the first call when the
+ * outside the user's groups runs the experimental compressed allgather
+ * (mpi_wrappers/hp_nccl_comp.c); one that opens a group is held back until
+ * the group ends or grows (held_call_t).  Settings load at the first call when the
  * process never called MPI_Init (torchrun).
  */
 #define _GNU_SOURCE
@@ -275,13 +276,57 @@ static void count_nccl(hp_nccl_elig_t r)
     atomic_fetch_add_explicit(&hp_g.stats.nccl_reason[r], 1, memory_order_relaxed);
 }
 
+/* Under HIPRESS_NCCL=compress, a float32 ncclAllReduce that is the first
+ * operation of a depth-1 group (PyTorch's one-call group) is held back, not
+ * given to NCCL: at the outermost ncclGroupEnd, if it was alone, it runs
+ * compressed after the (then empty) group; when a second operation enters
+ * the group first, it is given to NCCL just before that operation, so NCCL
+ * sees the user's group in its order.  Per thread, as groups are. */
+typedef struct {
+    int          valid;
+    const void  *sendbuff;
+    void        *recvbuff;
+    size_t       count;
+    ncclRedOp_t  op;
+    ncclComm_t   comm;
+    cudaStream_t stream;
+    ncclResult_t err;     /* the held call, given to NCCL late, failed: said at ncclGroupEnd */
+} held_call_t;
+static __thread held_call_t tls_held;
+
+static int allreduce_compress(const void *sendbuff, void *recvbuff, size_t count, ncclRedOp_t op, ncclComm_t comm,
+                              cudaStream_t stream, ncclResult_t *rc_p);
+
+/* Give call h to NCCL now; *rc_p its result. */
+static void held_release_as(const held_call_t *h, ncclResult_t *rc_p)
+{
+    __typeof__(&ncclAllReduce) real = HP_REAL(ncclAllReduce);
+    *rc_p = real != NULL ? real(h->sendbuff, h->recvbuff, h->count, ncclFloat32, h->op, h->comm, h->stream)
+                         : ncclSystemError;
+}
+
+/* Give the held call to NCCL now. */
+static void held_release(void)
+{
+    held_call_t *h = &tls_held;
+    ncclResult_t rc;
+    if (!h->valid)
+        return;
+    h->valid = 0;
+    held_release_as(h, &rc);
+    if (rc != ncclSuccess && h->err == ncclSuccess)
+        h->err = rc;
+}
+
 /* An NCCL operation enters the current group (if any). */
 static hp_nccl_group_class_t group_op(void)
 {
     int demoted = 0;
     hp_nccl_group_class_t cls = hp_nccl_group_op(&tls_group, &demoted);
-    if (demoted)   /* the group's first call is part of the user's group after all */
+    if (demoted) {   /* the group's first call is part of the user's group after all */
         count_nccl(HP_NELIG_GROUP);
+        held_release();
+    }
     return cls;
 }
 
@@ -304,8 +349,26 @@ HP_WRAP ncclResult_t ncclGroupEnd(void)
     if (real == NULL)
         return ncclSystemError;
     rc = real();
-    if (hp_nccl_group_end(&tls_group))
+    if (hp_nccl_group_end(&tls_group)) {
         count_nccl(HP_NELIG_YES);   /* a group of one eligible call, as PyTorch makes */
+        if (tls_held.valid) {
+            /* it was alone: compressed after the empty group, or given to
+             * NCCL on its own (the same operation) */
+            held_call_t h = tls_held;
+            ncclResult_t hrc = ncclSuccess;
+            tls_held.valid = 0;
+            if (!allreduce_compress(h.sendbuff, h.recvbuff, h.count, h.op, h.comm, h.stream, &hrc))
+                held_release_as(&h, &hrc);
+            if (rc == ncclSuccess)
+                rc = hrc;
+        }
+    }
+    if (tls_group.depth == 0) {
+        held_release();   /* (none should be left) */
+        if (rc == ncclSuccess)
+            rc = tls_held.err;
+        tls_held.err = ncclSuccess;
+    }
     return rc;
 }
 
@@ -334,7 +397,8 @@ static int nccl_op_ok(ncclRedOp_t op)
 
 /* Classify and count one ncclAllReduce; eligible calls of a group that may
  * hold only them are counted at ncclGroupEnd.  Returns 1 when the call is
- * eligible and outside any group (a candidate for compression). */
+ * eligible and outside any group, 2 when it is eligible and the first of a
+ * depth-1 group (decided at ncclGroupEnd), else 0. */
 static int allreduce_classify(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
                                ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream)
 {
@@ -362,10 +426,24 @@ static int allreduce_classify(const void *sendbuff, void *recvbuff, size_t count
     }
     if (r == HP_NELIG_YES && cls == HP_NCCL_SOLE_SO_FAR) {
         hp_nccl_group_set_pending(&tls_group);
-        return 0;
+        return 2;
     }
     count_nccl(r);
     return r == HP_NELIG_YES && cls == HP_NCCL_NO_GROUP;
+}
+
+/* Whether comm's calls are compressed (HIPRESS_NCCL). */
+static int compress_mode(ncclComm_t comm)
+{
+    comm_entry_t *e;
+    int on;
+    if (atomic_load_explicit(&reg.count, memory_order_relaxed) == 0)
+        return hp_cfg_i(&hp_g.cfg, HP_S_NCCL) == HP_NCCL_SETTING_COMPRESS;
+    pthread_mutex_lock(&reg.lock);
+    e = comm_find(comm);
+    on = hp_cfg_i(e != NULL ? &e->cfg : &hp_g.cfg, HP_S_NCCL) == HP_NCCL_SETTING_COMPRESS;
+    pthread_mutex_unlock(&reg.lock);
+    return on;
 }
 
 /* HIPRESS_NCCL=compress: the experimental compressed path takes a float32
@@ -408,11 +486,17 @@ HP_WRAP ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t 
 {
     __typeof__(&ncclAllReduce) real = HP_REAL(ncclAllReduce);
     ncclResult_t rc;
+    int cand;
     if (real == NULL)
         return ncclSystemError;
-    if (allreduce_classify(sendbuff, recvbuff, count, datatype, op, comm, stream) && datatype == ncclFloat32 &&
-        allreduce_compress(sendbuff, recvbuff, count, op, comm, stream, &rc))
+    cand = allreduce_classify(sendbuff, recvbuff, count, datatype, op, comm, stream);
+    if (cand == 1 && datatype == ncclFloat32 && allreduce_compress(sendbuff, recvbuff, count, op, comm, stream, &rc))
         return rc;
+    if (cand == 2 && datatype == ncclFloat32 && compress_mode(comm)) {
+        /* the first call of a group: held until the group ends or grows */
+        tls_held = (held_call_t){1, sendbuff, recvbuff, count, op, comm, stream, tls_held.err};
+        return ncclSuccess;
+    }
     return real(sendbuff, recvbuff, count, datatype, op, comm, stream);
 }
 

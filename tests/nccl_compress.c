@@ -20,8 +20,9 @@
  * stream and communicator per call, of a slot that fits the compressor's
  * bound and is smaller than the data; pass-through (the user's call as
  * made, exact result) for HIPRESS_NCCL=pass on a communicator, a buffer
- * below HIPRESS_MIN_BYTES, a user's group of two calls, a group of one, a
- * capturing stream, float16 data, and settings that differ between ranks; a
+ * below HIPRESS_MIN_BYTES, a user's group of two calls (inside the group, in
+ * order), a capturing stream, float16 data, and settings that differ
+ * between ranks; a group of one (PyTorch's) compressed after the group; a
  * corrupted message (HIPRESS_TEST_CORRUPT) gives NaN on every rank and the
  * next call works again.  Rank 0 prints "nccl_compress: ok, C compressed
  * calls" or the program exits 1.
@@ -305,19 +306,39 @@ static void case_pass(void)
     allreduce("capturing", d, d, n, ncclFloat32, ncclSum, c, 0, 0);
     set_capturing(STREAM, 0);
     {
+        /* groups, on a communicator with fp16: a group of two is the user's
+         * (given to NCCL in its order), a group of one is PyTorch's
+         * (compressed after the group, exactly here) */
+        ncclComm_t g = comm_with("fp16");
         int from = mock_nccl_ncalls();
+        const mock_call_t *a, *b;
+        dwrite(d, h, n * sizeof(float));
         ncclGroupStart();
-        ncclAllReduce(d, d, n, ncclFloat32, ncclSum, c, STREAM);
-        ncclAllReduce(d2, d2, n, ncclFloat32, ncclSum, c, STREAM);
+        ncclAllReduce(d, d, n, ncclFloat32, ncclSum, g, STREAM);
+        ncclAllReduce(d2, d2, n, ncclFloat32, ncclSum, g, STREAM);
         ncclGroupEnd();
-        CHECK(calls_since(from, "ncclAllReduce") == 2 && calls_since(from, "ncclAllGather") == 0,
-              "a group of two: not passed through");
+        a = mock_nccl_call(from + 1);
+        b = mock_nccl_call(from + 2);
+        CHECK(calls_since(from, "ncclAllReduce") == 2 && calls_since(from, "ncclAllGather") == 0 && a && b &&
+                  strcmp(a->fn, "ncclAllReduce") == 0 && a->recvbuf == d && a->depth == 1 &&
+                  strcmp(b->fn, "ncclAllReduce") == 0 && b->recvbuf == d2 && b->depth == 1,
+              "a group of two: not passed through inside the group, in order");
+        dread(back, d, n * sizeof(float));
+        CHECK(memcmp(back, want, n * sizeof(float)) == 0, "a group of two: not the exact sum");
+
+        dwrite(d, h, n * sizeof(float));
         from = mock_nccl_ncalls();
         ncclGroupStart();
-        ncclAllReduce(d, d, n, ncclFloat32, ncclSum, c, STREAM);
+        ncclAllReduce(d, d, n, ncclFloat32, ncclSum, g, STREAM);
+        CHECK(mock_nccl_ncalls() == from + 1, "a group of one: the call reached NCCL inside the group");
         ncclGroupEnd();
-        CHECK(calls_since(from, "ncclAllReduce") == 1 && calls_since(from, "ncclAllGather") == 0,
-              "a group of one: not passed through");
+        a = mock_nccl_call(-1);
+        CHECK(calls_since(from, "ncclAllReduce") == 1 && calls_since(from, "ncclAllGather") == 1 && a &&
+                  strcmp(a->fn, "ncclAllGather") == 0 && a->depth == 0 && a->stream == STREAM,
+              "a group of one: want the agreement and an ncclAllGather after the group");
+        dread(back, d, n * sizeof(float));
+        CHECK(memcmp(back, want, n * sizeof(float)) == 0, "a group of one: not the exact sum");
+        compressed++;
     }
     /* settings that differ: agreed over NCCL, then passed through on every rank */
     dwrite(d, h, n * sizeof(float));
