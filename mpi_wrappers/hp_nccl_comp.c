@@ -220,7 +220,7 @@ static ncclResult_t run_call(hp_nccl_cstate_t *cs, const hp_config_t *cfg, const
                              cudaStream_t stream)
 {
     const hp_gpu_ops_v2_t *g = codec();
-    const size_t N = (size_t)cs->size, me = (size_t)cs->rank;
+    const size_t N = (size_t)cs->size;
     const hp_comp_t *comp = hp_comp_get(cs->kind);
     const hp_comp_ext_t *ext = hp_comp_ext(cs->kind);
     hipress_comp_params_t cparams = cs->params;
@@ -311,8 +311,13 @@ static ncclResult_t run_call(hp_nccl_cstate_t *cs, const hp_config_t *cfg, const
         memcpy(errmsg, &len64, SLOT_LEN_BYTES);
     }
     ms = mem.ops->sync(&mem);
-    if (st == HP_OK && call.err == HP_OK && ms != HP_OK)
-        call.err = ms;
+    if (ms != HP_OK && hmine != errmsg) {
+        /* the encode's device work failed: the peers must fail too */
+        if (call.err == HP_OK)
+            call.err = ms;
+        len64 = hp_msg_error(hmine + SLOT_LEN_BYTES, count);
+        memcpy(hmine, &len64, SLOT_LEN_BYTES);
+    }
     if (g->base.memcpy_h2d(dmine, hmine, SLOT_LEN_BYTES + (size_t)len64, &cs->where) != HP_GPU_OK) {
         hp_mem_end(&mem);
         return ncclUnhandledCudaError;
@@ -347,7 +352,6 @@ static ncclResult_t run_call(hp_nccl_cstate_t *cs, const hp_config_t *cfg, const
         if (N <= HP_DECODE_MANY_MAX && call.err == HP_OK)
             hp_call_decode_many(&call, bufs, lens, (int)N, 0, count, 0);
     }
-    (void)me;
     ms = mem.ops->sync(&mem);
     st = call.err != HP_OK ? call.err : ms;
     if (st == HP_OK && avg)
