@@ -17,8 +17,8 @@
  * to rounding) and terngrad stays within a bound; the calls the stand-in
  * records: at the first call of a communicator one ncclAllReduce of 5
  * int64 (the agreement), then one ncclAllGather of uint8 on the caller's
- * stream and communicator per call, of a slot that fits the compressor's
- * bound and is smaller than the data; pass-through (the user's call as
+ * stream and communicator per call, of a slot (a multiple of 16 bytes)
+ * smaller than the data; pass-through (the user's call as
  * made, exact result) for HIPRESS_NCCL=pass on a communicator, a buffer
  * below HIPRESS_MIN_BYTES, a user's group of two calls (inside the group, in
  * order), a capturing stream, float16 data, and settings that differ
