@@ -91,10 +91,12 @@ typedef struct hipress_stats {
 
 void hipress_stats_get(hipress_stats_t *stats_p);
 
-/* ncclAllReduce interception (a build with NCCL; see doc/usage.md).  In this
- * release every NCCL call goes to the real library unchanged; the counters
- * say what the compressed NCCL path would take.  calls - eligible -
- * passthrough = calls inside a group that has not ended yet. */
+/* ncclAllReduce interception (a build with NCCL; see doc/usage.md).  By
+ * default every NCCL call goes to the real library unchanged; the counters
+ * say what a compressed NCCL path would take (HIPRESS_NCCL=compress, an
+ * experimental mode, compresses the eligible float32 calls outside groups:
+ * doc/gpu.md).  calls - eligible - passthrough = calls inside a group that
+ * has not ended yet. */
 typedef struct hipress_nccl_stats {
     unsigned long long calls;          /* ncclAllReduce calls seen */
     unsigned long long eligible;       /* of which eligible */
@@ -114,6 +116,12 @@ void hipress_nccl_stats_get(hipress_nccl_stats_t *stats_p);
  * without MPI.  Its communicators from ncclCommSplit start from the job's
  * settings.  HIPRESS_ERR_UNSUPPORTED in a build without NCCL. */
 int hipress_nccl_comm_set(void *nccl_comm, const char *name, const char *value);
+
+/* hipress_comm_residual for an NCCL communicator under HIPRESS_NCCL=compress:
+ * a host copy of the error-feedback residual this rank holds for the device
+ * buffer (buf, count) (zeros when none).  HIPRESS_ERR_UNSUPPORTED in a build
+ * without NCCL, HIPRESS_ERR_DEVICE when it cannot be read. */
+int hipress_nccl_comm_residual(void *nccl_comm, const void *buf, size_t count, float *out);
 
 #ifdef __cplusplus
 }

@@ -12,3 +12,9 @@ HP_EXPORT int hipress_nccl_comm_set(void *nccl_comm, const char *name, const cha
     (void)nccl_comm; (void)name; (void)value;
     return HIPRESS_ERR_UNSUPPORTED;
 }
+
+HP_EXPORT int hipress_nccl_comm_residual(void *nccl_comm, const void *buf, size_t count, float *out)
+{
+    (void)nccl_comm; (void)buf; (void)count; (void)out;
+    return HIPRESS_ERR_UNSUPPORTED;
+}

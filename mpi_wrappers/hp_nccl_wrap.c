@@ -6,14 +6,18 @@
  * dependency), from any loaded object that defines them; both are resolved at
  * the first call of each function.
  *
- * In this release every call goes to the real function with its arguments
- * unchanged; ncclAllReduce calls are classified (hp_nccl.h) and counted, so
- * the statistics show what the compressed NCCL path will take.  Settings load
- * at the first call when the process never called MPI_Init (torchrun).
+ * ncclAllReduce calls are classified (hp_nccl.h) and counted.  By default
+ * (HIPRESS_NCCL=pass) every call goes to the real function with its
+ * arguments unchanged.  With HIPRESS_NCCL=compress, an eligible float32 call
+ * outside the user's groups runs the experimental compressed allgather
+ * (mpi_wrappers/hp_nccl_comp.c); one that opens a group is held back until
+ * the group ends or grows (held_call_t).  Settings load at the first call when the
+ * process never called MPI_Init (torchrun).
  */
 #define _GNU_SOURCE
 #include "hp_state.h"
 #include "hp_comp.h"
+#include "hp_nccl_comp.h"
 #include <dlfcn.h>
 #include <link.h>
 #include <nccl.h>
@@ -124,6 +128,10 @@ HP_REAL_DECL(ncclAllGather);
 HP_REAL_DECL(ncclReduceScatter);
 HP_REAL_DECL(ncclSend);
 HP_REAL_DECL(ncclRecv);
+HP_REAL_DECL(ncclCommCount);
+HP_REAL_DECL(ncclCommUserRank);
+/* A real function hipress does not wrap. */
+#define HP_REAL_PLAIN(fn) ((__typeof__(&fn))real_get(&real_##fn, NULL))
 
 /* ------------------------------------------- per-communicator registry */
 
@@ -133,6 +141,7 @@ HP_REAL_DECL(ncclRecv);
 typedef struct comm_entry {
     ncclComm_t         comm;
     hp_config_t        cfg;       /* hp_g.cfg plus this communicator's overrides */
+    hp_nccl_cstate_t  *cs;        /* the compressed path's state, or NULL */
     struct comm_entry *next;
 } comm_entry_t;
 
@@ -176,8 +185,27 @@ static int comm_release(ncclComm_t comm)
             break;
         }
     pthread_mutex_unlock(&reg.lock);
+    if (e != NULL)
+        hp_nccl_comp_free(e->cs);
     free(e);
     return e != NULL;
+}
+
+/* comm's entry, made from the job's settings when missing (NULL: no
+ * memory).  Under reg.lock. */
+static comm_entry_t *comm_get(ncclComm_t comm)
+{
+    comm_entry_t *e = comm_find(comm);
+    size_t b;
+    if (e != NULL || (e = calloc(1, sizeof(*e))) == NULL)
+        return e;
+    b = comm_hash(comm);
+    e->comm = comm;
+    e->cfg = hp_g.cfg;
+    e->next = reg.bucket[b];
+    reg.bucket[b] = e;
+    atomic_fetch_add(&reg.count, 1);
+    return e;
 }
 
 /* The settings that apply to comm (read under the lock). */
@@ -229,8 +257,10 @@ HP_EXPORT int hipress_nccl_comm_set(void *nccl_comm, const char *name, const cha
         e = fresh;
         fresh = NULL;
     }
-    if (e != NULL)
+    if (e != NULL) {
         e->cfg = cfg;
+        hp_nccl_comp_reset(e->cs);   /* agreed again at the next compressed call */
+    }
     pthread_mutex_unlock(&reg.lock);
     free(fresh);
     return e != NULL ? HIPRESS_OK : HIPRESS_ERR_NOMEM;
@@ -246,13 +276,57 @@ static void count_nccl(hp_nccl_elig_t r)
     atomic_fetch_add_explicit(&hp_g.stats.nccl_reason[r], 1, memory_order_relaxed);
 }
 
+/* Under HIPRESS_NCCL=compress, a float32 ncclAllReduce that is the first
+ * operation of a depth-1 group (PyTorch's one-call group) is held back, not
+ * given to NCCL: at the outermost ncclGroupEnd, if it was alone, it runs
+ * compressed after the (then empty) group; when a second operation enters
+ * the group first, it is given to NCCL just before that operation, so NCCL
+ * sees the user's group in its order.  Per thread, as groups are. */
+typedef struct {
+    int          valid;
+    const void  *sendbuff;
+    void        *recvbuff;
+    size_t       count;
+    ncclRedOp_t  op;
+    ncclComm_t   comm;
+    cudaStream_t stream;
+    ncclResult_t err;     /* the held call, given to NCCL late, failed: said at ncclGroupEnd */
+} held_call_t;
+static __thread held_call_t tls_held;
+
+static int allreduce_compress(const void *sendbuff, void *recvbuff, size_t count, ncclRedOp_t op, ncclComm_t comm,
+                              cudaStream_t stream, ncclResult_t *rc_p);
+
+/* Give call h to NCCL now; *rc_p its result. */
+static void held_release_as(const held_call_t *h, ncclResult_t *rc_p)
+{
+    __typeof__(&ncclAllReduce) real = HP_REAL(ncclAllReduce);
+    *rc_p = real != NULL ? real(h->sendbuff, h->recvbuff, h->count, ncclFloat32, h->op, h->comm, h->stream)
+                         : ncclSystemError;
+}
+
+/* Give the held call to NCCL now. */
+static void held_release(void)
+{
+    held_call_t *h = &tls_held;
+    ncclResult_t rc;
+    if (!h->valid)
+        return;
+    h->valid = 0;
+    held_release_as(h, &rc);
+    if (rc != ncclSuccess && h->err == ncclSuccess)
+        h->err = rc;
+}
+
 /* An NCCL operation enters the current group (if any). */
 static hp_nccl_group_class_t group_op(void)
 {
     int demoted = 0;
     hp_nccl_group_class_t cls = hp_nccl_group_op(&tls_group, &demoted);
-    if (demoted)   /* the group's first call is part of the user's group after all */
+    if (demoted) {   /* the group's first call is part of the user's group after all */
         count_nccl(HP_NELIG_GROUP);
+        held_release();
+    }
     return cls;
 }
 
@@ -275,8 +349,26 @@ HP_WRAP ncclResult_t ncclGroupEnd(void)
     if (real == NULL)
         return ncclSystemError;
     rc = real();
-    if (hp_nccl_group_end(&tls_group))
+    if (hp_nccl_group_end(&tls_group)) {
         count_nccl(HP_NELIG_YES);   /* a group of one eligible call, as PyTorch makes */
+        if (tls_held.valid) {
+            /* it was alone: compressed after the empty group, or given to
+             * NCCL on its own (the same operation) */
+            held_call_t h = tls_held;
+            ncclResult_t hrc = ncclSuccess;
+            tls_held.valid = 0;
+            if (!allreduce_compress(h.sendbuff, h.recvbuff, h.count, h.op, h.comm, h.stream, &hrc))
+                held_release_as(&h, &hrc);
+            if (rc == ncclSuccess)
+                rc = hrc;
+        }
+    }
+    if (tls_group.depth == 0) {
+        held_release();   /* (none should be left) */
+        if (rc == ncclSuccess)
+            rc = tls_held.err;
+        tls_held.err = ncclSuccess;
+    }
     return rc;
 }
 
@@ -304,8 +396,10 @@ static int nccl_op_ok(ncclRedOp_t op)
 }
 
 /* Classify and count one ncclAllReduce; eligible calls of a group that may
- * hold only them are counted at ncclGroupEnd. */
-static void allreduce_classify(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+ * hold only them are counted at ncclGroupEnd.  Returns 1 when the call is
+ * eligible and outside any group, 2 when it is eligible and the first of a
+ * depth-1 group (decided at ncclGroupEnd), else 0. */
+static int allreduce_classify(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
                                ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream)
 {
     hp_nccl_group_class_t cls;
@@ -332,19 +426,77 @@ static void allreduce_classify(const void *sendbuff, void *recvbuff, size_t coun
     }
     if (r == HP_NELIG_YES && cls == HP_NCCL_SOLE_SO_FAR) {
         hp_nccl_group_set_pending(&tls_group);
-        return;
+        return 2;
     }
     count_nccl(r);
+    return r == HP_NELIG_YES && cls == HP_NCCL_NO_GROUP;
+}
+
+/* Whether comm's calls are compressed (HIPRESS_NCCL). */
+static int compress_mode(ncclComm_t comm)
+{
+    comm_entry_t *e;
+    int on;
+    if (atomic_load_explicit(&reg.count, memory_order_relaxed) == 0)
+        return hp_cfg_i(&hp_g.cfg, HP_S_NCCL) == HP_NCCL_SETTING_COMPRESS;
+    pthread_mutex_lock(&reg.lock);
+    e = comm_find(comm);
+    on = hp_cfg_i(e != NULL ? &e->cfg : &hp_g.cfg, HP_S_NCCL) == HP_NCCL_SETTING_COMPRESS;
+    pthread_mutex_unlock(&reg.lock);
+    return on;
+}
+
+/* HIPRESS_NCCL=compress: the experimental compressed path takes a float32
+ * call.  Returns 1 when it did (*rc_p: the result). */
+static int allreduce_compress(const void *sendbuff, void *recvbuff, size_t count, ncclRedOp_t op, ncclComm_t comm,
+                              cudaStream_t stream, ncclResult_t *rc_p)
+{
+    hp_nccl_xport_t x;
+    comm_entry_t *e;
+    hp_config_t cfg;
+    int avg = 0;
+
+    pthread_mutex_lock(&reg.lock);
+    e = atomic_load_explicit(&reg.count, memory_order_relaxed) ? comm_find(comm) : NULL;
+    if (hp_cfg_i(e != NULL ? &e->cfg : &hp_g.cfg, HP_S_NCCL) != HP_NCCL_SETTING_COMPRESS ||
+        (e == NULL && (e = comm_get(comm)) == NULL)) {
+        pthread_mutex_unlock(&reg.lock);
+        return 0;
+    }
+    cfg = e->cfg;
+    pthread_mutex_unlock(&reg.lock);
+    /* the entry is this communicator's; NCCL's rules keep one thread on a
+     * communicator's collectives, and its release at ncclCommDestroy */
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 10, 0)
+    avg = op == ncclAvg;
+#else
+    (void)op;
+#endif
+    x.allgather = HP_REAL(ncclAllGather);
+    x.allreduce = HP_REAL(ncclAllReduce);
+    x.count = HP_REAL_PLAIN(ncclCommCount);
+    x.user_rank = HP_REAL_PLAIN(ncclCommUserRank);
+    if (x.allgather == NULL || x.allreduce == NULL)
+        return 0;
+    return hp_nccl_comp_allreduce(&e->cs, &cfg, &x, sendbuff, recvbuff, count, avg, comm, stream, rc_p);
 }
 
 HP_WRAP ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
                                    ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream)
 {
     __typeof__(&ncclAllReduce) real = HP_REAL(ncclAllReduce);
+    ncclResult_t rc;
+    int cand;
     if (real == NULL)
         return ncclSystemError;
-    allreduce_classify(sendbuff, recvbuff, count, datatype, op, comm, stream);
-    /* no compressed NCCL path yet: eligible or not, the call goes on as made */
+    cand = allreduce_classify(sendbuff, recvbuff, count, datatype, op, comm, stream);
+    if (cand == 1 && datatype == ncclFloat32 && allreduce_compress(sendbuff, recvbuff, count, op, comm, stream, &rc))
+        return rc;
+    if (cand == 2 && datatype == ncclFloat32 && compress_mode(comm)) {
+        /* the first call of a group: held until the group ends or grows */
+        tls_held = (held_call_t){1, sendbuff, recvbuff, count, op, comm, stream, tls_held.err};
+        return ncclSuccess;
+    }
     return real(sendbuff, recvbuff, count, datatype, op, comm, stream);
 }
 
@@ -492,4 +644,17 @@ HP_EXPORT void hipress_nccl_stats_get(hipress_nccl_stats_t *s)
     s->comms_released = atomic_load(&hp_g.stats.nccl_comms_released);
     s->group_depth = tls_group.depth;
     s->intercepted = 1;
+}
+
+HP_EXPORT int hipress_nccl_comm_residual(void *nccl_comm, const void *buf, size_t count, float *out)
+{
+    comm_entry_t *e;
+    int rc;
+    if (nccl_comm == NULL || buf == NULL || (out == NULL && count > 0))
+        return HIPRESS_ERR_INVALID;
+    pthread_mutex_lock(&reg.lock);
+    e = comm_find((ncclComm_t)nccl_comm);
+    rc = hp_nccl_comp_residual(e != NULL ? e->cs : NULL, buf, count, out);
+    pthread_mutex_unlock(&reg.lock);
+    return rc == 0 ? HIPRESS_OK : HIPRESS_ERR_DEVICE;
 }

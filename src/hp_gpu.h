@@ -251,6 +251,8 @@ typedef struct hp_gpu_ops_v2 {
 /* HIPRESS_GPU and HIPRESS_GPU_MPI_AWARE, in the order of their accepted lists. */
 enum { HP_GPU_SETTING_AUTO, HP_GPU_SETTING_OFF, HP_GPU_SETTING_STAGE };
 enum { HP_GPU_AWARE_AUTO, HP_GPU_AWARE_YES, HP_GPU_AWARE_NO };
+/* HIPRESS_NCCL */
+enum { HP_NCCL_SETTING_PASS, HP_NCCL_SETTING_COMPRESS };
 
 /* ------------------------------------------------------------ the watch */
 

@@ -599,8 +599,9 @@ static void stats_print_gpu(FILE *f)
     if (n == 0)
         return;
     fprintf(f, "  %-28s %llu\n", "ncclAllReduce calls", n);
-    fprintf(f, "  %-28s %llu (passed through: the NCCL compressed path is not in this release)\n",
+    fprintf(f, "  %-28s %llu (compressed only with HIPRESS_NCCL=compress: float32, not in a user group)\n",
             "nccl eligible", (unsigned long long)atomic_load(&s->nccl_reason[HP_NELIG_YES]));
+    fprintf(f, "  %-28s %llu\n", "nccl compressed", (unsigned long long)atomic_load(&s->nccl_compressed));
     for (int i = 1; i < HP_NELIG_NREASONS; i++) {
         unsigned long long v = atomic_load(&s->nccl_reason[i]);
         if (v)

@@ -53,6 +53,7 @@ typedef struct {
     _Atomic unsigned long long nccl_calls;
     _Atomic unsigned long long nccl_reason[HP_NELIG_NREASONS];
     _Atomic unsigned long long nccl_comms_released;
+    _Atomic unsigned long long nccl_compressed;   /* taken by HIPRESS_NCCL=compress */
     char plan_text[48][96];      /* last plan fixed per size class (under stats_lock) */
     double max_rel_err;          /* under stats_lock */
     pthread_mutex_t stats_lock;

@@ -17,6 +17,9 @@
 #                     buffers (staged exactly; or passed unchanged)
 #   run_nccl.sh       ncclAllReduce and friends through the preload, without
 #                     MPI: pass-through, groups, capture, release, settings
+#   run_nccl_compress.sh  HIPRESS_NCCL=compress at 2, 3, 4 ranks: the stand-in
+#                     NCCL replays its collectives through MPI, the emulated
+#                     CUDA module runs the codec (tests/nccl_compress.c)
 #   run_gpu_info.sh   hipress_info's GPU part, with and without a driver
 #   run_cuda.sh       a program linked by nvcc runs the module's self-test
 #                     kernel (on a machine without a GPU: a clean error)
@@ -39,7 +42,7 @@ tests_check_gpu_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_check_gpu_LDADD = libhpcore.la $(CHECK_LIBS) -lm
 tests_mpi_gpu_SOURCES = tests/mpi_gpu.c
 tests_mpi_gpu_LDADD = -ldl
-EXTRA_DIST += tests/run_gpu.sh tests/run_gpu_info.sh tests/run_nccl.sh tests/run_cuda.sh
+EXTRA_DIST += tests/run_gpu.sh tests/run_gpu_info.sh tests/run_nccl.sh tests/run_cuda.sh tests/run_nccl_compress.sh
 
 if HP_NCCL
 check_LTLIBRARIES += tests/mock/libnccl.la tests/libnccl_user.la
@@ -53,6 +56,14 @@ tests_libnccl_user_la_LIBADD = tests/mock/libnccl.la
 
 check_PROGRAMS += tests/nccl_calls tests/nccl_local
 TESTS += tests/run_nccl.sh
+# the experimental compressed ncclAllReduce, replayed through MPI
+# (run_nccl_compress.sh skips where the emulated CUDA module is not built)
+check_PROGRAMS += tests/nccl_compress
+TESTS += tests/run_nccl_compress.sh
+tests_nccl_compress_SOURCES = tests/nccl_compress.c
+tests_nccl_compress_CPPFLAGS = $(AM_CPPFLAGS) $(NCCL_CPPFLAGS)
+tests_nccl_compress_LDADD = tests/mock/libnccl.la -ldl -lm
+tests_nccl_compress_LDFLAGS = $(AM_LDFLAGS) -no-install
 tests_nccl_calls_SOURCES = tests/nccl_calls.c
 tests_nccl_calls_CPPFLAGS = $(AM_CPPFLAGS) $(NCCL_CPPFLAGS)
 tests_nccl_calls_LDADD = tests/mock/libnccl.la -ldl -lpthread
@@ -91,5 +102,5 @@ EXTRA_DIST += tests/run_gpu_device.sh
 # The GPU path's tests that need no GPU (scripts/test.sh runs them again in
 # its sanitizer and CUDA-less builds).
 print-gpu-tests:
-	@echo $(filter tests/check_gpu tests/run_gpu.sh tests/run_nccl.sh tests/run_gpu_info.sh tests/run_gpu_emu.sh,$(TESTS))
+	@echo $(filter tests/check_gpu tests/run_gpu.sh tests/run_nccl.sh tests/run_gpu_info.sh tests/run_gpu_emu.sh tests/run_nccl_compress.sh,$(TESTS))
 .PHONY: print-gpu-tests

@@ -5,9 +5,20 @@
  * depth per thread as NCCL does (ncclGroupEnd outside a group is
  * ncclInvalidUsage).  Communicators are made with mock_nccl_comm_new().
  * Tests read the record through mock_nccl_*.
+ *
+ * Replay: with MOCK_NCCL_MPI=1 in the environment of an MPI program (after
+ * MPI_Init), ncclAllGather and ncclAllReduce also move the data, through
+ * PMPI over MPI_COMM_WORLD (whatever the communicator), and ncclCommCount
+ * and ncclCommUserRank answer the world's size and rank; device pointers of
+ * the stand-in driver (tests/mock_cuda.c) are read and written through
+ * their host shadow.  Otherwise no data moves, and a communicator has one
+ * rank.  Operations complete when called (streams are ignored).
  */
+#include <dlfcn.h>
+#include <mpi.h>
 #include <nccl.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -86,7 +97,102 @@ API void mock_nccl_next_split(ncclComm_t c)
     next_split = c;
 }
 
+/* ------------------------------------------------------------- replay */
+
+static int replay(void)
+{
+    static int on = -1;
+    int init = 0, fin = 0;
+    if (on < 0)
+        on = getenv("MOCK_NCCL_MPI") != NULL && atoi(getenv("MOCK_NCCL_MPI")) != 0;
+    if (!on)
+        return 0;
+    PMPI_Initialized(&init);
+    PMPI_Finalized(&fin);
+    return init && !fin;
+}
+
+/* Host memory holding p's bytes: the stand-in driver's shadow of a device
+ * pointer, else p. */
+static void *host_of(const void *p)
+{
+    static void *(*shadow)(const void *);
+    if (shadow == NULL) {
+        void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+        if (h != NULL) {
+            shadow = (void *(*)(const void *))dlsym(h, "mock_cuda_shadow");
+            dlclose(h);
+        }
+    }
+    return shadow != NULL ? shadow(p) : (void *)(uintptr_t)p;
+}
+
+static size_t dt_size(ncclDataType_t t)
+{
+    switch (t) {
+    case ncclInt8: case ncclUint8: return 1;
+    case ncclFloat16: case ncclBfloat16: return 2;
+    case ncclInt32: case ncclUint32: case ncclFloat32: return 4;
+    default: return 8;
+    }
+}
+
+static ncclResult_t replay_allgather(const void *sendbuff, void *recvbuff, size_t sendcount, ncclDataType_t dt)
+{
+    size_t bytes = sendcount * dt_size(dt);
+    void *tmp = malloc(bytes ? bytes : 1);
+    int rc;
+    if (tmp == NULL)
+        return ncclSystemError;
+    memcpy(tmp, host_of(sendbuff), bytes);
+    rc = PMPI_Allgather(tmp, (int)bytes, MPI_BYTE, host_of(recvbuff), (int)bytes, MPI_BYTE, MPI_COMM_WORLD);
+    free(tmp);
+    return rc == MPI_SUCCESS ? ncclSuccess : ncclSystemError;
+}
+
+/* float32 sum, avg, max, min; int64 sum, max, min; other types move
+ * nothing. */
+static ncclResult_t replay_allreduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t dt,
+                                     ncclRedOp_t op)
+{
+    MPI_Datatype mt = dt == ncclFloat32 ? MPI_FLOAT : dt == ncclInt64 ? MPI_LONG_LONG : MPI_DATATYPE_NULL;
+    MPI_Op mo = op == ncclMax ? MPI_MAX : op == ncclMin ? MPI_MIN : MPI_SUM;
+    size_t bytes = count * dt_size(dt);
+    void *tmp;
+    int rc, n = 1;
+    if (mt == MPI_DATATYPE_NULL || (op != ncclSum && op != ncclAvg && op != ncclMax && op != ncclMin))
+        return ncclSuccess;
+    if ((tmp = malloc(bytes ? bytes : 1)) == NULL)
+        return ncclSystemError;
+    memcpy(tmp, host_of(sendbuff), bytes);
+    rc = PMPI_Allreduce(tmp, host_of(recvbuff), (int)count, mt, mo, MPI_COMM_WORLD);
+    free(tmp);
+    PMPI_Comm_size(MPI_COMM_WORLD, &n);
+    if (op == ncclAvg) {
+        float *r = (float *)host_of(recvbuff);
+        for (size_t i = 0; i < count; i++)
+            r[i] = r[i] / (float)n;
+    }
+    return rc == MPI_SUCCESS ? ncclSuccess : ncclSystemError;
+}
+
 /* ------------------------------------------------------------ NCCL API */
+
+API ncclResult_t ncclCommCount(const ncclComm_t comm, int *count)
+{
+    *count = 1;
+    if (replay())
+        PMPI_Comm_size(MPI_COMM_WORLD, count);
+    return ncclSuccess;
+}
+
+API ncclResult_t ncclCommUserRank(const ncclComm_t comm, int *rank)
+{
+    *rank = 0;
+    if (replay())
+        PMPI_Comm_rank(MPI_COMM_WORLD, rank);
+    return ncclSuccess;
+}
 
 API ncclResult_t ncclGroupStart(void)
 {
@@ -108,7 +214,9 @@ API ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t coun
                                ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream)
 {
     record("ncclAllReduce", sendbuff, recvbuff, count, datatype, op, -1, comm, stream);
-    return comm == NULL ? ncclInvalidArgument : ncclSuccess;
+    if (comm == NULL)
+        return ncclInvalidArgument;
+    return replay() ? replay_allreduce(sendbuff, recvbuff, count, datatype, op) : ncclSuccess;
 }
 
 API ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
@@ -136,7 +244,7 @@ API ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t send
                                ncclComm_t comm, cudaStream_t stream)
 {
     record("ncclAllGather", sendbuff, recvbuff, sendcount, datatype, -1, -1, comm, stream);
-    return ncclSuccess;
+    return replay() ? replay_allgather(sendbuff, recvbuff, sendcount, datatype) : ncclSuccess;
 }
 
 API ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount, ncclDataType_t datatype,

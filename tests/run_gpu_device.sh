@@ -8,7 +8,9 @@
 #      MPI that is not CUDA-aware, staged exactly; no libcuda mapped before
 #      the program's first CUDA call;
 #   3. nccl_cuda (builds with NCCL): the real NCCL under the preload, calls
-#      classified, graph capture seen, the current device kept.
+#      classified, graph capture seen, the current device kept; again with
+#      HIPRESS_NCCL=compress (one rank: the agreement over the real NCCL,
+#      then every call passed through).
 set -u
 if [ ! -e /dev/nvidia0 ] && [ ! -e /dev/dxg ]; then
     echo "# no GPU on this machine: skipped"
@@ -39,5 +41,9 @@ for np in 1 2; do
 done
 if [ -x "$HP_BUILDDIR/tests/nccl_cuda" ]; then
     env LD_PRELOAD="$HP_PRELOAD" "$HP_BUILDDIR/tests/nccl_cuda" >"$out" 2>"$err" || { hp_fail "nccl_cuda"; cat "$out" "$err"; }
+    # HIPRESS_NCCL=compress with one rank: the agreement runs on the real
+    # NCCL and the GPU, finds one rank, and every call passes through as before
+    env LD_PRELOAD="$HP_PRELOAD" HIPRESS_NCCL=compress HIPRESS_COMPRESSOR=onebit "$HP_BUILDDIR/tests/nccl_cuda" \
+        >"$out" 2>"$err" || { hp_fail "nccl_cuda, HIPRESS_NCCL=compress"; cat "$out" "$err"; }
 fi
 exit $status

@@ -31,7 +31,7 @@ done
 for s in MPI_Init MPI_Init_thread MPI_Finalize MPI_Allreduce MPI_Comm_set_info MPI_Bcast MPI_Allgatherv \
          hipress_comm_set hipress_stats_get hipress_version hipress_status_string \
          hipress_compressor_find hipress_compressor_count hipress_compressor_name \
-         hipress_nccl_stats_get hipress_nccl_comm_set; do
+         hipress_nccl_stats_get hipress_nccl_comm_set hipress_nccl_comm_residual; do
     echo "$defined" | grep -qx "$s" || hp_fail "does not export $s"
 done
 if [ $nccl = yes ]; then

@@ -1,0 +1,54 @@
+/*
+ * The experimental compressed ncclAllReduce (HIPRESS_NCCL=compress): the
+ * allgather algorithm over NCCL, host-synchronous.  Used by
+ * mpi_wrappers/hp_nccl_wrap.c, which decides eligibility and owns the
+ * per-communicator registry; see doc/gpu.md, "Compressed ncclAllReduce
+ * (experimental)".
+ */
+#ifndef HP_NCCL_COMP_H
+#define HP_NCCL_COMP_H
+
+#include "hp_config.h"
+#include <nccl.h>
+#include <stddef.h>
+
+/* The real NCCL functions the compressed path calls: its transport.  Every
+ * operation is enqueued on the caller's stream. */
+typedef struct hp_nccl_xport {
+    ncclResult_t (*allgather)(const void *sendbuff, void *recvbuff, size_t sendcount, ncclDataType_t datatype,
+                              ncclComm_t comm, cudaStream_t stream);
+    ncclResult_t (*allreduce)(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+                              ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream);
+    ncclResult_t (*count)(const ncclComm_t comm, int *count_p);
+    ncclResult_t (*user_rank)(const ncclComm_t comm, int *rank_p);
+} hp_nccl_xport_t;
+
+/* The compressed path's state of one communicator (agreement, error
+ * feedback, device message memory); NULL until its first eligible call. */
+typedef struct hp_nccl_cstate hp_nccl_cstate_t;
+
+/*
+ * An eligible float32 ncclSum/ncclAvg call outside the user's groups, not
+ * captured, with HIPRESS_NCCL=compress.  The first such call on a communicator agrees
+ * the settings over NCCL (one small ncclAllReduce on `stream`); a
+ * disagreement, a compressor the allgather cannot run (none, powersgd), one
+ * rank, or a rank without the CUDA module's codec makes every later call
+ * pass through on every rank.  Returns 1 when the call was taken (*rc_p: its
+ * result; on return the result is in recvbuff: host-synchronous), 0 when
+ * it goes to NCCL unchanged.  *cs_p is created on first use.
+ */
+int hp_nccl_comp_allreduce(hp_nccl_cstate_t **cs_p, const hp_config_t *cfg, const hp_nccl_xport_t *x,
+                           const void *sendbuff, void *recvbuff, size_t count, int avg, ncclComm_t comm,
+                           cudaStream_t stream, ncclResult_t *rc_p);
+
+/* The settings changed (hipress_nccl_comm_set): agree again at the next call. */
+void hp_nccl_comp_reset(hp_nccl_cstate_t *cs);
+
+/* Host copy of the residual held for buffer (buf, count), zeros when none:
+ * 0, or -1 when it cannot be read. */
+int hp_nccl_comp_residual(hp_nccl_cstate_t *cs, const void *buf, size_t count, float *out);
+
+/* Release the state (the communicator ends); NULL is a no-op. */
+void hp_nccl_comp_free(hp_nccl_cstate_t *cs);
+
+#endif

@@ -1,0 +1,62 @@
+#!/bin/sh
+# The experimental compressed ncclAllReduce (HIPRESS_NCCL=compress) without
+# a GPU: tests/nccl_compress under the preload, with the stand-in NCCL
+# replaying its collectives through MPI (MOCK_NCCL_MPI=1), the stand-in
+# driver's device memory and the emulated CUDA module.
+#   1. HIPRESS_NCCL=compress at 2, 3 and 4 ranks (one mpirun each): every
+#      case of nccl_compress; HIPRESS_STATS counts the compressed calls;
+#   2. the default (HIPRESS_NCCL unset) at 2 ranks: nothing compressed.
+# Skipped (77) where the emulated module is not built (a build without CUDA).
+set -u
+HP_MPI_TIMEOUT=${HP_MPI_TIMEOUT:-300}
+. "${HP_SRCDIR:-$(dirname "$0")/..}/tests/hp_test_lib.sh"
+
+prog="$HP_BUILDDIR/tests/nccl_compress"
+mock="$HP_BUILDDIR/tests/mock/.libs"
+emu="$mock/libhipress_cuda_emu.so"
+if [ ! -e "$emu" ]; then
+    echo "SKIP: no emulated CUDA module ($emu): a build without CUDA"
+    exit 77
+fi
+for f in "$prog" "$mock/libcuda.so.1" "$mock/libnccl.so.2"; do
+    [ -e "$f" ] || { echo "FAIL: $f is missing"; exit 1; }
+done
+out=$(mktemp) err=$(mktemp)
+trap 'rm -f "$out" "$err"' EXIT
+
+row() {
+    sed -n "s/^  $1  *\([0-9][0-9]*\).*/\1/p" "$err"
+}
+
+for np in 2 3 4; do
+    hp_mpirun $np -x LD_PRELOAD="$HP_PRELOAD" -x HIPRESS_STATS=1 -x HIPRESS_CUDA_MODULE="$emu" \
+        -x MOCK_NCCL_MPI=1 -x HIPRESS_NCCL=compress "$prog" compress "$mock/libcuda.so.1" >"$out" 2>"$err"
+    rc=$?
+    n=$(sed -n 's/^nccl_compress: ok, \([0-9]*\) compressed calls$/\1/p' "$out")
+    echo "# nccl_compress np $np: exit $rc, ${n:-?} compressed calls, $(row 'nccl compressed') counted"
+    grep '^# ' "$out"
+    if [ $rc -ne 0 ] || [ -z "$n" ]; then
+        hp_fail "nccl_compress np $np"
+        cat "$out" "$err"
+        continue
+    fi
+    [ "$(row 'nccl compressed')" = "$n" ] || { hp_fail "np $np: 'nccl compressed' is not $n"; cat "$err"; }
+    # the corrupted call's warning on every rank, the differing settings' once
+    [ "$(grep -c 'compressed ncclAllReduce of [0-9]* floats failed: .*the result is NaN' "$err")" -eq $np ] ||
+        { hp_fail "np $np: want one failure warning per rank"; cat "$err"; }
+    [ "$(grep -c 'ncclAllReduce is passed through on this communicator: the ranks. settings differ' "$err")" -eq 1 ] ||
+        { hp_fail "np $np: want one warning about differing settings"; cat "$err"; }
+done
+
+hp_mpirun 2 -x LD_PRELOAD="$HP_PRELOAD" -x HIPRESS_STATS=1 -x HIPRESS_CUDA_MODULE="$emu" -x MOCK_NCCL_MPI=1 \
+    "$prog" pass "$mock/libcuda.so.1" >"$out" 2>"$err"
+rc=$?
+echo "# nccl_compress, HIPRESS_NCCL unset: exit $rc, $(row 'nccl compressed') compressed"
+if [ $rc -ne 0 ] || ! grep -q '^nccl_compress: ok, 0 compressed calls$' "$out"; then
+    hp_fail "HIPRESS_NCCL unset"
+    cat "$out" "$err"
+elif [ "$(row 'nccl compressed')" != 0 ]; then
+    hp_fail "HIPRESS_NCCL unset: calls compressed"
+    cat "$err"
+fi
+exit $status
