@@ -42,7 +42,8 @@ tests_check_gpu_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_check_gpu_LDADD = libhpcore.la $(CHECK_LIBS) -lm
 tests_mpi_gpu_SOURCES = tests/mpi_gpu.c
 tests_mpi_gpu_LDADD = -ldl
-EXTRA_DIST += tests/run_gpu.sh tests/run_gpu_info.sh tests/run_nccl.sh tests/run_cuda.sh tests/run_nccl_compress.sh
+EXTRA_DIST += tests/run_gpu.sh tests/run_gpu_info.sh tests/run_nccl.sh tests/run_cuda.sh tests/run_nccl_compress.sh \
+    tests/mock_nccl.h
 
 if HP_NCCL
 check_LTLIBRARIES += tests/mock/libnccl.la tests/libnccl_user.la

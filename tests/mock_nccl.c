@@ -21,24 +21,13 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include "mock_nccl.h"
 
 #define API __attribute__((visibility("default")))
 
-typedef struct {
-    char        fn[32];
-    const void *sendbuf;
-    void       *recvbuf;
-    size_t      count;
-    int         datatype;
-    int         op;
-    int         root;       /* root or peer */
-    void       *comm;
-    void       *stream;
-    int         depth;      /* the thread's group depth at the call */
-} mock_nccl_call_t;
 
 #define MAX_CALLS 4096
-static mock_nccl_call_t calls[MAX_CALLS];
+static mock_call_t calls[MAX_CALLS];
 static int ncalls;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static __thread int depth;
@@ -48,7 +37,7 @@ static void record(const char *fn, const void *s, void *r, size_t count, int dt,
 {
     pthread_mutex_lock(&lock);
     if (ncalls < MAX_CALLS) {
-        mock_nccl_call_t *c = &calls[ncalls++];
+        mock_call_t *c = &calls[ncalls++];
         strncpy(c->fn, fn, sizeof(c->fn) - 1);
         c->sendbuf = s;
         c->recvbuf = r;
@@ -71,7 +60,7 @@ API int mock_nccl_ncalls(void)
 }
 
 /* The i-th call received (i < 0: from the end). */
-API const mock_nccl_call_t *mock_nccl_call(int i)
+API const mock_call_t *mock_nccl_call(int i)
 {
     if (i < 0)
         i += ncalls;

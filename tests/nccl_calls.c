@@ -19,27 +19,13 @@
 #include <dlfcn.h>
 #include <hipress.h>
 #include <nccl.h>
+#include "mock_nccl.h"
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct {
-    char        fn[32];
-    const void *sendbuf;
-    void       *recvbuf;
-    size_t      count;
-    int         datatype, op, root;
-    void       *comm, *stream;
-    int         depth;
-} mock_call_t;
 
-/* the stand-in's own API (the program links it) */
-int mock_nccl_ncalls(void);
-const mock_call_t *mock_nccl_call(int i);
-int mock_nccl_depth(void);
-ncclComm_t mock_nccl_comm_new(void);
-void mock_nccl_next_split(ncclComm_t c);
 
 static void (*stats_get)(hipress_nccl_stats_t *);
 static int (*comm_set)(void *, const char *, const char *);

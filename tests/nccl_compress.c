@@ -33,25 +33,13 @@
 #include <math.h>
 #include <mpi.h>
 #include <nccl.h>
+#include "mock_nccl.h"
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct {
-    char        fn[32];
-    const void *sendbuf;
-    void       *recvbuf;
-    size_t      count;
-    int         datatype, op, root;
-    void       *comm, *stream;
-    int         depth;
-} mock_call_t;
 
-/* the stand-in's own API (the program links it) */
-int mock_nccl_ncalls(void);
-const mock_call_t *mock_nccl_call(int i);
-ncclComm_t mock_nccl_comm_new(void);
 
 static void *(*dmalloc)(size_t, int);
 static int (*dwrite)(void *, const void *, size_t);

@@ -12,18 +12,10 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <nccl.h>
+#include "mock_nccl.h"
 #include <stdio.h>
 #include <string.h>
 
-typedef struct {
-    char        fn[32];
-    const void *sendbuf;
-    void       *recvbuf;
-    size_t      count;
-    int         datatype, op, root;
-    void       *comm, *stream;
-    int         depth;
-} mock_call_t;
 
 int main(int argc, char **argv)
 {
