@@ -1020,7 +1020,7 @@ extern "C" int hp_kl_sparse_mask(void *stream, const uint8_t *pairs, const uint3
 
 /* --------------------------------------------------------- fp16, bf16 */
 
-#define F16_SPAN 4096   /* a CTA covers max(B, F16_SPAN) elements: whole blocks */
+#define F16_SPAN 4096   /* a CTA covers max(B, F16_SPAN) elements (16 blocks below 256): whole blocks */
 #define F16_REG  8      /* values a thread keeps for the second pass: blocks up to TPB * F16_REG */
 
 /* Threads of an fp16 CTA: min(B, TPB), so a block of 32 is one warp. */
