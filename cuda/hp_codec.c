@@ -141,6 +141,38 @@ static int enc_blocks(hp_codec_t *cx, const hp_gpu_enc_t *e, uint8_t *out, uint8
     return HP_GPU_OK;
 }
 
+/* fp16 and bf16: pieces (of whole blocks for fp16), each copied out when
+ * done: the halves of the piece, then (fp16) its blocks' exponent bytes. */
+static int enc_halves(hp_codec_t *cx, const hp_gpu_enc_t *e, uint8_t *out, uint8_t *dmsg)
+{
+    const size_t n = e->n, B = e->fmt == HP_GPU_FMT_FP16 ? e->block : 1;
+    const size_t piece = (cx->piece + B - 1) / B * B;
+    void *s = STREAM(cx);
+    int st;
+
+    /* a dense message carries every element */
+    if (e->mask != NULL)
+        CK(cx->dev->memset(cx->self, e->mask, 0, n * sizeof(float), HP_STREAM_COMPUTE));
+    for (size_t p0 = 0; p0 < n; p0 += piece) {
+        size_t len = n - p0 < piece ? n - p0 : piece, p1 = p0 + len;
+        if (e->fmt == HP_GPU_FMT_FP16) {
+            CK(hp_kl_f16_enc(s, e->in + p0, len, e->block, dmsg + 2 * p0, dmsg + 2 * n + p0 / B, info(cx)));
+            if ((st = to_copy_stream(cx)) != HP_GPU_OK)
+                return st;
+            if ((st = put(cx, out, dmsg, 2 * p0, 2 * p1)) != HP_GPU_OK ||
+                (st = put(cx, out, dmsg, 2 * n + p0 / B, 2 * n + (p1 + B - 1) / B)) != HP_GPU_OK)
+                return st;
+        } else {
+            CK(hp_kl_bf16_enc(s, e->in + p0, len, dmsg + 2 * p0, info(cx)));
+            if ((st = to_copy_stream(cx)) != HP_GPU_OK)
+                return st;
+            if ((st = put(cx, out, dmsg, 2 * p0, 2 * p1)) != HP_GPU_OK)
+                return st;
+        }
+    }
+    return HP_GPU_OK;
+}
+
 int hp_codec_encode(hp_codec_t *cx, const hp_gpu_enc_t *e, void *out, size_t cap, size_t *plen_p,
                     int *nonfinite_p)
 {
@@ -153,7 +185,8 @@ int hp_codec_encode(hp_codec_t *cx, const hp_gpu_enc_t *e, void *out, size_t cap
     *plen_p = 0;
     *nonfinite_p = 0;
     if (pmax > cap || e->n == 0 || e->n > UINT32_MAX ||
-        ((e->fmt == HP_GPU_FMT_ONEBIT || e->fmt == HP_GPU_FMT_TBQ || e->fmt == HP_GPU_FMT_SPARSE) &&
+        ((e->fmt == HP_GPU_FMT_ONEBIT || e->fmt == HP_GPU_FMT_TBQ || e->fmt == HP_GPU_FMT_SPARSE ||
+          e->fmt == HP_GPU_FMT_FP16) &&
          (e->block < 32 || (e->block & (e->block - 1)) != 0)))
         return HP_GPU_ERR_INVALID;
     if ((e->fmt != HP_GPU_FMT_NONE || cx->devonly) && (st = ws_need(cx, HP_WS_MSG, pmax, (void **)&dmsg)) != HP_GPU_OK)
@@ -176,6 +209,11 @@ int hp_codec_encode(hp_codec_t *cx, const hp_gpu_enc_t *e, void *out, size_t cap
     case HP_GPU_FMT_ONEBIT:
     case HP_GPU_FMT_TBQ:
         if ((st = enc_blocks(cx, e, (uint8_t *)out, dmsg)) != HP_GPU_OK)
+            return st;
+        break;
+    case HP_GPU_FMT_FP16:
+    case HP_GPU_FMT_BF16:
+        if ((st = enc_halves(cx, e, (uint8_t *)out, dmsg)) != HP_GPU_OK)
             return st;
         break;
     case HP_GPU_FMT_TERNGRAD: {
@@ -296,6 +334,21 @@ int hp_codec_check(const hp_gpu_dec_t *d, const void *payload, size_t plen)
     }
     case HP_GPU_FMT_SPARSE:
         return plen % 8 == 0 && plen / 8 <= n ? 0 : -1;
+    case HP_GPU_FMT_FP16: {
+        /* the exponents in range (the rule against the halves needs every
+         * half: on the device) */
+        const size_t nb = (n + B - 1) / B;
+        if (B < 32 || (B & (B - 1)) || plen != 2 * n + nb)
+            return -1;
+        for (size_t b = 0; b < nb; b++) {
+            int e = (int8_t)p[2 * n + b];
+            if (e < HP_F16_EMIN || e > HP_F16_EMAX)
+                return -1;
+        }
+        return 0;
+    }
+    case HP_GPU_FMT_BF16:
+        return plen == 2 * n ? 0 : -1;
     default:
         return -1;
     }
@@ -346,6 +399,12 @@ int hp_codec_decode(hp_codec_t *cx, const hp_gpu_dec_t *d, const void *payload, 
         break;
     case HP_GPU_FMT_SPARSE:
         CK(hp_kl_sparse_dec(s, dp, plen / 8, n, dst, acc, bad));
+        break;
+    case HP_GPU_FMT_FP16:
+        CK(hp_kl_f16_dec(s, dp, dp + 2 * n, n, d->block, dst, acc, bad));
+        break;
+    case HP_GPU_FMT_BF16:
+        CK(hp_kl_bf16_dec(s, dp, n, dst, acc, bad));
         break;
     default:
         return HP_GPU_ERR_UNSUPPORTED;

@@ -355,6 +355,38 @@ HP_KD int hp_k_sparse_pair_bad(uint32_t idx, uint32_t vbits, int first, uint32_t
            (vbits & HP_K_NONFINITE_BITS) == HP_K_NONFINITE_BITS;
 }
 
+/* ------------------------------------------------------- fp16, bf16 */
+
+/* fp16 (src/hp_comp_fp16.c): per block of B elements the largest |x| bits
+ * (any order: a maximum), its exponent e = hp_f16_block_exp (the message is
+ * the NaN message when the largest reaches 0x7f800000), then every element
+ * hp_f16_enc(x, 2^e); the decoder hp_f16_dec(h, 2^-e).  Bytes little-endian. */
+HP_KD uint32_t hp_k_absmax_step(uint32_t m, float v)
+{
+    uint32_t a = hp_f2u(v) & 0x7fffffffu;
+    return a > m ? a : m;
+}
+
+HP_KD uint16_t hp_k_ld16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+
+HP_KD void hp_k_st16(uint8_t *p, uint16_t v)
+{
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+}
+
+/* 1 when a block whose largest |h| bits are mx breaks fp16_decode's rule for
+ * its exponent e (e itself was checked in [HP_F16_EMIN, HP_F16_EMAX] on the
+ * host): a NaN or Inf half; all +-0 with e other than 0 or HP_F16_EMAX; or
+ * no half in the top binade while e < HP_F16_EMAX. */
+HP_KD int hp_k_f16_block_bad(uint32_t mx, int e)
+{
+    return mx >= 0x7c00u || (mx == 0 && e != 0 && e != HP_F16_EMAX) || (mx != 0 && mx < 0x7800u && e < HP_F16_EMAX);
+}
+
+/* bf16: a decoder rejects a NaN or Inf value (bf16_to_f32). */
+HP_KD int hp_k_bf16_bad(uint16_t h) { return (h & 0x7fffu) >= 0x7f80u; }
+
 /* ---------------------------------------------------------- powersgd */
 
 /* The n floats as an m x c matrix, row i holding elements [i c, i c + len)

@@ -109,6 +109,26 @@ int hp_kl_sparse_dec(void *stream, const uint8_t *pairs, size_t m, size_t n, flo
 int hp_kl_sparse_mask(void *stream, const uint8_t *pairs, const uint32_t *count, float *v, size_t n,
                       const uint32_t *flags);
 
+/* fp16 encode of x, blocks of B (a power of two >= 32) from x[0]: n
+ * binary16 values into halves (2n bytes) and one exponent byte per block
+ * into exps; HP_K_F_NONFINITE when x holds NaN or Inf (a block with one is
+ * not written).  halves is 2-byte aligned. */
+int hp_kl_f16_enc(void *stream, const float *x, size_t n, uint32_t B, uint8_t *halves, uint8_t *exps,
+                  uint32_t *flags);
+
+/* fp16 decode of a payload whose length and exponents the host checked;
+ * HP_K_F_BAD in *bad when a block's halves break the rule of its exponent
+ * (hp_k_f16_block_bad). */
+int hp_kl_f16_dec(void *stream, const uint8_t *halves, const uint8_t *exps, size_t n, uint32_t B, float *dst,
+                  int accumulate, uint32_t *bad);
+
+/* bf16 encode: n values into out (2n bytes, 2-byte aligned);
+ * HP_K_F_NONFINITE when x holds NaN or Inf. */
+int hp_kl_bf16_enc(void *stream, const float *x, size_t n, uint8_t *out, uint32_t *flags);
+
+/* bf16 decode; HP_K_F_BAD in *bad for a NaN or Inf value. */
+int hp_kl_bf16_dec(void *stream, const uint8_t *in, size_t n, float *dst, int accumulate, uint32_t *bad);
+
 /* powersgd's passes over the m x c matrix M of n floats (the CPU's orders,
  * hp_kern.h): P (m x r) = M Q with Q^T (r x c) given, tiles of T columns;
  * Q^T = M^T P; and the reconstruction buf = P Qs^T, with res = M - P Ql^T

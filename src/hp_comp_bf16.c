@@ -48,4 +48,5 @@ const hipress_compressor_v1_t hp_comp_bf16 = {
 const hp_comp_ext_t hp_compx_bf16 = {
     .qclass = HP_QCLASS_ROUNDING,
     .max_stages = 0,   /* every algorithm equal to plain (doc/accuracy.md) */
+    .gpu = HP_GPU_FMT_BF16,
 };

@@ -127,4 +127,5 @@ const hp_comp_ext_t hp_compx_fp16 = {
     .qclass = HP_QCLASS_ROUNDING,
     .max_stages = 0,   /* every algorithm equal to plain (doc/accuracy.md) */
     .grain = fp16_grain,
+    .gpu = HP_GPU_FMT_FP16,
 };

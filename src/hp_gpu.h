@@ -138,7 +138,7 @@ typedef struct hp_gpu_ops {
  * memory of the call's context. */
 typedef struct hp_gpu_enc {
     uint32_t     fmt;         /* HP_GPU_FMT_* */
-    uint32_t     block;       /* onebit, tbq, terngrad, sparse: elements per block (the grain) */
+    uint32_t     block;       /* onebit, tbq, terngrad, sparse, fp16: elements per block (the grain) */
     uint32_t     bits;        /* terngrad: 1, 2, 4, 8 */
     float        thr, scale;  /* tbq: fixed threshold (> 0), else scale of mean |v| */
     float        momentum;    /* sparse with state: u = m u + g */
@@ -171,6 +171,8 @@ static inline size_t hp_gpu_payload_bytes(const hp_gpu_enc_t *e)
     case HP_GPU_FMT_TBQ: return 4 * ((n + b - 1) / b) + (n + 3) / 4;
     case HP_GPU_FMT_TERNGRAD: return 8 * ((n + b - 1) / b) + (n * e->bits + 7) / 8;
     case HP_GPU_FMT_SPARSE: return 8 * ((n / b) * (size_t)e->k_full + (n % b ? e->k_last : 0));
+    case HP_GPU_FMT_FP16: return 2 * n + (n + b - 1) / b;
+    case HP_GPU_FMT_BF16: return 2 * n;
     default: return 0;
     }
 }

@@ -4,12 +4,12 @@
  * decision, page-locked message memory, device residual vectors, and exact
  * MPI on device buffers through host copies.
  *
- * A compressor whose hp_comp_ext_t names no device format (a plugin; fp16
- * and bf16 until their kernels are written) still runs on a device buffer:
- * its range, residual and state are copied to host memory, encoded or
- * decoded there by the compressor itself, and copied back -- the same
- * bytes, slower.  So does a collective compressor (powersgd), whose whole
- * call runs on host copies of the buffer and its state.
+ * A compressor whose hp_comp_ext_t names no device format (a plugin) still
+ * runs on a device buffer: its range, residual and state are copied to host
+ * memory, encoded or decoded there by the compressor itself, and copied
+ * back -- the same bytes, slower.  So does a collective compressor
+ * (powersgd), whose whole call runs on host copies of the buffer and its
+ * state.
  */
 #define _GNU_SOURCE
 #include "hp_backend.h"
@@ -32,8 +32,9 @@ const hp_gpu_ops_v2_t *hp_gpu_codec(void)
 uint32_t hp_gpu_fmt_of(int kind)
 {
     uint32_t f = hp_comp_ext(kind)->gpu;
-    /* message formats with device kernels (fp16 and bf16: reserved) */
-    return f <= HP_GPU_FMT_SPARSE ? f : HP_GPU_FMT_HOST;
+    /* message formats with device kernels (powersgd is a collective
+     * compressor: not a message format of the codec) */
+    return f <= HP_GPU_FMT_BF16 ? f : HP_GPU_FMT_HOST;
 }
 
 /* Whether the codec's kernels run in a context: probed once per context. */

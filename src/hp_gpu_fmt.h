@@ -14,9 +14,7 @@
 #define HP_GPU_FMT_TBQ      3
 #define HP_GPU_FMT_TERNGRAD 4
 #define HP_GPU_FMT_SPARSE   5   /* graddrop, dgc */
-/* Reserved for the fp16 and bf16 kernels, not built yet: until
- * src/hp_comp_fp16.c and src/hp_comp_bf16.c name them in their
- * hp_comp_ext_t, those formats go through the host (HP_GPU_FMT_HOST). */
+/* fp16 (blocks of binary16 with a power-of-two scale each) and bf16 */
 #define HP_GPU_FMT_FP16     6
 #define HP_GPU_FMT_BF16     7
 /* powersgd, a collective compressor: its passes on the device

@@ -61,9 +61,38 @@ static uint64_t rs;
 static uint64_t rnd(void) { rs += 0x9E3779B97F4A7C15ULL; return hp_mix64(rs); }
 static double unit(void) { return (double)(rnd() >> 11) * 0x1p-53; }
 
-enum { D_GRAD, D_ZERO, D_CONST, D_TIES, D_SIGNED_ZERO, D_DENORM, D_HUGE, D_WIDE, D_NAN, D_INF, D_SPARSEISH, D_N };
-static const char *dname[D_N] = {"grad", "zero", "const", "ties", "signed-zero", "denorm", "huge", "wide",
-                                 "nan", "inf", "sparse-ish"};
+enum { D_GRAD, D_ZERO, D_CONST, D_TIES, D_SIGNED_ZERO, D_DENORM, D_HUGE, D_WIDE, D_NAN, D_INF, D_SPARSEISH, D_N,
+       D_EDGE = D_N /* fp16/bf16 only (not in sweep) */ };
+static const char *dname[D_N + 1] = {"grad", "zero", "const", "ties", "signed-zero", "denorm", "huge", "wide",
+                                     "nan", "inf", "sparse-ish", "edge"};
+
+/* The fp16 and bf16 edges, by runs of 32 elements in the first half and of
+ * 1024 in the second (so whole blocks of 32 and of 1024 of each kind):
+ * zero runs (signed), float subnormals, tiny normals (fp16's exponent at
+ * its clamp), values at FLT_MAX (bf16's saturation, fp16's e = -112) with
+ * small ones beside them (flushed to 0 or subnormal halves), values that
+ * scale into [65504, 65536) (fp16's saturation) or onto binary16's and
+ * bfloat16's rounding ties, and magnitudes from 1e-30 to 1e30 in one run. */
+static float edge_value(size_t i, size_t n)
+{
+    const size_t run = i < n / 2 ? i / 32 : i / 1024 + 7;
+    const uint32_t sg = (uint32_t)(rnd() & 1) << 31;
+    switch (run % 8) {
+    case 0: return hp_u2f(sg);
+    case 1: return hp_u2f(sg | (uint32_t)(rnd() & 0x7fffffu));
+    case 2: return hp_u2f(sg | (uint32_t)((1 + rnd() % 26) << 23) | (uint32_t)(rnd() & 0x7fffffu));
+    case 3:
+        return rnd() % 4 == 0 ? hp_u2f(sg | (0x7f7fffffu - (uint32_t)(rnd() % 70000)))
+                              : hp_u2f(sg | (uint32_t)(rnd() % 0x7f000000u));
+    case 4: return hp_u2f(sg | (uint32_t)((100 + rnd() % 60) << 23) | 0x7fe000u | (uint32_t)(rnd() & 0x1fffu));
+    case 5:   /* a binary16 tie (for the block's largest exponent), or a bfloat16 tie */
+        if (rnd() & 1)
+            return hp_u2f(sg | (uint32_t)((20 + rnd() % 200) << 23) | ((uint32_t)(rnd() & 0x3ffu) << 13) | 0x1000u);
+        return hp_u2f(sg | (uint32_t)((1 + rnd() % 253) << 23) | ((uint32_t)(rnd() & 0x7fu) << 16) | 0x8000u);
+    case 6: return (float)((double)(unit() - 0.5) * pow(10.0, (double)(rnd() % 61) - 30.0));
+    default: return (float)(0.01 * (unit() - 0.5));
+    }
+}
 
 static void fill(float *x, size_t n, int kind, uint64_t seed)
 {
@@ -91,6 +120,7 @@ static void fill(float *x, size_t n, int kind, uint64_t seed)
             break;
         case D_NAN: case D_INF: x[i] = (float)g; break;
         case D_SPARSEISH: x[i] = rnd() % 100 == 0 ? (float)g : 0.0f; break;
+        case D_EDGE: x[i] = edge_value(i, n); break;
         }
     }
     if (kind == D_NAN && n > 0)
@@ -137,6 +167,7 @@ static hp_gpu_enc_t enc_args(const kcase_t *t, size_t n)
         e.k_last = n % e.block ? (uint32_t)hp_sparse_k(n % e.block, 0, &t->p) : 0;
         e.momentum = t->p.dgc_momentum;
         break;
+    case HP_GPU_FMT_FP16: e.block = (uint32_t)hp_comp_grain(t->kind, &t->p); break;
     }
     return e;
 }
@@ -391,6 +422,79 @@ START_TEST(test_dgc_state)
 }
 END_TEST
 
+/* fp16 and bf16: the sizes of the task (tails of blocks of 32 and 1024,
+ * one piece and several), every data kind and the edges. */
+static const size_t half_sizes[] = {1, 31, 1023, 1024, 1025, 4097, 100003};
+
+static void sweep_halves(kcase_t t)
+{
+    for (size_t s = 0; s < HP_ARRAY_SIZE(half_sizes); s++)
+        for (int d = 0; d <= D_EDGE; d++)
+            compare_encode(&t, half_sizes[s], d, 5000 * s + (uint64_t)d);
+}
+
+START_TEST(test_fp16)
+{
+    static const uint32_t blocks[] = {32, 1024, 0 /* the default: 1024 */, 4096};
+    kcase_t t = tc("fp16", HP_GPU_FMT_FP16);
+    for (size_t b = 0; b < HP_ARRAY_SIZE(blocks); b++) {
+        t.p.fp16_block = blocks[b];
+        sweep_halves(t);
+    }
+    /* pieces: every piece boundary of the copies (100 -> 128, whole blocks) */
+    t.p.fp16_block = 32;
+    t.piece = 100;
+    sweep_halves(t);
+    /* a value that scales to [65520, 65536) in every block of 32, beside
+     * values that round to each side of binary16's ties */
+    for (uint64_t seed = 0; seed < 50; seed++) {
+        size_t n = 32 * (1 + seed % 9) + seed % 5;
+        compare_encode(&t, n, D_EDGE, 90000 + seed);
+    }
+}
+END_TEST
+
+START_TEST(test_bf16)
+{
+    kcase_t t = tc("bf16", HP_GPU_FMT_BF16);
+    sweep_halves(t);
+    t.piece = 100;
+    sweep_halves(t);
+}
+END_TEST
+
+START_TEST(test_f16_block_rule)
+{
+    /* the device's block check against the CPU decoder on every kind of
+     * block: largest |h| at each binade edge, every exponent */
+    static const uint16_t mxs[] = {0x0000, 0x0001, 0x03ff, 0x0400, 0x77ff, 0x7800, 0x7bff, 0x7c00, 0x7c01, 0x7fff};
+    kcase_t t = tc("fp16", HP_GPU_FMT_FP16);
+    hp_gpu_dec_t d;
+    const size_t n = 64;
+    uint8_t pl[2 * 64 + 2];
+    float o[64];
+    t.p.fp16_block = 32;
+    memset(&d, 0, sizeof(d));
+    d.fmt = HP_GPU_FMT_FP16;
+    d.block = 32;
+    d.n = n;
+    for (int e = -128; e < 128; e++)
+        for (size_t k = 0; k < HP_ARRAY_SIZE(mxs); k++) {
+            int cpu, gpu, bad = 0;
+            memset(pl, 0, sizeof(pl));
+            hp_k_st16(pl + 2 * 5, mxs[k]);
+            hp_k_st16(pl + 2 * 6, (uint16_t)(0x8000u | (mxs[k] >> 1)));
+            pl[2 * n] = (uint8_t)(int8_t)e;
+            pl[2 * n + 1] = 0;
+            cpu = hp_comp_get(t.kind)->decode(pl, sizeof(pl), n, o, 0, &t.p) == HIPRESS_COMP_OK;
+            gpu = hp_codec_decode(codec(HP_CODEC_PIECE), &d, pl, sizeof(pl), o) == HP_GPU_OK;
+            ck_assert_int_eq(hp_codec_sync(codec(HP_CODEC_PIECE), &bad), HP_GPU_OK);
+            gpu = gpu && !bad;
+            REQUIRE_MSG(cpu == gpu, "e %d largest %04x: cpu accepts %d, gpu %d", e, mxs[k], cpu, gpu);
+        }
+}
+END_TEST
+
 /* A malformed message: the codec (host checks, then the device's sticky
  * flag) must reject it exactly when the CPU decoder does. */
 static void compare_reject(const kcase_t *t, size_t n, uint64_t seed)
@@ -456,14 +560,15 @@ static void compare_reject(const kcase_t *t, size_t n, uint64_t seed)
 
 START_TEST(test_reject)
 {
-    static const char *names[] = {"none", "onebit", "tbq", "terngrad", "graddrop"};
+    static const char *names[] = {"none", "onebit", "tbq", "terngrad", "graddrop", "fp16", "bf16"};
     static const int fmts[] = {HP_GPU_FMT_NONE, HP_GPU_FMT_ONEBIT, HP_GPU_FMT_TBQ, HP_GPU_FMT_TERNGRAD,
-                               HP_GPU_FMT_SPARSE};
+                               HP_GPU_FMT_SPARSE, HP_GPU_FMT_FP16, HP_GPU_FMT_BF16};
     static const size_t ns[] = {1, 33, 4097, 20000};
-    for (int k = 0; k < 5; k++) {
+    for (int k = 0; k < 7; k++) {
         kcase_t t = tc(names[k], fmts[k]);
         t.p.onebit_block = 64;
         t.p.tbq_block = 64;
+        t.p.fp16_block = 64;
         t.p.sparse_ratio = 0.05;
         for (size_t s = 0; s < 4; s++)
             compare_reject(&t, ns[s], 77 + s);
@@ -508,6 +613,9 @@ static Suite *suite(void)
     tcase_add_test(t, test_terngrad_signed_zero);
     tcase_add_test(t, test_sparse);
     tcase_add_test(t, test_dgc_state);
+    tcase_add_test(t, test_fp16);
+    tcase_add_test(t, test_bf16);
+    tcase_add_test(t, test_f16_block_rule);
     tcase_add_test(t, test_reject);
     tcase_add_test(t, test_radix_pick);
     suite_add_tcase(s, t);

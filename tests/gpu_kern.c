@@ -39,8 +39,37 @@ static uint64_t rs;
 static uint64_t rnd(void) { rs += 0x9E3779B97F4A7C15ULL; return hp_mix64(rs); }
 static double unit(void) { return (double)(rnd() >> 11) * 0x1p-53; }
 
-enum { D_GRAD, D_TIES, D_SIGNED_ZERO, D_WIDE, D_HUGE, D_NAN, D_INF, D_ZERO, D_N };
-static const char *dname[D_N] = {"grad", "ties", "signed-zero", "wide", "huge", "nan", "inf", "zero"};
+enum { D_GRAD, D_TIES, D_SIGNED_ZERO, D_WIDE, D_HUGE, D_NAN, D_INF, D_ZERO, D_DENORM, D_EDGE, D_N };
+static const char *dname[D_N] = {"grad", "ties", "signed-zero", "wide", "huge", "nan", "inf", "zero",
+                                 "denorm", "edge"};
+/* D_DENORM and D_EDGE: fp16 and bf16 only (sweep) */
+
+/* The fp16 and bf16 edges (as tests/check_kern.c), by runs of 32 elements
+ * in the first half and of 1024 in the second: zero runs (signed), float
+ * subnormals, tiny normals (fp16's exponent at its clamp), values at
+ * FLT_MAX with small ones beside them, values that scale into [65504,
+ * 65536) (fp16's saturation), binary16 and bfloat16 rounding ties, and
+ * magnitudes from 1e-30 to 1e30 in one run. */
+static float edge_value(size_t i, size_t n)
+{
+    const size_t run = i < n / 2 ? i / 32 : i / 1024 + 7;
+    const uint32_t sg = (uint32_t)(rnd() & 1) << 31;
+    switch (run % 8) {
+    case 0: return hp_u2f(sg);
+    case 1: return hp_u2f(sg | (uint32_t)(rnd() & 0x7fffffu));
+    case 2: return hp_u2f(sg | (uint32_t)((1 + rnd() % 26) << 23) | (uint32_t)(rnd() & 0x7fffffu));
+    case 3:
+        return rnd() % 4 == 0 ? hp_u2f(sg | (0x7f7fffffu - (uint32_t)(rnd() % 70000)))
+                              : hp_u2f(sg | (uint32_t)(rnd() % 0x7f000000u));
+    case 4: return hp_u2f(sg | (uint32_t)((100 + rnd() % 60) << 23) | 0x7fe000u | (uint32_t)(rnd() & 0x1fffu));
+    case 5:
+        if (rnd() & 1)
+            return hp_u2f(sg | (uint32_t)((20 + rnd() % 200) << 23) | ((uint32_t)(rnd() & 0x3ffu) << 13) | 0x1000u);
+        return hp_u2f(sg | (uint32_t)((1 + rnd() % 253) << 23) | ((uint32_t)(rnd() & 0x7fu) << 16) | 0x8000u);
+    case 6: return (float)((double)(unit() - 0.5) * pow(10.0, (double)(rnd() % 61) - 30.0));
+    default: return (float)(0.01 * (unit() - 0.5));
+    }
+}
 
 static void fill(float *x, size_t n, int kind, uint64_t seed)
 {
@@ -56,6 +85,8 @@ static void fill(float *x, size_t n, int kind, uint64_t seed)
         case D_WIDE: x[i] = (float)(v * pow(10.0, (double)((i * 7 + i / 32) % 61) - 30.0)); break;
         case D_HUGE: x[i] = (float)(v * (rnd() % 4 == 0 ? 3e38 : pow(10.0, (double)(rnd() % 60) - 30.0))); break;
         case D_ZERO: x[i] = 0.0f; break;
+        case D_DENORM: x[i] = (float)v * 1e-40f; break;
+        case D_EDGE: x[i] = edge_value(i, n); break;
         }
     }
     if (kind == D_NAN && n > 0)
@@ -234,9 +265,10 @@ static kc_t kc(const char *name, int fmt)
 
 static void sweep(kc_t t, const size_t *ns, size_t nn, int all)
 {
+    const int halves = t.fmt == HP_GPU_FMT_FP16 || t.fmt == HP_GPU_FMT_BF16;
     for (size_t s = 0; s < nn; s++)
         for (int d = 0; d < D_N; d++)
-            if (all || d == D_GRAD || d == D_NAN || d == D_WIDE || d == D_TIES)
+            if ((d < D_DENORM || halves) && (all || d == D_GRAD || d == D_NAN || d == D_WIDE || d == D_TIES))
                 one(&t, ns[s], d, 100 * s + (uint64_t)d);
 }
 
@@ -396,6 +428,20 @@ int main(int argc, char **argv)
             t.resid = resid;
             sweep(t, small, 9, 1);
         }
+    }
+    {
+        static const uint32_t blocks[] = {32, 1024, 4096};
+        static const size_t hsizes[] = {1, 31, 1023, 1024, 1025, 4097, 100003};
+        kc_t t = kc("fp16", HP_GPU_FMT_FP16);
+        for (size_t b = 0; b < 3; b++) {
+            t.p.fp16_block = blocks[b];
+            sweep(t, hsizes, 7, 1);
+        }
+        t.p.fp16_block = 1024;
+        sweep(t, large, quick ? 1 : 2, 0);
+        t = kc("bf16", HP_GPU_FMT_BF16);
+        sweep(t, hsizes, 7, 1);
+        sweep(t, large, quick ? 1 : 2, 0);
     }
     buffer_ops(100003);
     buffer_ops((1u << 22) + 1);

@@ -174,8 +174,9 @@ static void run(const char *label, const char *const *kv, size_t n, int calls, i
 }
 
 /* Sums that overflow float32 from finite inputs, at a relay of ring, tree
- * and ps: fp16 (encoded on host copies; 3e38 is beyond its range, so even
- * the first hop sends it as an exception), onebit (device kernels: one
+ * and ps: fp16 (device kernels: 3e38 scales into binary16 with e = -112,
+ * the sum of two overflows to +Inf, which the device encoder reports so
+ * the CPU's hp_msg_except sends it as an exception), onebit (device kernels: one
  * whole block of 32 at 3e38, so the decoded sum of two is +Inf in 32
  * elements, within HP_MSG_MAX_EXCEPT) and graddrop (device kernels: the
  * one element is selected and sent exactly; the sum is +Inf).  The next

@@ -107,6 +107,8 @@ int hp_bench_kernels_gpu(int csv, size_t bytes, int device)
     add(&n, "dgc", HP_GPU_FMT_SPARSE, 65536, 1);
     rows[n - 1].e.state = (float *)(uintptr_t)1;
     rows[n - 1].e.momentum = 0.9f;
+    add(&n, "fp16", HP_GPU_FMT_FP16, 1024, 0);
+    add(&n, "bf16", HP_GPU_FMT_BF16, 1, 0);
     for (int i = 0; i < n; i++)
         if (rows[i].e.fmt == HP_GPU_FMT_SPARSE && bytes / 4 % rows[i].e.block)
             rows[i].e.k_last = (uint32_t)((bytes / 4 % rows[i].e.block + 999) / 1000);
