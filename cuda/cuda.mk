@@ -34,7 +34,7 @@ EXTRA_DIST += cuda/nvcc_lt.sh cuda/hp_cuda_kernels.cu cuda/hp_cuda_kernels.h \
 # compressors' bytes.
 check_PROGRAMS += tests/check_kern
 TESTS += tests/check_kern
-tests_check_kern_SOURCES = tests/check_kern.c cuda/hp_codec.h cuda/hp_codec.c cuda/hp_kern.h \
+tests_check_kern_SOURCES = tests/check_kern.c tests/kern_data.h cuda/hp_codec.h cuda/hp_codec.c cuda/hp_kern.h \
 	cuda/hp_klaunch.h cuda/hp_kern_emu.c
 tests_check_kern_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/cuda
 tests_check_kern_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
@@ -97,7 +97,7 @@ TESTS += tests/run_gpu_emu.sh
 # (mpi_cuda_codec), and the speedups of compression on host and device
 # buffers in one run (mpi_cuda_bench).
 check_PROGRAMS += tests/gpu_kern tests/mpi_cuda_codec tests/mpi_cuda_bench
-tests_gpu_kern_SOURCES = tests/gpu_kern.c
+tests_gpu_kern_SOURCES = tests/gpu_kern.c tests/kern_data.h
 tests_gpu_kern_LDADD = libhpcore.la -lm
 tests_mpi_cuda_codec_SOURCES = tests/mpi_gpu_codec.c
 tests_mpi_cuda_codec_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS) -DHP_REAL_CUDA

@@ -25,6 +25,7 @@
 #include "hp_elem.h"
 #include "hp_gpu.h"
 #include "hp_ops_sparse.h"
+#include "kern_data.h"
 
 extern char **environ;
 
@@ -35,41 +36,11 @@ static int failures, cases, quick;
 
 #define FAILF(...) do { fprintf(stderr, "FAIL: " __VA_ARGS__); fprintf(stderr, "\n"); failures++; } while (0)
 
-static uint64_t rs;
-static uint64_t rnd(void) { rs += 0x9E3779B97F4A7C15ULL; return hp_mix64(rs); }
-static double unit(void) { return (double)(rnd() >> 11) * 0x1p-53; }
 
 enum { D_GRAD, D_TIES, D_SIGNED_ZERO, D_WIDE, D_HUGE, D_NAN, D_INF, D_ZERO, D_DENORM, D_EDGE, D_N };
 static const char *dname[D_N] = {"grad", "ties", "signed-zero", "wide", "huge", "nan", "inf", "zero",
                                  "denorm", "edge"};
 /* D_DENORM and D_EDGE: fp16 and bf16 only (sweep) */
-
-/* The fp16 and bf16 edges (as tests/check_kern.c), by runs of 32 elements
- * in the first half and of 1024 in the second: zero runs (signed), float
- * subnormals, tiny normals (fp16's exponent at its clamp), values at
- * FLT_MAX with small ones beside them, values that scale into [65504,
- * 65536) (fp16's saturation), binary16 and bfloat16 rounding ties, and
- * magnitudes from 1e-30 to 1e30 in one run. */
-static float edge_value(size_t i, size_t n)
-{
-    const size_t run = i < n / 2 ? i / 32 : i / 1024 + 7;
-    const uint32_t sg = (uint32_t)(rnd() & 1) << 31;
-    switch (run % 8) {
-    case 0: return hp_u2f(sg);
-    case 1: return hp_u2f(sg | (uint32_t)(rnd() & 0x7fffffu));
-    case 2: return hp_u2f(sg | (uint32_t)((1 + rnd() % 26) << 23) | (uint32_t)(rnd() & 0x7fffffu));
-    case 3:
-        return rnd() % 4 == 0 ? hp_u2f(sg | (0x7f7fffffu - (uint32_t)(rnd() % 70000)))
-                              : hp_u2f(sg | (uint32_t)(rnd() % 0x7f000000u));
-    case 4: return hp_u2f(sg | (uint32_t)((100 + rnd() % 60) << 23) | 0x7fe000u | (uint32_t)(rnd() & 0x1fffu));
-    case 5:
-        if (rnd() & 1)
-            return hp_u2f(sg | (uint32_t)((20 + rnd() % 200) << 23) | ((uint32_t)(rnd() & 0x3ffu) << 13) | 0x1000u);
-        return hp_u2f(sg | (uint32_t)((1 + rnd() % 253) << 23) | ((uint32_t)(rnd() & 0x7fu) << 16) | 0x8000u);
-    case 6: return (float)((double)(unit() - 0.5) * pow(10.0, (double)(rnd() % 61) - 30.0));
-    default: return (float)(0.01 * (unit() - 0.5));
-    }
-}
 
 static void fill(float *x, size_t n, int kind, uint64_t seed)
 {
