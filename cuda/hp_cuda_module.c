@@ -878,28 +878,20 @@ out:
 #define HP_CUDA_ARCH_LIST "?"
 #endif
 
-static const hp_gpu_ops_t ops = {
-    .version = HP_GPU_OPS_VERSION,
-    .size = sizeof(hp_gpu_ops_t),
-    .build = "CUDA " HP_CUDA_VERSION ", " HP_CUDA_ARCH_LIST,
-    .init = cuda_init,
-    .probe = cuda_probe,
-    .ptr_query = cuda_ptr_query,
-    .memcpy_d2h = cuda_memcpy_d2h,
-    .memcpy_h2d = cuda_memcpy_h2d,
-    .host_alloc = cuda_host_alloc,
-    .host_free = cuda_host_free,
-    .stream_create = cuda_stream_create,
-    .stream_destroy = cuda_stream_destroy,
-    .stream_sync = cuda_stream_sync,
-    .stream_capturing = cuda_stream_capturing,
-    .event_create = cuda_event_create,
-    .event_record = cuda_event_record,
-    .event_sync = cuda_event_sync,
-    .event_destroy = cuda_event_destroy,
-    .selftest = cuda_selftest,
-    .last_error = cuda_last_error,
-};
+/* The v1 table's members, the same in v1 and as v2's base. */
+#define HP_CUDA_OPS_V1(ver, sz)                                                   \
+    .version = (ver), .size = (sz),                                               \
+    .build = "CUDA " HP_CUDA_VERSION ", " HP_CUDA_ARCH_LIST,                      \
+    .init = cuda_init, .probe = cuda_probe, .ptr_query = cuda_ptr_query,          \
+    .memcpy_d2h = cuda_memcpy_d2h, .memcpy_h2d = cuda_memcpy_h2d,                 \
+    .host_alloc = cuda_host_alloc, .host_free = cuda_host_free,                   \
+    .stream_create = cuda_stream_create, .stream_destroy = cuda_stream_destroy,   \
+    .stream_sync = cuda_stream_sync, .stream_capturing = cuda_stream_capturing,   \
+    .event_create = cuda_event_create, .event_record = cuda_event_record,         \
+    .event_sync = cuda_event_sync, .event_destroy = cuda_event_destroy,           \
+    .selftest = cuda_selftest, .last_error = cuda_last_error
+
+static const hp_gpu_ops_t ops = {HP_CUDA_OPS_V1(HP_GPU_OPS_VERSION, sizeof(hp_gpu_ops_t))};
 
 HP_EXPORT const hp_gpu_ops_t *hipress_gpu_ops_v1(void)
 {
@@ -907,28 +899,7 @@ HP_EXPORT const hp_gpu_ops_t *hipress_gpu_ops_v1(void)
 }
 
 static const hp_gpu_ops_v2_t ops2 = {
-    .base = {
-        .version = HP_GPU_OPS_V2_VERSION,
-        .size = sizeof(hp_gpu_ops_v2_t),
-        .build = "CUDA " HP_CUDA_VERSION ", " HP_CUDA_ARCH_LIST,
-        .init = cuda_init,
-        .probe = cuda_probe,
-        .ptr_query = cuda_ptr_query,
-        .memcpy_d2h = cuda_memcpy_d2h,
-        .memcpy_h2d = cuda_memcpy_h2d,
-        .host_alloc = cuda_host_alloc,
-        .host_free = cuda_host_free,
-        .stream_create = cuda_stream_create,
-        .stream_destroy = cuda_stream_destroy,
-        .stream_sync = cuda_stream_sync,
-        .stream_capturing = cuda_stream_capturing,
-        .event_create = cuda_event_create,
-        .event_record = cuda_event_record,
-        .event_sync = cuda_event_sync,
-        .event_destroy = cuda_event_destroy,
-        .selftest = cuda_selftest,
-        .last_error = cuda_last_error,
-    },
+    .base = {HP_CUDA_OPS_V1(HP_GPU_OPS_V2_VERSION, sizeof(hp_gpu_ops_v2_t))},
     .codec_probe = cuda_codec_probe,
     .call_begin = cuda_call_begin,
     .call_end = cuda_call_end,
