@@ -198,27 +198,50 @@ static void mask_host(float *mom, int dense, const unsigned char *msg, size_t ml
     }
 }
 
+/* Host copies of an encode's range, residual and state (in that order in
+ * the stage arena, with `extra` more vectors of n floats after them), and
+ * `ha` pointing at them. */
+static hp_status_t stage_args_in(hp_mem_t *m, const hipress_encode_args_t *a, hipress_encode_args_t *ha, size_t extra,
+                            float **h_p)
+{
+    const size_t n = a->n, fb = n * sizeof(float);
+    float *h = (float *)arena(ARENA_STAGE, (3 + extra) * fb + 64, &m->where);
+    if (h == NULL)
+        return HP_ERR_NOMEM;
+    *ha = *a;
+    ha->in = h;
+    ha->residual = a->residual != NULL ? h + n : NULL;
+    ha->state = a->state != NULL ? h + 2 * n : NULL;
+    if (dev_xfer(m, h, a->in, fb) || (a->residual && dev_xfer(m, ha->residual, a->residual, fb)) ||
+        (a->state && dev_xfer(m, ha->state, a->state, fb)))
+        return HP_ERR_DEVICE;
+    *h_p = h;
+    return HP_OK;
+}
+
+/* The host encode's residual and state back to the device. */
+static hp_status_t stage_args_out(hp_mem_t *m, const hipress_encode_args_t *a, const hipress_encode_args_t *ha)
+{
+    const size_t fb = a->n * sizeof(float);
+    if ((a->residual && dev_xfer(m, a->residual, ha->residual, fb)) || (a->state && dev_xfer(m, a->state, ha->state, fb)))
+        return HP_ERR_DEVICE;
+    return HP_OK;
+}
+
 /* A compressor without device kernels: on host copies of the range. */
 static hp_status_t staged_encode(hp_mem_t *m, int kind, hipress_encode_args_t *a, hp_src_t src, float *mask,
                                  void *out, size_t cap, size_t *len_p, int *nonfinite_p, size_t *except_p)
 {
     const size_t n = a->n, fb = n * sizeof(float);
-    float *h = (float *)arena(ARENA_STAGE, 4 * fb + 64, &m->where);
-    hipress_encode_args_t ha = *a;
-    hp_status_t st;
-    if (h == NULL)
-        return HP_ERR_NOMEM;
-    ha.in = h;
-    ha.residual = a->residual != NULL ? h + n : NULL;
-    ha.state = a->state != NULL ? h + 2 * n : NULL;
-    if (dev_xfer(m, h, a->in, fb) || (a->residual && dev_xfer(m, ha.residual, a->residual, fb)) ||
-        (a->state && dev_xfer(m, ha.state, a->state, fb)))
-        return HP_ERR_DEVICE;
-    st = hp_msg_encode_x(kind, &ha, out, cap, src, len_p, nonfinite_p, except_p);
+    hipress_encode_args_t ha;
+    float *h = NULL;
+    hp_status_t st = stage_args_in(m, a, &ha, 1, &h);
+    if (st == HP_OK)
+        st = hp_msg_encode_x(kind, &ha, out, cap, src, len_p, nonfinite_p, except_p);
+    if (st == HP_OK)
+        st = stage_args_out(m, a, &ha);
     if (st != HP_OK)
         return st;
-    if ((a->residual && dev_xfer(m, a->residual, ha.residual, fb)) || (a->state && dev_xfer(m, a->state, ha.state, fb)))
-        return HP_ERR_DEVICE;
     if (mask != NULL && !*nonfinite_p && ((const unsigned char *)out)[2] == 0) {
         float *hm = h + 3 * n;
         if (dev_xfer(m, hm, mask, fb))
@@ -239,25 +262,14 @@ static hp_status_t staged_encode(hp_mem_t *m, int kind, hipress_encode_args_t *a
 static hp_status_t staged_except(hp_mem_t *m, int kind, hipress_encode_args_t *a, hp_src_t src, void *out,
                                  size_t cap, size_t *len_p, int *nonfinite_p, size_t *except_p)
 {
-    const size_t n = a->n, fb = n * sizeof(float);
-    float *h = (float *)arena(ARENA_STAGE, 3 * fb + 64, &m->where);
-    hipress_encode_args_t ha = *a;
-    hp_status_t st;
-    if (h == NULL)
-        return HP_ERR_NOMEM;
-    ha.in = h;
-    ha.residual = a->residual != NULL ? h + n : NULL;
-    ha.state = a->state != NULL ? h + 2 * n : NULL;
-    if (dev_xfer(m, h, a->in, fb) || (a->residual && dev_xfer(m, ha.residual, a->residual, fb)) ||
-        (a->state && dev_xfer(m, ha.state, a->state, fb)))
-        return HP_ERR_DEVICE;
-    st = hp_msg_except(kind, &ha, out, cap, src, len_p, nonfinite_p, except_p);
-    if (st != HP_OK)
-        return st;
-    /* the second encode's error feedback (with the exceptions at 0) */
-    if ((a->residual && dev_xfer(m, a->residual, ha.residual, fb)) || (a->state && dev_xfer(m, a->state, ha.state, fb)))
-        return HP_ERR_DEVICE;
-    return HP_OK;
+    hipress_encode_args_t ha;
+    float *h = NULL;
+    hp_status_t st = stage_args_in(m, a, &ha, 0, &h);
+    if (st == HP_OK)
+        st = hp_msg_except(kind, &ha, out, cap, src, len_p, nonfinite_p, except_p);
+    if (st == HP_OK)   /* the second encode's error feedback (with the exceptions at 0) */
+        st = stage_args_out(m, a, &ha);
+    return st;
 }
 
 static hp_status_t dev_encode(hp_mem_t *m, int kind, hipress_encode_args_t *a, hp_src_t src, float *mask,

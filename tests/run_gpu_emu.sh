@@ -20,7 +20,10 @@ HP_MPI_TIMEOUT=${HP_MPI_TIMEOUT:-300}
 
 mock="$HP_BUILDDIR/tests/mock/.libs"
 emu="$mock/libhipress_cuda_emu.so"
-for f in "$HP_BUILDDIR/tests/mpi_gpu_codec" "$HP_BUILDDIR/tests/mpi_gpu" "$mock/libcuda.so.1" "$emu"; do
+# a plugin (tests/plugin_example.c) has no device kernels: the device path
+# encodes its ranges on host copies, which must give the host path's bits too
+plugin="$HP_BUILDDIR/tests/.libs/plugin_example.so"
+for f in "$HP_BUILDDIR/tests/mpi_gpu_codec" "$HP_BUILDDIR/tests/mpi_gpu" "$mock/libcuda.so.1" "$emu" "$plugin"; do
     [ -e "$f" ] || { echo "FAIL: $f is missing"; exit 1; }
 done
 out=$(mktemp) err=$(mktemp)
@@ -32,6 +35,7 @@ row() {
 
 for np in 2 3 4; do
     hp_mpirun $np -x LD_PRELOAD="$HP_PRELOAD" -x HIPRESS_STATS=1 -x HIPRESS_CUDA_MODULE="$emu" \
+        -x HIPRESS_PLUGIN="$plugin" -x HP_TEST_PLUGIN_COMP=example_int8 \
         "$HP_BUILDDIR/tests/mpi_gpu_codec" "$mock/libcuda.so.1" >"$out" 2>"$err"
     rc=$?
     n=$(sed -n 's/^mpi_gpu_codec: ok, \([0-9]*\) device calls.*/\1/p' "$out")
