@@ -63,6 +63,7 @@ size_t hp_psgd_orthonormalise(float *p, size_t m, size_t r, double *work);
  * steps with the same summation orders. */
 void hp_psgd_start_q(float *qt, const float *warm, size_t r, size_t c, uint64_t seed, uint64_t call_no);
 size_t hp_psgd_tile_cols(size_t r, size_t c);
+hp_status_t hp_psgd_ring_sum(hp_call_t *call, float *v, size_t len, int host, int corrupt, hp_status_t err);
 
 /* ------------------------------------------------------------ geometry */
 
@@ -994,12 +995,16 @@ const hipress_compressor_v1_t hp_comp_powersgd = {
 /* ------------------------------------------------------ the collective */
 
 /* Sum v[0..len) over ranks with the `none` ring: every rank ends with the
- * same bits (contract 1), which PMPI_Allreduce does not promise.  A rank
- * that has already failed (err) sends error messages in its place. */
-static hp_status_t ring_sum(hp_call_t *call, float *v, size_t len, int corrupt, hp_status_t err)
+ * same bits (contract 1), which PMPI_Allreduce does not promise.  v is host
+ * memory when host is set, else the call's own memory (the device path's
+ * buffer, src/hp_gpu_psgd.c).  A rank that has already failed (err) sends
+ * error messages in its place. */
+hp_status_t hp_psgd_ring_sum(hp_call_t *call, float *v, size_t len, int host, int corrupt, hp_status_t err)
 {
     hp_call_t sub = *call;
     hp_status_t st;
+    if (host)   /* v in host memory whatever the call's buffer is */
+        sub.mem = NULL;
     sub.buf = v;
     sub.n = len;
     sub.kind = hp_kind_none;
@@ -1030,7 +1035,7 @@ static hp_status_t run_plain(hp_call_t *call)
     hp_status_t st;
     /* exact: what this rank owes is sent with it */
     hp_call_fold(call, 0, call->n);
-    st = ring_sum(call, call->buf, call->n, call->corrupt, HP_OK);
+    st = hp_psgd_ring_sum(call, call->buf, call->n, 0, call->corrupt, HP_OK);
     if (st == HP_OK && row_check(call->buf, call->n)) {
         fill_nan(call->buf, call->n);
         call->nonfinite++;
@@ -1078,7 +1083,7 @@ hp_status_t hp_powersgd_run(hp_call_t *call)
          * (the ring never touches the buffer of a failed call), then agree */
         float dummy = 0.0f;
         HP_WARN("powersgd: cannot allocate the workspace for %zu elements", n);
-        ring_sum(call, &dummy, pn, 0, HP_ERR_NOMEM);
+        hp_psgd_ring_sum(call, &dummy, pn, 0, 0, HP_ERR_NOMEM);
         failed = 1;
         hp_tp_agree(call->tp, &failed);
         return HP_ERR_NOMEM;
@@ -1097,7 +1102,7 @@ hp_status_t hp_powersgd_run(hp_call_t *call)
     p[m * r] = bad ? 1.0f : 0.0f;
     call->t_encode += hp_now() - t0;
 
-    st = ring_sum(call, p, pn, call->corrupt, HP_OK);
+    st = hp_psgd_ring_sum(call, p, pn, 0, call->corrupt, HP_OK);
     /* every rank must take the same branch from here on */
     failed = st != HP_OK;
     if (hp_tp_agree(call->tp, &failed) != HP_OK)
@@ -1120,7 +1125,7 @@ hp_status_t hp_powersgd_run(hp_call_t *call)
     memcpy(qs, qt, r * c * sizeof(float));
     call->t_encode += hp_now() - t0;
 
-    st = ring_sum(call, qs, r * c, 0, HP_OK);
+    st = hp_psgd_ring_sum(call, qs, r * c, 0, 0, HP_OK);
     if (st != HP_OK) {
         free(ws);
         return st;

@@ -30,32 +30,9 @@ int hp_psgd_skip(size_t n, size_t m, size_t c, size_t r);
 size_t hp_psgd_orthonormalise(float *p, size_t m, size_t r, double *work);
 void hp_psgd_start_q(float *qt, const float *warm, size_t r, size_t c, uint64_t seed, uint64_t call_no);
 size_t hp_psgd_tile_cols(size_t r, size_t c);
+hp_status_t hp_psgd_ring_sum(hp_call_t *call, float *v, size_t len, int host, int corrupt, hp_status_t err);
 
 hp_status_t hp_gpu_psgd_run(hp_call_t *call);
-
-/* Sum v[0..len) over ranks with the `none` ring; v is host memory when
- * host is set, else the call's device memory. */
-static hp_status_t ring_sum(hp_call_t *call, float *v, size_t len, int host, int corrupt, hp_status_t err)
-{
-    hp_call_t sub = *call;
-    hp_status_t st;
-    if (host)
-        sub.mem = NULL;
-    sub.buf = v;
-    sub.n = len;
-    sub.kind = hp_kind_none;
-    sub.rb = NULL;
-    sub.resid = sub.mom = sub.state = NULL;
-    sub.grain = 1;
-    sub.corrupt = corrupt;
-    sub.t_encode = sub.t_decode = 0;
-    sub.nonfinite = 0;
-    sub.err = err;
-    st = hp_algo_ring(&sub);
-    call->t_encode += sub.t_encode;
-    call->t_decode += sub.t_decode;
-    return st;
-}
 
 static int host_nonfinite(const float *v, size_t n)
 {
@@ -78,7 +55,7 @@ static hp_status_t run_plain(hp_call_t *call, const hp_gpu_ops_v2_t *g)
     hp_status_t st;
     int bad = 0;
     hp_call_fold(call, 0, call->n);
-    st = ring_sum(call, call->buf, call->n, 0, call->corrupt, HP_OK);
+    st = hp_psgd_ring_sum(call, call->buf, call->n, 0, call->corrupt, HP_OK);
     if (st == HP_OK && g->nonfinite(call->mem->cx, call->buf, call->n, &bad) != HP_GPU_OK)
         return HP_ERR_DEVICE;
     if (st == HP_OK && bad)
@@ -118,7 +95,7 @@ hp_status_t hp_gpu_psgd_run(hp_call_t *call)
     if (p == NULL || (dp = hp_call_work(call, NULL, m * r + 2 * r * c)) == NULL) {
         float dummy = 0.0f;
         HP_WARN("powersgd: cannot allocate the workspace for %zu elements", n);
-        ring_sum(call, &dummy, pn, 1, 0, HP_ERR_NOMEM);
+        hp_psgd_ring_sum(call, &dummy, pn, 1, 0, HP_ERR_NOMEM);
         failed = 1;
         hp_tp_agree(call->tp, &failed);
         free(p);
@@ -150,7 +127,7 @@ hp_status_t hp_gpu_psgd_run(hp_call_t *call)
     p[m * r] = bad ? 1.0f : 0.0f;
     call->t_encode += hp_now() - t0;
 
-    st = ring_sum(call, p, pn, 1, call->corrupt, HP_OK);
+    st = hp_psgd_ring_sum(call, p, pn, 1, call->corrupt, HP_OK);
     /* every rank must take the same branch from here on */
     failed = st != HP_OK;
     if (hp_tp_agree(call->tp, &failed) != HP_OK)
@@ -171,7 +148,7 @@ hp_status_t hp_gpu_psgd_run(hp_call_t *call)
     DEV(g->copy(cx, qs, dqt, r * c * sizeof(float)));
     call->t_encode += hp_now() - t0;
 
-    st = ring_sum(call, qs, r * c, 1, 0, HP_OK);
+    st = hp_psgd_ring_sum(call, qs, r * c, 1, 0, HP_OK);
     if (st != HP_OK)
         goto out;
     if (host_nonfinite(qs, r * c)) {
