@@ -147,7 +147,7 @@ float *hp_call_work(hp_call_t *call, void *host_extra, size_t n)
 
 /* Momentum factor masking: the momentum of the elements a message carried
  * starts again from zero (a dense message carried all of them). */
-static void mask_sent(float *mom, int dense, const unsigned char *msg, size_t mlen, size_t len)
+void hp_mask_sent(float *mom, int dense, const unsigned char *msg, size_t mlen, size_t len)
 {
     if (dense) {
         memset(mom, 0, len * sizeof(float));
@@ -168,7 +168,7 @@ static hp_status_t cpu_encode(hp_mem_t *m, int kind, hipress_encode_args_t *a, h
     (void)m;
     /* a message with exceptions carries them before its payload: no mask */
     if (st == HP_OK && mask != NULL && !*nonfinite_p && ((const unsigned char *)out)[2] == 0)
-        mask_sent(mask, kind == hp_kind_none, (const unsigned char *)out, *len_p, a->n);
+        hp_mask_sent(mask, kind == hp_kind_none, (const unsigned char *)out, *len_p, a->n);
     return st;
 }
 

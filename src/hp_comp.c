@@ -319,6 +319,21 @@ hp_status_t hp_msg_except(int kind, hipress_encode_args_t *args, void *out, size
     return HP_OK;
 }
 
+hp_status_t hp_msg_check(const void *msg, size_t len, int kind, size_t n, hp_msg_header_t *h)
+{
+    if (hp_msg_header(msg, len, h) != HP_OK)
+        return HP_ERR_MESSAGE;
+    if (h->kind == HP_KIND_ERROR)
+        return HP_ERR_PEER;
+    if ((size_t)h->n != n || (h->kind != kind && h->kind != hp_kind_none))
+        return HP_ERR_MESSAGE;
+    if (n == 0)
+        return h->payload == 0 && h->flags == 0 ? HP_OK : HP_ERR_MESSAGE;
+    if ((h->flags & HP_MSG_NONFINITE) && h->payload != 0)
+        return HP_ERR_MESSAGE;
+    return HP_OK;
+}
+
 hp_status_t hp_msg_decode(int kind, const void *msg, size_t len, size_t n, float *out,
                           int accumulate, const hipress_comp_params_t *p)
 {
@@ -329,17 +344,10 @@ hp_status_t hp_msg_decode(int kind, const void *msg, size_t len, size_t n, float
     uint32_t idx[HP_MSG_MAX_EXCEPT];
     float val[HP_MSG_MAX_EXCEPT], prev[HP_MSG_MAX_EXCEPT];
 
-    if (hp_msg_header(msg, len, &h) != HP_OK)
-        return HP_ERR_MESSAGE;
-    if (h.kind == HP_KIND_ERROR)
-        return HP_ERR_PEER;
-    if ((size_t)h.n != n || (h.kind != kind && h.kind != hp_kind_none))
-        return HP_ERR_MESSAGE;
-    if (n == 0)
-        return h.payload == 0 && h.flags == 0 ? HP_OK : HP_ERR_MESSAGE;
+    hp_status_t st = hp_msg_check(msg, len, kind, n, &h);
+    if (st != HP_OK || n == 0)
+        return st;
     if (h.flags & HP_MSG_NONFINITE) {
-        if (h.payload != 0)
-            return HP_ERR_MESSAGE;
         for (size_t i = 0; i < n; i++)
             out[i] = NAN;
         return HP_OK;

@@ -164,6 +164,14 @@ hp_status_t hp_msg_decode(int kind, const void *msg, size_t len, size_t n, float
 /* Read the header; HP_ERR_MESSAGE when len is too short or magic/version bad. */
 hp_status_t hp_msg_header(const void *msg, size_t len, hp_msg_header_t *h);
 
+/* The checks every decoder (host or device) makes of a message's header:
+ * read it into h, HP_ERR_PEER for an error message, HP_ERR_MESSAGE unless it
+ * holds n elements of kind `kind` (or `none`), with nothing after the header
+ * when n is 0 and no payload when it is flagged non-finite.  On HP_OK the
+ * caller is done when n is 0, fills NaN when h->flags has HP_MSG_NONFINITE,
+ * and decodes the payload otherwise. */
+hp_status_t hp_msg_check(const void *msg, size_t len, int kind, size_t n, hp_msg_header_t *h);
+
 /* Built-in kinds that the algorithms refer to by name. */
 extern int hp_kind_none;
 

@@ -184,20 +184,6 @@ static int dev_xfer(hp_mem_t *m, void *dst, const void *src, size_t bytes)
 
 /* ---------------------------------------------------- encode, decode */
 
-static void mask_host(float *mom, int dense, const unsigned char *msg, size_t mlen, size_t len)
-{
-    if (dense) {
-        memset(mom, 0, len * sizeof(float));
-        return;
-    }
-    for (size_t j = HP_MSG_HEADER; j + 8 <= mlen; j += 8) {
-        uint32_t i;
-        memcpy(&i, msg + j, 4);
-        if (i < len)
-            mom[i] = 0.0f;
-    }
-}
-
 /* Host copies of an encode's range, residual and state (in that order in
  * the stage arena, with `extra` more vectors of n floats after them), and
  * `ha` pointing at them. */
@@ -246,7 +232,7 @@ static hp_status_t staged_encode(hp_mem_t *m, int kind, hipress_encode_args_t *a
         float *hm = h + 3 * n;
         if (dev_xfer(m, hm, mask, fb))
             return HP_ERR_DEVICE;
-        mask_host(hm, kind == hp_kind_none, (const unsigned char *)out, *len_p, n);
+        hp_mask_sent(hm, kind == hp_kind_none, (const unsigned char *)out, *len_p, n);
         if (dev_xfer(m, mask, hm, fb))
             return HP_ERR_DEVICE;
     }
@@ -343,22 +329,16 @@ static hp_status_t dev_decode(hp_mem_t *m, int kind, const void *msg, size_t len
 {
     hp_msg_header_t h;
     hp_gpu_dec_t d;
+    hp_status_t st;
     int rc;
 
     if (m->cx == NULL)
         return m->err != HP_OK ? m->err : HP_ERR_DEVICE;
-    /* the header, as hp_msg_decode reads it */
-    if (hp_msg_header(msg, len, &h) != HP_OK)
-        return HP_ERR_MESSAGE;
-    if (h.kind == HP_KIND_ERROR)
-        return HP_ERR_PEER;
-    if ((size_t)h.n != n || (h.kind != kind && h.kind != hp_kind_none))
-        return HP_ERR_MESSAGE;
-    if (n == 0)
-        return h.payload == 0 && h.flags == 0 ? HP_OK : HP_ERR_MESSAGE;
+    /* the header, as hp_msg_decode checks it */
+    st = hp_msg_check(msg, len, kind, n, &h);
+    if (st != HP_OK || n == 0)
+        return st;
     if (h.flags & HP_MSG_NONFINITE) {
-        if (h.payload != 0)
-            return HP_ERR_MESSAGE;
         if (g2()->fill(m->cx, dst, NAN, n) != HP_GPU_OK)
             return HP_ERR_DEVICE;
         return HP_OK;
