@@ -85,20 +85,6 @@ HP_KD void hp_k_sign_step(float v, float *pos, float *neg, uint32_t *npos)
     *npos += set;
 }
 
-/* Lane totals of a chunk: the fast form adds them in double, lane order. */
-HP_KD double hp_k_lanes32(const float l[32])
-{
-    double s = 0.0;
-    for (int j = 0; j < 32; j++)
-        s += (double)l[j];
-    return s;
-}
-
-HP_KD double hp_k_lanes8(const double l[8])
-{
-    return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
-}
-
 /* The exact forms (8 double lanes), when the fast one is not finite.
  * cls 0: sum of |v|; 1: sum of v >= 0 ? v : 0; 2: sum of v >= 0 ? 0 : v. */
 HP_KD double hp_k_sum_exact(const float *x, const float *r, size_t len, int cls)
@@ -109,7 +95,7 @@ HP_KD double hp_k_sum_exact(const float *x, const float *r, size_t len, int cls)
         float t = cls == 0 ? fabsf(v) : cls == 1 ? (v >= 0.0f ? v : 0.0f) : (v >= 0.0f ? 0.0f : v);
         d[i & 7] += (double)t;
     }
-    return hp_k_lanes8(d);
+    return hp_sum_lanes8(d);
 }
 
 /* ---------------------------------------------------------- geometry */

@@ -127,8 +127,8 @@ static void onebit_chunk(const float *x, const float *r, size_t len, uint8_t *wo
                 w |= 1u << l;
         hp_k_st32(words + 4 * t, w);
     }
-    p = hp_k_lanes32(pos);
-    q = hp_k_lanes32(neg);
+    p = hp_sum_lanes32(pos);
+    q = hp_sum_lanes32(neg);
     if (!isfinite(p) || !isfinite(q)) {
         /* both in the exact form, as hp_ops_sign_sum_finish does */
         p = hp_k_sum_exact(x, r, len, 1);
@@ -236,7 +236,7 @@ static double tbq_chunk(const float *x, const float *r, size_t len)
         for (size_t i = l; i < len; i += 32)
             lanes[l] += fabsf(hp_k_v(x, r, i));
     }
-    s = hp_k_lanes32(lanes);
+    s = hp_sum_lanes32(lanes);
     if (!isfinite(s))
         s = hp_k_sum_exact(x, r, len, 0);
     return s;

@@ -155,6 +155,22 @@ HP_HD uint64_t hp_rng_key(const uint64_t key[4])
     return h;
 }
 
+/* The fixed order in which onebit's and tbq's 32 float lane totals, and
+ * the exact form's 8 double lanes, are added: the CPU path (src/hp_ops.c)
+ * and the kernels (cuda/hp_kern.h) both use these, so their sums agree. */
+HP_HD double hp_sum_lanes32(const float l[32])
+{
+    double s = 0.0;
+    for (int j = 0; j < 32; j++)
+        s += (double)l[j];
+    return s;
+}
+
+HP_HD double hp_sum_lanes8(const double l[8])
+{
+    return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+}
+
 /* 32 random bits for element `counter` under folded key k. */
 HP_HD uint32_t hp_rng_u32(uint64_t k, uint64_t counter)
 {

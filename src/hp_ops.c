@@ -101,23 +101,10 @@ size_t hp_ops_sign_sum_step(const float *x, const float *r, size_t n, float *vou
     return npos;
 }
 
-static double sum_lanes32(const float l[32])
-{
-    double s = 0.0;
-    for (int j = 0; j < 32; j++)
-        s += (double)l[j];
-    return s;
-}
-
-static double sum_lanes8(const double l[8])
-{
-    return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
-}
-
 double hp_ops_abs_sum_finish(const float lanes[32], const float *x, const float *r, size_t n,
                              const float *vout)
 {
-    double s = sum_lanes32(lanes), d[8] = {0};
+    double s = hp_sum_lanes32(lanes), d[8] = {0};
     if (isfinite(s))
         return s;
     if (vout) {
@@ -126,14 +113,14 @@ double hp_ops_abs_sum_finish(const float lanes[32], const float *x, const float 
     }
     for (size_t i = 0; i < n; i++)
         d[i & 7] += (double)fabsf(r ? x[i] + r[i] : x[i]);
-    return sum_lanes8(d);
+    return hp_sum_lanes8(d);
 }
 
 void hp_ops_sign_sum_finish(const float pos[32], const float neg[32], const float *x,
                             const float *r, size_t n, const float *vout, double *pos_p,
                             double *neg_p)
 {
-    double p = sum_lanes32(pos), q = sum_lanes32(neg), dp[8] = {0}, dq[8] = {0};
+    double p = hp_sum_lanes32(pos), q = hp_sum_lanes32(neg), dp[8] = {0}, dq[8] = {0};
     if (isfinite(p) && isfinite(q)) {
         *pos_p = p;
         *neg_p = q;
@@ -148,8 +135,8 @@ void hp_ops_sign_sum_finish(const float pos[32], const float neg[32], const floa
         dp[i & 7] += (double)(v >= 0.0f ? v : 0.0f);
         dq[i & 7] += (double)(v >= 0.0f ? 0.0f : v);
     }
-    *pos_p = sum_lanes8(dp);
-    *neg_p = sum_lanes8(dq);
+    *pos_p = hp_sum_lanes8(dp);
+    *neg_p = hp_sum_lanes8(dq);
 }
 
 /* ------------------------------------------------------- generic kernels */
