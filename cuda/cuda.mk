@@ -1,7 +1,7 @@
 # cuda/cuda.mk: the GPU path; appends to the variables of Makefile.am.
 #
 # Host side, in every build: device-buffer detection and the module loader
-# (src/hp_gpu.c), the pure NCCL rules (src/hp_nccl.c), the MPI wrappers that
+# (src/backend/hp_gpu.c), the pure NCCL rules (src/front/hp_nccl.c), the MPI wrappers that
 # stage device buffers (mpi_wrappers/hp_mpi_gpu.c), and, when configure finds
 # nccl.h, the NCCL interception (mpi_wrappers/hp_nccl_wrap.c).
 #
@@ -14,8 +14,8 @@
 
 AM_CPPFLAGS += -DHP_PKGLIBDIR='"$(pkglibdir)"'
 
-libhpcore_la_SOURCES += src/hp_gpu.h src/hp_gpu.c src/hp_gpu_fmt.h src/hp_backend.h src/hp_gpu_backend.c src/hp_gpu_psgd.c \
-	src/hp_nccl.h src/hp_nccl.c
+libhpcore_la_SOURCES += src/backend/hp_gpu.h src/backend/hp_gpu.c src/comp/hp_gpu_fmt.h src/backend/hp_backend.h src/backend/hp_gpu_backend.c src/backend/hp_gpu_psgd.c \
+	src/front/hp_nccl.h src/front/hp_nccl.c
 libhipress_la_SOURCES += mpi_wrappers/hp_wrap_gpu.h mpi_wrappers/hp_mpi_gpu.c
 # NCCL_CPPFLAGS is empty in a build without NCCL
 libhipress_la_CPPFLAGS = $(AM_CPPFLAGS) $(NCCL_CPPFLAGS)
@@ -43,7 +43,7 @@ tests_check_kern_LDADD = libhpcore.la $(CHECK_LIBS) -lm
 # nvcc, with the flags every CUDA object of hipress gets
 HP_NVCC_FLAGS = $(NVCC_ARCH_FLAGS) -std=c++17 -O2 --fmad=false -Werror all-warnings \
 	-Xcompiler -Wall,-Wextra,-Werror,-fvisibility=hidden \
-	-DHAVE_CONFIG_H -I$(top_builddir) -I$(top_srcdir)/src -I$(top_srcdir)/cuda $(NVCCFLAGS)
+	-DHAVE_CONFIG_H -I$(top_builddir) $(HP_SRC_INCLUDES) -I$(top_srcdir)/cuda $(NVCCFLAGS)
 AM_V_NVCC = $(am__v_NVCC_@AM_V@)
 am__v_NVCC_ = $(am__v_NVCC_@AM_DEFAULT_V@)
 am__v_NVCC_0 = @echo "  NVCC    " $@;
@@ -60,7 +60,7 @@ SUFFIXES = .cu
 
 if HP_CUDA
 pkglib_LTLIBRARIES = libhipress_cuda.la
-libhipress_cuda_la_SOURCES = cuda/hp_cuda_module.c cuda/hp_cuda_kernels.h cuda/hp_cuda_kernels.cu src/hp_gpu.h \
+libhipress_cuda_la_SOURCES = cuda/hp_cuda_module.c cuda/hp_cuda_kernels.h cuda/hp_cuda_kernels.cu src/backend/hp_gpu.h \
 	cuda/hp_codec.h cuda/hp_codec.c cuda/hp_kern.h cuda/hp_klaunch.h cuda/hp_kern.cu
 libhipress_cuda_la_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 libhipress_cuda_la_CFLAGS = $(AM_CFLAGS) -Werror
@@ -72,7 +72,7 @@ libhipress_cuda_la_LIBADD = -L$(CUDA_LIBDIR) -lcudart_static -lrt -ldl -lpthread
 
 cuda/hp_cuda_kernels.lo cuda/hp_cuda_kernels.$(OBJEXT): $(srcdir)/cuda/hp_cuda_kernels.h config.h
 cuda/hp_kern.lo cuda/hp_kern.$(OBJEXT): $(srcdir)/cuda/hp_kern.h $(srcdir)/cuda/hp_klaunch.h \
-	$(srcdir)/src/hp_elem.h config.h
+	$(srcdir)/src/ops/hp_elem.h config.h
 
 # The emulated module, never installed: the module's host code (driver API,
 # codec contexts, the codec) with the kernels run on the host

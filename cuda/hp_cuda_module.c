@@ -1,5 +1,5 @@
 /*
- * libhipress_cuda.so, host side: the hp_gpu_ops_t table (src/hp_gpu.h).
+ * libhipress_cuda.so, host side: the hp_gpu_ops_t table (src/backend/hp_gpu.h).
  *
  * The driver API is reached through the libcuda.so.1 the process has (or,
  * for hipress_info, loads): no link-time dependency on it, so the module

@@ -5,9 +5,9 @@
  * around these: it picks the elements of a thread, lane or CTA and does the
  * warp collectives (ballot, shuffles); cuda/hp_kern_emu.c runs the same
  * functions over the same grid serially, and tests/check_kern.c compares the
- * bytes it produces with the CPU compressors' (src/hp_comp_*.c).
+ * bytes it produces with the CPU compressors' (src/comp/hp_comp_*.c).
  *
- * How the GPU gets the CPU's bits (src/hp_ops.h has the rules):
+ * How the GPU gets the CPU's bits (src/ops/hp_ops.h has the rules):
  *  - element math is IEEE single precision without contraction (nvcc
  *    --fmad=false, gcc -ffp-contract=off), the same expressions in the same
  *    order, from hp_elem.h;
@@ -343,7 +343,7 @@ HP_KD int hp_k_sparse_pair_bad(uint32_t idx, uint32_t vbits, int first, uint32_t
 
 /* ------------------------------------------------------- fp16, bf16 */
 
-/* fp16 (src/hp_comp_fp16.c): per block of B elements the largest |x| bits
+/* fp16 (src/comp/hp_comp_fp16.c): per block of B elements the largest |x| bits
  * (any order: a maximum), its exponent e = hp_f16_block_exp (the message is
  * the NaN message when the largest reaches 0x7f800000), then every element
  * hp_f16_enc(x, 2^e); the decoder hp_f16_dec(h, 2^-e).  Bytes little-endian. */

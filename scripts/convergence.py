@@ -576,7 +576,7 @@ class LibReference:
         a.rng_key[2] = step
         if self.warmup_ratio is not None:
             # dgc's density warm-up (the library applies it per buffer:
-            # hp_dgc_density in src/hp_ops_sparse.c)
+            # hp_dgc_density in src/ops/hp_ops_sparse.c)
             ratio, w = self.warmup_ratio, self.params.dgc_warmup
             d = ratio
             if w and step < w and ratio < 0.25:

@@ -1,9 +1,9 @@
-# src/compll_sparse.mk: sparse compressors (graddrop, dgc), their operators,
+# src/comp/compll_sparse.mk: sparse compressors (graddrop, dgc), their operators,
 # the decoder tests and fuzzers, and the plugin example.
 
 libhpcore_la_SOURCES += \
-	src/hp_ops_sparse.h src/hp_ops_sparse.c \
-	src/hp_comp_graddrop.c src/hp_comp_dgc.c
+	src/ops/hp_ops_sparse.h src/ops/hp_ops_sparse.c \
+	src/comp/hp_comp_graddrop.c src/comp/hp_comp_dgc.c
 
 check_PROGRAMS += tests/check_comp_sparse
 tests_check_comp_sparse_SOURCES = tests/check_comp_sparse.c
@@ -35,7 +35,7 @@ HP_FUZZ_SRCS = tests/fuzz_decode.c $(filter %.c,$(libhpcore_la_SOURCES))
 HP_FUZZ_CFLAGS = -std=gnu11 -ffp-contract=off -g -O1 -fno-omit-frame-pointer \
 	-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
 tests/fuzz_decode$(EXEEXT): $(HP_FUZZ_SRCS:%=$(srcdir)/%) \
-		$(wildcard $(srcdir)/src/*.h $(srcdir)/src/*.def $(srcdir)/include/*.h) config.h
+		$(wildcard $(srcdir)/src/*/*.h $(srcdir)/src/*/*.def $(srcdir)/include/*.h) config.h
 	@$(MKDIR_P) tests
 	$(AM_V_CCLD)test -n "$(FUZZ_CC)" || { echo "tests/fuzz_decode: set FUZZ_CC (clang) or configure --enable-fuzz" >&2; exit 1; }; \
 	mpi_cflags=`$(MPICC) --showme:compile`; mpi_libs=`$(MPICC) --showme:link`; \

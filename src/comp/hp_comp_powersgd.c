@@ -59,7 +59,7 @@ void hp_psgd_shape(size_t n, uint32_t rank, size_t *m_p, size_t *c_p, size_t *r_
 int hp_psgd_skip(size_t n, size_t m, size_t c, size_t r);
 size_t hp_psgd_wire_bytes(size_t n, uint32_t rank);
 size_t hp_psgd_orthonormalise(float *p, size_t m, size_t r, double *work);
-/* Also used by the device run (src/hp_gpu_psgd.c), which follows the same
+/* Also used by the device run (src/backend/hp_gpu_psgd.c), which follows the same
  * steps with the same summation orders. */
 void hp_psgd_start_q(float *qt, const float *warm, size_t r, size_t c, uint64_t seed, uint64_t call_no);
 size_t hp_psgd_tile_cols(size_t r, size_t c);
@@ -997,7 +997,7 @@ const hipress_compressor_v1_t hp_comp_powersgd = {
 /* Sum v[0..len) over ranks with the `none` ring: every rank ends with the
  * same bits (contract 1), which PMPI_Allreduce does not promise.  v is host
  * memory when host is set, else the call's own memory (the device path's
- * buffer, src/hp_gpu_psgd.c).  A rank that has already failed (err) sends
+ * buffer, src/backend/hp_gpu_psgd.c).  A rank that has already failed (err) sends
  * error messages in its place. */
 hp_status_t hp_psgd_ring_sum(hp_call_t *call, float *v, size_t len, int host, int corrupt, hp_status_t err)
 {

@@ -1,9 +1,9 @@
-# src/compll_dense.mk: owned by one work stream; appends to the variables of Makefile.am
+# src/comp/compll_dense.mk: owned by one work stream; appends to the variables of Makefile.am
 # CompLL operator layer (generic C + AVX2 by target attributes, chosen at run
 # time) and the dense compressors.  hp_comp_fp16.c is already listed in
 # Makefile.am.
-libhpcore_la_SOURCES += src/hp_ops.h src/hp_ops.c src/hp_ops_avx2.c \
-	src/hp_comp_bf16.c src/hp_comp_onebit.c src/hp_comp_tbq.c src/hp_comp_terngrad.c
+libhpcore_la_SOURCES += src/ops/hp_ops.h src/ops/hp_ops.c src/ops/hp_ops_avx2.c \
+	src/comp/hp_comp_bf16.c src/comp/hp_comp_onebit.c src/comp/hp_comp_tbq.c src/comp/hp_comp_terngrad.c
 
 check_PROGRAMS += tests/check_comp_dense
 TESTS += tests/check_comp_dense

@@ -180,7 +180,7 @@ void hp_comm_state_reset_plans(hp_comm_state_t *cs);
 int hp_allreduce_agree(MPI_Comm comm, hp_comm_state_t *cs, size_t count, int local_ok, int *rc_p);
 
 /* The compressed allreduce of MPI_FLOAT / MPI_SUM on an eligible call
- * (src/hp_driver.c): plan, hierarchy, algorithm, failure agreement. */
+ * (src/front/hp_driver.c): plan, hierarchy, algorithm, failure agreement. */
 int hp_allreduce_compressed(const void *sendbuf, void *recvbuf, size_t count, MPI_Comm comm,
                             hp_comm_state_t *cs);
 

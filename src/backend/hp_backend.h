@@ -1,10 +1,10 @@
 /*
  * Where a compressed call's buffer lives, and the operations the algorithms
  * and the driver apply to it, behind one table: the CPU backend (host
- * memory, src/hp_algo_common.c) and the device backend (device memory, the
- * CUDA module's codec, src/hp_gpu_backend.c).  The algorithms are written
+ * memory, src/algo/hp_algo_common.c) and the device backend (device memory, the
+ * CUDA module's codec, src/backend/hp_gpu_backend.c).  The algorithms are written
  * once against hp_call_encode / hp_call_decode / hp_call_fold /
- * hp_call_copy / hp_call_add / hp_call_work (src/hp_algo.h); which memory a
+ * hp_call_copy / hp_call_add / hp_call_work (src/algo/hp_algo.h); which memory a
  * call works on is decided once per call (hp_mem_begin), never by a branch
  * in an algorithm.
  *

@@ -47,7 +47,7 @@ typedef enum {
 } hp_res_drop_t;
 
 /* Memory a buffer's vectors live in when it is not host memory (the
- * residual of a device buffer is device memory: src/hp_gpu_backend.c):
+ * residual of a device buffer is device memory: src/backend/hp_gpu_backend.c):
  * allocation (zero-filled; NULL on failure), release, and the L1 mass of a
  * vector being dropped (NaN when it cannot be read). */
 typedef struct hp_res_mem {

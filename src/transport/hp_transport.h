@@ -21,7 +21,7 @@ typedef struct hp_transport {
 } hp_transport_t;
 
 /* world_of may be NULL; it names the peer a stuck wait waits for
- * (HIPRESS_TIMEOUT, src/hp_watchdog.h). */
+ * (HIPRESS_TIMEOUT, src/core/hp_watchdog.h). */
 void hp_tp_init(hp_transport_t *tp, MPI_Comm comm, const int *world_of);
 hp_status_t hp_tp_isend(hp_transport_t *tp, const void *buf, size_t len, int peer, hp_req_t *req);
 hp_status_t hp_tp_irecv(hp_transport_t *tp, void *buf, size_t cap, int peer, hp_req_t *req);

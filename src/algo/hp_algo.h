@@ -160,7 +160,7 @@ hp_status_t hp_algo_allgather(hp_call_t *call);
  * themselves through their hp_comp_ext_t.run hook.  HP_ERR_UNSUPPORTED when
  * the compressor has none (a collective plugin: ABI v1 has no such hook). */
 hp_status_t hp_algo_collective(hp_call_t *call);
-hp_status_t hp_powersgd_run(hp_call_t *call);     /* src/hp_comp_powersgd.c */
+hp_status_t hp_powersgd_run(hp_call_t *call);     /* src/comp/hp_comp_powersgd.c */
 
 /* Fold this rank's residual of buf[off .. off+len) into buf (buf += r,
  * r = 0), unless buf holds NaN or Inf there (then both stay as they are:

@@ -1,5 +1,5 @@
 /*
- * powersgd on a device buffer: hp_powersgd_run's steps (src/hp_comp_powersgd.c)
+ * powersgd on a device buffer: hp_powersgd_run's steps (src/comp/hp_comp_powersgd.c)
  * with the passes over the matrix on the GPU and the small factors on the
  * host.
  *
@@ -24,7 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* src/hp_comp_powersgd.c's internal API */
+/* src/comp/hp_comp_powersgd.c's internal API */
 void hp_psgd_shape(size_t n, uint32_t rank, size_t *m_p, size_t *c_p, size_t *r_p);
 int hp_psgd_skip(size_t n, size_t m, size_t c, size_t r);
 size_t hp_psgd_orthonormalise(float *p, size_t m, size_t r, double *work);

@@ -453,7 +453,7 @@ static hp_status_t dev_sync(hp_mem_t *m)
     return m->err;
 }
 
-hp_status_t hp_gpu_psgd_run(hp_call_t *call);   /* src/hp_gpu_psgd.c */
+hp_status_t hp_gpu_psgd_run(hp_call_t *call);   /* src/backend/hp_gpu_psgd.c */
 
 /* A collective compressor without device passes on host copies of the buffer and of
  * its error-feedback vectors (in a store of this call), by its own run,

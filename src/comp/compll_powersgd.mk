@@ -1,7 +1,7 @@
-# src/compll_powersgd.mk: the powersgd collective compressor, its unit tests
+# src/comp/compll_powersgd.mk: the powersgd collective compressor, its unit tests
 # (Check, with a micro benchmark behind --bench) and its mpirun test.
 
-libhpcore_la_SOURCES += src/hp_comp_powersgd.c
+libhpcore_la_SOURCES += src/comp/hp_comp_powersgd.c
 
 check_PROGRAMS += tests/check_comp_powersgd tests/mpi_powersgd
 tests_check_comp_powersgd_SOURCES = tests/check_comp_powersgd.c
