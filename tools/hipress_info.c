@@ -7,6 +7,7 @@
  *                              device (creates a CUDA context on each);
  *                              exit 0 when the GPU path works here
  */
+#include "hp_algo.h"
 #include "hp_comp.h"
 #include "hp_config.h"
 #include "hp_gpu.h"
@@ -40,7 +41,7 @@ static void print_settings(void)
         const hp_setting_desc_t *s = &hp_settings[i];
         printf("%s=%s\n    %s", s->name, s->def, s->help);
         if (s->type == HP_T_ENUM)
-            printf(" [%s]", s->accepted);
+            printf(" [%s]", hp_setting_accepted(i));
         printf("%s\n", s->agree ? " (same on every rank)" : "");
     }
 }
@@ -114,6 +115,7 @@ int main(int argc, char **argv)
     char err[512] = "";
     hp_status_t st;
 
+    hp_algo_register_settings();
     if (argc > 2) {
         usage(stderr);
         return 2;
@@ -182,7 +184,7 @@ int main(int argc, char **argv)
         hp_comp_t *c = hp_comp_get(i);
         printf(" %s%s", c->name, (c->flags & HIPRESS_COMP_EF) ? "(ef)" : "");
     }
-    printf("\nalgorithms: %s\n", hp_settings[HP_S_ALGO].accepted);
+    printf("\nalgorithms: %s\n", hp_algo_accepted());
 
     st = hp_config_load(&cfg, environ, hp_comp_name_ok, err, sizeof(err));
     printf("settings (value in effect, * = from the environment):\n");

@@ -8,7 +8,6 @@
 
 #include "hp_backend.h"
 #include "hp_comp.h"
-#include "hp_eligible.h"
 #include "hp_residual.h"
 #include "hp_transport.h"
 
@@ -151,10 +150,69 @@ static inline size_t hp_call_msg_cap(const hp_call_t *call, size_t len)
     return hp_msg_max_bytes(call->kind, len, call->params) + HP_MSG_EXCEPT_BYTES;
 }
 
-hp_status_t hp_algo_ring(hp_call_t *call);
-hp_status_t hp_algo_ps(hp_call_t *call);
-hp_status_t hp_algo_tree(hp_call_t *call);
-hp_status_t hp_algo_allgather(hp_call_t *call);
+/* ------------------------------------------------------------ the table */
+
+/* The codecs of a call: the worker's, which encodes a rank's own data, and
+ * the one that re-encodes sums at relays and owners (today the same). */
+typedef struct {
+    int                          kind, sum_kind;
+    const hipress_comp_params_t *p, *sum_p;
+} hp_codecs_t;
+
+/* What one call of an algorithm costs a rank: bytes it puts on the wire,
+ * raw bytes it encodes and decodes, messages on the critical path. */
+typedef struct {
+    double wire, enc, dec, msgs;
+} hp_algo_volume_t;
+
+/* What the pipeline partitions: a rank's grain-aligned share, or all. */
+typedef enum { HP_UNIT_SHARD, HP_UNIT_ALL } hp_algo_unit_t;
+
+/* Algorithm ids: 0 is `auto` (and, in a plan, a collective compressor's own
+ * exchanges); the rows of hp_algos.def follow in order. */
+enum {
+    HP_ALGO_AUTO = 0,
+#define HP_ALGO(ID, name, unit) HP_ALGO_##ID,
+#include "hp_algos.def"
+#undef HP_ALGO
+    HP_ALGO_COUNT
+};
+
+typedef struct hp_algo_desc {
+    const char    *name;
+    hp_status_t  (*run)(hp_call_t *call);
+    int          (*stages)(int N);
+    void         (*volume)(const hp_codecs_t *c, size_t n, int N, hp_algo_volume_t *v);
+    hp_algo_unit_t unit;
+} hp_algo_desc_t;
+
+/* Row `id` (1 .. HP_ALGO_COUNT-1), or NULL. */
+const hp_algo_desc_t *hp_algo_get(int id);
+/* "auto", "ring", ...; "?" for an unknown id. */
+const char *hp_algo_name(int id);
+/* "auto|ring|tree|ps|allgather": HIPRESS_ALGO's accepted values, from the
+ * table (registered with the settings by hp_algo_register_settings). */
+const char *hp_algo_accepted(void);
+void hp_algo_register_settings(void);
+/* The unit algorithm `id` partitions out of n elements on N ranks, in
+ * elements (grain g). */
+size_t hp_algo_unit_elems(int id, size_t n, int N, size_t g);
+
+#define HP_ALGO(ID, name, unit)                                                       \
+    hp_status_t hp_algo_##name##_run(hp_call_t *call);                                \
+    int hp_algo_##name##_stages(int N);                                               \
+    void hp_algo_##name##_volume(const hp_codecs_t *c, size_t n, int N, hp_algo_volume_t *v);
+#include "hp_algos.def"
+#undef HP_ALGO
+
+/* ceil(log2 N), 0 for N <= 1. */
+static inline int hp_ceil_log2(int N)
+{
+    int l = 0;
+    while ((1 << l) < N)
+        l++;
+    return l;
+}
 
 /* Collective compressors (HIPRESS_COMP_COLLECTIVE) drive the whole allreduce
  * themselves through their hp_comp_ext_t.run hook.  HP_ERR_UNSUPPORTED when

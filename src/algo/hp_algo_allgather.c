@@ -6,7 +6,7 @@
  */
 #include "hp_algo.h"
 
-hp_status_t hp_algo_allgather(hp_call_t *call)
+hp_status_t hp_algo_allgather_run(hp_call_t *call)
 {
     hp_transport_t *tp = call->tp;
     const size_t N = (size_t)tp->size, r = (size_t)tp->rank;
@@ -69,4 +69,20 @@ hp_status_t hp_algo_allgather(hp_call_t *call)
 #undef PART_OFF
 #undef PART_LEN
     return st != HP_OK ? st : call->err;
+}
+
+/* Each rank encodes its own data once. */
+int hp_algo_allgather_stages(int N)
+{
+    return N < 2 ? 0 : 1;
+}
+
+/* N - 1 copies of this rank's message (no sum is ever re-encoded). */
+void hp_algo_allgather_volume(const hp_codecs_t *c, size_t n, int N, hp_algo_volume_t *v)
+{
+    double S = 4.0 * (double)n;
+    v->wire = (double)(N - 1) * (double)hp_msg_wire_bytes(c->kind, n, 1, c->p);
+    v->enc = S;
+    v->dec = N * S;
+    v->msgs = (double)(N - 1);
 }

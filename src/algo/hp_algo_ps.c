@@ -9,10 +9,9 @@
  * Shards are cut into partitions that flow independently.
  */
 #include "hp_algo.h"
-#include "hp_eligible.h"
 #include <string.h>
 
-hp_status_t hp_algo_ps(hp_call_t *call)
+hp_status_t hp_algo_ps_run(hp_call_t *call)
 {
     hp_transport_t *tp = call->tp;
     const size_t N = (size_t)tp->size, r = (size_t)tp->rank;
@@ -120,4 +119,23 @@ hp_status_t hp_algo_ps(hp_call_t *call)
 #undef PART_OFF
 #undef PART_LEN
     return st != HP_OK ? st : call->err;
+}
+
+/* The worker's encode of a peer's shard, then the owner's of the sum. */
+int hp_algo_ps_stages(int N)
+{
+    return N < 2 ? 0 : 2;
+}
+
+/* N - 1 shards out with the worker's codec, N - 1 aggregates back with the
+ * sum codec. */
+void hp_algo_ps_volume(const hp_codecs_t *c, size_t n, int N, hp_algo_volume_t *v)
+{
+    double S = 4.0 * (double)n;
+    size_t chunk = (n + (size_t)N - 1) / (size_t)N;
+    v->wire = (double)(N - 1) * ((double)hp_msg_wire_bytes(c->kind, chunk, 1, c->p) +
+                                 (double)hp_msg_wire_bytes(c->sum_kind, chunk, N, c->sum_p));
+    v->enc = S;
+    v->dec = S * (2.0 * N - 1) / N;
+    v->msgs = 2.0 * (N - 1);
 }

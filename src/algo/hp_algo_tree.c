@@ -9,7 +9,7 @@
  */
 #include "hp_algo.h"
 
-hp_status_t hp_algo_tree(hp_call_t *call)
+hp_status_t hp_algo_tree_run(hp_call_t *call)
 {
     hp_transport_t *tp = call->tp;
     const int N = tp->size, r = tp->rank;
@@ -100,4 +100,22 @@ hp_status_t hp_algo_tree(hp_call_t *call)
 #undef PART_OFF
 #undef PART_LEN
     return st != HP_OK ? st : call->err;
+}
+
+/* A leaf, each internal node re-encoding its subtree, the root. */
+int hp_algo_tree_stages(int N)
+{
+    return N < 2 ? 0 : hp_ceil_log2(N) + 1;
+}
+
+/* The root receives from ceil(log2 N) children and sends to as many. */
+void hp_algo_tree_volume(const hp_codecs_t *c, size_t n, int N, hp_algo_volume_t *v)
+{
+    double S = 4.0 * (double)n;
+    int L = hp_ceil_log2(N);
+    v->wire = (double)L * ((double)hp_msg_wire_bytes(c->sum_kind, n, HP_MAX(N / 2, 1), c->sum_p) +
+                           (double)hp_msg_wire_bytes(c->sum_kind, n, N, c->sum_p));
+    v->enc = 2 * S;
+    v->dec = (L + 1) * S;
+    v->msgs = 2.0 * L;
 }

@@ -2,7 +2,6 @@
 #include "hp_comp.h"
 #include "hp_elem.h"
 #include "hp_ops_sparse.h"
-#include "hp_plan.h"
 #include <dlfcn.h>
 #include <math.h>
 #include <pthread.h>
@@ -108,7 +107,7 @@ hp_status_t hp_comp_register(hp_comp_t *c, char *err, size_t errlen)
         memset(x, 0, sizeof(*x));
         x->qclass = (c->flags & HIPRESS_COMP_LOSSLESS) ? HP_QCLASS_EXACT
                     : (c->flags & HIPRESS_COMP_SPARSE) ? HP_QCLASS_SPARSE : HP_QCLASS_QUANT;
-        x->max_stages = hp_plan_default_budget(x->qclass);
+        x->max_stages = hp_comp_default_budget(x->qclass);
         registry_ext[registry_count] = x;
         registry[registry_count++] = c;
     }
@@ -393,4 +392,35 @@ HP_EXPORT const char *hipress_compressor_name(int i)
 {
     hp_comp_t *c = hp_comp_get(i);
     return c ? c->name : NULL;
+}
+
+int hp_comp_default_budget(hp_qclass_t qclass)
+{
+    /* For a plugin, from its class (built-ins carry their own, measured:
+     * hp_comp_ext_t.max_stages).  Re-encoding a rounded value costs almost
+     * nothing; a quantised partial sum costs accuracy at every stage; the
+     * sparse compressors showed no cost up to 2 stages. */
+    static const int budget[HP_QCLASS_N] = {
+        [HP_QCLASS_EXACT] = 0,
+        [HP_QCLASS_ROUNDING] = 0,
+        [HP_QCLASS_QUANT] = 1,
+        [HP_QCLASS_SPARSE] = 2,
+        [HP_QCLASS_LOWRANK] = 0,
+    };
+    return qclass < HP_QCLASS_N ? budget[qclass] : 1;
+}
+
+size_t hp_msg_wire_bytes(int kind, size_t len, int contribs, const hipress_comp_params_t *p)
+{
+    hp_comp_t *c = hp_comp_get(kind);
+    if (c != NULL && (c->flags & HIPRESS_COMP_SPARSE)) {
+        size_t k2 = hp_sparse_k2(len, contribs, p);
+        return HP_MSG_HEADER + HP_MIN(8 * k2, 4 * len);
+    }
+    return c != NULL ? HP_MSG_HEADER + c->max_payload(len, p) : HP_MSG_HEADER + 4 * len;
+}
+
+int hp_comp_is_collective(int kind)
+{
+    return hp_comp_ext(kind)->run != NULL;
 }

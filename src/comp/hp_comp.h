@@ -112,6 +112,19 @@ size_t hp_comp_grain(int kind, const hipress_comp_params_t *p);
 double hp_sparse_density(int contribs, const hipress_comp_params_t *p);
 size_t hp_sparse_k2(size_t len, int contribs, const hipress_comp_params_t *p);
 
+/* Whether compressor `kind` drives the whole allreduce itself (powersgd). */
+int hp_comp_is_collective(int kind);
+
+/* The default quality budget of a plugin compressor's class, for
+ * HIPRESS_MAX_STAGES=0: the most stages auto may choose (0 = no limit).
+ * Built-ins carry their own (hp_comp_ext_t.max_stages). */
+int hp_comp_default_budget(hp_qclass_t qclass);
+
+/* Wire bytes of one message of len elements aggregating `contribs` ranks
+ * (the cost model's volume: a sparse message at its density, dense beyond
+ * it; a dense one at its bound). */
+size_t hp_msg_wire_bytes(int kind, size_t len, int contribs, const hipress_comp_params_t *p);
+
 /* Bytes of the largest message for n elements. */
 size_t hp_msg_max_bytes(int kind, size_t n, const hipress_comp_params_t *p);
 

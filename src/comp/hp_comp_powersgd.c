@@ -1015,7 +1015,7 @@ hp_status_t hp_psgd_ring_sum(hp_call_t *call, float *v, size_t len, int host, in
     sub.t_encode = sub.t_decode = 0;
     sub.nonfinite = 0;
     sub.err = err;
-    st = hp_algo_ring(&sub);
+    st = hp_algo_ring_run(&sub);
     call->t_encode += sub.t_encode;
     call->t_decode += sub.t_decode;
     return st;

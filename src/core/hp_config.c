@@ -133,6 +133,22 @@ static int enum_index(const char *acc, const char *t)
     return -1;
 }
 
+/* Accepted lists an upper layer registers (the algorithm table's names). */
+static const char *accepted_reg[HP_S_COUNT];
+
+void hp_setting_accept(int id, const char *accepted)
+{
+    if (id >= 0 && id < HP_S_COUNT)
+        accepted_reg[id] = accepted;
+}
+
+const char *hp_setting_accepted(int id)
+{
+    if (id < 0 || id >= HP_S_COUNT)
+        return "";
+    return accepted_reg[id] != NULL ? accepted_reg[id] : hp_settings[id].accepted;
+}
+
 hp_status_t hp_setting_parse(int id, const char *text, hp_value_t *value_p,
                              int (*name_ok)(const char *), char *err, size_t errlen)
 {
@@ -150,7 +166,7 @@ hp_status_t hp_setting_parse(int id, const char *text, hp_value_t *value_p,
         return HP_ERR_INVALID;
     }
     trim_copy(text, t, sizeof(t));
-    parse_range(s->accepted, &lo, &hi);
+    parse_range(hp_setting_accepted(id), &lo, &hi);
     switch (s->type) {
     case HP_T_BOOL:
         ok = parse_bool(t, &v.i);
@@ -180,10 +196,10 @@ hp_status_t hp_setting_parse(int id, const char *text, hp_value_t *value_p,
             snprintf(err, errlen, "%s='%s': accepted values are numbers from %g to %g", s->name, text, lo, hi);
         break;
     case HP_T_ENUM:
-        v.i = enum_index(s->accepted, t);
+        v.i = enum_index(hp_setting_accepted(id), t);
         ok = v.i >= 0;
         if (!ok)
-            snprintf(err, errlen, "%s='%s': accepted values are %s", s->name, text, s->accepted);
+            snprintf(err, errlen, "%s='%s': accepted values are %s", s->name, text, hp_setting_accepted(id));
         break;
     case HP_T_NAME:
         ok = t[0] != '\0' && (name_ok == NULL || name_ok(t));
@@ -267,7 +283,7 @@ uint64_t hp_config_hash(const hp_config_t *cfg, int id)
 
 const char *hp_cfg_enum_name(const hp_config_t *c, int id, char *buf, size_t len)
 {
-    const char *p = hp_settings[id].accepted;
+    const char *p = hp_setting_accepted(id);
     long long want = c->v[id].i;
     for (long long idx = 0; p != NULL; idx++) {
         const char *bar = strchr(p, '|');

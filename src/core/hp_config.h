@@ -42,6 +42,13 @@ extern const hp_setting_desc_t hp_settings[HP_S_COUNT];
 /* Index of a setting by full name ("HIPRESS_ALGO"), or -1. */
 int hp_setting_find(const char *name);
 
+/* The accepted values of a setting: the table's, or a list an upper layer
+ * registered for it (HIPRESS_ALGO's names come from the algorithm table,
+ * src/algo/hp_algos.def, registered by hp_algo_register_settings before the
+ * settings are loaded).  hp_setting_accept keeps the pointer. */
+void hp_setting_accept(int id, const char *accepted);
+const char *hp_setting_accepted(int id);
+
 /* Parse one value.  NAME values are checked with `name_ok` when not NULL.
  * On error writes "HIPRESS_X='val': <what is accepted>" to err. */
 hp_status_t hp_setting_parse(int id, const char *text, hp_value_t *value_p,
@@ -66,7 +73,6 @@ static inline double hp_cfg_d(const hp_config_t *c, int id) { return c->v[id].d;
 static inline const char *hp_cfg_s(const hp_config_t *c, int id) { return c->str[id]; }
 
 /* Enum values, in the order of their accepted list. */
-enum { HP_ALGO_AUTO, HP_ALGO_RING, HP_ALGO_TREE, HP_ALGO_PS, HP_ALGO_ALLGATHER };
 enum { HP_HIER_AUTO, HP_HIER_ON, HP_HIER_OFF };
 enum { HP_ISA_AUTO, HP_ISA_GENERIC, HP_ISA_AVX2 };
 

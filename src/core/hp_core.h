@@ -34,6 +34,20 @@ typedef int hp_status_t;
 #define HP_ERR_STATE     HIPRESS_ERR_STATE
 #define HP_ERR_DEVICE    HIPRESS_ERR_DEVICE
 
+/* An even split (the algorithms' chunks): n elements into `parts` chunks: chunk i starts at
+ * hp_chunk_off(n, parts, i) and holds hp_chunk_len(n, parts, i) elements; the
+ * first n % parts chunks are one longer.  Defined for parts >= 1. */
+static inline size_t hp_chunk_off(size_t n, size_t parts, size_t i)
+{
+    size_t base = n / parts, rem = n % parts;
+    return i * base + (i < rem ? i : rem);
+}
+static inline size_t hp_chunk_len(size_t n, size_t parts, size_t i)
+{
+    return n / parts + (i < n % parts ? 1 : 0);
+}
+
+
 /* ------------------------------------------------------------------ log */
 typedef enum {
     HP_LOG_NONE = 0,

@@ -54,17 +54,4 @@ hp_elig_t hp_eligible_shared(const hp_call_desc_t *d);
 /* Short name of a reason ("datatype"), for the stats table. */
 const char *hp_elig_name(hp_elig_t r);
 
-/* The ring splits n elements into `parts` chunks: chunk i starts at
- * hp_chunk_off(n, parts, i) and holds hp_chunk_len(n, parts, i) elements; the
- * first n % parts chunks are one longer.  Defined for parts >= 1. */
-static inline size_t hp_chunk_off(size_t n, size_t parts, size_t i)
-{
-    size_t base = n / parts, rem = n % parts;
-    return i * base + (i < rem ? i : rem);
-}
-static inline size_t hp_chunk_len(size_t n, size_t parts, size_t i)
-{
-    return n / parts + (i < n % parts ? 1 : 0);
-}
-
 #endif

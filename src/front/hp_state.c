@@ -45,7 +45,9 @@ void hp_params_from_config(const hp_config_t *cfg, hipress_comp_params_t *p)
 /* Load settings and plugins; err receives a one-line message. */
 static hp_status_t load_settings(char *err, size_t errlen)
 {
-    hp_status_t st = hp_config_load(&hp_g.cfg, environ, NULL, err, errlen);
+    hp_status_t st;
+    hp_algo_register_settings();
+    st = hp_config_load(&hp_g.cfg, environ, NULL, err, errlen);
     if (st != HP_OK)
         return st;
     if (hp_cfg_s(&hp_g.cfg, HP_S_PLUGIN)[0] != '\0') {
@@ -314,8 +316,7 @@ hp_comm_state_t *hp_comm_state(MPI_Comm comm, int create)
 
 void hp_comm_state_reset_plans(hp_comm_state_t *cs)
 {
-    memset(cs->plans, 0, sizeof(cs->plans));
-    cs->have_inputs[0] = cs->have_inputs[1] = 0;
+    memset(&cs->planner, 0, sizeof(cs->planner));
 }
 
 /* The world rank of each rank of c (NULL when it cannot be had). */
@@ -360,7 +361,7 @@ static hp_status_t make_hierarchy(hp_comm_state_t *cs)
     cs->hier_mode = mode;
     cs->hier_k = k;
     /* the cost model's inputs were measured on other communicators */
-    cs->have_inputs[0] = cs->have_inputs[1] = 0;
+    memset(cs->planner.have_inputs, 0, sizeof(cs->planner.have_inputs));
     if (mode == HP_HIER_OFF)
         return HP_OK;
     /* nodes: the ranks' shared-memory domains (their hosts), or each k
@@ -524,12 +525,11 @@ void hp_stats_print(void)
     fprintf(f, "  %-28s encode %.3f s, decode %.3f s, waiting for transfers %.3f s, total %.3f s\n", "time",
             atomic_load(&s->ns_encode) * 1e-9, atomic_load(&s->ns_decode) * 1e-9,
             atomic_load(&s->ns_wait) * 1e-9, atomic_load(&s->ns_total) * 1e-9);
-    fprintf(f, "  %-28s ring %llu, tree %llu, ps %llu, allgather %llu, collective %llu\n", "algorithms",
-            (unsigned long long)atomic_load(&s->algo_calls[HP_ALGO_RING]),
-            (unsigned long long)atomic_load(&s->algo_calls[HP_ALGO_TREE]),
-            (unsigned long long)atomic_load(&s->algo_calls[HP_ALGO_PS]),
-            (unsigned long long)atomic_load(&s->algo_calls[HP_ALGO_ALLGATHER]),
-            (unsigned long long)atomic_load(&s->algo_calls[0]));
+    /* the table's algorithms in order, then the collective compressors' own */
+    fprintf(f, "  %-28s", "algorithms");
+    for (int a = HP_ALGO_AUTO + 1; a < HP_ALGO_COUNT; a++)
+        fprintf(f, " %s %llu,", hp_algo_name(a), (unsigned long long)atomic_load(&s->algo_calls[a]));
+    fprintf(f, " collective %llu\n", (unsigned long long)atomic_load(&s->algo_calls[HP_ALGO_AUTO]));
     fprintf(f, "  %-28s %llu plain by the plan, %llu hierarchical\n", "plan",
             (unsigned long long)atomic_load(&s->plan_plain), (unsigned long long)atomic_load(&s->hier_calls));
     for (int c = 0; c < HP_PLAN_CLASSES; c++)

@@ -11,6 +11,7 @@
 #include "hp_eligible.h"
 #include "hp_residual.h"
 #include "hp_plan.h"
+#include "hp_algo.h"
 #include "hp_gpu.h"
 #include "hp_nccl.h"
 
@@ -41,7 +42,7 @@ typedef struct {
     _Atomic unsigned long long ns_decode;
     _Atomic unsigned long long ns_total;
     _Atomic unsigned long long ns_wait;     /* blocked waiting for transfers */
-    _Atomic unsigned long long algo_calls[8];
+    _Atomic unsigned long long algo_calls[HP_ALGO_COUNT];   /* by algorithm table row; [0]: collective */
     _Atomic unsigned long long plan_plain;     /* eligible calls the plan sent plain */
     _Atomic unsigned long long hier_calls;
     /* GPU path: device buffers per MPI collective, and how they went */
@@ -76,23 +77,6 @@ typedef struct {
 
 extern hp_global_t hp_g;
 
-/* Plan of one size class (bytes in [2^c, 2^(c+1))) on one communicator:
- * explored on its first calls (plain, then every algorithm the model puts
- * within HP_PLAN_PRUNE of its best, each timed over three calls in a row (the median counts), times agreed across
- * ranks), then fixed. */
-#define HP_PLAN_CLASSES 48
-#define HP_PLAN_CANDIDATES 8
-#define HP_PLAN_PRUNE 3.0
-#define HP_PLAN_REPS 3
-#define HP_PLAN_MARGIN 0.1   /* plain's slowest call must beat compression's fastest by 10% */
-typedef struct {
-    int       state;            /* 0 new, 1 exploring, 2 fixed */
-    int       ncand, trial;
-    hp_plan_t cand[HP_PLAN_CANDIDATES];
-    double    t[HP_PLAN_CANDIDATES][HP_PLAN_REPS];   /* agreed call times */
-    hp_plan_t chosen;
-} hp_plan_slot_t;
-
 /* Per-communicator state, attached as an attribute. */
 typedef struct hp_comm_state {
     MPI_Comm             priv;      /* private communicator, MPI_COMM_NULL until needed */
@@ -121,12 +105,8 @@ typedef struct hp_comm_state {
     int                 *world_priv, *world_inter;   /* world rank of each rank of priv, of the inter comm */
     long long            hier_mode, hier_k;
     MPI_Comm             node, leaders, cross;
-    /* plan: the cost model's inputs flat [0] and hierarchical [1] (measured
-     * on the inter-node communicator), and the rate inside a node */
-    int                  have_inputs[2], inputs_kind[2];
-    hp_plan_inputs_t     inputs[2];
-    double               intra_bw;
-    hp_plan_slot_t       plans[HP_PLAN_CLASSES];
+    /* plans and the cost model's inputs (src/plan/hp_plan.h) */
+    hp_planner_t         planner;
     /* scratch, grown on demand (the algorithms', and a hierarchical call's shard) */
     void                *scratch, *scratch2;
     size_t               scratch_bytes, scratch2_bytes;
@@ -163,7 +143,6 @@ void hp_stats_print(void);
 /* Add this communicator's new residual counters to the stats. */
 void hp_comm_state_sync_stats(hp_comm_state_t *cs);
 
-#define HP_WARNED_BUDGET  0x1   /* a fixed algorithm over the quality budget */
 #define HP_WARNED_STAGING 0x2   /* a staging buffer */
 #define HP_WARNED_STRAND  0x4   /* residuals of buffers that are never reduced again */
 #define HP_WARNED_OVERSIZE 0x8  /* a buffer too large for HIPRESS_RESIDUAL_MAX_MB */

@@ -1,62 +1,23 @@
 /* Cost model of the compressed collectives. */
 #include "hp_plan.h"
+#include "hp_algo.h"
 #include <math.h>
 #include <stdio.h>
 
 #define HP_PLAN_MIN_PART_BYTES (32 * 1024)
 #define HP_PLAN_MAX_PARTS 256
 
-const char *hp_algo_name(int algo)
-{
-    static const char *names[] = {"auto", "ring", "tree", "ps", "allgather"};
-    return algo >= 0 && algo < 5 ? names[algo] : "?";
-}
-
-size_t hp_plan_msg_bytes(int kind, size_t len, int contribs, const hipress_comp_params_t *p)
-{
-    hp_comp_t *c = hp_comp_get(kind);
-    if (c != NULL && (c->flags & HIPRESS_COMP_SPARSE)) {
-        size_t k2 = hp_sparse_k2(len, contribs, p);
-        return HP_MSG_HEADER + HP_MIN(8 * k2, 4 * len);
-    }
-    return c != NULL ? HP_MSG_HEADER + c->max_payload(len, p) : HP_MSG_HEADER + 4 * len;
-}
-
-static int ceil_log2(int N)
-{
-    int l = 0;
-    while ((1 << l) < N)
-        l++;
-    return l;
-}
-
 int hp_plan_stages(int algo, int N)
 {
+    const hp_algo_desc_t *a = hp_algo_get(algo);
     if (N < 2)
         return 0;
-    switch (algo) {
-    case HP_ALGO_RING:      return N;
-    case HP_ALGO_TREE:      return ceil_log2(N) + 1;
-    case HP_ALGO_PS:        return 2;
-    case HP_ALGO_ALLGATHER: return 1;
-    default:                return 1;   /* a collective compressor */
-    }
+    return a != NULL ? a->stages(N) : 1;   /* a collective compressor: 1 */
 }
 
 int hp_plan_default_budget(hp_qclass_t qclass)
 {
-    /* For a plugin, from its class (built-ins carry their own, measured:
-     * hp_comp_ext_t.max_stages).  Re-encoding a rounded value costs almost
-     * nothing; a quantised partial sum costs accuracy at every stage; the
-     * sparse compressors showed no cost up to 2 stages. */
-    static const int budget[HP_QCLASS_N] = {
-        [HP_QCLASS_EXACT] = 0,
-        [HP_QCLASS_ROUNDING] = 0,
-        [HP_QCLASS_QUANT] = 1,
-        [HP_QCLASS_SPARSE] = 2,
-        [HP_QCLASS_LOWRANK] = 0,
-    };
-    return qclass < HP_QCLASS_N ? budget[qclass] : 1;
+    return hp_comp_default_budget(qclass);
 }
 
 int hp_plan_budget(int kind, long long max_stages)
@@ -66,76 +27,45 @@ int hp_plan_budget(int kind, long long max_stages)
     return hp_comp_ext(kind)->max_stages;
 }
 
-/* Wire bytes, encoded and decoded raw bytes, and messages on the critical path. */
-static void algo_volume(int kind, const hipress_comp_params_t *p, size_t n, int N, int algo,
-                        double *wire, double *enc, double *dec, double *msgs)
+size_t hp_plan_msg_bytes(int kind, size_t len, int contribs, const hipress_comp_params_t *p)
 {
-    double S = 4.0 * (double)n;
-    size_t chunk = (n + (size_t)N - 1) / (size_t)N;
-    int L = ceil_log2(N);
-
-    *wire = 0;
-    switch (algo) {
-    case HP_ALGO_RING:
-        for (int s = 0; s < N - 1; s++)
-            *wire += (double)hp_plan_msg_bytes(kind, chunk, s + 1, p);
-        *wire += (double)(N - 1) * (double)hp_plan_msg_bytes(kind, chunk, N, p);
-        *enc = S;
-        *dec = S * (2.0 * N - 1) / N;
-        *msgs = 2.0 * (N - 1);
-        break;
-    case HP_ALGO_PS:
-        *wire = (double)(N - 1) * ((double)hp_plan_msg_bytes(kind, chunk, 1, p) +
-                                   (double)hp_plan_msg_bytes(kind, chunk, N, p));
-        *enc = S;
-        *dec = S * (2.0 * N - 1) / N;
-        *msgs = 2.0 * (N - 1);
-        break;
-    case HP_ALGO_TREE:
-        /* the root receives from L children and sends to L children */
-        *wire = (double)L * ((double)hp_plan_msg_bytes(kind, n, HP_MAX(N / 2, 1), p) +
-                             (double)hp_plan_msg_bytes(kind, n, N, p));
-        *enc = 2 * S;
-        *dec = (L + 1) * S;
-        *msgs = 2.0 * L;
-        break;
-    case HP_ALGO_ALLGATHER:
-    default:
-        *wire = (double)(N - 1) * (double)hp_plan_msg_bytes(kind, n, 1, p);
-        *enc = S;
-        *dec = N * S;
-        *msgs = (double)(N - 1);
-        break;
-    }
+    return hp_msg_wire_bytes(kind, len, contribs, p);
 }
 
 double hp_plan_cost(const hp_plan_inputs_t *in, int kind, const hipress_comp_params_t *p,
                     size_t n, int N, int algo, size_t K)
 {
-    double wire, enc, dec, msgs, w, c, mx;
-    algo_volume(kind, p, n, N, algo, &wire, &enc, &dec, &msgs);
-    w = wire / in->bw;
-    c = enc / in->enc_rate + dec / in->dec_rate;
-    mx = w > c ? w : c;
-    return mx + (w + c - mx) / (double)K + (double)K * msgs * in->alpha;
+    const hp_algo_desc_t *a = hp_algo_get(algo);
+    hp_codecs_t c = {kind, kind, p, p};
+    hp_algo_volume_t v;
+    double w, cc, mx;
+    if (a == NULL)
+        return INFINITY;
+    a->volume(&c, n, N, &v);
+    w = v.wire / in->bw;
+    cc = v.enc / in->enc_rate + v.dec / in->dec_rate;
+    mx = w > cc ? w : cc;
+    return mx + (w + cc - mx) / (double)K + (double)K * v.msgs * in->alpha;
 }
 
 hp_plan_t hp_plan_choose(const hp_plan_inputs_t *in, int kind, const hipress_comp_params_t *p,
                          size_t n, int N, int algo_fixed, size_t part_bytes, int budget, int rank)
 {
-    hp_plan_t best[4];
+    hp_plan_t best[HP_ALGO_COUNT];
     int nbest = 0;
-    int first = algo_fixed == HP_ALGO_AUTO ? HP_ALGO_RING : algo_fixed;
-    int last = algo_fixed == HP_ALGO_AUTO ? HP_ALGO_ALLGATHER : algo_fixed;
+    int first = algo_fixed == HP_ALGO_AUTO ? HP_ALGO_AUTO + 1 : algo_fixed;
+    int last = algo_fixed == HP_ALGO_AUTO ? HP_ALGO_COUNT - 1 : algo_fixed;
     const size_t g = hp_comp_grain(kind, p);
 
     for (int a = first; a <= last; a++) {
-        /* the unit each algorithm partitions: a chunk (ring, ps) or all of
-         * it; partitions are whole grains */
-        size_t unit = (a == HP_ALGO_RING || a == HP_ALGO_PS) ? (n + (size_t)N - 1) / (size_t)N : n;
+        /* the unit each algorithm partitions (a shard or all of it);
+         * partitions are whole grains */
+        size_t unit = hp_plan_unit(a, n, N);
         size_t grains = HP_MAX((unit + g - 1) / g, 1);
         hp_plan_t pl = {1, a, 1, 0, hp_plan_stages(a, N), 0};
-        if (algo_fixed == HP_ALGO_AUTO && budget > 0 && pl.stages > budget && a != HP_ALGO_ALLGATHER)
+        if (hp_algo_get(a) == NULL)
+            break;
+        if (algo_fixed == HP_ALGO_AUTO && budget > 0 && pl.stages > budget && pl.stages > 1)
             continue;
         if (part_bytes > 0) {
             size_t pe = HP_MAX(part_bytes / 4, 1);
@@ -165,7 +95,14 @@ hp_plan_t hp_plan_choose(const hp_plan_inputs_t *in, int kind, const hipress_com
     }
     if (rank < nbest)
         return best[rank];
-    return (hp_plan_t){0, HP_ALGO_RING, 1, INFINITY, 0, 0};
+    return (hp_plan_t){0, HP_ALGO_AUTO + 1, 1, INFINITY, 0, 0};
+}
+
+size_t hp_plan_unit(int algo, size_t n, int N)
+{
+    /* the model's shard: ceil(n / N), not grain-aligned (the run's are) */
+    const hp_algo_desc_t *a = hp_algo_get(algo);
+    return a != NULL && a->unit == HP_UNIT_SHARD ? (n + (size_t)N - 1) / (size_t)N : n;
 }
 
 const char *hp_plan_str(const hp_plan_t *plan, char *buf, size_t len)

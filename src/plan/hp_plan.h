@@ -20,6 +20,9 @@
 #ifndef HP_PLAN_H
 #define HP_PLAN_H
 
+#include <mpi.h>
+#include "hp_algo.h"
+#include "hp_backend.h"
 #include "hp_comp.h"
 #include "hp_config.h"
 
@@ -32,7 +35,7 @@ typedef struct {
 
 typedef struct {
     int    compress;   /* 0: plain PMPI_Allreduce */
-    int    algo;       /* HP_ALGO_RING ... (HP_ALGO_AUTO: a collective compressor) */
+    int    algo;       /* a row of the algorithm table (HP_ALGO_AUTO: a collective compressor) */
     size_t parts;      /* pipeline partitions per chunk/shard (K) */
     double t_model;    /* modelled seconds */
     int    stages;     /* lossy stages on an element's longest path (0 when plain) */
@@ -59,7 +62,12 @@ int hp_plan_default_budget(hp_qclass_t qclass);
  * `kind` (hp_comp_ext_t.max_stages; 0 = no limit). */
 int hp_plan_budget(int kind, long long max_stages);
 
-/* Wire bytes of one message of len elements aggregating `contribs` ranks. */
+/* The elements the pipeline of algorithm `algo` partitions (its table
+ * row's unit) in the model: a shard of ceil(n / N) or all n. */
+size_t hp_plan_unit(int algo, size_t n, int N);
+
+/* Wire bytes of one message of len elements aggregating `contribs` ranks
+ * (hp_msg_wire_bytes). */
 size_t hp_plan_msg_bytes(int kind, size_t len, int contribs, const hipress_comp_params_t *p);
 
 /* Modelled time of algorithm `algo` with K partitions; also the step count. */
@@ -78,6 +86,91 @@ hp_plan_t hp_plan_choose(const hp_plan_inputs_t *in, int kind, const hipress_com
 
 /* "ring K=4, 4 stages" etc. */
 const char *hp_plan_str(const hp_plan_t *plan, char *buf, size_t len);
-const char *hp_algo_name(int algo);
+
+/* ---------------------------------------------------------- the planner */
+
+/* Plan of one size class (bytes in [2^c, 2^(c+1))) of one memory kind on
+ * one communicator: explored on its first calls (plain, then every
+ * algorithm the model puts within HP_PLAN_PRUNE of its best, each timed
+ * over three calls in a row (the median counts), times agreed across
+ * ranks), then fixed. */
+#define HP_PLAN_CLASSES 48
+#define HP_PLAN_CANDIDATES 8
+#define HP_PLAN_PRUNE 3.0
+#define HP_PLAN_REPS 3
+#define HP_PLAN_MARGIN 0.1   /* plain's slowest call must beat compression's fastest by 10% */
+#define HP_PLAN_MEM_KINDS 2  /* host, device: plans and inputs are keyed by the buffer's memory */
+typedef struct {
+    int       state;            /* 0 new, 1 exploring, 2 fixed */
+    int       ncand, trial;
+    hp_plan_t cand[HP_PLAN_CANDIDATES];
+    double    t[HP_PLAN_CANDIDATES][HP_PLAN_REPS];   /* agreed call times */
+    hp_plan_t chosen;
+} hp_plan_slot_t;
+
+/* One communicator's plans, keyed by the buffer's memory kind and size
+ * class, and the cost model's inputs per memory kind, flat [0] and
+ * hierarchical [1] (measured on the inter-node transport), with the rate
+ * inside a node.  A front end's communicator owns one (the MPI and the NCCL
+ * front ends each theirs: plans are keyed by the transport too).  Zeroed:
+ * nothing measured, nothing planned. */
+typedef struct hp_planner {
+    int              have_inputs[HP_PLAN_MEM_KINDS][2], inputs_kind[HP_PLAN_MEM_KINDS][2];
+    hp_plan_inputs_t inputs[HP_PLAN_MEM_KINDS][2];
+    double           intra_bw;
+    hp_plan_slot_t   plans[HP_PLAN_MEM_KINDS][HP_PLAN_CLASSES];
+    int              warned_budget;
+} hp_planner_t;
+
+/* The communicator as the plan sees it, filled by the front end for a call. */
+typedef struct hp_plan_comm {
+    const hp_config_t           *cfg;
+    int                          kind;        /* the compressor */
+    const hipress_comp_params_t *params;
+    int                          rank, size;
+    int                          hier_avail, hier_2d, node_size, nodes;
+    MPI_Comm                     all;         /* every rank: the agreements */
+    MPI_Comm                     algo[2];     /* the algorithm's ranks, flat and hierarchical
+                                               * (MPI_COMM_NULL: this rank is not one) */
+    MPI_Comm                     node;        /* inside the node */
+    hp_mem_t                    *mem;         /* the call's memory: codecs are timed on it */
+} hp_plan_comm_t;
+
+/* The planner's index of a call's memory. */
+static inline int hp_plan_mem_kind(const hp_mem_t *m)
+{
+    return hp_mem_is_device(m) ? 1 : 0;
+}
+
+/* Size class of a call of `bytes`. */
+int hp_plan_size_class(size_t bytes);
+
+/* Measure (once per memory kind, mode and compressor) and agree the model's
+ * inputs of mode `hier` (src/plan/hp_plan_measure.c).  Collective over
+ * pc->all. */
+hp_status_t hp_plan_ensure_inputs(hp_planner_t *pl, const hp_plan_comm_t *pc, int hier);
+
+/* The plan for a call of count floats on pc->mem; *explore_p receives the
+ * slot being explored (time the call and pass it to hp_plan_report), or
+ * NULL.  May measure (collective over pc->all). */
+hp_status_t hp_plan_for(hp_planner_t *pl, const hp_plan_comm_t *pc, size_t count, hp_plan_t *plan_p,
+                        hp_plan_slot_t **explore_p);
+
+/* Record the time of an exploration call (agreed over pc->all with a max);
+ * when the slot's exploration is complete, fix the plan and write the
+ * report line ("ring K=4, 1 stage (median ...)") to line (else line[0] =
+ * 0). */
+void hp_plan_report(const hp_plan_comm_t *pc, hp_plan_slot_t *ps, double t, size_t count, char *line,
+                    size_t len);
+
+/* Elements per partition of `plan` over n elements on N ranks (grain g). */
+size_t hp_plan_part_elems(const hp_plan_t *plan, size_t n, int N, size_t grain);
+
+/* The ranks and elements the algorithm of mode `hier` runs on. */
+int hp_plan_algo_size(const hp_plan_comm_t *pc, int hier);
+size_t hp_plan_algo_count(const hp_plan_comm_t *pc, int hier, size_t count);
+
+/* The fixed plan of `bytes` on host memory as text, "exploring" or "none". */
+void hp_plan_text(const hp_planner_t *pl, size_t bytes, char *buf, size_t len);
 
 #endif
