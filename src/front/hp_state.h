@@ -13,6 +13,7 @@
 #include "hp_plan.h"
 #include "hp_gpu.h"
 #include "hp_nccl.h"
+#include "hp_transport.h"
 
 /* The MPI collectives whose device buffers are counted (and staged). */
 enum { HP_COLL_ALLREDUCE, HP_COLL_BCAST, HP_COLL_ALLGATHERV, HP_COLL_COUNT };
@@ -121,6 +122,13 @@ typedef struct hp_comm_state {
     int                 *world_priv, *world_inter;   /* world rank of each rank of priv, of the inter comm */
     long long            hier_mode, hier_k;
     MPI_Comm             node, leaders, cross;
+    /* the transports over priv, node and the inter-node communicator (cross
+     * or leaders), built with them, for the algorithms and the driver's own
+     * collectives; NULL where the communicator is MPI_COMM_NULL.  Each is
+     * an MPI transport of tp_store, or in a test build the test transport
+     * wrapped around it (hp_tp_select). */
+    hp_transport_t      *tp_priv, *tp_node, *tp_inter;
+    hp_transport_t       tp_store[3][2];
     /* plan: the cost model's inputs flat [0] and hierarchical [1] (measured
      * on the inter-node communicator), and the rate inside a node */
     int                  have_inputs[2], inputs_kind[2];
@@ -136,7 +144,8 @@ typedef struct hp_comm_state {
  * missing.  NULL when absent or on failure. */
 hp_comm_state_t *hp_comm_state(MPI_Comm comm, int create);
 
-/* Make the private communicator (collective over comm). */
+/* Make the private communicator, the hierarchy's and their transports
+ * (collective over comm). */
 hp_status_t hp_comm_state_ready(hp_comm_state_t *cs, MPI_Comm comm);
 
 /* Re-derive kind and params after cfg changed. */
