@@ -57,7 +57,7 @@ static __attribute__((noinline)) int allreduce_slow(const void *sendbuf, void *r
     hp_gpu_ptr_t kinds[2];
     hp_elig_t r;
     int shared;
-    int any_device = 0;
+    int any_device = 0, gpu = 0;
 
     memset(&d, 0, sizeof(d));
     /* device memory must never reach the CPU path; it can exist only once
@@ -66,7 +66,8 @@ static __attribute__((noinline)) int allreduce_slow(const void *sendbuf, void *r
      * rank-local fact); the rest is passed through, staged. */
     if (HP_UNLIKELY(hp_gpu_watch_fired())) {
         any_device = hp_mpi_buffers_kind(sendbuf, recvbuf, kinds);
-        d.device = any_device && !hp_gpu_compress_route(kinds, sendbuf, recvbuf);
+        gpu = any_device && hp_gpu_compress_route(kinds, sendbuf, recvbuf);
+        d.device = any_device && !gpu;
     }
     d.enabled = 1;
     d.op_is_sum = 1;
@@ -95,7 +96,7 @@ static __attribute__((noinline)) int allreduce_slow(const void *sendbuf, void *r
         /* every rank of a correct program is here for this call: agree on
          * what only this rank can see (its buffers), so that no rank
          * compresses while another passes through, and on the count */
-        int rc, v = hp_allreduce_agree(comm, cs, (size_t)count, r == HP_ELIG_YES, &rc);
+        int rc, v = hp_allreduce_agree(comm, cs, (size_t)count, r == HP_ELIG_YES, gpu, &rc);
         if (v < 0)
             return rc;
         if (v == 0 && r == HP_ELIG_YES)

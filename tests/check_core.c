@@ -1247,6 +1247,64 @@ START_TEST(msg_malformed)
 }
 END_TEST
 
+/* A message's length read from its header (hp_msg_len), and the check of a
+ * transport that knows how many bytes arrived (hp_msg_arrived). */
+START_TEST(msg_len)
+{
+    float in[MSG_N], out[MSG_N];
+    unsigned char good[HP_MSG_HEADER + 4 * MSG_N], m[sizeof(good) + 64];
+    int nf;
+    const int fp16 = hp_comp_find("fp16");
+
+    for (int i = 0; i < MSG_N; i++)
+        in[i] = (float)i;
+    size_t len = encode_msg("fp16", in, MSG_N, good, sizeof(good), &nf);
+    /* in a buffer of any capacity that holds it */
+    memset(m, 0x5a, sizeof(m));
+    memcpy(m, good, len);
+    ck_assert_uint_eq(hp_msg_len(m, len), len);
+    ck_assert_uint_eq(hp_msg_len(m, sizeof(m)), len);
+    /* claims more than the capacity, too short for a header, not a message */
+    ck_assert_uint_eq(hp_msg_len(m, len - 1), 0);
+    ck_assert_uint_eq(hp_msg_len(m, HP_MSG_HEADER - 1), 0);
+    ck_assert_uint_eq(hp_msg_len(NULL, sizeof(m)), 0);
+    m[3] ^= 0xff;
+    ck_assert_uint_eq(hp_msg_len(m, sizeof(m)), 0);
+    /* error, non-finite and empty messages: a header alone */
+    ck_assert_uint_eq(hp_msg_len(m, hp_msg_error(m, MSG_N)), HP_MSG_HEADER);
+    in[3] = NAN;
+    ck_assert_uint_eq(hp_msg_len(m, encode_msg("fp16", in, MSG_N, m, sizeof(m), &nf)), HP_MSG_HEADER);
+    ck_assert_int_eq(nf, 1);
+    ck_assert_uint_eq(hp_msg_len(m, encode_msg("fp16", in, 0, m, sizeof(m), &nf)), HP_MSG_HEADER);
+
+    /* exactly the message arrived: left alone */
+    memcpy(m, good, len);
+    hp_msg_arrived(m, len, sizeof(m));
+    ck_assert_int_eq(memcmp(m, good, len), 0);
+    /* fewer bytes than the header claims (what is after them is from
+     * before): invalid, rejected without reading them */
+    hp_msg_arrived(m, len - 2, sizeof(m));
+    ck_assert_uint_eq(hp_msg_len(m, sizeof(m)), 0);
+    ck_assert_int_eq(guarded_decode(fp16, m, hp_msg_len(m, sizeof(m)), MSG_N, out, 0), HP_ERR_MESSAGE);
+    /* more bytes than it claims, nothing at all, more than the capacity */
+    memcpy(m, good, len);
+    hp_msg_arrived(m, len + 4, sizeof(m));
+    ck_assert_uint_eq(hp_msg_len(m, sizeof(m)), 0);
+    memcpy(m, good, len);
+    hp_msg_arrived(m, 0, sizeof(m));
+    ck_assert_uint_eq(hp_msg_len(m, sizeof(m)), 0);
+    memcpy(m, good, len);
+    hp_msg_arrived(m, len, len - 1);
+    ck_assert_uint_eq(hp_msg_len(m, sizeof(m)), 0);
+    /* the test knob's corruption (HIPRESS_TEST_CORRUPT: byte 8 flipped),
+     * all of it arrived: invalid */
+    memcpy(m, good, len);
+    m[8] ^= 0x5a;
+    hp_msg_arrived(m, len, sizeof(m));
+    ck_assert_uint_eq(hp_msg_len(m, sizeof(m)), 0);
+}
+END_TEST
+
 START_TEST(msg_max_bytes)
 {
     for (int k = 0; k < hp_comp_count(); k++)
@@ -1517,6 +1575,7 @@ static Suite *core_suite(void)
     tcase_add_test(tc, msg_nonfinite);
     tcase_add_test(tc, msg_except);
     tcase_add_test(tc, msg_malformed);
+    tcase_add_test(tc, msg_len);
     tcase_add_test(tc, msg_max_bytes);
     suite_add_tcase(s, tc);
 

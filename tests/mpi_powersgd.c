@@ -20,6 +20,7 @@
 #include "hp_algo.h"
 #include "hp_elem.h"
 #include "hp_state.h"
+#include "hp_tp_mpi.h"
 
 /* Internal API of src/comp/hp_comp_powersgd.c. */
 void hp_psgd_shape(size_t n, uint32_t rank, size_t *m_p, size_t *c_p, size_t *r_p);
@@ -438,7 +439,7 @@ static void case_no_store(size_t n)
         buf[i] = (float)want[i];
         want[i] = (double)buf[i] * np;
     }
-    hp_tp_init(&tp, comm, NULL);
+    CHECK(hp_tp_mpi_init(&tp, comm, NULL) == HP_OK, "hp_tp_mpi_init");
     memset(&call, 0, sizeof(call));
     call.tp = &tp;
     call.buf = buf;

@@ -1,7 +1,15 @@
 /*
- * CaSync: the compression-aware collectives, written against hp_transport.
+ * CaSync: the compression-aware collectives, written against the transport
+ * table (src/transport/hp_transport.h) and the backend table
+ * (src/backend/hp_backend.h), never against MPI or a device directly.
  * Every algorithm follows contract 1: the final value of each element comes
- * from decoding one message that every rank decodes.
+ * from decoding one message that every rank decodes.  What an algorithm may
+ * assume of the transport is only what hp_transport.h promises: messages
+ * between one pair of ranks match in posting order, a received message's
+ * length is read from its header (hp_msg_len) within the capacity both
+ * sides posted, a buffer is the transport's from its post to its wait, and
+ * nothing about timing or the order across peers (the test build's delay
+ * transport, tests/run_tables.sh, breaks everything else).
  */
 #ifndef HP_ALGO_H
 #define HP_ALGO_H

@@ -38,7 +38,7 @@ hp_status_t hp_algo_allgather_run(hp_call_t *call)
         mine->len = hp_call_encode(call, PART_OFF(p), PART_LEN(p), 0, 1, mine->buf, cap);
         for (size_t k = 1; k < N; k++) {
             size_t c = (r + k) % N;
-            if (hp_tp_isend(tp, mine->buf, mine->len, (int)c, &sreq[c * P + p].req) != HP_OK)
+            if (hp_tp_isend(tp, mine->buf, mine->len, cap, (int)c, &sreq[c * P + p].req) != HP_OK)
                 st = HP_ERR_MPI;
         }
         hp_tp_progress(tp);
@@ -49,9 +49,13 @@ hp_status_t hp_algo_allgather_run(hp_call_t *call)
         for (size_t j = 0; j < N; j++) {
             hp_slot_t *in = &msg[j * P + p];
             size_t got = in->len;
-            if (j != r && hp_tp_wait(tp, &in->req, &got) != HP_OK) {
-                st = HP_ERR_MPI;
-                got = 0;
+            if (j != r) {
+                if (hp_tp_wait(tp, &in->req) != HP_OK) {
+                    st = HP_ERR_MPI;
+                    got = 0;
+                } else {
+                    got = hp_msg_len(in->buf, cap);
+                }
             }
             if (N <= HP_DECODE_MANY_MAX) {
                 bufs[j] = in->buf;

@@ -361,7 +361,7 @@ hp_status_t hp_slots_wait(hp_call_t *call, hp_slot_t *slots, size_t count)
 {
     hp_status_t st = HP_OK;
     for (size_t i = 0; i < count; i++)
-        if (hp_tp_wait(call->tp, &slots[i].req, NULL) != HP_OK)
+        if (hp_tp_wait(call->tp, &slots[i].req) != HP_OK)
             st = HP_ERR_MPI;
     return st;
 }

@@ -59,7 +59,7 @@ hp_status_t hp_algo_ps_run(hp_call_t *call)
             size_t c = (r + k) % N;
             hp_slot_t *sl = &s1[c * P + p];
             sl->len = hp_call_encode(call, PART_OFF(c, p), PART_LEN(c, p), 0, 1, sl->buf, cap);
-            if (hp_tp_isend(tp, sl->buf, sl->len, (int)c, &sl->req) != HP_OK)
+            if (hp_tp_isend(tp, sl->buf, sl->len, cap, (int)c, &sl->req) != HP_OK)
                 st = HP_ERR_MPI;
             hp_tp_progress(tp);
         }
@@ -80,8 +80,10 @@ hp_status_t hp_algo_ps_run(hp_call_t *call)
             } else {
                 size_t got = 0;
                 hp_slot_t *in = &r1[j * P + p];
-                if (hp_tp_wait(tp, &in->req, &got) != HP_OK)
+                if (hp_tp_wait(tp, &in->req) != HP_OK)
                     st = HP_ERR_MPI;
+                else
+                    got = hp_msg_len(in->buf, cap);
                 hp_call_decode_to(call, in->buf, got, acc, len, j != 0);
             }
         }
@@ -95,9 +97,9 @@ hp_status_t hp_algo_ps_run(hp_call_t *call)
         for (size_t k = 1; k < N; k++) {
             size_t c = (r + k) % N;
             hp_req_t *rq = &s1[c * P + p].req;   /* reuse: wait the phase-1 send first */
-            if (hp_tp_wait(tp, rq, NULL) != HP_OK)
+            if (hp_tp_wait(tp, rq) != HP_OK)
                 st = HP_ERR_MPI;
-            if (hp_tp_isend(tp, s2[p].buf, s2[p].len, (int)c, rq) != HP_OK)
+            if (hp_tp_isend(tp, s2[p].buf, s2[p].len, cap, (int)c, rq) != HP_OK)
                 st = HP_ERR_MPI;
         }
         hp_tp_progress(tp);
@@ -107,8 +109,10 @@ hp_status_t hp_algo_ps_run(hp_call_t *call)
         for (size_t k = 1; k < N; k++) {
             size_t j = (r + N - k) % N, got = 0;
             hp_slot_t *in = &r3[j * P + p];
-            if (hp_tp_wait(tp, &in->req, &got) != HP_OK)
+            if (hp_tp_wait(tp, &in->req) != HP_OK)
                 st = HP_ERR_MPI;
+            else
+                got = hp_msg_len(in->buf, cap);
             hp_call_decode(call, in->buf, got, PART_OFF(j, p), PART_LEN(j, p), 0);
         }
     }

@@ -55,7 +55,7 @@ hp_status_t hp_algo_ring_run(hp_call_t *call)
         size_t c = (size_t)r;
         hp_slot_t *sl = &ss[0][p];
         sl->len = hp_call_encode(call, PART_OFF(c, p), PART_LEN(c, p), 0, 1, sl->buf, cap);
-        if (hp_tp_isend(tp, sl->buf, sl->len, right, &sl->req) != HP_OK)
+        if (hp_tp_isend(tp, sl->buf, sl->len, cap, right, &sl->req) != HP_OK)
             st = HP_ERR_MPI;
         hp_tp_progress(tp);
     }
@@ -71,12 +71,12 @@ hp_status_t hp_algo_ring_run(hp_call_t *call)
 
             if (s <= N - 2)
                 hp_call_merge_begin(call, off, len);
-            if (hp_tp_wait(tp, &in->req, &got) != HP_OK) {
+            if (hp_tp_wait(tp, &in->req) != HP_OK)
                 st = HP_ERR_MPI;
-                got = 0;
-            }
+            else
+                got = hp_msg_len(in->buf, cap);
             /* this slot's previous send (step s-1) must be done before reuse */
-            if (!last && hp_tp_wait(tp, &out->req, NULL) != HP_OK)
+            if (!last && hp_tp_wait(tp, &out->req) != HP_OK)
                 st = HP_ERR_MPI;
             if (s < N - 2) {
                 /* reduce-scatter: merge and re-encode for the next hop */
@@ -101,7 +101,7 @@ hp_status_t hp_algo_ring_run(hp_call_t *call)
                 /* a failed rank keeps the protocol going with error messages */
                 if (call->err != HP_OK)
                     out->len = hp_msg_error(out->buf, len);
-                if (hp_tp_isend(tp, out->buf, out->len, right, &out->req) != HP_OK)
+                if (hp_tp_isend(tp, out->buf, out->len, cap, right, &out->req) != HP_OK)
                     st = HP_ERR_MPI;
                 if (s + 1 < steps &&
                     hp_tp_irecv(tp, rs[nxt][p].buf, cap, left, &rs[nxt][p].req) != HP_OK)

@@ -59,13 +59,15 @@ hp_status_t hp_algo_tree_run(hp_call_t *call)
         for (int c = 0; c < nchild; c++) {
             size_t got = 0;
             hp_slot_t *in = &rc[c * P + p];
-            if (hp_tp_wait(tp, &in->req, &got) != HP_OK)
+            if (hp_tp_wait(tp, &in->req) != HP_OK)
                 st = HP_ERR_MPI;
+            else
+                got = hp_msg_len(in->buf, cap);
             hp_call_decode(call, in->buf, got, off, len, 1);
         }
         if (parent >= 0) {
             up[p].len = hp_call_encode(call, off, len, 0, subtree, up[p].buf, cap);
-            if (hp_tp_isend(tp, up[p].buf, up[p].len, parent, &up[p].req) != HP_OK)
+            if (hp_tp_isend(tp, up[p].buf, up[p].len, cap, parent, &up[p].req) != HP_OK)
                 st = HP_ERR_MPI;
         } else {
             down[p].len = hp_call_encode(call, off, len, 1, N, down[p].buf, cap);
@@ -75,7 +77,7 @@ hp_status_t hp_algo_tree_run(hp_call_t *call)
             /* the receive slots of the children are free now: reuse their
              * requests for the broadcast sends */
             for (int c = nchild - 1; c >= 0; c--)
-                if (hp_tp_isend(tp, down[p].buf, down[p].len, children[c], &rc[c * P + p].req) != HP_OK)
+                if (hp_tp_isend(tp, down[p].buf, down[p].len, cap, children[c], &rc[c * P + p].req) != HP_OK)
                     st = HP_ERR_MPI;
         }
         hp_tp_progress(tp);
@@ -84,14 +86,16 @@ hp_status_t hp_algo_tree_run(hp_call_t *call)
     if (parent >= 0) {
         for (size_t p = 0; p < P; p++) {
             size_t got = 0;
-            if (hp_tp_wait(tp, &down[p].req, &got) != HP_OK)
+            if (hp_tp_wait(tp, &down[p].req) != HP_OK)
                 st = HP_ERR_MPI;
+            else
+                got = hp_msg_len(down[p].buf, cap);
             down[p].len = got;
             hp_call_decode(call, down[p].buf, got, PART_OFF(p), PART_LEN(p), 0);
             if (call->err != HP_OK)
                 down[p].len = hp_msg_error(down[p].buf, PART_LEN(p));
             for (int c = nchild - 1; c >= 0; c--)
-                if (hp_tp_isend(tp, down[p].buf, down[p].len, children[c], &rc[c * P + p].req) != HP_OK)
+                if (hp_tp_isend(tp, down[p].buf, down[p].len, cap, children[c], &rc[c * P + p].req) != HP_OK)
                     st = HP_ERR_MPI;
         }
     }

@@ -97,7 +97,7 @@ hp_status_t hp_gpu_psgd_run(hp_call_t *call)
         HP_WARN("powersgd: cannot allocate the workspace for %zu elements", n);
         hp_psgd_ring_sum(call, &dummy, pn, 1, 0, HP_ERR_NOMEM);
         failed = 1;
-        hp_tp_agree(call->tp, &failed);
+        hp_tp_agree_flag(call->tp, &failed);
         free(p);
         return HP_ERR_NOMEM;
     }
@@ -130,7 +130,7 @@ hp_status_t hp_gpu_psgd_run(hp_call_t *call)
     st = hp_psgd_ring_sum(call, p, pn, 1, call->corrupt, HP_OK);
     /* every rank must take the same branch from here on */
     failed = st != HP_OK;
-    if (hp_tp_agree(call->tp, &failed) != HP_OK)
+    if (hp_tp_agree_flag(call->tp, &failed) != HP_OK)
         failed = 1;
     if (failed) {
         st = st != HP_OK ? st : HP_ERR_PEER;

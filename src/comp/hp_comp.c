@@ -182,22 +182,41 @@ static void put_header(void *out, int kind, int flags, size_t n, size_t payload)
     memcpy(o + 8, &p32, 4);
 }
 
-hp_status_t hp_msg_header(const void *msg, size_t len, hp_msg_header_t *h)
+/* Read a header (msg holds at least HP_MSG_HEADER bytes); 0 when its magic,
+ * version or flags are not a message's. */
+static int parse_header(const void *msg, hp_msg_header_t *h)
 {
     const unsigned char *m = (const unsigned char *)msg;
-    if (msg == NULL || len < HP_MSG_HEADER)
-        return HP_ERR_MESSAGE;
     h->magic = m[0];
     h->kind = m[1];
     h->flags = m[2];
     h->version = m[3];
     memcpy(&h->n, m + 4, 4);
     memcpy(&h->payload, m + 8, 4);
-    if (h->magic != HP_MSG_MAGIC || h->version != HP_MSG_VERSION ||
-        (h->flags & ~(HP_MSG_NONFINITE | HP_MSG_EXCEPT)) != 0 ||
-        h->flags == (HP_MSG_NONFINITE | HP_MSG_EXCEPT) || (size_t)h->payload != len - HP_MSG_HEADER)
+    return h->magic == HP_MSG_MAGIC && h->version == HP_MSG_VERSION &&
+           (h->flags & ~(HP_MSG_NONFINITE | HP_MSG_EXCEPT)) == 0 && h->flags != (HP_MSG_NONFINITE | HP_MSG_EXCEPT);
+}
+
+hp_status_t hp_msg_header(const void *msg, size_t len, hp_msg_header_t *h)
+{
+    if (msg == NULL || len < HP_MSG_HEADER || !parse_header(msg, h) || (size_t)h->payload != len - HP_MSG_HEADER)
         return HP_ERR_MESSAGE;
     return HP_OK;
+}
+
+size_t hp_msg_len(const void *msg, size_t cap)
+{
+    hp_msg_header_t h;
+    if (msg == NULL || cap < HP_MSG_HEADER || !parse_header(msg, &h) || (size_t)h.payload > cap - HP_MSG_HEADER)
+        return 0;
+    return HP_MSG_HEADER + (size_t)h.payload;
+}
+
+void hp_msg_arrived(void *msg, size_t got, size_t cap)
+{
+    /* a message is at least a header, so byte 0 is the receiver's */
+    if (msg != NULL && cap >= HP_MSG_HEADER && (got > cap || got < HP_MSG_HEADER || hp_msg_len(msg, got) != got))
+        ((unsigned char *)msg)[0] = 0;    /* not HP_MSG_MAGIC: hp_msg_len gives 0 */
 }
 
 void hp_msg_put_header(void *out, int kind, int nonfinite, size_t n, size_t payload)

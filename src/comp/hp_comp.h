@@ -174,6 +174,24 @@ void hp_msg_put_header(void *out, int kind, int nonfinite, size_t n, size_t payl
 hp_status_t hp_msg_decode(int kind, const void *msg, size_t len, size_t n, float *out,
                           int accumulate, const hipress_comp_params_t *p);
 
+/* The length of the message in msg (a buffer of cap bytes), read from its
+ * header: header, exceptions and payload.  0 when the header is not a
+ * message's (magic, version, flags) or claims more than cap: no message is
+ * shorter than HP_MSG_HEADER, and the decoders reject a length of 0.  A
+ * receiver learns a message's length this way, never from the transport
+ * (src/transport/hp_transport.h).  What the bytes say is the decoders' to
+ * check. */
+size_t hp_msg_len(const void *msg, size_t cap);
+
+/* For a transport that knows how many bytes arrived in a message's buffer
+ * (cap bytes; MPI, which moves only a message's own length): unless they
+ * are exactly the message its header describes, mark it invalid, so that
+ * hp_msg_len gives 0 and it is rejected -- a header claiming more than
+ * arrived is never decoded from bytes left in the buffer from before, one
+ * claiming less is rejected as a message with bytes after it was.  Writes
+ * byte 0 at most. */
+void hp_msg_arrived(void *msg, size_t got, size_t cap);
+
 /* Read the header; HP_ERR_MESSAGE when len is too short or magic/version bad. */
 hp_status_t hp_msg_header(const void *msg, size_t len, hp_msg_header_t *h);
 

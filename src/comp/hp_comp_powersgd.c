@@ -1085,7 +1085,7 @@ hp_status_t hp_powersgd_run(hp_call_t *call)
         HP_WARN("powersgd: cannot allocate the workspace for %zu elements", n);
         hp_psgd_ring_sum(call, &dummy, pn, 0, 0, HP_ERR_NOMEM);
         failed = 1;
-        hp_tp_agree(call->tp, &failed);
+        hp_tp_agree_flag(call->tp, &failed);
         return HP_ERR_NOMEM;
     }
     work = (double *)((char *)ws + PSGD_SCRATCH(r));
@@ -1105,7 +1105,7 @@ hp_status_t hp_powersgd_run(hp_call_t *call)
     st = hp_psgd_ring_sum(call, p, pn, 0, call->corrupt, HP_OK);
     /* every rank must take the same branch from here on */
     failed = st != HP_OK;
-    if (hp_tp_agree(call->tp, &failed) != HP_OK)
+    if (hp_tp_agree_flag(call->tp, &failed) != HP_OK)
         failed = 1;
     if (failed) {
         free(ws);

@@ -135,6 +135,27 @@ static int plain_call(hp_comm_state_t *cs, hp_mem_t *mem, const void *sendbuf, v
     return rc;
 }
 
+/* A shard travels in pieces of at most 1 GiB (the transport's messages are
+ * counted in bytes, in an int); an empty one as one empty message. */
+#define NODE_PIECE ((size_t)1 << 30)
+static size_t node_pieces(size_t bytes)
+{
+    return bytes == 0 ? 1 : (bytes + NODE_PIECE - 1) / NODE_PIECE;
+}
+
+static hp_status_t node_post(hp_transport_t *tp, int recv, void *buf, size_t bytes, int q, hp_req_t *rq)
+{
+    hp_status_t st = HP_OK;
+    for (size_t i = 0, n = node_pieces(bytes); i < n; i++) {
+        char *p = (char *)buf + i * NODE_PIECE;
+        size_t c = HP_MIN(bytes - i * NODE_PIECE, NODE_PIECE);
+        rq[i] = HP_REQ_NULL;
+        if ((recv ? hp_tp_irecv_bytes(tp, p, c, q, &rq[i]) : hp_tp_isend(tp, p, c, c, q, &rq[i])) != HP_OK)
+            st = HP_ERR_MPI;
+    }
+    return st;
+}
+
 /* The exact exchanges inside a node of the 2D hierarchy, point to point
  * (Open MPI's MPI_Reduce_scatter of 64 MiB on two ranks took 150 to 240 ms
  * where these take 12 to 25).  Shard q is [off[q], off[q] + len[q]) of buf.
@@ -145,33 +166,44 @@ static hp_status_t node_exchange(hp_comm_state_t *cs, float *buf, const int *len
                                  float *tmp, int gather)
 {
     const int k = cs->node_size, me = cs->node_rank;
-    MPI_Request *rq = malloc(2 * (size_t)k * sizeof(MPI_Request));
+    hp_transport_t *tp = cs->tp_node;
+    size_t nreq = 0, m = 0, at = 0;
+    hp_req_t *rq;
     hp_status_t st = HP_OK;
     hp_wd_wait_t w;
-    size_t at = 0;
-    int m = 0;
 
+    for (int q = 0; q < k; q++)
+        if (q != me)
+            nreq += node_pieces((size_t)len[me] * sizeof(float)) + node_pieces((size_t)len[q] * sizeof(float));
+    rq = malloc(HP_MAX(nreq, 1) * sizeof(hp_req_t));
     if (rq == NULL)
         return HP_ERR_NOMEM;
+    if (hp_tp_group_begin(tp) != HP_OK)
+        st = HP_ERR_MPI;
     for (int q = 0; q < k; q++) {
+        size_t bytes = (size_t)(gather ? len[q] : len[me]) * sizeof(float);
         if (q == me)
             continue;
-        if (PMPI_Irecv(gather ? buf + off[q] : tmp + at, gather ? len[q] : len[me], MPI_FLOAT, q, 7101,
-                       cs->node, &rq[m++]) != MPI_SUCCESS)
+        if (node_post(tp, 1, gather ? buf + off[q] : tmp + at, bytes, q, rq + m) != HP_OK)
             st = HP_ERR_MPI;
+        m += node_pieces(bytes);
         at += (size_t)len[me];
     }
     for (int q = 0; q < k; q++) {
+        size_t bytes = (size_t)(gather ? len[me] : len[q]) * sizeof(float);
         if (q == me)
             continue;
-        if (PMPI_Isend(gather ? buf + off[me] : buf + off[q], gather ? len[me] : len[q], MPI_FLOAT, q, 7101,
-                       cs->node, &rq[m++]) != MPI_SUCCESS)
+        if (node_post(tp, 0, gather ? buf + off[me] : buf + off[q], bytes, q, rq + m) != HP_OK)
             st = HP_ERR_MPI;
+        m += node_pieces(bytes);
     }
+    if (hp_tp_group_end(tp) != HP_OK)
+        st = HP_ERR_MPI;
     hp_wd_enter(&w, gather ? "the node allgather of a compressed allreduce"
                            : "the node reduction of a compressed allreduce", -1);
-    if (PMPI_Waitall(m, rq, MPI_STATUSES_IGNORE) != MPI_SUCCESS)
-        st = HP_ERR_MPI;
+    for (size_t i = 0; i < m; i++)
+        if (hp_tp_wait(tp, &rq[i]) != HP_OK)
+            st = HP_ERR_MPI;
     hp_wd_leave(&w);
     free(rq);
     if (st == HP_OK && !gather) {
@@ -198,25 +230,23 @@ static void fold_range(hp_mem_t *mem, float *r, float *buf, size_t off, size_t l
         atomic_fetch_add_explicit(&hp_g.stats.res_folded, 1, memory_order_relaxed);
 }
 
-int hp_allreduce_agree(MPI_Comm comm, hp_comm_state_t *cs, size_t count, int local_ok, int *rc_p)
+int hp_allreduce_agree(MPI_Comm comm, hp_comm_state_t *cs, size_t count, int local_ok, int mem_kind, int *rc_p)
 {
-    long long v[3] = {!local_ok, (long long)count, -(long long)count}, out[3];
-    hp_wd_wait_t w;
-    int rc;
+    int64_t out[5] = {!local_ok, (int64_t)count, -(int64_t)count, mem_kind, -(int64_t)mem_kind};
 
     *rc_p = MPI_SUCCESS;
     if (hp_comm_state_ready(cs, comm) != HP_OK)
         return 0;   /* (a failed split fails on every rank: they pass through together) */
-    hp_wd_enter(&w, "the agreement on a call's eligibility", -1);
-    rc = PMPI_Allreduce(v, out, 3, MPI_LONG_LONG, MPI_MAX, cs->priv);
-    hp_wd_leave(&w);
-    if (rc != MPI_SUCCESS)
+    if (hp_tp_agree(cs->tp_priv, HP_TP_INT64, out, 5, "the agreement on a call's eligibility") != HP_OK)
         return 0;
+    /* the plans' key: the buffers' memory where every rank has the same
+     * kind, host memory's plans where they differ (every rank plans alike) */
+    cs->call_mem_kind = out[3] == -out[4] ? (int)out[3] : 0;
     if (out[1] != -out[2]) {
         if (cs->rank == 0)
             HP_WARN("an MPI_Allreduce of MPI_FLOAT with MPI_SUM was called with %lld to %lld elements on "
                     "the ranks of one communicator: the counts must be equal (an erroneous program)",
-                    -out[2], out[1]);
+                    -(long long)out[2], (long long)out[1]);
         atomic_fetch_add_explicit(&hp_g.stats.errors, 1, memory_order_relaxed);
         PMPI_Comm_call_errhandler(comm, MPI_ERR_COUNT);
         *rc_p = MPI_ERR_COUNT;
@@ -240,7 +270,7 @@ typedef struct {
     hp_plan_slot_t       *explore;
     hipress_comp_params_t cparams;
     hp_res_buf_t         *rb;
-    hp_transport_t        tp;
+    hp_transport_t       *tp;         /* the algorithm's ranks' (NULL: not one of them) */
     hp_call_t             call;
     float                *exact;
     int                   hier, is_algo_rank, *hier_counts;
@@ -275,10 +305,11 @@ static void plan_comm(mpi_call_t *mc)
     pc->hier_2d = cs->hier_2d;
     pc->node_size = cs->node_size;
     pc->nodes = cs->nodes;
-    pc->all = cs->priv;
-    pc->algo[0] = cs->priv;
-    pc->algo[1] = cs->hier_avail ? (cs->hier_2d ? cs->cross : cs->leaders) : MPI_COMM_NULL;
-    pc->node = cs->node;
+    pc->mem_kind = cs->call_mem_kind;
+    pc->all = cs->tp_priv;
+    pc->algo[0] = cs->tp_priv;
+    pc->algo[1] = cs->hier_avail ? cs->tp_inter : NULL;
+    pc->node = cs->tp_node;
     pc->mem = &mc->mem;
 }
 
@@ -340,9 +371,10 @@ static int call_setup(mpi_call_t *mc, const void *sendbuf, int *rc_p)
         }
     }
     mc->rb = call_buffer_state(cs, &mc->mem, mc->recvbuf, mc->count, hp_call_keeps_state(cs->kind));
-    /* the node exchanges work on host memory; the plan of a device buffer
-     * is flat (hp_plan_for) */
-    mc->hier = mc->plan.hier;
+    /* the node exchanges work on host memory: the plans of device buffers
+     * are flat (hp_plan_for), and a device buffer among host ones (the
+     * ranks' memories differ: host plans) runs flat as before */
+    mc->hier = mc->plan.hier && !hp_mem_is_device(&mc->mem);
     hp_call_params_for(cs->kind, &cs->params, mc->rb, &mc->cparams);
     return 0;
 }
@@ -355,11 +387,10 @@ static void call_enqueue(mpi_call_t *mc)
     float *recv = (float *)mc->recvbuf;
     const size_t count = mc->count;
     size_t base = 0, n_algo = count, grain = hp_comp_grain(cs->kind, &mc->cparams);
-    MPI_Comm ac = mc->pc.algo[mc->hier];
     hp_status_t st = HP_OK;
     hp_wd_wait_t wdw;
 
-    mc->is_algo_rank = ac != MPI_COMM_NULL;
+    mc->is_algo_rank = mc->pc.algo[mc->hier] != NULL;
     if (mc->hier && cs->hier_2d) {
         /* 2D: reduce-scatter inside the node (exact), this rank compresses
          * its shard with the same node rank of every other node, allgather
@@ -397,11 +428,13 @@ static void call_enqueue(mpi_call_t *mc)
     }
     memset(&mc->call, 0, sizeof(mc->call));
     mc->call.err = st;
-    mc->tp.bytes_sent = 0;
     if (mc->is_algo_rank) {
         int acsize;
-        PMPI_Comm_size(ac, &acsize);
-        hp_tp_init(&mc->tp, ac, mc->hier ? cs->world_inter : cs->world_priv);
+        /* the transport of ac; its counters are this call's */
+        mc->tp = mc->hier ? cs->tp_inter : cs->tp_priv;
+        mc->tp->bytes_sent = 0;
+        mc->tp->t_wait = 0;
+        acsize = mc->tp->size;
         if (acsize < 2) {
             /* one node: the node reduction was the whole job, and what this
              * rank owes goes with it */
@@ -410,7 +443,7 @@ static void call_enqueue(mpi_call_t *mc)
             mc->is_algo_rank = 0;
         } else {
             hp_call_env_t env = {
-                .tp = &mc->tp, .mem = &mc->mem, .kind = cs->kind, .params = &mc->cparams, .res = cs->res,
+                .tp = mc->tp, .mem = &mc->mem, .kind = cs->kind, .params = &mc->cparams, .res = cs->res,
                 .rb = mc->rb, .seed = (uint64_t)hp_cfg_i(&cs->cfg, HP_S_SEED), .call_no = cs->ncalls,
                 .corrupt = hp_cfg_i(&cs->cfg, HP_S_TEST_CORRUPT) == cs->rank,
                 .kill = hp_cfg_i(&cs->cfg, HP_S_TEST_KILL_RANK) == hp_g.world_rank &&
@@ -448,16 +481,13 @@ static void call_complete(mpi_call_t *mc)
 {
     hp_comm_state_t *cs = mc->cs;
     hp_status_t st = mc->st, ms = mc->mem.ops->sync(&mc->mem);
-    hp_wd_wait_t wdw;
     int failed;
 
     if (st == HP_OK)
         st = ms;
     failed = st != HP_OK;
-    hp_wd_enter(&wdw, "the failure agreement of a compressed allreduce", -1);
-    if (PMPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX, cs->priv) != MPI_SUCCESS)
+    if (hp_tp_agree_flag(cs->tp_priv, &failed) != HP_OK)
         failed = 1;
-    hp_wd_leave(&wdw);
     if (failed && st == HP_OK)
         st = HP_ERR_PEER;
     if (mc->exact != NULL && !failed) {
@@ -480,12 +510,12 @@ static void call_complete(mpi_call_t *mc)
     atomic_fetch_add_explicit(&hp_g.stats.bytes_raw, mc->count * sizeof(float), memory_order_relaxed);
     if (mc->is_algo_rank) {
         hp_call_t *call = &mc->call;
-        atomic_fetch_add_explicit(&hp_g.stats.bytes_wire, mc->tp.bytes_sent, memory_order_relaxed);
+        atomic_fetch_add_explicit(&hp_g.stats.bytes_wire, mc->tp->bytes_sent, memory_order_relaxed);
         atomic_fetch_add_explicit(&hp_g.stats.nonfinite, call->nonfinite, memory_order_relaxed);
         atomic_fetch_add_explicit(&hp_g.stats.excepts, call->excepts, memory_order_relaxed);
         atomic_fetch_add_explicit(&hp_g.stats.ns_encode, (unsigned long long)(call->t_encode * 1e9), memory_order_relaxed);
         atomic_fetch_add_explicit(&hp_g.stats.ns_decode, (unsigned long long)(call->t_decode * 1e9), memory_order_relaxed);
-        atomic_fetch_add_explicit(&hp_g.stats.ns_wait, (unsigned long long)(mc->tp.t_wait * 1e9), memory_order_relaxed);
+        atomic_fetch_add_explicit(&hp_g.stats.ns_wait, (unsigned long long)(mc->tp->t_wait * 1e9), memory_order_relaxed);
     }
     atomic_fetch_add_explicit(&hp_g.stats.ns_total, (unsigned long long)((hp_now() - mc->t0) * 1e9),
                               memory_order_relaxed);

@@ -3,6 +3,7 @@
  * state objects, the compressed allreduce driver, statistics.
  */
 #include "hp_state.h"
+#include "hp_tp_mpi.h"
 #include "hp_algo.h"
 #include "hp_comp.h"
 #include "hp_watchdog.h"
@@ -220,9 +221,27 @@ int hp_init_after_mpi(void)
 
 /* ------------------------------------------------------- communicators */
 
+/* The transport over c, in store[0] (and the test transport over it in
+ * store[1]); NULL when it cannot be built. */
+static hp_transport_t *transport_make(hp_transport_t store[2], MPI_Comm c, const int *world_of)
+{
+    if (hp_tp_mpi_init(&store[0], c, world_of) != HP_OK)
+        return NULL;
+    return hp_tp_select(&store[0], &store[1]);
+}
+
+static void transport_free(hp_transport_t **tp, hp_transport_t store[2])
+{
+    hp_tp_fini(&store[1]);
+    hp_tp_fini(&store[0]);
+    *tp = NULL;
+}
+
 /* The hierarchy's communicators and rank map (make_hierarchy builds them). */
 static void hierarchy_free(hp_comm_state_t *cs)
 {
+    transport_free(&cs->tp_inter, cs->tp_store[2]);
+    transport_free(&cs->tp_node, cs->tp_store[1]);
     if (cs->leaders != MPI_COMM_NULL)
         PMPI_Comm_free(&cs->leaders);
     if (cs->cross != MPI_COMM_NULL)
@@ -238,6 +257,7 @@ static void state_free(hp_comm_state_t *cs)
     if (cs == NULL)
         return;
     hierarchy_free(cs);
+    transport_free(&cs->tp_priv, cs->tp_store[0]);
     if (cs->priv != MPI_COMM_NULL)
         PMPI_Comm_free(&cs->priv);
     free(cs->world_priv);
@@ -375,6 +395,8 @@ static hp_status_t make_hierarchy(hp_comm_state_t *cs)
     PMPI_Comm_set_errhandler(cs->node, MPI_ERRORS_RETURN);
     PMPI_Comm_size(cs->node, &cs->node_size);
     PMPI_Comm_rank(cs->node, &cs->node_rank);
+    if ((cs->tp_node = transport_make(cs->tp_store[1], cs->node, NULL)) == NULL)
+        return HP_ERR_MPI;
     /* every rank takes the same decision: the largest and smallest node, and
      * the number of nodes (a count of node rank 0s) */
     in[0] = cs->node_size;
@@ -394,6 +416,8 @@ static hp_status_t make_hierarchy(hp_comm_state_t *cs)
         if (*ic != MPI_COMM_NULL) {
             PMPI_Comm_set_errhandler(*ic, MPI_ERRORS_RETURN);
             cs->world_inter = world_ranks(*ic);
+            if ((cs->tp_inter = transport_make(cs->tp_store[2], *ic, cs->world_inter)) == NULL)
+                return HP_ERR_MPI;
         }
     }
     if (cs->hier_avail && hp_log_level >= HP_LOG_INFO && cs->rank == 0) {
@@ -422,6 +446,8 @@ hp_status_t hp_comm_state_ready(hp_comm_state_t *cs, MPI_Comm comm)
             return HP_ERR_NOMEM;
         cs->hier_built = 0;
     }
+    if (cs->tp_priv == NULL && (cs->tp_priv = transport_make(cs->tp_store[0], cs->priv, cs->world_priv)) == NULL)
+        return HP_ERR_MPI;
     /* every rank of comm makes the same settings change before its next
      * call (hipress_comm_set's rule), so this is collective */
     return cs->hier_built ? HP_OK : make_hierarchy(cs);

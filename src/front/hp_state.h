@@ -14,6 +14,7 @@
 #include "hp_algo.h"
 #include "hp_gpu.h"
 #include "hp_nccl.h"
+#include "hp_transport.h"
 
 /* The MPI collectives whose device buffers are counted (and staged). */
 enum { HP_COLL_ALLREDUCE, HP_COLL_BCAST, HP_COLL_ALLGATHERV, HP_COLL_COUNT };
@@ -105,8 +106,17 @@ typedef struct hp_comm_state {
     int                 *world_priv, *world_inter;   /* world rank of each rank of priv, of the inter comm */
     long long            hier_mode, hier_k;
     MPI_Comm             node, leaders, cross;
+    /* the transports over priv, node and the inter-node communicator (cross
+     * or leaders), built with them, for the algorithms and the driver's own
+     * collectives; NULL where the communicator is MPI_COMM_NULL.  Each is
+     * an MPI transport of tp_store, or in a test build the test transport
+     * wrapped around it (hp_tp_select). */
+    hp_transport_t      *tp_priv, *tp_node, *tp_inter;
+    hp_transport_t       tp_store[3][2];
     /* plans and the cost model's inputs (src/plan/hp_plan.h) */
     hp_planner_t         planner;
+    int                  call_mem_kind;   /* the agreed plan key of the call in progress
+                                           * (hp_allreduce_agree; hp_plan_comm_t.mem_kind) */
     /* scratch, grown on demand (the algorithms', and a hierarchical call's shard) */
     void                *scratch, *scratch2;
     size_t               scratch_bytes, scratch2_bytes;
@@ -116,7 +126,8 @@ typedef struct hp_comm_state {
  * missing.  NULL when absent or on failure. */
 hp_comm_state_t *hp_comm_state(MPI_Comm comm, int create);
 
-/* Make the private communicator (collective over comm). */
+/* Make the private communicator, the hierarchy's and their transports
+ * (collective over comm). */
 hp_status_t hp_comm_state_ready(hp_comm_state_t *cs, MPI_Comm comm);
 
 /* Re-derive kind and params after cfg changed. */
@@ -156,7 +167,7 @@ void hp_comm_state_reset_plans(hp_comm_state_t *cs);
  * 1 (compress), 0 (some rank cannot: pass through) or -1 (the counts
  * differ: an error was raised through comm's error handler; *rc_p holds the
  * code to return). */
-int hp_allreduce_agree(MPI_Comm comm, hp_comm_state_t *cs, size_t count, int local_ok, int *rc_p);
+int hp_allreduce_agree(MPI_Comm comm, hp_comm_state_t *cs, size_t count, int local_ok, int mem_kind, int *rc_p);
 
 /* The compressed allreduce of MPI_FLOAT / MPI_SUM on an eligible call
  * (src/front/hp_driver.c): plan, hierarchy, algorithm, failure agreement. */

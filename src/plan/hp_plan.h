@@ -20,11 +20,11 @@
 #ifndef HP_PLAN_H
 #define HP_PLAN_H
 
-#include <mpi.h>
 #include "hp_algo.h"
 #include "hp_backend.h"
 #include "hp_comp.h"
 #include "hp_config.h"
+#include "hp_transport.h"
 
 typedef struct {
     double bw;         /* bytes/s per rank, all ranks sending */
@@ -129,18 +129,14 @@ typedef struct hp_plan_comm {
     const hipress_comp_params_t *params;
     int                          rank, size;
     int                          hier_avail, hier_2d, node_size, nodes;
-    MPI_Comm                     all;         /* every rank: the agreements */
-    MPI_Comm                     algo[2];     /* the algorithm's ranks, flat and hierarchical
-                                               * (MPI_COMM_NULL: this rank is not one) */
-    MPI_Comm                     node;        /* inside the node */
+    int                          mem_kind;    /* the plans' key: the buffers' memory, agreed
+                                               * (0 host, 1 device; 0 when the ranks differ) */
+    hp_transport_t              *all;         /* every rank: the agreements */
+    hp_transport_t              *algo[2];     /* the algorithm's ranks, flat and hierarchical
+                                               * (NULL: this rank is not one) */
+    hp_transport_t              *node;        /* inside the node */
     hp_mem_t                    *mem;         /* the call's memory: codecs are timed on it */
 } hp_plan_comm_t;
-
-/* The planner's index of a call's memory. */
-static inline int hp_plan_mem_kind(const hp_mem_t *m)
-{
-    return hp_mem_is_device(m) ? 1 : 0;
-}
 
 /* Size class of a call of `bytes`. */
 int hp_plan_size_class(size_t bytes);

@@ -72,7 +72,7 @@ static void warn_budget(hp_planner_t *pl, const hp_plan_comm_t *pc, const hp_pla
 static int plan_modes(const hp_plan_comm_t *pc)
 {
     long long h = hp_cfg_i(pc->cfg, HP_S_HIERARCHICAL);
-    if (!pc->hier_avail || h == HP_HIER_OFF || hp_comp_is_collective(pc->kind) || hp_mem_is_device(pc->mem))
+    if (!pc->hier_avail || h == HP_HIER_OFF || hp_comp_is_collective(pc->kind) || pc->mem_kind != 0)
         return 1;   /* (a collective compressor runs its own exchanges, flat; the node
                      * exchanges work on host memory) */
     return h == HP_HIER_ON ? 2 : 3;
@@ -106,7 +106,7 @@ static hp_status_t candidates(hp_planner_t *pl, const hp_plan_comm_t *pc, hp_pla
     size_t part_bytes = (size_t)hp_cfg_i(pc->cfg, HP_S_PARTITION_BYTES);
     int allow_plain = (int)hp_cfg_i(pc->cfg, HP_S_ALLOW_PLAIN);
     int budget = comm_budget(pc), modes = plan_modes(pc), nall = 0;
-    const int mk = hp_plan_mem_kind(pc->mem);
+    const int mk = pc->mem_kind;
     double best = INFINITY;
     hp_plan_t all[2 * HP_ALGO_COUNT];
     hp_status_t st;
@@ -148,7 +148,7 @@ hp_status_t hp_plan_for(hp_planner_t *pl, const hp_plan_comm_t *pc, size_t count
     size_t part_bytes = (size_t)hp_cfg_i(pc->cfg, HP_S_PARTITION_BYTES);
     int allow_plain = (int)hp_cfg_i(pc->cfg, HP_S_ALLOW_PLAIN);
     int modes = plan_modes(pc);
-    const int mk = hp_plan_mem_kind(pc->mem);
+    const int mk = pc->mem_kind;
     hp_plan_slot_t *ps = &pl->plans[mk][hp_plan_size_class(count * sizeof(float))];
     hp_status_t st;
 
@@ -213,7 +213,8 @@ void hp_plan_report(const hp_plan_comm_t *pc, hp_plan_slot_t *ps, double t, size
     char a[48];
 
     line[0] = '\0';
-    PMPI_Allreduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, pc->all);
+    if (hp_tp_agree(pc->all, HP_TP_DOUBLE, &tmax, 1, "the plan's agreement on a call's time") != HP_OK)
+        tmax = t;   /* (the next call's agreement fails alike) */
     ps->t[i][ps->trial % HP_PLAN_REPS] = tmax;
     if (++ps->trial < ps->ncand * HP_PLAN_REPS)
         return;

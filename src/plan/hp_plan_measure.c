@@ -14,19 +14,18 @@
 
 /* Seconds for every rank of pc to send `bytes` to its right neighbour while
  * receiving from its left one: the per-rank rate under concurrent sends. */
-static double ring_exchange_time(MPI_Comm pc, void *sbuf, void *rbuf, int bytes, int reps)
+static double ring_exchange_time(hp_transport_t *tp, void *sbuf, void *rbuf, size_t bytes, int reps)
 {
-    int r, N;
+    const int r = tp->rank, N = tp->size;
     double best = INFINITY;
-    PMPI_Comm_rank(pc, &r);
-    PMPI_Comm_size(pc, &N);
     for (int i = 0; i < reps; i++) {
+        int64_t sync = 0;
         double t0;
-        PMPI_Barrier(pc);
-        t0 = PMPI_Wtime();
-        PMPI_Sendrecv(sbuf, bytes, MPI_BYTE, (r + 1) % N, 7002, rbuf, bytes, MPI_BYTE,
-                      (r + N - 1) % N, 7002, pc, MPI_STATUS_IGNORE);
-        best = HP_MIN(best, PMPI_Wtime() - t0);
+        /* start together: an agreement is the barrier */
+        hp_tp_agree(tp, HP_TP_INT64, &sync, 1, "the plan's measurement of the network");
+        t0 = hp_now();
+        hp_tp_exchange(tp, sbuf, bytes, (r + 1) % N, rbuf, bytes, (r + N - 1) % N);
+        best = HP_MIN(best, hp_now() - t0);
     }
     return best;
 }
@@ -91,19 +90,18 @@ static void codec_times(const hp_plan_comm_t *pc, size_t n, double *enc_t, doubl
 
 /* Model inputs, measured by the ranks of `ac` (the communicator the
  * algorithm runs on) and agreed with a max over them. */
-static hp_status_t measure_inputs(const hp_plan_comm_t *pc, MPI_Comm ac, hp_plan_inputs_t *in)
+static hp_status_t measure_inputs(const hp_plan_comm_t *pc, hp_transport_t *ac, hp_plan_inputs_t *in)
 {
     const int X = 1 << 20;
     const size_t n = 1 << 21;   /* 8 MiB: out of cache, as real gradients are */
     double t[4], tmax[4];
     double gbps = hp_cfg_d(pc->cfg, HP_S_NET_GBPS), lat = hp_cfg_d(pc->cfg, HP_S_NET_LATENCY_US);
     double skew = hp_cfg_d(pc->cfg, HP_S_TEST_PLAN_SKEW);
-    int r;
+    int r = ac->rank;
     void *sb = calloc(2, (size_t)X);
 
     if (sb == NULL)
         return HP_ERR_NOMEM;
-    PMPI_Comm_rank(ac, &r);
     t[0] = lat > 0 ? lat * 1e-6 : ring_exchange_time(ac, sb, (char *)sb + X, 1, 10);
     t[1] = gbps > 0 ? (double)X * 8 / (gbps * 1e9) + t[0]
                     : ring_exchange_time(ac, sb, (char *)sb + X, X, 3);
@@ -111,7 +109,8 @@ static hp_status_t measure_inputs(const hp_plan_comm_t *pc, MPI_Comm ac, hp_plan
     codec_times(pc, n, &t[2], &t[3]);
     for (int i = 0; i < 4; i++)
         t[i] *= 1.0 + skew * r;       /* test knob: ranks measure differently */
-    if (PMPI_Allreduce(t, tmax, 4, MPI_DOUBLE, MPI_MAX, ac) != MPI_SUCCESS)
+    memcpy(tmax, t, sizeof(t));
+    if (hp_tp_agree(ac, HP_TP_DOUBLE, tmax, 4, "the plan's agreement on its measurements") != HP_OK)
         return HP_ERR_MPI;
     in->alpha = tmax[0];
     in->bw = (double)X / HP_MAX(tmax[1] - tmax[0], 1e-9);
@@ -126,15 +125,15 @@ static hp_status_t measure_inputs(const hp_plan_comm_t *pc, MPI_Comm ac, hp_plan
 hp_status_t hp_plan_ensure_inputs(hp_planner_t *pl, const hp_plan_comm_t *pc, int hier)
 {
     hp_status_t st = HP_OK;
-    const int mk = hp_plan_mem_kind(pc->mem);
-    MPI_Comm ac = pc->algo[hier];
+    const int mk = pc->mem_kind;
+    hp_transport_t *ac = pc->algo[hier];
     hp_plan_inputs_t in;
     double v[5] = {0, 0, 0, 0, 0}, vmax[5];
 
     if (pl->have_inputs[mk][hier] && pl->inputs_kind[mk][hier] == pc->kind)
         return HP_OK;
     memset(&in, 0, sizeof(in));
-    if (ac != MPI_COMM_NULL)
+    if (ac != NULL)
         st = measure_inputs(pc, ac, &in);
     if (hier) {
         void *sb = calloc(2, 1 << 20);
@@ -153,10 +152,11 @@ hp_status_t hp_plan_ensure_inputs(hp_planner_t *pl, const hp_plan_comm_t *pc, in
     v[2] = in.enc_rate > 0 ? 1.0 / in.enc_rate : 0;
     v[3] = in.dec_rate > 0 ? 1.0 / in.dec_rate : 0;
     {
-        double fail = st != HP_OK, anyfail = 0;
-        if (PMPI_Allreduce(&fail, &anyfail, 1, MPI_DOUBLE, MPI_MAX, pc->all) != MPI_SUCCESS || anyfail > 0)
+        int fail = st != HP_OK;
+        if (hp_tp_agree_flag(pc->all, &fail) != HP_OK || fail)
             return HP_ERR_MPI;
-        if (PMPI_Allreduce(v, vmax, 5, MPI_DOUBLE, MPI_MAX, pc->all) != MPI_SUCCESS)
+        memcpy(vmax, v, sizeof(v));
+        if (hp_tp_agree(pc->all, HP_TP_DOUBLE, vmax, 5, "the plan's agreement on its measurements") != HP_OK)
             return HP_ERR_MPI;
     }
     pl->inputs[mk][hier].bw = 1.0 / HP_MAX(vmax[0], 1e-12);

@@ -1,0 +1,138 @@
+/*
+ * The MPI transport (hp_tp_mpi_ops): PMPI point-to-point and PMPI_Allreduce
+ * on a communicator hipress owns.  Sends move a message's own length, not
+ * its capacity; a receive of a message checks that the bytes that arrived
+ * are the whole message its header describes (hp_msg_arrived), which a
+ * transport that moves whole capacities does not need.  Every blocking wait
+ * registers with the watchdog.
+ */
+#include "hp_tp_mpi.h"
+#include "hp_comp.h"
+#include "hp_watchdog.h"
+#include <limits.h>
+#include <string.h>
+
+#define HP_TAG 7001
+
+/* What tp->impl and req->impl hold (copied in and out: the storage is
+ * opaque to the header's users, which have no MPI types). */
+typedef struct {
+    MPI_Comm   comm;
+    const int *world_of;
+} mpi_tp_t;
+
+typedef struct {
+    MPI_Request r;
+    void       *buf;   /* a receive of a message: its buffer and capacity */
+    size_t      cap;   /* 0: no message to check (a send, a raw receive) */
+} mpi_req_t;
+
+_Static_assert(sizeof(mpi_tp_t) <= sizeof(((hp_transport_t *)0)->impl), "hp_transport_t.impl too small");
+_Static_assert(sizeof(mpi_req_t) <= sizeof(((hp_req_t *)0)->impl), "hp_req_t.impl too small");
+
+static mpi_tp_t state(const hp_transport_t *tp)
+{
+    mpi_tp_t s;
+    memcpy(&s, &tp->impl, sizeof(s));
+    return s;
+}
+
+hp_status_t hp_tp_mpi_init(hp_transport_t *tp, MPI_Comm comm, const int *world_of)
+{
+    mpi_tp_t s = {comm, world_of};
+    memset(tp, 0, sizeof(*tp));
+    if (PMPI_Comm_rank(comm, &tp->rank) != MPI_SUCCESS || PMPI_Comm_size(comm, &tp->size) != MPI_SUCCESS)
+        return HP_ERR_MPI;
+    memcpy(&tp->impl, &s, sizeof(s));
+    tp->ops = &hp_tp_mpi_ops;
+    return HP_OK;
+}
+
+static hp_status_t mpi_isend(hp_transport_t *tp, const void *buf, size_t len, size_t cap, int peer,
+                             hp_req_t *req)
+{
+    mpi_req_t q = {MPI_REQUEST_NULL, NULL, 0};
+    int rc;
+    (void)cap;
+    if (len > INT_MAX)
+        return HP_ERR_UNSUPPORTED;
+    tp->bytes_sent += len;
+    rc = PMPI_Isend(buf, (int)len, MPI_BYTE, peer, HP_TAG, state(tp).comm, &q.r);
+    memcpy(&req->impl, &q, sizeof(q));
+    return rc == MPI_SUCCESS ? HP_OK : HP_ERR_MPI;
+}
+
+static hp_status_t mpi_irecv(hp_transport_t *tp, void *buf, size_t cap, int peer, int flags, hp_req_t *req)
+{
+    mpi_req_t q = {MPI_REQUEST_NULL, buf, (flags & HP_TP_MSG) ? cap : 0};
+    int rc;
+    if (cap > INT_MAX)
+        return HP_ERR_UNSUPPORTED;
+    rc = PMPI_Irecv(buf, (int)cap, MPI_BYTE, peer, HP_TAG, state(tp).comm, &q.r);
+    memcpy(&req->impl, &q, sizeof(q));
+    return rc == MPI_SUCCESS ? HP_OK : HP_ERR_MPI;
+}
+
+static hp_status_t mpi_wait(hp_transport_t *tp, hp_req_t *req)
+{
+    const mpi_tp_t s = state(tp);
+    mpi_req_t q;
+    MPI_Status status;
+    int rc, count = 0;
+    double t0 = hp_now();
+    hp_wd_wait_t w;
+
+    memcpy(&q, &req->impl, sizeof(q));
+    hp_wd_enter(&w, "a compressed allreduce", req->peer >= 0 && s.world_of != NULL ? s.world_of[req->peer] : -1);
+    rc = PMPI_Wait(&q.r, &status);
+    hp_wd_leave(&w);
+    tp->t_wait += hp_now() - t0;
+    memcpy(&req->impl, &q, sizeof(q));
+    if (rc != MPI_SUCCESS)
+        return HP_ERR_MPI;
+    if (q.cap > 0) {
+        if (PMPI_Get_count(&status, MPI_BYTE, &count) != MPI_SUCCESS || count == MPI_UNDEFINED)
+            return HP_ERR_MPI;
+        hp_msg_arrived(q.buf, (size_t)count, q.cap);
+    }
+    return HP_OK;
+}
+
+static void mpi_progress(hp_transport_t *tp)
+{
+    /* An Iprobe runs the progress engine without completing our requests. */
+    int flag;
+    PMPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, state(tp).comm, &flag, MPI_STATUS_IGNORE);
+}
+
+static hp_status_t mpi_agree(hp_transport_t *tp, hp_tp_type_t type, void *values, size_t n, const char *what)
+{
+    hp_wd_wait_t w;
+    int rc;
+    if (n > INT_MAX)
+        return HP_ERR_UNSUPPORTED;
+    hp_wd_enter(&w, what != NULL ? what : "an agreement of a compressed allreduce", -1);
+    rc = PMPI_Allreduce(MPI_IN_PLACE, values, (int)n, type == HP_TP_DOUBLE ? MPI_DOUBLE : MPI_INT64_T, MPI_MAX,
+                        state(tp).comm);
+    hp_wd_leave(&w);
+    return rc == MPI_SUCCESS ? HP_OK : HP_ERR_MPI;
+}
+
+/* MPI posts each operation as it comes. */
+static hp_status_t mpi_group(hp_transport_t *tp)
+{
+    (void)tp;
+    return HP_OK;
+}
+
+const hp_tp_ops_t hp_tp_mpi_ops = {
+    .name = "mpi",
+    .isend = mpi_isend,
+    .irecv = mpi_irecv,
+    .wait = mpi_wait,
+    .progress = mpi_progress,
+    .agree = mpi_agree,
+    .group_begin = mpi_group,
+    .group_end = mpi_group,
+    .fini = NULL,
+};
