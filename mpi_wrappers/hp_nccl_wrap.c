@@ -10,14 +10,14 @@
  * (HIPRESS_NCCL=pass) every call goes to the real function with its
  * arguments unchanged.  With HIPRESS_NCCL=compress, an eligible float32 call
  * outside the user's groups runs the experimental compressed allgather
- * (mpi_wrappers/hp_nccl_comp.c); one that opens a group is held back until
+ * (src/front/hp_front_nccl.c); one that opens a group is held back until
  * the group ends or grows (held_call_t).  Settings load at the first call when the
  * process never called MPI_Init (torchrun).
  */
 #define _GNU_SOURCE
 #include "hp_state.h"
 #include "hp_comp.h"
-#include "hp_nccl_comp.h"
+#include "hp_front_nccl.h"
 #include <dlfcn.h>
 #include <link.h>
 #include <nccl.h>
@@ -472,11 +472,15 @@ static int allreduce_compress(const void *sendbuff, void *recvbuff, size_t count
 #else
     (void)op;
 #endif
-    x.allgather = HP_REAL(ncclAllGather);
+    /* the real calls: hipress' own groups and sends bypass its wrappers */
     x.allreduce = HP_REAL(ncclAllReduce);
+    x.send = HP_REAL(ncclSend);
+    x.recv = HP_REAL(ncclRecv);
+    x.group_start = HP_REAL(ncclGroupStart);
+    x.group_end = HP_REAL(ncclGroupEnd);
     x.count = HP_REAL_PLAIN(ncclCommCount);
     x.user_rank = HP_REAL_PLAIN(ncclCommUserRank);
-    if (x.allgather == NULL || x.allreduce == NULL)
+    if (x.allreduce == NULL || x.send == NULL || x.recv == NULL || x.group_start == NULL || x.group_end == NULL)
         return 0;
     return hp_nccl_comp_allreduce(&e->cs, &cfg, &x, sendbuff, recvbuff, count, avg, comm, stream, rc_p);
 }

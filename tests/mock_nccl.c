@@ -11,8 +11,13 @@
  * PMPI over MPI_COMM_WORLD (whatever the communicator), and ncclCommCount
  * and ncclCommUserRank answer the world's size and rank; device pointers of
  * the stand-in driver (tests/mock_cuda.c) are read and written through
- * their host shadow.  Otherwise no data moves, and a communicator has one
- * rank.  Operations complete when called (streams are ignored).
+ * their host shadow.  ncclSend and ncclRecv move data too: inside a group
+ * they are held and posted at the outermost ncclGroupEnd, as PMPI
+ * point-to-point on MPI_COMM_WORLD matched in posting order per peer, and
+ * the group end waits for them all (NCCL's rule: a group of sends and
+ * receives completes as a whole); outside a group each completes at once.
+ * Otherwise no data moves, and a communicator has one rank.  Operations
+ * complete when called (streams are ignored).
  */
 #include <dlfcn.h>
 #include <mpi.h>
@@ -183,6 +188,44 @@ API ncclResult_t ncclCommUserRank(const ncclComm_t comm, int *rank)
     return ncclSuccess;
 }
 
+/* Sends and receives of the open group (replay mode), posted at its end. */
+#define MAX_P2P 1024
+typedef struct {
+    int         send;
+    void       *buf;
+    size_t      bytes;
+    int         peer;
+} p2p_t;
+static __thread p2p_t p2p[MAX_P2P];
+static __thread int np2p;
+
+static ncclResult_t p2p_flush(void)
+{
+    MPI_Request rq[MAX_P2P];
+    int n = np2p, rc = MPI_SUCCESS;
+    np2p = 0;
+    for (int i = 0; i < n && rc == MPI_SUCCESS; i++) {
+        p2p_t *p = &p2p[i];
+        rc = p->send ? PMPI_Isend(p->buf, (int)p->bytes, MPI_BYTE, p->peer, 7301, MPI_COMM_WORLD, &rq[i])
+                     : PMPI_Irecv(p->buf, (int)p->bytes, MPI_BYTE, p->peer, 7301, MPI_COMM_WORLD, &rq[i]);
+        if (rc != MPI_SUCCESS)
+            n = i;
+    }
+    if (n > 0 && PMPI_Waitall(n, rq, MPI_STATUSES_IGNORE) != MPI_SUCCESS)
+        rc = MPI_ERR_OTHER;
+    return rc == MPI_SUCCESS ? ncclSuccess : ncclSystemError;
+}
+
+static ncclResult_t p2p_post(int send, const void *buf, size_t count, ncclDataType_t dt, int peer)
+{
+    if (!replay())
+        return ncclSuccess;
+    if (np2p >= MAX_P2P)
+        return ncclInternalError;
+    p2p[np2p++] = (p2p_t){send, host_of(buf), count * dt_size(dt), peer};
+    return depth == 0 ? p2p_flush() : ncclSuccess;
+}
+
 API ncclResult_t ncclGroupStart(void)
 {
     record("ncclGroupStart", NULL, NULL, 0, -1, -1, -1, NULL, NULL);
@@ -196,7 +239,7 @@ API ncclResult_t ncclGroupEnd(void)
     if (depth == 0)
         return ncclInvalidUsage;
     depth--;
-    return ncclSuccess;
+    return depth == 0 && np2p > 0 ? p2p_flush() : ncclSuccess;
 }
 
 API ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
@@ -247,14 +290,14 @@ API ncclResult_t ncclSend(const void *sendbuff, size_t count, ncclDataType_t dat
                           cudaStream_t stream)
 {
     record("ncclSend", sendbuff, NULL, count, datatype, -1, peer, comm, stream);
-    return ncclSuccess;
+    return p2p_post(1, sendbuff, count, datatype, peer);
 }
 
 API ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
                           cudaStream_t stream)
 {
     record("ncclRecv", NULL, recvbuff, count, datatype, -1, peer, comm, stream);
-    return ncclSuccess;
+    return p2p_post(0, recvbuff, count, datatype, peer);
 }
 
 API ncclResult_t ncclCommFinalize(ncclComm_t comm)

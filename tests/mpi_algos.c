@@ -120,7 +120,28 @@ static void check_call(MPI_Comm c, const char *comp, const char *label, size_t n
     free(out);
 }
 
-static const char *algos[] = {"ring", "ps", "tree", "allgather", "auto"};
+/* The fixed algorithms, then auto: the library's four, and the test build's
+ * extra rows named in HP_TEST_ALGOS (tests/run_tables.sh: "star"), so the
+ * same cases run any algorithm of the table. */
+#define MAX_ALGOS 16
+static const char *algos[MAX_ALGOS + 1];
+static size_t nfixed, nalgos;
+
+static void init_algos(void)
+{
+    static const char *base[] = {"ring", "ps", "tree", "allgather"};
+    static char extra[256];
+    const char *e = getenv("HP_TEST_ALGOS");
+    for (size_t i = 0; i < 4; i++)
+        algos[nfixed++] = base[i];
+    if (e != NULL) {
+        snprintf(extra, sizeof(extra), "%s", e);
+        for (char *t = strtok(extra, " ,"); t != NULL && nfixed < MAX_ALGOS; t = strtok(NULL, " ,"))
+            algos[nfixed++] = t;
+    }
+    algos[nfixed] = "auto";
+    nalgos = nfixed + 1;
+}
 
 static void test_matrix(void)
 {
@@ -131,7 +152,7 @@ static void test_matrix(void)
         const hipress_compressor_v1_t *c = hipress_compressor_find(comp);
         if (c->flags & HIPRESS_COMP_COLLECTIVE)
             continue;   /* chooses its own exchanges: tests/mpi_powersgd.c */
-        for (size_t a = 0; a < sizeof(algos) / sizeof(algos[0]); a++)
+        for (size_t a = 0; a < nalgos; a++)
             for (size_t p = 0; p < 2; p++) {
                 MPI_Comm cm = configured(MPI_COMM_WORLD, comp, algos[a], parts[p]);
                 char label[96];
@@ -193,7 +214,7 @@ static void test_fail(void)
 {
     const size_t n = 50000;
     float *buf = calloc(n, sizeof(float));
-    for (size_t a = 0; a < 4; a++) {
+    for (size_t a = 0; a < nfixed; a++) {
         MPI_Comm c = configured(MPI_COMM_WORLD, "fp16", algos[a], "16K");
         int rc, err, all;
         hipress_comm_set(c, "HIPRESS_TEST_CORRUPT", nranks > 1 ? "1" : "0");
@@ -223,7 +244,7 @@ static void test_hier(void)
         const char *comp = hipress_compressor_name(k);
         if (hipress_compressor_find(comp)->flags & HIPRESS_COMP_COLLECTIVE)
             continue;
-        for (size_t a = 0; a < 4; a++) {
+        for (size_t a = 0; a < nfixed; a++) {
             MPI_Comm c = configured(MPI_COMM_WORLD, comp, algos[a], "0");
             char label[64];
             hipress_comm_set(c, "HIPRESS_HIERARCHICAL", "on");
@@ -256,7 +277,7 @@ static int half_exact(double v, int bits)
 static void test_range(void)
 {
     static const char *comps[] = {"fp16", "bf16"};
-    static const char *ralgos[] = {"ring", "tree", "ps", "allgather"};
+    const char *const *ralgos = algos;
     static const char *parts[] = {"0", "16K"};
     const size_t n = 100003, big = 40961 + 17, bad = 77777;
     float *in = malloc(n * sizeof(float)), *out = malloc(n * sizeof(float));
@@ -267,7 +288,7 @@ static void test_range(void)
         int exact = 1;
         for (int k = 1; k <= nranks; k++)
             exact &= half_exact(40000.0 * k, ci == 0 ? 11 : 8);
-        for (size_t a = 0; a < 4; a++)
+        for (size_t a = 0; a < nfixed; a++)
             for (size_t p = 0; p < 2; p++) {
                 MPI_Comm c = configured(MPI_COMM_WORLD, comps[ci], ralgos[a], parts[p]);
                 for (int cs = 0; cs < 5; cs++) {
@@ -418,6 +439,7 @@ int main(int argc, char **argv)
 {
     int all_failed = 0;
     MPI_Init(&argc, &argv);
+    init_algos();
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &nranks);
     for (int i = 1; i < argc; i++) {

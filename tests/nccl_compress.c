@@ -16,9 +16,9 @@
  * (sum of the results + every rank's held residual == sum of the inputs, up
  * to rounding) and terngrad stays within a bound; the calls the stand-in
  * records: at the first call of a communicator one ncclAllReduce of 5
- * int64 (the agreement), then one ncclAllGather of uint8 on the caller's
- * stream and communicator per call, of a slot (a multiple of 16 bytes)
- * smaller than the data; pass-through (the user's call as
+ * int64 (the agreement), then per call one group of N-1 ncclSend and N-1
+ * ncclRecv of uint8 on the caller's stream and communicator (the allgather
+ * algorithm over the NCCL transport), each smaller than the data; pass-through (the user's call as
  * made, exact result) for HIPRESS_NCCL=pass on a communicator, a buffer
  * below HIPRESS_MIN_BYTES, a user's group of two calls (inside the group, in
  * order), a capturing stream, float16 data, and settings that differ
@@ -121,6 +121,7 @@ static void allreduce(const char *label, const void *s, void *r, size_t n, ncclD
     CHECK(rc == ncclSuccess, "%s: ncclAllReduce returned %d", label, (int)rc);
     if (want_compressed) {
         const mock_call_t *g = mock_nccl_call(-1);
+        int sends = calls_since(from, "ncclSend"), recvs = calls_since(from, "ncclRecv");
         compressed++;
         CHECK(calls_since(from, "ncclAllReduce") == want_agree, "%s: %d ncclAllReduce calls, want %d", label,
               calls_since(from, "ncclAllReduce"), want_agree);
@@ -130,22 +131,29 @@ static void allreduce(const char *label, const void *s, void *r, size_t n, ncclD
                       a->op == ncclMax && a->stream == STREAM && a->comm == comm,
                   "%s: the agreement is not an ncclAllReduce of 5 int64 with ncclMax on the stream", label);
         }
-        CHECK(calls_since(from, "ncclAllGather") == 1 && g != NULL && strcmp(g->fn, "ncclAllGather") == 0,
-              "%s: want one ncclAllGather, last", label);
-        if (g != NULL && strcmp(g->fn, "ncclAllGather") == 0) {
+        /* the allgather algorithm over the NCCL transport: one group of
+         * N-1 sends and N-1 receives of uint8, each of the message
+         * capacity (the same on both sides), on the caller's stream */
+        CHECK(sends == size - 1 && recvs == size - 1 && calls_since(from, "ncclAllGather") == 0 && g != NULL &&
+                  strcmp(g->fn, "ncclGroupEnd") == 0,
+              "%s: %d ncclSend, %d ncclRecv, want %d of each in a group, last", label, sends, recvs, size - 1);
+        for (int i = from; i < mock_nccl_ncalls(); i++) {
+            const mock_call_t *c = mock_nccl_call(i);
             size_t raw = n * sizeof(float);
-            CHECK(g->datatype == ncclUint8 && g->stream == STREAM && g->comm == comm && g->count % 16 == 0 &&
-                      g->count > 8 + 12 && g->count < raw && g->sendbuf != s && g->recvbuf != r &&
-                      (const char *)g->recvbuf == (const char *)g->sendbuf + g->count,
-                  "%s: ncclAllGather of %zu bytes (datatype %d, stream %p) for %zu bytes of data", label, g->count,
-                  g->datatype, g->stream, raw);
+            if (strcmp(c->fn, "ncclSend") != 0 && strcmp(c->fn, "ncclRecv") != 0)
+                continue;
+            CHECK(c->datatype == ncclUint8 && c->stream == STREAM && c->comm == comm && c->count > 12 &&
+                      c->count < raw && c->depth == 1 && c->root != rank && c->sendbuf != s && c->recvbuf != r,
+                  "%s: %s of %zu bytes (datatype %d, stream %p, depth %d) for %zu bytes of data", label, c->fn,
+                  c->count, c->datatype, c->stream, c->depth, raw);
         }
     } else {
         const mock_call_t *c = mock_nccl_call(-1);
         CHECK(c != NULL && strcmp(c->fn, "ncclAllReduce") == 0 && c->sendbuf == s && c->recvbuf == r &&
                   c->count == n && c->datatype == (int)dt && c->op == (int)op && c->stream == STREAM,
               "%s: not passed through as made", label);
-        CHECK(calls_since(from, "ncclAllGather") == 0, "%s: an ncclAllGather in a pass-through", label);
+        CHECK(calls_since(from, "ncclAllGather") == 0 && calls_since(from, "ncclSend") == 0,
+              "%s: hipress' own NCCL calls in a pass-through", label);
     }
 }
 
@@ -321,9 +329,12 @@ static void case_pass(void)
         CHECK(mock_nccl_ncalls() == from + 1, "a group of one: the call reached NCCL inside the group");
         ncclGroupEnd();
         a = mock_nccl_call(-1);
-        CHECK(calls_since(from, "ncclAllReduce") == 1 && calls_since(from, "ncclAllGather") == 1 && a &&
-                  strcmp(a->fn, "ncclAllGather") == 0 && a->depth == 0 && a->stream == STREAM,
-              "a group of one: want the agreement and an ncclAllGather after the group");
+        b = mock_nccl_call(-2);
+        /* after the user's group: hipress' own group (depth 1, not 2) */
+        CHECK(calls_since(from, "ncclAllReduce") == 1 && calls_since(from, "ncclSend") == size - 1 && a && b &&
+                  strcmp(a->fn, "ncclGroupEnd") == 0 && a->depth == 1 && strncmp(b->fn, "ncclSend", 8) == 0 &&
+                  b->depth == 1 && b->stream == STREAM,
+              "a group of one: want the agreement and the transport's group after the user's group");
         dread(back, d, n * sizeof(float));
         CHECK(memcmp(back, want, n * sizeof(float)) == 0, "a group of one: not the exact sum");
         compressed++;

@@ -5,7 +5,8 @@
 # cuda/cuda.mk and the compressor fragments add) compiled again with
 # -DHP_TEST_TABLES, so that the rows of the tables that exist for tests only
 # are there (`#ifdef HP_TEST_TABLES` in a .def table: the delay transport
-# of src/transport/hp_transports.def), plus the files of those rows.  It
+# of src/transport/hp_transports.def, the star algorithm of
+# src/algo/hp_algos.def), plus the files of those rows.  It
 # interposes like libhipress.so (the same exported symbols) and is
 # preloaded the same way.
 #
@@ -16,7 +17,7 @@
 #                  matching rule broken on purpose, which must fail
 check_LTLIBRARIES += tests/libhipress_test.la
 tests_libhipress_test_la_SOURCES = $(libhipress_la_SOURCES) $(libhpcore_la_SOURCES) \
-	src/transport/hp_tp_delay.c
+	src/transport/hp_tp_delay.c src/algo/hp_algo_star.c
 tests_libhipress_test_la_CPPFLAGS = $(AM_CPPFLAGS) $(NCCL_CPPFLAGS) -DHP_TEST_TABLES
 tests_libhipress_test_la_LIBADD = $(libhpcore_la_LIBADD)
 tests_libhipress_test_la_LDFLAGS = $(AM_LDFLAGS) -rpath $(abs_builddir)/tests/.libs -avoid-version \

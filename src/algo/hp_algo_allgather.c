@@ -12,7 +12,8 @@ hp_status_t hp_algo_allgather_run(hp_call_t *call)
     const size_t N = (size_t)tp->size, r = (size_t)tp->rank;
     const size_t P = hp_call_parts(call, call->n);
     const size_t G = call->grain ? call->grain : 1;
-    size_t cap = hp_call_msg_cap(call, hp_span_len(call->n, P, 0, G));
+    /* every message is one rank's own data: the bound of one contribution */
+    size_t cap = hp_msg_cap(call->kind, hp_span_len(call->n, P, 0, G), 1, call->params);
     hp_slot_t *slots, *msg, *sreq;
     hp_status_t st = HP_OK;
 

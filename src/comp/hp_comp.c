@@ -443,3 +443,15 @@ int hp_comp_is_collective(int kind)
 {
     return hp_comp_ext(kind)->run != NULL;
 }
+
+size_t hp_msg_cap(int kind, size_t n, int contribs, const hipress_comp_params_t *p)
+{
+    hp_comp_t *c = hp_comp_get(kind);
+    if (c != NULL && (c->flags & HIPRESS_COMP_SPARSE)) {
+        hipress_comp_params_t sp = *p;
+        sp.sparse_ratio = hp_sparse_density(contribs, p);
+        if (8 * hp_sparse_k_blocks(n, &sp) < 4 * n)
+            return HP_MSG_HEADER + c->max_payload(n, &sp) + HP_MSG_EXCEPT_BYTES;
+    }
+    return hp_msg_max_bytes(kind, n, p) + HP_MSG_EXCEPT_BYTES;
+}

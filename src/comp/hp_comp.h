@@ -125,6 +125,12 @@ int hp_comp_default_budget(hp_qclass_t qclass);
  * it; a dense one at its bound). */
 size_t hp_msg_wire_bytes(int kind, size_t len, int contribs, const hipress_comp_params_t *p);
 
+/* Bytes of the largest message of n elements aggregating `contribs` ranks
+ * that the algorithms may send, exceptions included: a sparse compressor's
+ * message at its density (hp_call_encode makes it dense only when its
+ * density says so, never because of the data), else hp_msg_max_bytes. */
+size_t hp_msg_cap(int kind, size_t n, int contribs, const hipress_comp_params_t *p);
+
 /* Bytes of the largest message for n elements. */
 size_t hp_msg_max_bytes(int kind, size_t n, const hipress_comp_params_t *p);
 

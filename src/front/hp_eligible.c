@@ -1,3 +1,7 @@
+/*
+ * Which MPI_Allreduce calls hipress compresses: pure functions of a call's
+ * descriptor (src/front/hp_eligible.h), unit-tested in tests/check_core.c.
+ */
 #include "hp_eligible.h"
 
 hp_elig_t hp_eligible(const hp_call_desc_t *d)

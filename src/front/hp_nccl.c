@@ -1,3 +1,8 @@
+/*
+ * Which ncclAllReduce calls hipress may take over, and the tracking of the
+ * user's NCCL groups: pure functions (src/front/hp_nccl.h), unit-tested in
+ * tests/check_gpu.c.
+ */
 #include "hp_nccl.h"
 
 hp_nccl_elig_t hp_nccl_eligible(const hp_nccl_desc_t *d)

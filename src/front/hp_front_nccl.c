@@ -1,35 +1,37 @@
 /*
- * The experimental compressed ncclAllReduce (HIPRESS_NCCL=compress).
- *
- * One algorithm, allgather: each rank encodes its send buffer (plus the
- * residual it holds for the buffer) with the device codec into a message of
- * fixed capacity (the compressor's bound for the count), the messages are
- * exchanged with one ncclAllGather on the caller's stream, and every rank
- * decodes the N messages in rank order and adds them (the same bits on every
- * rank; ncclAvg then divides by N).  One lossy stage: within every
- * compressor's quality budget.
+ * The NCCL front end's compressed ncclAllReduce (HIPRESS_NCCL=compress,
+ * experimental): the same call set-up as the MPI front end
+ * (hp_call_setup.h) and the same allgather algorithm (src/algo), over the
+ * NCCL transport (src/transport/hp_tp_nccl.c: ncclSend/ncclRecv in groups on
+ * the caller's stream, each message of the capacity both sides agreed).
+ * Each rank encodes its data (plus the residual it holds for the buffer)
+ * with the device codec once, every rank decodes the N messages in rank
+ * order and adds them (the same bits on every rank; ncclAvg then divides
+ * by N).  One lossy stage: within every compressor's quality budget.
  *
  * Host-synchronous, NOT asynchronous as NCCL's contract asks: the device
- * codec hands its messages to host memory (it was written for MPI), so a
- * call waits for the caller's stream, encodes, copies the message to device
- * memory, enqueues the ncclAllGather on the caller's stream, waits for it,
- * copies the messages back and decodes.  When the call returns, the result
- * is in recvbuff and nothing of hipress is left on the stream; the caller's
- * CPU thread was blocked for the whole collective (PyTorch's overlap of
- * communication with the backward pass is lost).
+ * backend's messages are in host memory (it was written for MPI), so a call
+ * waits for the caller's stream, encodes, and the transport copies each
+ * batch of messages to device memory, runs its group on the caller's
+ * stream, waits for it and copies the received messages back.  When the
+ * call returns, the result is in recvbuff and nothing of hipress is left
+ * on the stream; the caller's CPU thread was blocked for the whole
+ * collective.  The plan (ring, ps; the stream-ordered transport) is the
+ * NCCL issue's.
  *
- * Slot layout of the exchanged messages: an 8-byte length, then the message
- * (header and payload), padded to `slot` bytes (a multiple of 16).  A length
- * beyond the capacity, or a message the decoders reject, fails the call on
- * every rank alike (every rank decodes the same bytes): the result is NaN
- * everywhere, the call returns ncclSuccess, and a warning is printed.
+ * A message the decoders reject, or a rank's local failure (which sends
+ * error messages), fails the call on every rank alike (every rank decodes
+ * the same messages): the result is NaN everywhere, the call returns
+ * ncclSuccess, and a warning is printed.  The interposition itself is
+ * mpi_wrappers/hp_nccl_wrap.c.
  */
 #define _GNU_SOURCE
-#include "hp_nccl_comp.h"
+#include "hp_front_nccl.h"
 #include "hp_algo.h"
 #include "hp_backend.h"
-#include "hp_ops_sparse.h"
+#include "hp_call_setup.h"
 #include "hp_state.h"
+#include "hp_tp_nccl.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,7 +50,6 @@ struct hp_nccl_cstate {
     int                  warned;
 };
 
-#define SLOT_LEN_BYTES 8
 
 static const hp_gpu_ops_v2_t *codec(void)
 {
@@ -162,22 +163,6 @@ static ncclResult_t agree(hp_nccl_cstate_t *cs, const hp_config_t *cfg, const hp
     return ncclSuccess;
 }
 
-/* The largest message of this rank's encode of n elements (contribs 1):
- * a sparse compressor's message goes dense only when its density says so
- * (hp_call_encode), never because of the data, so its bound is the sparse
- * one unless then. */
-static size_t msg_cap(int kind, size_t n, const hipress_comp_params_t *p)
-{
-    const hp_comp_t *c = hp_comp_get(kind);
-    if (c->flags & HIPRESS_COMP_SPARSE) {
-        hipress_comp_params_t sp = *p;
-        sp.sparse_ratio = hp_sparse_density(1, p);
-        if (8 * hp_sparse_k_blocks(n, &sp) < 4 * n)
-            return HP_MSG_HEADER + c->max_payload(n, &sp) + HP_MSG_EXCEPT_BYTES;
-    }
-    return hp_msg_max_bytes(kind, n, p) + HP_MSG_EXCEPT_BYTES;
-}
-
 /* NaN in recvbuff[0..count): the call failed on every rank. */
 static void fill_nan(hp_mem_t *m, float *recv, size_t count)
 {
@@ -215,145 +200,125 @@ static hp_status_t divide(hp_mem_t *m, float *recv, size_t count, int N)
     return st;
 }
 
+/* The NCCL transport's view of one call: the caller's communicator and
+ * stream, NCCL's real point-to-point calls, the device copies. */
+typedef struct {
+    hp_nccl_cstate_t      *cs;
+    const hp_nccl_xport_t *x;
+    ncclComm_t             comm;
+    cudaStream_t           stream;
+} tp_ctx_t;
+
+static int tp_group_start(void *c)
+{
+    return ((tp_ctx_t *)c)->x->group_start() == ncclSuccess ? 0 : -1;
+}
+
+static int tp_group_end(void *c)
+{
+    return ((tp_ctx_t *)c)->x->group_end() == ncclSuccess ? 0 : -1;
+}
+
+static int tp_send(void *c, const void *dev, size_t bytes, int peer)
+{
+    tp_ctx_t *t = c;
+    return t->x->send(dev, bytes, ncclUint8, peer, t->comm, t->stream) == ncclSuccess ? 0 : -1;
+}
+
+static int tp_recv(void *c, void *dev, size_t bytes, int peer)
+{
+    tp_ctx_t *t = c;
+    return t->x->recv(dev, bytes, ncclUint8, peer, t->comm, t->stream) == ncclSuccess ? 0 : -1;
+}
+
+static int tp_max(void *c, void *dev, size_t n, int is_double)
+{
+    tp_ctx_t *t = c;
+    return t->x->allreduce(dev, dev, n, is_double ? ncclFloat64 : ncclInt64, ncclMax, t->comm, t->stream) ==
+                   ncclSuccess ? 0 : -1;
+}
+
+static int tp_sync(void *c)
+{
+    return codec()->base.stream_sync(((tp_ctx_t *)c)->stream) == HP_GPU_OK ? 0 : -1;
+}
+
+static int tp_h2d(void *c, void *dev, const void *host, size_t bytes)
+{
+    return codec()->base.memcpy_h2d(dev, host, bytes, &((tp_ctx_t *)c)->cs->where) == HP_GPU_OK ? 0 : -1;
+}
+
+static int tp_d2h(void *c, void *host, const void *dev, size_t bytes)
+{
+    return codec()->base.memcpy_d2h(host, dev, bytes, &((tp_ctx_t *)c)->cs->where) == HP_GPU_OK ? 0 : -1;
+}
+
+static void *tp_staging(void *c, size_t bytes)
+{
+    tp_ctx_t *t = c;
+    return dbuf_grow(t->cs, &t->cs->where, bytes) == 0 ? t->cs->dbuf : NULL;
+}
+
+/* Message memory of the call (page-locked, the device backend's). */
+static void *mem_scratch_cb(void *ctx, size_t bytes)
+{
+    hp_mem_t *m = (hp_mem_t *)ctx;
+    return m->ops->scratch(m, bytes);
+}
+
 static ncclResult_t run_call(hp_nccl_cstate_t *cs, const hp_config_t *cfg, const hp_nccl_xport_t *x,
                              const void *sendbuff, void *recvbuff, size_t count, int avg, ncclComm_t comm,
                              cudaStream_t stream)
 {
     const hp_gpu_ops_v2_t *g = codec();
-    const size_t N = (size_t)cs->size;
-    const hp_comp_t *comp = hp_comp_get(cs->kind);
-    const hp_comp_ext_t *ext = hp_comp_ext(cs->kind);
-    hipress_comp_params_t cparams = cs->params;
+    tp_ctx_t ctx = {cs, x, comm, stream};
+    const hp_tp_nccl_env_t tenv = {&ctx, tp_group_start, tp_group_end, tp_send, tp_recv, tp_max,
+                                   tp_sync, tp_h2d, tp_d2h, tp_staging};
+    hipress_comp_params_t cparams;
     hp_transport_t tp;
     hp_call_t call;
     hp_mem_t mem;
-    hp_res_buf_t *rb = NULL;
-    unsigned char *hmine, *hall, errmsg[SLOT_LEN_BYTES + 64];
-    unsigned char *dmine, *dall;
-    size_t cap, slot;
-    uint64_t len64;
-    hp_status_t st = HP_OK, ms;
-    ncclResult_t rc;
-    int keeps_state, staging = 0;
+    hp_res_buf_t *rb;
+    hp_status_t st, ms;
+    int staging = 0;
     double t0 = hp_now();
 
     /* the producer of sendbuff is on the caller's stream */
     if (g->base.stream_sync(stream) != HP_GPU_OK)
         return ncclUnhandledCudaError;
-    hp_mem_begin(&mem, recvbuff);
-    keeps_state = (comp->flags & (HIPRESS_COMP_EF | HIPRESS_COMP_MOMENTUM)) != 0;
-    if (cs->layout != HP_LAYOUT_NONE) {
-        rb = hp_residual_buffer(cs->res, (uintptr_t)recvbuff, count, keeps_state, (hp_layout_t)cs->layout, &staging);
-        if (rb != NULL && !hp_residual_bind(rb, hp_mem_residual(&mem)))
-            rb = NULL;
-        if (staging && !(cs->warned & 1)) {
-            cs->warned |= 1;
-            HP_WARN("nccl: the buffer at %p is reduced with more than one element count: error feedback is off "
-                    "for it (doc/usage.md, 'Error feedback and buffer layouts')", recvbuff);
-        }
-    }
-    if (ext->call_params != NULL)
-        ext->call_params(&cparams, rb != NULL ? rb->calls : 0);
-    cap = msg_cap(cs->kind, count, &cparams);
-    slot = (SLOT_LEN_BYTES + cap + 15) & ~(size_t)15;
-    /* without device memory for the messages this rank cannot take part:
-     * its peers then wait in the ncclAllGather (as for NCCL's own
-     * out-of-memory errors) */
-    if (dbuf_grow(cs, &mem.where, (N + 1) * slot) != 0) {
-        hp_mem_end(&mem);
+    /* (the transport's device staging, cs->dbuf, is in the context of the
+     * buffers the agreement saw) */
+    if (hp_tp_nccl_init(&tp, &tenv, cs->rank, cs->size) != HP_OK)
         return ncclSystemError;
+    hp_mem_begin(&mem, recvbuff);
+    rb = hp_call_buffer_state(cs->res, &mem, recvbuff, count, hp_call_keeps_state(cs->kind), cs->layout, &staging);
+    if (staging && !(cs->warned & 1)) {
+        cs->warned |= 1;
+        HP_WARN("nccl: the buffer at %p is reduced with more than one element count: error feedback is off "
+                "for it (doc/usage.md, 'Error feedback and buffer layouts')", recvbuff);
     }
-    dmine = (unsigned char *)cs->dbuf;
-    dall = dmine + slot;
-    hmine = mem.err == HP_OK ? (unsigned char *)mem.ops->scratch(&mem, (N + 1) * slot) : NULL;
-    hall = hmine != NULL ? hmine + slot : NULL;
-
-    memset(&tp, 0, sizeof(tp));
-    tp.rank = cs->rank;
-    tp.size = cs->size;
+    hp_call_params_for(cs->kind, &cs->params, rb, &cparams);
     memset(&call, 0, sizeof(call));
-    call.err = mem.err != HP_OK ? mem.err : hmine == NULL ? HP_ERR_NOMEM : HP_OK;
-    call.tp = &tp;
-    call.mem = &mem;
-    call.buf = (float *)recvbuff;
-    call.n = count;
-    call.kind = cs->kind;
-    call.params = &cparams;
-    call.res = cs->res;
-    call.rb = rb;
-    call.resid = (rb != NULL && (comp->flags & HIPRESS_COMP_EF)) ? hp_residual_vec(cs->res, rb, HP_RES_R, count)
-                 : rb != NULL && rb->len[HP_RES_R] == count ? rb->vec[HP_RES_R] : NULL;
-    call.grain = hp_comp_grain(cs->kind, &cparams);
-    call.seed = (uint64_t)hp_cfg_i(cfg, HP_S_SEED);
-    call.call_no = cs->ncalls;
-    call.corrupt = hp_cfg_i(cfg, HP_S_TEST_CORRUPT) == cs->rank;
+    call.err = mem.err;
     if (call.err == HP_OK && sendbuff != recvbuff)
         mem.ops->copy(&mem, recvbuff, sendbuff, count * sizeof(float));
-    if (call.err == HP_OK && rb != NULL) {
-        float m = ext->momentum != NULL ? ext->momentum(&cparams) : 0.0f;
-        if (m > 0.0f) {
-            float *u = hp_residual_vec(cs->res, rb, HP_RES_U, count);
-            if (u != NULL && mem.ops->momentum(&mem, u, (float *)recvbuff, m, count))
-                call.mom = u;
-        } else if (comp->flags & HIPRESS_COMP_MOMENTUM) {
-            call.state = hp_residual_vec(cs->res, rb, HP_RES_U, count);
-        }
+    {
+        hp_call_env_t env = {
+            .tp = &tp, .mem = &mem, .kind = cs->kind, .params = &cparams, .res = cs->res, .rb = rb,
+            .seed = (uint64_t)hp_cfg_i(cfg, HP_S_SEED), .call_no = cs->ncalls,
+            .corrupt = hp_cfg_i(cfg, HP_S_TEST_CORRUPT) == cs->rank,
+        };
+        hp_call_prepare(&call, &env, (float *)recvbuff, count, 0, count);
     }
-
-    /* encode this rank's message (an error message after a local failure:
-     * its peers then fail the call too) */
-    if (hmine != NULL) {
-        len64 = hp_call_encode(&call, 0, count, 0, 1, hmine + SLOT_LEN_BYTES, cap);
-        memcpy(hmine, &len64, SLOT_LEN_BYTES);
-    } else {
-        hmine = errmsg;
-        len64 = hp_msg_error(errmsg + SLOT_LEN_BYTES, count);
-        memcpy(errmsg, &len64, SLOT_LEN_BYTES);
-    }
+    call.scratch = mem_scratch_cb;
+    call.scratch_ctx = &mem;
+    /* one message per rank for the whole buffer (no partitions: every
+     * message is one NCCL transfer of its capacity) */
+    call.part_elems = 0;
+    st = hp_algo_get(HP_ALGO_ALLGATHER)->run(&call);
     ms = mem.ops->sync(&mem);
-    if (ms != HP_OK && hmine != errmsg) {
-        /* the encode's device work failed: the peers must fail too */
-        if (call.err == HP_OK)
-            call.err = ms;
-        len64 = hp_msg_error(hmine + SLOT_LEN_BYTES, count);
-        memcpy(hmine, &len64, SLOT_LEN_BYTES);
-    }
-    if (g->base.memcpy_h2d(dmine, hmine, SLOT_LEN_BYTES + (size_t)len64, &cs->where) != HP_GPU_OK) {
-        hp_mem_end(&mem);
-        return ncclUnhandledCudaError;
-    }
-    /* the exchange, on the caller's stream */
-    rc = x->allgather(dmine, dall, slot, ncclUint8, comm, stream);
-    if (rc != ncclSuccess) {
-        hp_mem_end(&mem);
-        return rc;
-    }
-    if (g->base.stream_sync(stream) != HP_GPU_OK) {
-        hp_mem_end(&mem);
-        return ncclUnhandledCudaError;
-    }
-    if (hall != NULL && call.err == HP_OK) {
-        void *bufs[HP_DECODE_MANY_MAX];
-        size_t lens[HP_DECODE_MANY_MAX];
-        if (g->base.memcpy_d2h(hall, dall, N * slot, &cs->where) != HP_GPU_OK)
-            call.err = HP_ERR_DEVICE;
-        for (size_t j = 0; j < N && call.err == HP_OK; j++) {
-            unsigned char *in = hall + j * slot;
-            size_t len;
-            memcpy(&len64, in, SLOT_LEN_BYTES);
-            len = len64 <= cap ? (size_t)len64 : 0;   /* 0: rejected by the decoder */
-            if (N <= HP_DECODE_MANY_MAX) {
-                bufs[j] = in + SLOT_LEN_BYTES;
-                lens[j] = len;
-            } else {
-                hp_call_decode(&call, in + SLOT_LEN_BYTES, len, 0, count, j != 0);
-            }
-        }
-        if (N <= HP_DECODE_MANY_MAX && call.err == HP_OK)
-            hp_call_decode_many(&call, bufs, lens, (int)N, 0, count, 0);
-    }
-    ms = mem.ops->sync(&mem);
-    st = call.err != HP_OK ? call.err : ms;
+    if (st == HP_OK)
+        st = call.err != HP_OK ? call.err : ms;
     if (st == HP_OK && avg)
         st = divide(&mem, (float *)recvbuff, count, cs->size);
     if (st != HP_OK) {
@@ -369,10 +334,11 @@ static ncclResult_t run_call(hp_nccl_cstate_t *cs, const hp_config_t *cfg, const
     cs->ncalls++;
     atomic_fetch_add_explicit(&hp_g.stats.nccl_compressed, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&hp_g.stats.bytes_raw, count * sizeof(float), memory_order_relaxed);
-    atomic_fetch_add_explicit(&hp_g.stats.bytes_wire, (unsigned long long)(N - 1) * slot, memory_order_relaxed);
+    atomic_fetch_add_explicit(&hp_g.stats.bytes_wire, tp.bytes_sent, memory_order_relaxed);
     atomic_fetch_add_explicit(&hp_g.stats.nonfinite, call.nonfinite, memory_order_relaxed);
     atomic_fetch_add_explicit(&hp_g.stats.ns_total, (unsigned long long)((hp_now() - t0) * 1e9),
                               memory_order_relaxed);
+    hp_tp_fini(&tp);
     return ncclSuccess;
 }
 

@@ -1,24 +1,30 @@
 /*
- * The experimental compressed ncclAllReduce (HIPRESS_NCCL=compress): the
- * allgather algorithm over NCCL, host-synchronous.  Used by
+ * The NCCL front end's experimental compressed ncclAllReduce
+ * (HIPRESS_NCCL=compress): the allgather algorithm over the NCCL transport
+ * (src/transport/hp_tp_nccl.c), host-synchronous.  Used by
  * mpi_wrappers/hp_nccl_wrap.c, which decides eligibility and owns the
  * per-communicator registry; see doc/gpu.md, "Compressed ncclAllReduce
  * (experimental)".
  */
-#ifndef HP_NCCL_COMP_H
-#define HP_NCCL_COMP_H
+#ifndef HP_FRONT_NCCL_H
+#define HP_FRONT_NCCL_H
 
 #include "hp_config.h"
 #include <nccl.h>
 #include <stddef.h>
 
-/* The real NCCL functions the compressed path calls: its transport.  Every
- * operation is enqueued on the caller's stream. */
+/* The real NCCL functions the compressed path calls (never hipress' own
+ * wrappers): the agreement's allreduce and the transport's point-to-point
+ * calls and groups.  Every operation is enqueued on the caller's stream. */
 typedef struct hp_nccl_xport {
-    ncclResult_t (*allgather)(const void *sendbuff, void *recvbuff, size_t sendcount, ncclDataType_t datatype,
-                              ncclComm_t comm, cudaStream_t stream);
     ncclResult_t (*allreduce)(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
                               ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream);
+    ncclResult_t (*send)(const void *sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+                         cudaStream_t stream);
+    ncclResult_t (*recv)(void *recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+                         cudaStream_t stream);
+    ncclResult_t (*group_start)(void);
+    ncclResult_t (*group_end)(void);
     ncclResult_t (*count)(const ncclComm_t comm, int *count_p);
     ncclResult_t (*user_rank)(const ncclComm_t comm, int *rank_p);
 } hp_nccl_xport_t;

@@ -1,0 +1,186 @@
+/*
+ * The NCCL transport, host-synchronous: posts are held and issued together
+ * at the first wait after them, as one NCCL group of ncclSend/ncclRecv on
+ * the caller's stream, each of the capacity both sides agreed (NCCL needs
+ * matching counts when it enqueues; the message carries its own length).
+ * The messages live in host memory, as the algorithms and the device
+ * backend keep them: a flush copies the sends into device staging, runs
+ * the group, waits for the stream and copies the receives back.  Issuing a
+ * rank's pending sends at its next wait keeps every algorithm that is
+ * correct over MPI (whose TCP transport also moves data only inside MPI
+ * calls) free of deadlock here.  The asynchronous form, on the stream with
+ * no host wait, is the NCCL issue's (doc/gpu.md).
+ */
+#include "hp_tp_nccl.h"
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    int         send, flags;
+    const void *src;      /* send: the message */
+    void       *dst;      /* receive: the buffer */
+    size_t      len, cap; /* bytes of the message (send), of the capacity */
+    int         peer;
+} op_t;
+
+typedef struct {
+    const hp_tp_nccl_env_t *env;
+    op_t                   *ops;
+    size_t                  n, room;
+    uint64_t                gen;      /* batches flushed so far */
+    hp_status_t             failed;   /* the first failed batch's status (sticky) */
+} queue_t;
+
+#define Q(tp) ((queue_t *)(tp)->impl.ptr[0])
+#define ALIGN(x) (((x) + 15) & ~(size_t)15)
+
+static hp_status_t post(hp_transport_t *tp, op_t op, hp_req_t *req)
+{
+    queue_t *q = Q(tp);
+    if (q->n == q->room) {
+        size_t room = q->room ? 2 * q->room : 16;
+        op_t *o = realloc(q->ops, room * sizeof(op_t));
+        if (o == NULL)
+            return HP_ERR_NOMEM;
+        q->ops = o;
+        q->room = room;
+    }
+    q->ops[q->n++] = op;
+    req->impl.u64[0] = q->gen;
+    return HP_OK;
+}
+
+/* Issue every held post as one group and wait for it. */
+static hp_status_t flush(hp_transport_t *tp)
+{
+    queue_t *q = Q(tp);
+    const hp_tp_nccl_env_t *e = q->env;
+    size_t total = 0, off = 0;
+    char *dev;
+    int bad = 0;
+    double t0 = hp_now();
+
+    if (q->n == 0)
+        return q->failed;
+    for (size_t i = 0; i < q->n; i++)
+        total += ALIGN(q->ops[i].cap);
+    dev = e->staging(e->ctx, HP_MAX(total, 16));
+    if (dev == NULL)
+        bad = 1;
+    for (size_t i = 0; !bad && i < q->n; i++) {
+        if (q->ops[i].send && e->h2d(e->ctx, dev + off, q->ops[i].src, q->ops[i].len) != 0)
+            bad = 1;
+        off += ALIGN(q->ops[i].cap);
+    }
+    if (!bad) {
+        /* the whole group is issued, whatever fails inside it, so that no
+         * peer is left waiting for a part of it */
+        bad |= e->group_start(e->ctx) != 0;
+        off = 0;
+        for (size_t i = 0; i < q->n; i++) {
+            op_t *o = &q->ops[i];
+            bad |= (o->send ? e->send(e->ctx, dev + off, o->cap, o->peer)
+                            : e->recv(e->ctx, dev + off, o->cap, o->peer)) != 0;
+            off += ALIGN(o->cap);
+        }
+        bad |= e->group_end(e->ctx) != 0;
+        bad |= e->sync(e->ctx) != 0;
+    }
+    off = 0;
+    for (size_t i = 0; !bad && i < q->n; i++) {
+        if (!q->ops[i].send && e->d2h(e->ctx, q->ops[i].dst, dev + off, q->ops[i].cap) != 0)
+            bad = 1;
+        off += ALIGN(q->ops[i].cap);
+    }
+    q->n = 0;
+    q->gen++;
+    tp->t_wait += hp_now() - t0;
+    if (bad && q->failed == HP_OK)
+        q->failed = HP_ERR_MPI;
+    return q->failed;
+}
+
+static hp_status_t nccl_isend(hp_transport_t *tp, const void *buf, size_t len, size_t cap, int peer,
+                              hp_req_t *req)
+{
+    op_t op = {1, 0, buf, NULL, len, HP_MAX(cap, len), peer};
+    tp->bytes_sent += op.cap;
+    return post(tp, op, req);
+}
+
+static hp_status_t nccl_irecv(hp_transport_t *tp, void *buf, size_t cap, int peer, int flags, hp_req_t *req)
+{
+    op_t op = {0, flags, NULL, buf, 0, cap, peer};
+    return post(tp, op, req);
+}
+
+static hp_status_t nccl_wait(hp_transport_t *tp, hp_req_t *req)
+{
+    queue_t *q = Q(tp);
+    /* a request of the batch still held: issue it now */
+    if (req->impl.u64[0] == q->gen)
+        return flush(tp);
+    return q->failed;
+}
+
+static void nccl_progress(hp_transport_t *tp)
+{
+    (void)tp;   /* everything moves at the next wait */
+}
+
+static hp_status_t nccl_agree(hp_transport_t *tp, hp_tp_type_t type, void *values, size_t n, const char *what)
+{
+    queue_t *q = Q(tp);
+    const hp_tp_nccl_env_t *e = q->env;
+    hp_status_t st = flush(tp);
+    void *dev = e->staging(e->ctx, HP_MAX(8 * n, 16));
+    (void)what;
+    if (st != HP_OK)
+        return st;
+    if (dev == NULL || e->h2d(e->ctx, dev, values, 8 * n) != 0 || e->max(e->ctx, dev, n, type == HP_TP_DOUBLE) != 0 ||
+        e->sync(e->ctx) != 0 || e->d2h(e->ctx, values, dev, 8 * n) != 0)
+        return HP_ERR_MPI;
+    return HP_OK;
+}
+
+static hp_status_t nccl_group(hp_transport_t *tp)
+{
+    (void)tp;   /* every batch is a group already */
+    return HP_OK;
+}
+
+static void nccl_fini(hp_transport_t *tp)
+{
+    queue_t *q = Q(tp);
+    if (q != NULL) {
+        free(q->ops);
+        free(q);
+    }
+    tp->impl.ptr[0] = NULL;
+}
+
+const hp_tp_ops_t hp_tp_nccl_ops = {
+    .name = "nccl",
+    .isend = nccl_isend,
+    .irecv = nccl_irecv,
+    .wait = nccl_wait,
+    .progress = nccl_progress,
+    .agree = nccl_agree,
+    .group_begin = nccl_group,
+    .group_end = nccl_group,
+    .fini = nccl_fini,
+};
+
+hp_status_t hp_tp_nccl_init(hp_transport_t *tp, const hp_tp_nccl_env_t *env, int rank, int size)
+{
+    queue_t *q = calloc(1, sizeof(*q));
+    memset(tp, 0, sizeof(*tp));
+    if (q == NULL)
+        return HP_ERR_NOMEM;
+    q->env = env;
+    tp->impl.ptr[0] = q;
+    tp->ops = &hp_tp_nccl_ops;
+    tp->rank = rank;
+    tp->size = size;
+    return HP_OK;
+}

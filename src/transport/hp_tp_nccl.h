@@ -1,0 +1,36 @@
+/*
+ * The NCCL transport (src/transport/hp_tp_nccl.c): the algorithms' messages
+ * between the ranks of an NCCL communicator, with NCCL's point-to-point
+ * calls on the caller's stream.  What it needs of NCCL and of the device
+ * comes from its user (the NCCL front end) as callbacks, so this layer
+ * needs neither nccl.h nor the device backend.
+ */
+#ifndef HP_TP_NCCL_H
+#define HP_TP_NCCL_H
+
+#include "hp_transport.h"
+
+typedef struct hp_tp_nccl_env {
+    void *ctx;
+    /* NCCL's real ncclGroupStart/End, ncclSend/ncclRecv of `bytes` uint8
+     * on the communicator and stream of the call: 0 or -1 */
+    int (*group_start)(void *ctx);
+    int (*group_end)(void *ctx);
+    int (*send)(void *ctx, const void *dev, size_t bytes, int peer);
+    int (*recv)(void *ctx, void *dev, size_t bytes, int peer);
+    /* ncclAllReduce with ncclMax of n int64 or double in device memory */
+    int (*max)(void *ctx, void *dev, size_t n, int is_double);
+    /* wait for the stream; copies between host and device memory */
+    int (*sync)(void *ctx);
+    int (*h2d)(void *ctx, void *dev, const void *host, size_t bytes);
+    int (*d2h)(void *ctx, void *host, const void *dev, size_t bytes);
+    /* device memory of at least `bytes` for the transport's staging, kept
+     * until the next request of it (grown, never shrunk), or NULL */
+    void *(*staging)(void *ctx, size_t bytes);
+} hp_tp_nccl_env_t;
+
+/* Build the NCCL transport of rank `rank` of `size` over env (kept by
+ * pointer: it must outlive the transport).  Release with hp_tp_fini. */
+hp_status_t hp_tp_nccl_init(hp_transport_t *tp, const hp_tp_nccl_env_t *env, int rank, int size);
+
+#endif
