@@ -7,7 +7,17 @@
  * dlopen.  Every function that works on a device's memory enters the
  * allocation's context (or its device's primary context) and leaves the
  * caller's current context as it found it.  Kernels are in *.cu files of
- * this folder, compiled by nvcc.
+ * this folder, compiled by nvcc; the codec's formats in hp_codec*.c.
+ *
+ * Why one file of about 940 lines: it is the module's adapter of the driver
+ * API, and every part of it -- the probe, the copies, streams and events,
+ * the codec contexts and their entry points, the benchmark -- works through
+ * the same file-static state: the driver's functions resolved here (drv),
+ * the thread's last error (fail), the context scope (scope_enter) and the
+ * pool of codec contexts.  Splitting it would put that state in a header
+ * for every part; it has no per-format code (the formats are the codec's
+ * rows) and does not grow with formats.  The natural cut when it grows: the
+ * codec contexts with the benchmark, behind such a private header.
  */
 #define _GNU_SOURCE
 #ifdef HAVE_CONFIG_H
