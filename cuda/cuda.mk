@@ -14,7 +14,7 @@
 
 AM_CPPFLAGS += -DHP_PKGLIBDIR='"$(pkglibdir)"'
 
-libhpcore_la_SOURCES += src/backend/hp_gpu.h src/backend/hp_gpu.c src/comp/hp_gpu_fmt.h src/backend/hp_backend.h src/backend/hp_gpu_backend.c src/backend/hp_gpu_psgd.c \
+libhpcore_la_SOURCES += src/backend/hp_gpu.h src/backend/hp_gpu.c src/comp/hp_gpu_fmt.h src/comp/hp_gpu_fmt.def src/backend/hp_backend.h src/backend/hp_gpu_backend.c src/backend/hp_gpu_psgd.c \
 	src/front/hp_nccl.h src/front/hp_nccl.c
 libhipress_la_SOURCES += mpi_wrappers/hp_wrap_gpu.h mpi_wrappers/hp_mpi_gpu.c
 # NCCL_CPPFLAGS is empty in a build without NCCL
@@ -25,17 +25,27 @@ else
 libhipress_la_SOURCES += mpi_wrappers/hp_nccl_stub.c
 endif
 
+# The device codec, plain C built into the module, the emulated module and
+# tests/check_kern: the frame (hp_codec.c) and the rows of each family of
+# formats (cuda/hp_codec_fmt.h).  The kernels, a file per family too: the
+# CUDA ones (the module) and their emulation on the host (the others).
+HP_CODEC_SOURCES = cuda/hp_codec.h cuda/hp_codec.c cuda/hp_codec_fmt.h cuda/hp_codec_quant.c \
+	cuda/hp_codec_half.c cuda/hp_codec_sparse.c
+HP_KERN_CU_SOURCES = cuda/hp_kern.h cuda/hp_klaunch.h cuda/hp_kern_cu.cuh cuda/hp_kern.cu cuda/hp_kern_quant.cu \
+	cuda/hp_kern_half.cu cuda/hp_kern_sparse.cu
+HP_KERN_EMU_SOURCES = cuda/hp_kern.h cuda/hp_klaunch.h cuda/hp_kern_emu.h cuda/hp_kern_emu.c \
+	cuda/hp_kern_emu_quant.c cuda/hp_kern_emu_half.c cuda/hp_kern_emu_sparse.c
+
 EXTRA_DIST += cuda/nvcc_lt.sh cuda/hp_cuda_kernels.cu cuda/hp_cuda_kernels.h \
-	cuda/hp_kern.cu cuda/hp_kern.h cuda/hp_klaunch.h cuda/hp_codec.h cuda/hp_codec.c cuda/hp_kern_emu.c
+	$(HP_KERN_CU_SOURCES) $(HP_CODEC_SOURCES) $(HP_KERN_EMU_SOURCES)
 
 # The device codec's logic on the CPU, in every build (no GPU, no CUDA
 # needed): the kernels' per-thread functions run over their grid by
-# cuda/hp_kern_emu.c, driven by the module's codec, against the CPU
+# cuda/hp_kern_emu*.c, driven by the module's codec, against the CPU
 # compressors' bytes.
 check_PROGRAMS += tests/check_kern
 TESTS += tests/check_kern
-tests_check_kern_SOURCES = tests/check_kern.c tests/kern_data.h cuda/hp_codec.h cuda/hp_codec.c cuda/hp_kern.h \
-	cuda/hp_klaunch.h cuda/hp_kern_emu.c
+tests_check_kern_SOURCES = tests/check_kern.c tests/kern_data.h $(HP_CODEC_SOURCES) $(HP_KERN_EMU_SOURCES)
 tests_check_kern_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/cuda
 tests_check_kern_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_check_kern_LDADD = libhpcore.la $(CHECK_LIBS) -lm
@@ -61,30 +71,32 @@ SUFFIXES = .cu
 if HP_CUDA
 pkglib_LTLIBRARIES = libhipress_cuda.la
 libhipress_cuda_la_SOURCES = cuda/hp_cuda_module.c cuda/hp_cuda_kernels.h cuda/hp_cuda_kernels.cu src/backend/hp_gpu.h \
-	cuda/hp_codec.h cuda/hp_codec.c cuda/hp_kern.h cuda/hp_klaunch.h cuda/hp_kern.cu
+	$(HP_CODEC_SOURCES) $(HP_KERN_CU_SOURCES)
 libhipress_cuda_la_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 libhipress_cuda_la_CFLAGS = $(AM_CFLAGS) -Werror
 # a dlopen()ed module exporting one symbol; the static CUDA runtime needs
 # librt, libdl, libpthread; --as-needed drops what the MPI compiler wrapper adds
 libhipress_cuda_la_LDFLAGS = -module -avoid-version -shared -Wl,--as-needed \
-	-export-symbols-regex '^hipress_gpu_ops_v[12]$$'
+	-export-symbols-regex '^hipress_gpu_ops_v[13]$$'
 libhipress_cuda_la_LIBADD = -L$(CUDA_LIBDIR) -lcudart_static -lrt -ldl -lpthread -lstdc++
 
 cuda/hp_cuda_kernels.lo cuda/hp_cuda_kernels.$(OBJEXT): $(srcdir)/cuda/hp_cuda_kernels.h config.h
-cuda/hp_kern.lo cuda/hp_kern.$(OBJEXT): $(srcdir)/cuda/hp_kern.h $(srcdir)/cuda/hp_klaunch.h \
-	$(srcdir)/src/ops/hp_elem.h config.h
+cuda/hp_kern.lo cuda/hp_kern_quant.lo cuda/hp_kern_half.lo cuda/hp_kern_sparse.lo \
+cuda/hp_kern.$(OBJEXT) cuda/hp_kern_quant.$(OBJEXT) cuda/hp_kern_half.$(OBJEXT) cuda/hp_kern_sparse.$(OBJEXT): \
+	$(srcdir)/cuda/hp_kern.h $(srcdir)/cuda/hp_klaunch.h $(srcdir)/cuda/hp_kern_cu.cuh $(srcdir)/src/ops/hp_elem.h \
+	config.h
 
 # The emulated module, never installed: the module's host code (driver API,
 # codec contexts, the codec) with the kernels run on the host
-# (cuda/hp_kern_emu.c), loaded through HIPRESS_CUDA_MODULE under the
+# (cuda/hp_kern_emu*.c), loaded through HIPRESS_CUDA_MODULE under the
 # stand-in driver (tests/mock/libcuda.so.1), so the MPI tests run the whole
 # device path without a GPU (tests/run_gpu_emu.sh).
 check_LTLIBRARIES += tests/mock/libhipress_cuda_emu.la
-tests_mock_libhipress_cuda_emu_la_SOURCES = cuda/hp_cuda_module.c cuda/hp_codec.c cuda/hp_kern_emu.c
+tests_mock_libhipress_cuda_emu_la_SOURCES = cuda/hp_cuda_module.c $(HP_CODEC_SOURCES) $(HP_KERN_EMU_SOURCES)
 tests_mock_libhipress_cuda_emu_la_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS) -I$(top_srcdir)/cuda -DHP_KL_TRANSLATE
 tests_mock_libhipress_cuda_emu_la_CFLAGS = $(AM_CFLAGS) -Werror
 tests_mock_libhipress_cuda_emu_la_LDFLAGS = -module -avoid-version -shared -rpath $(abs_builddir)/tests/mock/.libs \
-	-export-symbols-regex '^hipress_gpu_ops_v[12]$$'
+	-export-symbols-regex '^hipress_gpu_ops_v[13]$$'
 tests_mock_libhipress_cuda_emu_la_LIBADD = -ldl -lpthread -lm
 check_PROGRAMS += tests/mpi_gpu_codec
 tests_mpi_gpu_codec_SOURCES = tests/mpi_gpu_codec.c

@@ -4,7 +4,9 @@
  * workspace it needs.  Plain C over two small interfaces -- the launchers and
  * hp_dev_ops_t (memory, copies, streams, events) -- so the same code runs in
  * libhipress_cuda.so (CUDA kernels, driver API) and in the tests (emulated
- * kernels; host memory or the stand-in driver).
+ * kernels; host memory or the stand-in driver).  Each format's launches,
+ * copies and host-side checks are its row (hp_codec_fmt.h), chosen by the
+ * format's id (hp_gpu_fmt_t, filled by the compressor).
  *
  * Streams: kernels on the compute stream, host copies on the copy stream.
  * An encode runs its kernels piece by piece (HP_CODEC_PIECE elements of

@@ -7,7 +7,17 @@
  * dlopen.  Every function that works on a device's memory enters the
  * allocation's context (or its device's primary context) and leaves the
  * caller's current context as it found it.  Kernels are in *.cu files of
- * this folder, compiled by nvcc.
+ * this folder, compiled by nvcc; the codec's formats in hp_codec*.c.
+ *
+ * Why one file of about 940 lines: it is the module's adapter of the driver
+ * API, and every part of it -- the probe, the copies, streams and events,
+ * the codec contexts and their entry points, the benchmark -- works through
+ * the same file-static state: the driver's functions resolved here (drv),
+ * the thread's last error (fail), the context scope (scope_enter) and the
+ * pool of codec contexts.  Splitting it would put that state in a header
+ * for every part; it has no per-format code (the formats are the codec's
+ * rows) and does not grow with formats.  The natural cut when it grows: the
+ * codec contexts with the benchmark, behind such a private header.
  */
 #define _GNU_SOURCE
 #ifdef HAVE_CONFIG_H
@@ -615,14 +625,14 @@ static int cuda_encode(void *cx, const hp_gpu_enc_t *e, void *out, size_t cap, s
     mod_cx_t *m = (mod_cx_t *)cx;
     IN_CX(m, st_ = hp_codec_encode(&m->codec, e, out, cap, plen_p, nonfinite_p);
              *bad_p = m->codec.bad;
-             if (st_ != HP_GPU_OK) fail(st_, "encode of %zu elements (format %u) failed", e->n, e->fmt));
+             if (st_ != HP_GPU_OK) fail(st_, "encode of %zu elements (format %u) failed", e->n, e->fmt.id));
 }
 
 static int cuda_decode(void *cx, const hp_gpu_dec_t *d, const void *payload, size_t plen, float *dst)
 {
     mod_cx_t *m = (mod_cx_t *)cx;
     IN_CX(m, st_ = hp_codec_decode(&m->codec, d, payload, plen, dst);
-             if (st_ != HP_GPU_OK) fail(st_, "decode of %zu elements (format %u) failed", d->n, d->fmt));
+             if (st_ != HP_GPU_OK) fail(st_, "decode of %zu elements (format %u) failed", d->n, d->fmt.id));
 }
 
 static int cuda_fill(void *cx, float *dst, float v, size_t n)
@@ -809,7 +819,7 @@ static int cuda_bench(int device, size_t bytes, int reps, const hp_gpu_enc_t *fm
     m->codec.devonly = 1;
     for (int f = 0; f < nfmts && st == HP_GPU_OK; f++) {
         hp_gpu_enc_t e = fmts[f];
-        hp_gpu_dec_t d = {e.fmt, e.block, e.bits, 0, n};
+        hp_gpu_dec_t d = {e.fmt, 0, n};
         double te[BENCH_MAXREPS], td[BENCH_MAXREPS], tc[BENCH_MAXREPS];
         size_t plen = 0;
         int nf = 0, bad = 0;
@@ -829,7 +839,7 @@ static int cuda_bench(int device, size_t bytes, int reps, const hp_gpu_enc_t *fm
                 st = fail(HP_GPU_ERR_DEVICE, "device-to-device copy failed");
             t1 = now_s();
             if (st == HP_GPU_OK)
-                st = hp_codec_encode(&m->codec, &e, NULL, hp_gpu_payload_bytes(&e), &plen, &nf);
+                st = hp_codec_encode(&m->codec, &e, NULL, e.fmt.payload, &plen, &nf);
             t2 = now_s();
             if (st == HP_GPU_OK && !nf)
                 st = hp_codec_decode(&m->codec, &d, m->codec.ws[HP_WS_MSG], plen, out);
@@ -838,7 +848,7 @@ static int cuda_bench(int device, size_t bytes, int reps, const hp_gpu_enc_t *fm
             t3 = now_s();
             scope_exit(&sc);
             if (st == HP_GPU_OK && (nf || bad))
-                st = fail(HP_GPU_ERR_DEVICE, "benchmark message of format %u %s", e.fmt,
+                st = fail(HP_GPU_ERR_DEVICE, "benchmark message of format %u %s", e.fmt.id,
                           nf ? "came out non-finite" : "was rejected");
             if (r >= 0) {
                 tc[r] = t1 - t0;
@@ -899,7 +909,7 @@ HP_EXPORT const hp_gpu_ops_t *hipress_gpu_ops_v1(void)
 }
 
 static const hp_gpu_ops_v2_t ops2 = {
-    .base = {HP_CUDA_OPS_V1(HP_GPU_OPS_V2_VERSION, sizeof(hp_gpu_ops_v2_t))},
+    .base = {HP_CUDA_OPS_V1(HP_GPU_CODEC_VERSION, sizeof(hp_gpu_ops_v2_t))},
     .codec_probe = cuda_codec_probe,
     .call_begin = cuda_call_begin,
     .call_end = cuda_call_end,
@@ -922,8 +932,9 @@ static const hp_gpu_ops_v2_t ops2 = {
     .bench = cuda_bench,
 };
 
-/* Version 2: the device codec as well (libhipress looks for it first). */
-HP_EXPORT const hp_gpu_ops_v2_t *hipress_gpu_ops_v2(void)
+/* The table with the device codec as well (HP_GPU_CODEC_SYMBOL:
+ * libhipress looks for it first). */
+HP_EXPORT const hp_gpu_ops_v2_t *hipress_gpu_ops_v3(void)
 {
     return &ops2;
 }

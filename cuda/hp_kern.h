@@ -1,9 +1,9 @@
 /*
  * The per-thread work of the CUDA kernels, as functions that compile both as
  * C (gcc, for the CPU tests and the emulated module) and as CUDA device code
- * (nvcc, for libhipress_cuda.so).  A kernel in hp_kern.cu is a thin shell
+ * (nvcc, for libhipress_cuda.so).  A kernel in hp_kern*.cu is a thin shell
  * around these: it picks the elements of a thread, lane or CTA and does the
- * warp collectives (ballot, shuffles); cuda/hp_kern_emu.c runs the same
+ * warp collectives (ballot, shuffles); cuda/hp_kern_emu*.c run the same
  * functions over the same grid serially, and tests/check_kern.c compares the
  * bytes it produces with the CPU compressors' (src/comp/hp_comp_*.c).
  *

@@ -6,9 +6,11 @@
  * must not run once a message is known to be non-finite read them on the
  * device, so no host synchronisation is needed between launches.
  *
- * Three builds of these symbols, one per link unit:
- *   cuda/hp_kern.cu      the CUDA kernels (libhipress_cuda.so);
- *   cuda/hp_kern_emu.c   the same grid run serially on the host, over the
+ * Three builds of these symbols, one per link unit (each split by family of
+ * formats: hp_kern.cu the shared kernels, _quant onebit, tbq and terngrad,
+ * _half fp16 and bf16, _sparse graddrop and dgc):
+ *   cuda/hp_kern*.cu     the CUDA kernels (libhipress_cuda.so);
+ *   cuda/hp_kern_emu*.c  the same grid run serially on the host, over the
  *                        same per-thread functions (hp_kern.h): the CPU tests
  *                        (tests/check_kern.c) and, built with
  *                        HP_KL_TRANSLATE, the emulated module of the MPI

@@ -114,31 +114,14 @@ typedef struct {
     size_t   piece;     /* codec piece size */
 } kcase_t;
 
+/* The format as the device backend gets it: the compressor's hook. */
 static hp_gpu_enc_t enc_args(const kcase_t *t, size_t n)
 {
     hp_gpu_enc_t e;
     memset(&e, 0, sizeof(e));
-    e.fmt = (uint32_t)t->fmt;
+    ck_assert_int_eq(hp_comp_gpu_fmt(t->kind, &t->p, n, 0, &e.fmt), HP_OK);
+    ck_assert_uint_eq(e.fmt.id, (uint32_t)t->fmt);
     e.n = n;
-    switch (t->fmt) {
-    case HP_GPU_FMT_ONEBIT: e.block = t->p.onebit_block; break;
-    case HP_GPU_FMT_TBQ:
-        e.block = t->p.tbq_block;
-        e.thr = t->p.tbq_threshold;
-        e.scale = t->p.tbq_scale;
-        break;
-    case HP_GPU_FMT_TERNGRAD:
-        e.bits = t->p.terngrad_bits;
-        e.block = t->p.terngrad_block;
-        break;
-    case HP_GPU_FMT_SPARSE:
-        e.block = t->p.sparse_block;
-        e.k_full = (uint32_t)hp_sparse_k(e.block, 0, &t->p);
-        e.k_last = n % e.block ? (uint32_t)hp_sparse_k(n % e.block, 0, &t->p) : 0;
-        e.momentum = t->p.dgc_momentum;
-        break;
-    case HP_GPU_FMT_FP16: e.block = (uint32_t)hp_comp_grain(t->kind, &t->p); break;
-    }
     return e;
 }
 
@@ -197,14 +180,14 @@ static void compare_encode(const kcase_t *t, size_t n, int dkind, uint64_t seed)
     st = hp_codec_encode(codec(t->piece), &e, gm + HP_MSG_HEADER, cap - HP_MSG_HEADER, &glen, &gnf);
     REQUIRE_MSG(st == HP_GPU_OK, "%s n=%zu: codec encode failed (%d)", c->name, n, st);
 
-    REQUIRE_MSG(cnf == gnf, "%s n=%zu %s block %u: non-finite cpu %d gpu %d", c->name, n, what, e.block, cnf, gnf);
+    REQUIRE_MSG(cnf == gnf, "%s n=%zu %s block %u: non-finite cpu %d gpu %d", c->name, n, what, e.fmt.block, cnf, gnf);
     if (!cnf) {
         REQUIRE_MSG(clen == HP_MSG_HEADER + glen, "%s n=%zu %s: length cpu %zu gpu %zu", c->name, n, what,
                     clen - HP_MSG_HEADER, glen);
         for (size_t i = 0; i < glen; i++)
             REQUIRE_MSG(cm[HP_MSG_HEADER + i] == gm[HP_MSG_HEADER + i],
-                        "%s n=%zu %s block %u bits %u resid %d: payload byte %zu of %zu: cpu %02x gpu %02x",
-                        c->name, n, what, e.block, e.bits, t->resid, i, glen, cm[HP_MSG_HEADER + i],
+                        "%s n=%zu %s block %u iarg %u resid %d: payload byte %zu of %zu: cpu %02x gpu %02x",
+                        c->name, n, what, e.fmt.block, e.fmt.iarg[0], t->resid, i, glen, cm[HP_MSG_HEADER + i],
                         gm[HP_MSG_HEADER + i]);
     }
     for (size_t i = 0; i < n; i++) {
@@ -221,8 +204,6 @@ static void compare_encode(const kcase_t *t, size_t n, int dkind, uint64_t seed)
         int bad = 0;
         memset(&d, 0, sizeof(d));
         d.fmt = e.fmt;
-        d.block = e.block;
-        d.bits = e.bits;
         d.n = n;
         for (int acc = 0; acc < 2; acc++) {
             fill(oc, n, D_GRAD, seed + 9);
@@ -445,8 +426,8 @@ START_TEST(test_f16_block_rule)
     float o[64];
     t.p.fp16_block = 32;
     memset(&d, 0, sizeof(d));
-    d.fmt = HP_GPU_FMT_FP16;
-    d.block = 32;
+    ck_assert_int_eq(hp_comp_gpu_fmt(t.kind, &t.p, n, 0, &d.fmt), HP_OK);
+    ck_assert_uint_eq(d.fmt.payload, sizeof(pl));
     d.n = n;
     for (int e = -128; e < 128; e++)
         for (size_t k = 0; k < HP_ARRAY_SIZE(mxs); k++) {
@@ -485,8 +466,6 @@ static void compare_reject(const kcase_t *t, size_t n, uint64_t seed)
     ck_assert_int_eq(hp_msg_encode(t->kind, &a, m, cap, &len, &nf), HP_OK);
     memset(&d, 0, sizeof(d));
     d.fmt = e.fmt;
-    d.block = e.block;
-    d.bits = e.bits;
     d.n = n;
     rs = seed;
     for (int trial = 0; trial < 60; trial++) {

@@ -101,21 +101,14 @@ typedef struct {
     hipress_comp_params_t p;
 } kc_t;
 
+/* The format as the device backend gets it: the compressor's hook. */
 static hp_gpu_enc_t enc_args(const kc_t *t, size_t n)
 {
     hp_gpu_enc_t e;
     memset(&e, 0, sizeof(e));
-    e.fmt = (uint32_t)t->fmt;
+    if (hp_comp_gpu_fmt(t->kind, &t->p, n, 0, &e.fmt) != HP_OK || e.fmt.id != (uint32_t)t->fmt)
+        FAILF("%s n=%zu: the compressor gives no device format %d", t->name, n, t->fmt);
     e.n = n;
-    e.block = (uint32_t)hp_comp_grain(t->kind, &t->p);
-    e.thr = t->p.tbq_threshold;
-    e.scale = t->p.tbq_scale;
-    e.bits = t->p.terngrad_bits;
-    if (t->fmt == HP_GPU_FMT_SPARSE) {
-        e.k_full = (uint32_t)hp_sparse_k(e.block, 0, &t->p);
-        e.k_last = n % e.block ? (uint32_t)hp_sparse_k(n % e.block, 0, &t->p) : 0;
-        e.momentum = t->p.dgc_momentum;
-    }
     return e;
 }
 
@@ -183,7 +176,7 @@ static void one(const kc_t *t, size_t n, int dk, uint64_t seed)
         FAILF("%s n=%zu %s: state[%zu] cpu %a gpu %a", t->name, n, dname[dk], at, u[at], tmp[at]);
     /* the CPU's message decoded on the device, both modes */
     if (!cnf) {
-        hp_gpu_dec_t d = {e.fmt, e.block, e.bits, 0, n};
+        hp_gpu_dec_t d = {e.fmt, 0, n};
         for (int acc = 0; acc < 2; acc++) {
             fill(o, n, D_GRAD, seed + 5);
             g->base.memcpy_h2d(dout, o, n * 4, &where);

@@ -13,6 +13,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,17 +66,44 @@ static void *open_module(char *path, size_t len)
     return NULL;
 }
 
-static void add(int *n, const char *name, uint32_t fmt, uint32_t block, int ef)
+/* A row: compressor `comp`'s device format `id` for n elements on blocks
+ * of `block`, the other parameters the defaults of the settings (p), as the
+ * library resolves them; iarg0, farg0 and farg1 as the format's row of
+ * src/comp/hp_gpu_fmt.def says.  The payload's size is the compressor's
+ * own (its max_payload).  NULL when there is no such compressor. */
+static fmt_row_t *add(int *nrows, const char *name, const char *comp, uint32_t id, size_t n, uint32_t block,
+                      hipress_comp_params_t p, int ef, uint32_t iarg0, float farg0, float farg1)
 {
-    fmt_row_t *r = &rows[(*n)++];
+    const hipress_compressor_v1_t *c = hipress_compressor_find(comp);
+    fmt_row_t *r = &rows[(*nrows)++];
+    if (c == NULL) {
+        fprintf(stderr, "hipress-bench: no compressor %s\n", comp);
+        return NULL;
+    }
+    if (block > 1)
+        p.onebit_block = p.tbq_block = p.terngrad_block = p.sparse_block = p.fp16_block = block;
     memset(r, 0, sizeof(*r));
     r->name = name;
-    r->e.fmt = fmt;
-    r->e.block = block;
-    r->e.bits = 2;
-    r->e.scale = 4.0f;   /* HIPRESS_TBQ_SCALE's default */
-    r->e.k_full = (uint32_t)((block + 999) / 1000);   /* ceil(block * 0.001), HIPRESS_SPARSE_RATIO */
+    r->e.fmt.id = id;
+    r->e.fmt.block = block;
+    r->e.fmt.iarg[0] = iarg0;
+    r->e.fmt.farg[0] = farg0;
+    r->e.fmt.farg[1] = farg1;
+    r->e.fmt.payload = c->max_payload(n, &p);
     r->e.residual = ef ? (float *)(uintptr_t)1 : NULL;   /* a non-NULL template: with a residual */
+    return r;
+}
+
+/* A sparse row of blocks of G: kept per block ceil(G * ratio) (at least 1),
+ * by a shorter last block its own. */
+static fmt_row_t *add_sparse(int *nrows, const char *name, size_t n, uint32_t G, hipress_comp_params_t p, float m)
+{
+    fmt_row_t *r;
+    const double kf = ceil((double)G * p.sparse_ratio), kl = ceil((double)(n % G) * p.sparse_ratio);
+    if ((r = add(nrows, name, name, HP_GPU_FMT_SPARSE, n, G, p, 1, kf >= 1.0 ? (uint32_t)kf : 1u, m, 0.0f)) == NULL)
+        return NULL;
+    r->e.fmt.iarg[1] = n % G == 0 ? 0u : kl >= 1.0 ? (uint32_t)kl : 1u;
+    return r;
 }
 
 int hp_bench_kernels_gpu(int csv, size_t bytes, int device)
@@ -87,8 +115,8 @@ int hp_bench_kernels_gpu(int csv, size_t bytes, int device)
     int n = 0, rc;
 
     csv_out = csv;
-    if (h == NULL || (get = (const hp_gpu_ops_v2_t *(*)(void))dlsym(h, HP_GPU_OPS_V2_SYMBOL)) == NULL ||
-        (g = get()) == NULL || g->base.version != HP_GPU_OPS_V2_VERSION) {
+    if (h == NULL || (get = (const hp_gpu_ops_v2_t *(*)(void))dlsym(h, HP_GPU_CODEC_SYMBOL)) == NULL ||
+        (g = get()) == NULL || g->base.version != HP_GPU_CODEC_VERSION) {
         fprintf(stderr, "hipress-bench: no CUDA module with the device codec (%s)\n", h == NULL ? dlerror() : path);
         return 2;
     }
@@ -97,21 +125,26 @@ int hp_bench_kernels_gpu(int csv, size_t bytes, int device)
         return 2;
     }
     /* the defaults of the settings, as the library resolves them */
-    add(&n, "none", HP_GPU_FMT_NONE, 1, 0);
-    add(&n, "onebit", HP_GPU_FMT_ONEBIT, 4096, 1);
-    add(&n, "onebit-noef", HP_GPU_FMT_ONEBIT, 4096, 0);
-    add(&n, "tbq", HP_GPU_FMT_TBQ, 4096, 1);
-    add(&n, "tbq-b65536", HP_GPU_FMT_TBQ, 65536, 1);   /* blocks larger than a CTA: two passes */
-    add(&n, "terngrad", HP_GPU_FMT_TERNGRAD, 4096, 0);
-    add(&n, "graddrop", HP_GPU_FMT_SPARSE, 65536, 1);
-    add(&n, "dgc", HP_GPU_FMT_SPARSE, 65536, 1);
-    rows[n - 1].e.state = (float *)(uintptr_t)1;
-    rows[n - 1].e.momentum = 0.9f;
-    add(&n, "fp16", HP_GPU_FMT_FP16, 1024, 0);
-    add(&n, "bf16", HP_GPU_FMT_BF16, 1, 0);
-    for (int i = 0; i < n; i++)
-        if (rows[i].e.fmt == HP_GPU_FMT_SPARSE && bytes / 4 % rows[i].e.block)
-            rows[i].e.k_last = (uint32_t)((bytes / 4 % rows[i].e.block + 999) / 1000);
+    {
+        const size_t ne = bytes / 4;
+        hipress_comp_params_t p;
+        fmt_row_t *dgc;
+        hipress_comp_params_default(&p);
+        /* tbq: no fixed threshold, HIPRESS_TBQ_SCALE; terngrad: 2 bits */
+        if (!add(&n, "none", "none", HP_GPU_FMT_NONE, ne, 1, p, 0, 0, 0.0f, 0.0f) ||
+            !add(&n, "onebit", "onebit", HP_GPU_FMT_ONEBIT, ne, 4096, p, 1, 0, 0.0f, 0.0f) ||
+            !add(&n, "onebit-noef", "onebit", HP_GPU_FMT_ONEBIT, ne, 4096, p, 0, 0, 0.0f, 0.0f) ||
+            !add(&n, "tbq", "tbq", HP_GPU_FMT_TBQ, ne, 4096, p, 1, 0, 0.0f, 4.0f) ||
+            /* blocks larger than a CTA: two passes */
+            !add(&n, "tbq-b65536", "tbq", HP_GPU_FMT_TBQ, ne, 65536, p, 1, 0, 0.0f, 4.0f) ||
+            !add(&n, "terngrad", "terngrad", HP_GPU_FMT_TERNGRAD, ne, 4096, p, 0, 2, 0.0f, 0.0f) ||
+            !add_sparse(&n, "graddrop", ne, 65536, p, 0.0f) ||
+            !(dgc = add_sparse(&n, "dgc", ne, 65536, p, 0.9f)) ||
+            !add(&n, "fp16", "fp16", HP_GPU_FMT_FP16, ne, 1024, p, 0, 0, 0.0f, 0.0f) ||
+            !add(&n, "bf16", "bf16", HP_GPU_FMT_BF16, ne, 1, p, 0, 0, 0.0f, 0.0f))
+            return 2;
+        dgc->e.state = (float *)(uintptr_t)1;   /* with its momentum state */
+    }
     if (csv)
         printf("compressor,op,bytes,gbps,d2d_copy_gbps,ratio_to_copy,wire_ratio\n");
     else

@@ -111,7 +111,4 @@ int hp_gpu_compress_route(const hp_gpu_ptr_t kinds[2], const void *sendbuf, cons
 /* The module's v2 table when loaded and usable, else NULL. */
 const hp_gpu_ops_v2_t *hp_gpu_codec(void);
 
-/* The device format of compressor `kind` (hp_comp_ext_t.gpu). */
-uint32_t hp_gpu_fmt_of(int kind);
-
 #endif

@@ -312,11 +312,11 @@ const hp_gpu_ops_t *hp_gpu_module(int load_driver, char *why, size_t whylen)
         snprintf(g.mod_why, sizeof(g.mod_why), "cannot load %.900s", dlerror());
         goto out_locked;
     }
-    /* the newest table first: version 2 has the device codec */
+    /* the newest table first: the codec's (HP_GPU_CODEC_VERSION) */
     {
-        const hp_gpu_ops_v2_t *(*get2)(void) = (const hp_gpu_ops_v2_t *(*)(void))dlsym(h, HP_GPU_OPS_V2_SYMBOL);
+        const hp_gpu_ops_v2_t *(*get2)(void) = (const hp_gpu_ops_v2_t *(*)(void))dlsym(h, HP_GPU_CODEC_SYMBOL);
         const hp_gpu_ops_v2_t *o2 = get2 != NULL ? get2() : NULL;
-        if (o2 != NULL && o2->base.version == HP_GPU_OPS_V2_VERSION && o2->base.size >= sizeof(hp_gpu_ops_v2_t))
+        if (o2 != NULL && o2->base.version == HP_GPU_CODEC_VERSION && o2->base.size >= sizeof(hp_gpu_ops_v2_t))
             g.mod_ops2 = o2;
     }
     /* the version-1 table serves the staging and the queries either way */

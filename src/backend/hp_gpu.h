@@ -86,12 +86,12 @@ typedef struct hp_gpu_probe {
 
 /*
  * The CUDA module's functions.  Frozen once released: a new function goes
- * into a hp_gpu_ops_v2 (HP_GPU_OPS_VERSION 2), found by a new symbol.  Every
- * int function returns HP_GPU_OK or an HP_GPU_ERR_* value; last_error() then
- * holds a one-line reason for this thread.  Functions that
- * take a `where` pointer work in the context of that allocation (its own
- * context, else the primary context of its device) and restore the caller's
- * current context before returning.
+ * into the second table (hp_gpu_ops_v2_t, HP_GPU_CODEC_VERSION), found by
+ * its own symbol.  Every int function returns HP_GPU_OK or an HP_GPU_ERR_*
+ * value; last_error() then holds a one-line reason for this thread.
+ * Functions that take a `where` pointer work in the context of that
+ * allocation (its own context, else the primary context of its device) and
+ * restore the caller's current context before returning.
  */
 typedef struct hp_gpu_ops {
     uint32_t    version;    /* HP_GPU_OPS_VERSION */
@@ -133,20 +133,15 @@ typedef struct hp_gpu_ops {
 
 #include "hp_gpu_fmt.h"
 
-/* One message to encode on the device.  Parameters are resolved by
- * libhipress (the module does not read the settings); pointers are device
- * memory of the call's context. */
+/* One message to encode on the device.  The format and its parameters are
+ * resolved by libhipress (the compressor's hp_comp_ext_t.gpu_fmt; the
+ * module reads no setting); pointers are device memory of the call's
+ * context. */
 typedef struct hp_gpu_enc {
-    uint32_t     fmt;         /* HP_GPU_FMT_* */
-    uint32_t     block;       /* onebit, tbq, terngrad, sparse, fp16: elements per block (the grain) */
-    uint32_t     bits;        /* terngrad: 1, 2, 4, 8 */
-    float        thr, scale;  /* tbq: fixed threshold (> 0), else scale of mean |v| */
-    float        momentum;    /* sparse with state: u = m u + g */
-    uint32_t     k_full;      /* sparse: kept per full block */
-    uint32_t     k_last;      /* sparse: kept by a shorter last block */
+    hp_gpu_fmt_t fmt;         /* the format, its parameters, the largest payload */
     const float *in;          /* n values */
     float       *residual;    /* n floats or NULL */
-    float       *state;       /* sparse: momentum state, or NULL */
+    float       *state;       /* momentum state (a compressor's), or NULL */
     float       *mask;        /* zeroed where the message carries an element, or NULL */
     size_t       n;
     uint64_t     rng_key;     /* folded (hp_rng_key) */
@@ -155,43 +150,32 @@ typedef struct hp_gpu_enc {
 
 /* One payload to decode on the device. */
 typedef struct hp_gpu_dec {
-    uint32_t fmt, block, bits;
-    int      accumulate;
-    size_t   n;
+    hp_gpu_fmt_t fmt;         /* as for an encode of n elements (payload: its largest) */
+    int          accumulate;
+    size_t       n;
 } hp_gpu_dec_t;
 
-/* Bytes of the payload of a message of e (the CPU compressors' sizes; for
- * sparse and terngrad the largest). */
-static inline size_t hp_gpu_payload_bytes(const hp_gpu_enc_t *e)
-{
-    size_t n = e->n, b = e->block ? e->block : 1;
-    switch (e->fmt) {
-    case HP_GPU_FMT_NONE: return 4 * n;
-    case HP_GPU_FMT_ONEBIT: return 8 * ((n + b - 1) / b) + 4 * ((n + 31) / 32);
-    case HP_GPU_FMT_TBQ: return 4 * ((n + b - 1) / b) + (n + 3) / 4;
-    case HP_GPU_FMT_TERNGRAD: return 8 * ((n + b - 1) / b) + (n * e->bits + 7) / 8;
-    case HP_GPU_FMT_SPARSE: return 8 * ((n / b) * (size_t)e->k_full + (n % b ? e->k_last : 0));
-    case HP_GPU_FMT_FP16: return 2 * n + (n + b - 1) / b;
-    case HP_GPU_FMT_BF16: return 2 * n;
-    default: return 0;
-    }
-}
-
-#define HP_GPU_OPS_V2_VERSION 2
-#define HP_GPU_OPS_V2_SYMBOL "hipress_gpu_ops_v2"
+/* The codec's table: its version and the symbol that returns it.  Version
+ * 3 passes formats as hp_gpu_fmt_t (version 2's hp_gpu_enc_t named every
+ * format's fields): a module of another version has no codec for this
+ * library (its staging and queries, the version-1 table, still serve). */
+#define HP_GPU_CODEC_VERSION 3
+#define HP_GPU_CODEC_SYMBOL "hipress_gpu_ops_v3"
 
 /*
- * Version 2 adds the device codec: compressed MPI_Allreduce on device
- * buffers.  A call runs in a codec context (call_begin .. call_end: the
- * context of the buffer, two streams, events, a device workspace kept from
- * call to call, so no device allocation after the first calls).  Work is
- * queued in stream order; the functions that hand bytes to the host
- * (encode, copy to host memory, momentum, sync, call_end) wait for what they
- * need.  A malformed message found on the device is remembered (sticky) and
- * reported by the next encode, sync or call_end through *bad_p.
+ * The second table (its type keeps the name of its first release, version
+ * 2; now HP_GPU_CODEC_VERSION) adds the device codec: compressed
+ * MPI_Allreduce on device buffers.  A call runs in a codec context
+ * (call_begin .. call_end: the context of the buffer, two streams, events, a
+ * device workspace kept from call to call, so no device allocation after the
+ * first calls).  Work is queued in stream order; the functions that hand
+ * bytes to the host (encode, copy to host memory, momentum, sync, call_end)
+ * wait for what they need.  A malformed message found on the device is
+ * remembered (sticky) and reported by the next encode, sync or call_end
+ * through *bad_p.
  */
 typedef struct hp_gpu_ops_v2 {
-    hp_gpu_ops_t base;      /* base.version = 2, base.size = sizeof(hp_gpu_ops_v2_t) */
+    hp_gpu_ops_t base;      /* base.version = HP_GPU_CODEC_VERSION, base.size = sizeof(hp_gpu_ops_v2_t) */
 
     /* Whether the codec's kernels run in where's context (HP_GPU_OK: yes;
      * a driver without a usable device, or a build without code for it: no). */
@@ -236,8 +220,10 @@ typedef struct hp_gpu_ops_v2 {
     int (*psgd_recon)(void *cx, float *buf, float *res, size_t n, size_t c, size_t r, const float *p,
                       const float *qs, const float *ql);
     /* hipress-bench --kernels --gpu: time every format's encode and decode
-     * and a device-to-device copy on `device` (see cuda/hp_cuda_bench.cu);
-     * rows are printed through `row`. */
+     * and a device-to-device copy on `device` (cuda/hp_cuda_module.c
+     * cuda_bench); fmts are templates (their fmt for n = bytes / 4, a
+     * non-NULL residual or state asks for one); rows are printed through
+     * `row`. */
     int (*bench)(int device, size_t bytes, int reps, const hp_gpu_enc_t *fmts, int nfmts,
                  void (*row)(void *arg, int fmt_index, const char *op, double gbps, double copy_gbps,
                              size_t payload),

@@ -15,7 +15,6 @@
 #include "hp_backend.h"
 #include "hp_algo.h"
 #include "hp_elem.h"
-#include "hp_ops_sparse.h"
 #include "hp_state.h"
 #include <math.h>
 #include <pthread.h>
@@ -27,14 +26,6 @@
 const hp_gpu_ops_v2_t *hp_gpu_codec(void)
 {
     return hp_gpu_module_v2();
-}
-
-uint32_t hp_gpu_fmt_of(int kind)
-{
-    uint32_t f = hp_comp_ext(kind)->gpu;
-    /* message formats with device kernels (powersgd is a collective
-     * compressor: not a message format of the codec) */
-    return f <= HP_GPU_FMT_BF16 ? f : HP_GPU_FMT_HOST;
 }
 
 /* Whether the codec's kernels run in a context: probed once per context. */
@@ -261,8 +252,8 @@ static hp_status_t staged_except(hp_mem_t *m, int kind, hipress_encode_args_t *a
 static hp_status_t dev_encode(hp_mem_t *m, int kind, hipress_encode_args_t *a, hp_src_t src, float *mask,
                               void *out, size_t cap, size_t *len_p, int *nonfinite_p, size_t *except_p)
 {
-    const hipress_comp_params_t *p = a->params;
     hp_gpu_enc_t e;
+    hp_status_t st;
     size_t plen = 0;
     int nf = 0, bad = 0, rc;
 
@@ -272,28 +263,13 @@ static hp_status_t dev_encode(hp_mem_t *m, int kind, hipress_encode_args_t *a, h
     if (a->n == 0)
         return hp_msg_encode(kind, a, out, cap, len_p, nonfinite_p);   /* header only */
     memset(&e, 0, sizeof(e));
-    e.fmt = hp_gpu_fmt_of(kind);
-    if (e.fmt == HP_GPU_FMT_HOST || (e.fmt == HP_GPU_FMT_SPARSE && a->k != 0) || p == NULL)
+    /* the compressor says which format and with what parameters; the
+     * module's codec runs it (no device form: on host copies) */
+    st = hp_comp_gpu_fmt(kind, a->params, a->n, a->k, &e.fmt);
+    if (st == HP_ERR_UNSUPPORTED)
         return staged_encode(m, kind, a, src, mask, out, cap, len_p, nonfinite_p, except_p);
-    e.block = (uint32_t)hp_comp_grain(kind, p);
-    switch (e.fmt) {
-    case HP_GPU_FMT_TBQ:
-        e.thr = p->tbq_threshold;
-        e.scale = p->tbq_scale;
-        if (!(e.thr >= 0.0f) || !isfinite(e.thr) || (e.thr == 0.0f && !(e.scale > 0.0f && isfinite(e.scale))))
-            return HP_ERR_INVALID;
-        break;
-    case HP_GPU_FMT_TERNGRAD:
-        e.bits = p->terngrad_bits;
-        break;
-    case HP_GPU_FMT_SPARSE:
-        e.k_full = (uint32_t)hp_sparse_k(e.block, 0, p);
-        e.k_last = a->n % e.block ? (uint32_t)hp_sparse_k(a->n % e.block, 0, p) : 0;
-        e.momentum = p->dgc_momentum;
-        break;
-    default:
-        break;
-    }
+    if (st != HP_OK)
+        return st;
     e.in = a->in;
     e.residual = a->residual;
     e.state = a->state;
@@ -344,10 +320,10 @@ static hp_status_t dev_decode(hp_mem_t *m, int kind, const void *msg, size_t len
         return HP_OK;
     }
     memset(&d, 0, sizeof(d));
-    d.fmt = hp_gpu_fmt_of(h.kind);
-    if (d.fmt == HP_GPU_FMT_HOST || p == NULL || (h.flags & HP_MSG_EXCEPT)) {
-        /* a compressor without device kernels, or a message with exceptions
-         * (rare: an overflowed sum): by the CPU's decoder on a host copy */
+    if ((h.flags & HP_MSG_EXCEPT) || hp_comp_gpu_fmt(h.kind, p, n, 0, &d.fmt) != HP_OK) {
+        /* a compressor without device kernels (or settings its encoder
+         * rejects), or a message with exceptions (rare: an overflowed sum):
+         * by the CPU's decoder on a host copy */
         float *hd = (float *)arena(ARENA_STAGE, n * sizeof(float) + 64, &m->where);
         hp_status_t st;
         if (hd == NULL)
@@ -359,8 +335,6 @@ static hp_status_t dev_decode(hp_mem_t *m, int kind, const void *msg, size_t len
             return HP_ERR_DEVICE;
         return st;
     }
-    d.block = (uint32_t)hp_comp_grain(h.kind, p);
-    d.bits = p->terngrad_bits;
     d.accumulate = accumulate;
     d.n = n;
     rc = g2()->decode(m->cx, &d, (const unsigned char *)msg + HP_MSG_HEADER, h.payload, dst);

@@ -57,6 +57,15 @@ size_t hp_comp_grain(int kind, const hipress_comp_params_t *p)
     return g ? g : 1;
 }
 
+hp_status_t hp_comp_gpu_fmt(int kind, const hipress_comp_params_t *p, size_t n, size_t k, hp_gpu_fmt_t *f)
+{
+    const hp_comp_ext_t *x = hp_comp_ext(kind);
+    memset(f, 0, sizeof(*f));
+    if (x->gpu_fmt == NULL || p == NULL)
+        return HP_ERR_UNSUPPORTED;
+    return x->gpu_fmt(p, n, k, f);
+}
+
 int hp_comp_count(void)
 {
     registry_init();

@@ -85,9 +85,17 @@ typedef struct hp_comp_ext {
      * other. */
     int (*decode_many)(const void *const *payloads, const size_t *lens, int count, size_t n, float *out,
                        int accumulate, const hipress_comp_params_t *p);
-    /* The format of the CUDA module's kernels that encode and decode this
-     * compressor's messages on the device, with the same bytes
-     * (HP_GPU_FMT_*); 0: none (device buffers are encoded on the host). */
+    /* The device format of a message of n elements under p (k: the
+     * encode's hipress_encode_args_t.k, 0 for a decode), for the CUDA
+     * module's kernels that encode and decode it with the same bytes: fills
+     * *f (zeroed before: see hp_gpu_fmt.def for what its format reads) and
+     * returns HP_OK; HP_ERR_UNSUPPORTED when this message has no device form
+     * (the backend then encodes it on host copies), HP_ERR_INVALID when the
+     * encoder would reject p.  NULL: no device kernels (a plugin: device
+     * buffers are encoded on the host). */
+    hp_status_t (*gpu_fmt)(const hipress_comp_params_t *p, size_t n, size_t k, hp_gpu_fmt_t *f);
+    /* A collective compressor's passes on the device (HP_GPU_FMT_POWERSGD:
+     * src/backend/hp_gpu_psgd.c); 0 otherwise. */
     uint32_t gpu;
 } hp_comp_ext_t;
 
@@ -104,6 +112,15 @@ const hp_comp_ext_t *hp_comp_ext(int kind);
 
 /* Elements per block of `kind` (hp_comp_ext_t.grain), at least 1. */
 size_t hp_comp_grain(int kind, const hipress_comp_params_t *p);
+
+/* The device format of a message of compressor `kind` (its
+ * hp_comp_ext_t.gpu_fmt, with *f zeroed first); HP_ERR_UNSUPPORTED when it
+ * has none or p is NULL. */
+hp_status_t hp_comp_gpu_fmt(int kind, const hipress_comp_params_t *p, size_t n, size_t k, hp_gpu_fmt_t *f);
+
+/* The device format of graddrop's and dgc's sparse messages (their hook's
+ * work; dgc adds its momentum). */
+hp_status_t hp_sparse_gpu_fmt(const hipress_comp_params_t *p, size_t n, size_t k, hp_gpu_fmt_t *f);
 
 /* The density a sparse message aggregating `contribs` ranks keeps:
  * min(1, contribs * HIPRESS_SPARSE_RATIO) (the encoder then keeps

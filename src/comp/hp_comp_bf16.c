@@ -45,8 +45,18 @@ const hipress_compressor_v1_t hp_comp_bf16 = {
     .decode = bf16_decode,
 };
 
+/* The device format (cuda/hp_codec_half.c): element-wise. */
+static hp_status_t bf16_gpu_fmt(const hipress_comp_params_t *p, size_t n, size_t k, hp_gpu_fmt_t *f)
+{
+    (void)k;
+    f->id = HP_GPU_FMT_BF16;
+    f->block = 1;
+    f->payload = bf16_max_payload(n, p);
+    return HP_OK;
+}
+
 const hp_comp_ext_t hp_compx_bf16 = {
     .qclass = HP_QCLASS_ROUNDING,
     .max_stages = 0,   /* every algorithm equal to plain (doc/accuracy.md) */
-    .gpu = HP_GPU_FMT_BF16,
+    .gpu_fmt = bf16_gpu_fmt,
 };

@@ -50,11 +50,19 @@ static void dgc_call_params(hipress_comp_params_t *p, unsigned long long call)
     p->sparse_ratio = hp_dgc_density(p->sparse_ratio, p->dgc_warmup, call);
 }
 
+/* The device format: graddrop's, with the momentum of the state. */
+static hp_status_t dgc_gpu_fmt(const hipress_comp_params_t *p, size_t n, size_t k, hp_gpu_fmt_t *f)
+{
+    hp_status_t st = hp_sparse_gpu_fmt(p, n, k, f);
+    f->farg[0] = p->dgc_momentum;
+    return st;
+}
+
 const hp_comp_ext_t hp_compx_dgc = {
     .qclass = HP_QCLASS_SPARSE,
     .max_stages = 2,   /* as graddrop (doc/accuracy.md) */
     .grain = hp_sparse_grain,
     .momentum = dgc_momentum,
     .call_params = dgc_call_params,
-    .gpu = HP_GPU_FMT_SPARSE,
+    .gpu_fmt = dgc_gpu_fmt,
 };

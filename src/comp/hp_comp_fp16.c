@@ -123,9 +123,22 @@ const hipress_compressor_v1_t hp_comp_fp16 = {
     .decode = fp16_decode,
 };
 
+/* The device format (cuda/hp_codec_half.c): blocks of B. */
+static hp_status_t fp16_gpu_fmt(const hipress_comp_params_t *p, size_t n, size_t k, hp_gpu_fmt_t *f)
+{
+    const uint32_t b = block_of(p);
+    (void)k;
+    if (!block_ok(b))
+        return HP_ERR_INVALID;
+    f->id = HP_GPU_FMT_FP16;
+    f->block = b;
+    f->payload = payload_bytes(n, b);
+    return HP_OK;
+}
+
 const hp_comp_ext_t hp_compx_fp16 = {
     .qclass = HP_QCLASS_ROUNDING,
     .max_stages = 0,   /* every algorithm equal to plain (doc/accuracy.md) */
     .grain = fp16_grain,
-    .gpu = HP_GPU_FMT_FP16,
+    .gpu_fmt = fp16_gpu_fmt,
 };

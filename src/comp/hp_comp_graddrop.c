@@ -36,9 +36,26 @@ const hipress_compressor_v1_t hp_comp_graddrop = {
     .decode = graddrop_decode,
 };
 
+/* The device format of the sparse messages (cuda/hp_codec_sparse.c), dgc's
+ * too: blocks of G, the k of each from the settings.  A k of the encode's
+ * own (an aggregate re-encoded at the density of its contributors) has no
+ * device form: the kernels keep the k of the settings. */
+hp_status_t hp_sparse_gpu_fmt(const hipress_comp_params_t *p, size_t n, size_t k, hp_gpu_fmt_t *f)
+{
+    const size_t G = hp_sparse_grain(p);
+    if (k != 0)
+        return HP_ERR_UNSUPPORTED;
+    f->id = HP_GPU_FMT_SPARSE;
+    f->block = (uint32_t)G;
+    f->iarg[0] = (uint32_t)hp_sparse_k(G, 0, p);
+    f->iarg[1] = n % G ? (uint32_t)hp_sparse_k(n % G, 0, p) : 0;
+    f->payload = hp_sparse_max_payload(n, p);
+    return HP_OK;
+}
+
 const hp_comp_ext_t hp_compx_graddrop = {
     .qclass = HP_QCLASS_SPARSE,
     .max_stages = 2,   /* ps, tree and ring within the noise of the textbook form (doc/accuracy.md) */
     .grain = hp_sparse_grain,
-    .gpu = HP_GPU_FMT_SPARSE,
+    .gpu_fmt = hp_sparse_gpu_fmt,
 };

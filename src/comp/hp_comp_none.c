@@ -52,8 +52,18 @@ const hipress_compressor_v1_t hp_comp_none = {
     .decode = none_decode,
 };
 
+/* The device format (cuda/hp_codec.c): the values as they are. */
+static hp_status_t none_gpu_fmt(const hipress_comp_params_t *p, size_t n, size_t k, hp_gpu_fmt_t *f)
+{
+    (void)k;
+    f->id = HP_GPU_FMT_NONE;
+    f->block = 1;
+    f->payload = none_max_payload(n, p);
+    return HP_OK;
+}
+
 const hp_comp_ext_t hp_compx_none = {
     .qclass = HP_QCLASS_EXACT,
     .max_stages = 0,   /* exact (doc/accuracy.md) */
-    .gpu = HP_GPU_FMT_NONE,
+    .gpu_fmt = none_gpu_fmt,
 };

@@ -247,10 +247,23 @@ static size_t onebit_grain(const hipress_comp_params_t *p)
     return block_ok(b) ? b : 1;
 }
 
+/* The device format (cuda/hp_codec_quant.c): blocks of B. */
+static hp_status_t onebit_gpu_fmt(const hipress_comp_params_t *p, size_t n, size_t k, hp_gpu_fmt_t *f)
+{
+    const uint32_t b = block_of(p);
+    (void)k;
+    if (!block_ok(b))
+        return HP_ERR_INVALID;
+    f->id = HP_GPU_FMT_ONEBIT;
+    f->block = b;
+    f->payload = payload_bytes(n, b);
+    return HP_OK;
+}
+
 const hp_comp_ext_t hp_compx_onebit = {
     .decode_many = onebit_decode_many,
     .qclass = HP_QCLASS_QUANT,
     .max_stages = 1,   /* ps, ring, tree 1.3 to 2.1 points below the textbook form (10 seeds, doc/accuracy.md) */
     .grain = onebit_grain,
-    .gpu = HP_GPU_FMT_ONEBIT,
+    .gpu_fmt = onebit_gpu_fmt,
 };

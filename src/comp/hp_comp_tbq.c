@@ -248,10 +248,27 @@ const hipress_compressor_v1_t hp_comp_tbq = {
     .decode = tbq_decode,
 };
 
+/* The device format (cuda/hp_codec_quant.c): blocks of B, with the
+ * threshold and the scale tbq_encode takes. */
+static hp_status_t tbq_gpu_fmt(const hipress_comp_params_t *p, size_t n, size_t k, hp_gpu_fmt_t *f)
+{
+    const uint32_t B = block_of(p);
+    const float thr = p->tbq_threshold, scale = p->tbq_scale;
+    (void)k;
+    if (!block_ok(B) || !(thr >= 0.0f) || !isfinite(thr) || (thr == 0.0f && !(scale > 0.0f && isfinite(scale))))
+        return HP_ERR_INVALID;
+    f->id = HP_GPU_FMT_TBQ;
+    f->block = B;
+    f->farg[0] = thr;
+    f->farg[1] = scale;
+    f->payload = payload_bytes(n, B);
+    return HP_OK;
+}
+
 const hp_comp_ext_t hp_compx_tbq = {
     .decode_many = tbq_decode_many,
     .qclass = HP_QCLASS_QUANT,
     .max_stages = 1,   /* ps, ring, tree 2.0 to 3.2 points below the textbook form (10 seeds, doc/accuracy.md) */
     .grain = tbq_grain,
-    .gpu = HP_GPU_FMT_TBQ,
+    .gpu_fmt = tbq_gpu_fmt,
 };

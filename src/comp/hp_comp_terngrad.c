@@ -183,9 +183,23 @@ const hipress_compressor_v1_t hp_comp_terngrad = {
     .decode = tg_decode,
 };
 
+/* The device format (cuda/hp_codec_quant.c): blocks of B, b bits a code. */
+static hp_status_t tg_gpu_fmt(const hipress_comp_params_t *p, size_t n, size_t k, hp_gpu_fmt_t *f)
+{
+    const uint32_t b = bits_of(p), B = block_of(p);
+    (void)k;
+    if (!bits_ok(b) || !block_ok(B))
+        return HP_ERR_INVALID;
+    f->id = HP_GPU_FMT_TERNGRAD;
+    f->block = B;
+    f->iarg[0] = b;
+    f->payload = payload_bytes(n, b, B);
+    return HP_OK;
+}
+
 const hp_comp_ext_t hp_compx_terngrad = {
     .qclass = HP_QCLASS_QUANT,
     .max_stages = 0,   /* unbiased, no residual, a range per block: every algorithm within 0.3 points of plain (doc/accuracy.md) */
     .grain = tg_grain,
-    .gpu = HP_GPU_FMT_TERNGRAD,
+    .gpu_fmt = tg_gpu_fmt,
 };

@@ -1,0 +1,198 @@
+/*
+ * The device codec's rows of the block quantisers (hp_codec_fmt.h): onebit,
+ * tbq and terngrad, on the kernels of cuda/hp_kern_quant.cu.  onebit and
+ * tbq encode in pieces of whole blocks, each piece's two regions (scales or
+ * thresholds, then bits or codes) copied to the host as soon as its kernel
+ * ran; terngrad encodes the message at once.  The host checks what a
+ * decoder can see without every element (length, padding, scales and
+ * ranges); the kernels check the rest.
+ */
+#include "hp_codec_fmt.h"
+#include <string.h>
+
+static int block_enc_ok(const hp_gpu_enc_t *e)
+{
+    return hp_codec_block_ok(e->fmt.block) ? 0 : -1;
+}
+
+/* ------------------------------------------------------------- onebit */
+
+/* payload: nb pairs of scales (8 bytes each), then a bit word per 32 elements */
+static int onebit_encode(hp_codec_t *cx, const hp_gpu_enc_t *e, uint8_t *out, uint8_t *dmsg)
+{
+    const size_t n = e->n, B = e->fmt.block, nb = (n + B - 1) / B;
+    const size_t piece = (cx->piece + B - 1) / B * B;
+    void *s = STREAM(cx);
+    int st;
+
+    if (e->residual != NULL && hp_kl_finite(s, e->in, n, hp_codec_info(cx)) != 0)
+        return HP_GPU_ERR_DEVICE;
+    for (size_t p0 = 0; p0 < n; p0 += piece) {
+        size_t len = n - p0 < piece ? n - p0 : piece, p1 = p0 + len;
+        float *r = e->residual != NULL ? e->residual + p0 : NULL;
+        uint8_t *sc = dmsg + 8 * (p0 / B), *w = dmsg + 8 * nb + 4 * (p0 / 32);
+        CK(hp_kl_onebit_enc(s, e->in + p0, r, len, e->fmt.block, sc, w, hp_codec_info(cx)));
+        if ((st = hp_codec_to_copy(cx)) != HP_GPU_OK)
+            return st;
+        if ((st = hp_codec_put(cx, out, dmsg, 8 * (p0 / B), 8 * ((p1 + B - 1) / B))) != HP_GPU_OK ||
+            (st = hp_codec_put(cx, out, dmsg, 8 * nb + 4 * (p0 / 32), 8 * nb + 4 * ((p1 + 31) / 32))) != HP_GPU_OK)
+            return st;
+    }
+    return HP_GPU_OK;
+}
+
+static int onebit_check(const hp_gpu_dec_t *d, const uint8_t *p, size_t plen)
+{
+    const size_t n = d->n, B = d->fmt.block ? d->fmt.block : 1;
+    const size_t nb = (n + B - 1) / B, words = (n + 31) / 32;
+    const uint8_t *bits = p + 8 * nb;
+    if (!hp_codec_block_ok(d->fmt.block) || plen != d->fmt.payload)
+        return -1;
+    /* padding bits after element n-1 */
+    if ((n & 7) && (bits[n / 8] >> (n & 7)) != 0)
+        return -1;
+    for (size_t i = (n + 7) / 8; i < 4 * words; i++)
+        if (bits[i] != 0)
+            return -1;
+    /* scales finite, with the sign of their class (the empty-class rule
+     * needs the bits: on the device) */
+    for (size_t b = 0; b < nb; b++) {
+        float sc[2];
+        memcpy(sc, p + 8 * b, 8);
+        if (hp_nonfinite(sc[0]) || hp_nonfinite(sc[1]) || !(sc[0] >= 0.0f) || !(sc[1] <= 0.0f))
+            return -1;
+    }
+    return 0;
+}
+
+static int onebit_decode(hp_codec_t *cx, const hp_gpu_dec_t *d, const uint8_t *dp, size_t plen, float *dst,
+                         uint32_t *bad)
+{
+    const size_t n = d->n, B = d->fmt.block;
+    (void)plen;
+    CK(hp_kl_onebit_dec(STREAM(cx), dp, dp + 8 * ((n + B - 1) / B), n, d->fmt.block, dst, d->accumulate, bad));
+    return HP_GPU_OK;
+}
+
+const hp_codec_fmt_t hp_codec_fmt_onebit = {
+    .enc_ok = block_enc_ok, .encode = onebit_encode, .check = onebit_check, .decode = onebit_decode,
+};
+
+/* ---------------------------------------------------------------- tbq */
+
+/* payload: nb thresholds (4 bytes each), then four 2-bit codes a byte;
+ * farg[0]: fixed threshold, farg[1]: scale (hp_gpu_fmt.def) */
+static int tbq_encode(hp_codec_t *cx, const hp_gpu_enc_t *e, uint8_t *out, uint8_t *dmsg)
+{
+    const size_t n = e->n, B = e->fmt.block, nb = (n + B - 1) / B;
+    const size_t piece = (cx->piece + B - 1) / B * B;
+    const float thr = e->fmt.farg[0], scale = e->fmt.farg[1];
+    void *s = STREAM(cx);
+    int st;
+
+    if (e->residual != NULL && hp_kl_finite(s, e->in, n, hp_codec_info(cx)) != 0)
+        return HP_GPU_ERR_DEVICE;
+    for (size_t p0 = 0; p0 < n; p0 += piece) {
+        size_t len = n - p0 < piece ? n - p0 : piece, p1 = p0 + len;
+        float *r = e->residual != NULL ? e->residual + p0 : NULL;
+        uint8_t *ta = dmsg + 4 * (p0 / B), *co = dmsg + 4 * nb + p0 / 4;
+        CK(hp_kl_tbq_enc(s, e->in + p0, r, len, e->fmt.block, thr, scale, ta, co, hp_codec_info(cx)));
+        if ((st = hp_codec_to_copy(cx)) != HP_GPU_OK)
+            return st;
+        if ((st = hp_codec_put(cx, out, dmsg, 4 * (p0 / B), 4 * ((p1 + B - 1) / B))) != HP_GPU_OK ||
+            (st = hp_codec_put(cx, out, dmsg, 4 * nb + p0 / 4, 4 * nb + (p1 + 3) / 4)) != HP_GPU_OK)
+            return st;
+    }
+    return HP_GPU_OK;
+}
+
+static int tbq_check(const hp_gpu_dec_t *d, const uint8_t *p, size_t plen)
+{
+    const size_t n = d->n, B = d->fmt.block ? d->fmt.block : 1;
+    const size_t nb = (n + B - 1) / B;
+    if (!hp_codec_block_ok(d->fmt.block) || plen != d->fmt.payload)
+        return -1;
+    for (size_t b = 0; b < nb; b++) {
+        float tau;
+        memcpy(&tau, p + 4 * b, 4);
+        if (hp_nonfinite(tau) || (hp_f2u(tau) >> 31) != 0)
+            return -1;
+    }
+    if ((n & 3) && (p[4 * nb + n / 4] >> (2 * (n & 3))) != 0)
+        return -1;
+    return 0;
+}
+
+static int tbq_decode(hp_codec_t *cx, const hp_gpu_dec_t *d, const uint8_t *dp, size_t plen, float *dst,
+                      uint32_t *bad)
+{
+    const size_t n = d->n, B = d->fmt.block;
+    (void)plen;
+    CK(hp_kl_tbq_dec(STREAM(cx), dp, dp + 4 * ((n + B - 1) / B), n, d->fmt.block, dst, d->accumulate, bad));
+    return HP_GPU_OK;
+}
+
+const hp_codec_fmt_t hp_codec_fmt_tbq = {
+    .enc_ok = block_enc_ok, .encode = tbq_encode, .check = tbq_check, .decode = tbq_decode,
+};
+
+/* ----------------------------------------------------------- terngrad */
+
+/* payload: nb pairs (min, gap), then the codes of iarg[0] bits each */
+static int tg_bits_ok(uint32_t b)
+{
+    return b == 1 || b == 2 || b == 4 || b == 8;
+}
+
+static int tg_enc_ok(const hp_gpu_enc_t *e)
+{
+    return tg_bits_ok(e->fmt.iarg[0]) && hp_codec_block_ok(e->fmt.block) ? 0 : -1;
+}
+
+static int tg_encode(hp_codec_t *cx, const hp_gpu_enc_t *e, uint8_t *out, uint8_t *dmsg)
+{
+    const size_t nb = (e->n + e->fmt.block - 1) / e->fmt.block;
+    int st;
+    CK(hp_kl_tg_enc(STREAM(cx), e->in, e->n, e->fmt.block, e->fmt.iarg[0], e->rng_key, e->rng_offset, dmsg,
+                    dmsg + 8 * nb, hp_codec_info(cx)));
+    if ((st = hp_codec_to_copy(cx)) != HP_GPU_OK || (st = hp_codec_put(cx, out, dmsg, 0, e->fmt.payload)) != HP_GPU_OK)
+        return st;
+    return HP_GPU_OK;
+}
+
+static int tg_check(const hp_gpu_dec_t *d, const uint8_t *p, size_t plen)
+{
+    const uint32_t b = d->fmt.iarg[0];
+    const size_t n = d->n, B = d->fmt.block ? d->fmt.block : 1;
+    const size_t nb = (n + B - 1) / B;
+    const double top = 0x1p127 * (1.0 + 0x1p-20);
+    if (!tg_bits_ok(b) || !hp_codec_block_ok(d->fmt.block) || plen != d->fmt.payload)
+        return -1;
+    for (size_t j = 0; j < nb; j++) {
+        float pr[2];
+        memcpy(pr, p + 8 * j, 8);
+        if (!((hp_f2u(pr[0]) & 0x7fffffffu) < HP_K_TG_LIMIT_BITS))
+            return -1;
+        if (hp_f2u(pr[1]) != 0 && !(pr[1] > 0.0f && (double)pr[1] * (double)((1u << b) - 1u) <= top))
+            return -1;
+    }
+    /* padding bits after element n-1 (a block whose gap is 0 must have
+     * codes 0: checked on the device) */
+    if (((n * b) & 7) && (p[8 * nb + n * b / 8] >> ((n * b) & 7)) != 0)
+        return -1;
+    return 0;
+}
+
+static int tg_decode(hp_codec_t *cx, const hp_gpu_dec_t *d, const uint8_t *dp, size_t plen, float *dst,
+                     uint32_t *bad)
+{
+    const size_t n = d->n, B = d->fmt.block;
+    (void)plen;
+    CK(hp_kl_tg_dec(STREAM(cx), dp, dp + 8 * ((n + B - 1) / B), n, d->fmt.block, d->fmt.iarg[0], dst,
+                    d->accumulate, bad));
+    return HP_GPU_OK;
+}
+
+const hp_codec_fmt_t hp_codec_fmt_terngrad = {
+    .enc_ok = tg_enc_ok, .encode = tg_encode, .check = tg_check, .decode = tg_decode,
+};
