@@ -1,9 +1,11 @@
 /*
  * CompLL operator layer (CPU): the array kernels the dense compressors are
- * composed from.  Every operator has a portable C path and an AVX2 path, and
- * both give the same bytes for the same input (DESIGN contract 1): element
- * math is IEEE single precision without contraction, and every reduction has
- * one defined summation order (below), which both paths follow.
+ * composed from, the instruction-set levels and the one CPU probe that picks
+ * among them (the sparse operators, hp_ops_sparse.h, use the same levels).
+ * Every operator has a portable C path and an AVX2 path, and both give the
+ * same bytes for the same input (DESIGN contract 1): element math is IEEE
+ * single precision without contraction, and every reduction has one defined
+ * summation order (below), which both paths follow.
  *
  * Reduction order.  Min/max keep 8 lanes: lane j takes x[j], x[j+8],
  * x[j+16], ... in index order (the tail too), and the lanes are combined as
@@ -35,10 +37,25 @@
 extern "C" {
 #endif
 
-/* Instruction set of a kernel table (HIPRESS_ISA, hipress_comp_params_t.isa). */
-#define HP_ISA_AUTO    0
-#define HP_ISA_GENERIC 1
-#define HP_ISA_AVX2    2
+/* Instruction-set levels: the one declaration of them.  HIPRESS_ISA's
+ * accepted list (auto|generic|avx2, src/core/hp_settings.def) is in this
+ * order, so a setting's index is its level, and hipress_comp_params_t.isa
+ * (0 auto, 1 generic, 2 avx2) carries it to every kernel: the dense table
+ * below and the sparse operators (hp_ops_sparse.h). */
+typedef enum {
+    HP_ISA_AUTO = 0,     /* the best level this CPU runs (hp_isa_detect) */
+    HP_ISA_GENERIC = 1,  /* portable C (GCC vector types of the baseline ISA) */
+    HP_ISA_AVX2 = 2      /* x86-64 AVX2 with F16C and POPCNT */
+} hp_isa_t;
+
+/* The one CPU probe: HP_ISA_AVX2 when this CPU and this build can run the
+ * AVX2 kernels (x86-64: AVX2 with the OS saving the vector state, F16C,
+ * POPCNT), else HP_ISA_GENERIC.  Probed once. */
+int hp_isa_detect(void);
+
+/* The level a request runs at: HP_ISA_AUTO and HP_ISA_AVX2 give
+ * hp_isa_detect(); HP_ISA_GENERIC, or any value not known, HP_ISA_GENERIC. */
+int hp_isa_resolve(int isa);
 
 /* How a value-producing kernel stores its result v into out[i]. */
 #define HP_OUT_SET 0 /* out[i] = v */
@@ -63,7 +80,8 @@ typedef struct hp_ops {
     /* out[i] = a[i] + b[i]; out may alias a or b. */
     void (*add)(const float *a, const float *b, float *out, size_t n);
 
-    /* 1 when x[0..n) holds NaN or Inf. */
+    /* 1 when x[0..n) holds NaN or Inf: the library's one non-finite
+     * scanner (the backends and the sparse operators ask it). */
     int (*nonfinite)(const float *x, size_t n);
 
     /* The largest |x[i]| as its bit pattern (>= 0x7f800000: x holds NaN or
@@ -142,14 +160,11 @@ typedef struct hp_ops {
     void (*rng_unit)(uint64_t k, uint64_t counter0, size_t n, float *out);
 } hp_ops_t;
 
-/* The kernel table for HIPRESS_ISA value `isa`: HP_ISA_AUTO picks AVX2 when
- * the CPU has AVX2, F16C and POPCNT; HP_ISA_AVX2 on a CPU without them, or
- * any value not known, falls back to the generic table.  Never NULL. */
+/* The kernel table for HIPRESS_ISA value `isa`, at hp_isa_resolve(isa):
+ * HP_ISA_AUTO picks AVX2 when the CPU has AVX2, F16C and POPCNT;
+ * HP_ISA_AVX2 on a CPU without them, or any value not known, falls back to
+ * the generic table.  Never NULL. */
 const hp_ops_t *hp_ops_get(int isa);
-
-/* 1 when this CPU (and this build) can run the AVX2 table (x86: AVX2 with
- * the OS saving the vector state, F16C, POPCNT). */
-int hp_ops_have_avx2(void);
 
 /* The two tables, for tests that compare them directly. */
 extern const hp_ops_t hp_ops_generic;
