@@ -95,10 +95,6 @@ void hp_call_decode_many(hp_call_t *call, void *const *msgs, const size_t *lens,
  * (the CPU uses them; the device gives device memory).  NULL when memory is
  * short (the call is then marked failed), or for n = 0. */
 void hp_call_copy(hp_call_t *call, float *dst, const float *src, size_t n);
-/* Momentum factor masking on host memory: the elements message msg (mlen
- * bytes) carried start again from zero in mom[0..len) (all of them when the
- * message is dense). */
-void hp_mask_sent(float *mom, int dense, const unsigned char *msg, size_t mlen, size_t len);
 void hp_call_add(hp_call_t *call, float *dst, const float *src, size_t n);
 size_t hp_call_work_bytes(const hp_call_t *call, size_t n);
 float *hp_call_work(hp_call_t *call, void *host_extra, size_t n);

@@ -1,8 +1,8 @@
 /*
  * Where a compressed call's buffer lives, and the operations the algorithms
  * and the driver apply to it, behind one table: the CPU backend (host
- * memory, src/algo/hp_algo_common.c) and the device backend (device memory, the
- * CUDA module's codec, src/backend/hp_gpu_backend.c).  The algorithms are written
+ * memory, src/backend/hp_backend_cpu.c) and the device backend (device
+ * memory, the CUDA module's codec, src/backend/hp_gpu_backend.c).  The algorithms are written
  * once against hp_call_encode / hp_call_decode / hp_call_fold /
  * hp_call_copy / hp_call_add / hp_call_work (src/algo/hp_algo.h); which memory a
  * call works on is decided once per call (hp_mem_begin), never by a branch
@@ -85,6 +85,11 @@ void hp_mem_begin(hp_mem_t *m, const void *recvbuf);
 hp_status_t hp_mem_end(hp_mem_t *m);
 /* 1 on the device backend. */
 static inline int hp_mem_is_device(const hp_mem_t *m) { return m->ops != &hp_mem_cpu; }
+
+/* Momentum factor masking on host memory, for both backends' encodes: the
+ * elements message msg (mlen bytes) carried start again from zero in
+ * mom[0..len) (all of them when the message is dense). */
+void hp_mask_sent(float *mom, int dense, const unsigned char *msg, size_t mlen, size_t len);
 
 /* Exact MPI operations on the call's buffer (count floats): PMPI directly on
  * host memory, through a host copy on device memory. */
