@@ -20,6 +20,7 @@
  */
 #include "hp_backend.h"
 #include "hp_algo.h"
+#include "hp_ops.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,14 +34,6 @@ size_t hp_psgd_tile_cols(size_t r, size_t c);
 hp_status_t hp_psgd_ring_sum(hp_call_t *call, float *v, size_t len, int host, int corrupt, hp_status_t err);
 
 hp_status_t hp_gpu_psgd_run(hp_call_t *call);
-
-static int host_nonfinite(const float *v, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        if (!isfinite(v[i]))
-            return 1;
-    return 0;
-}
 
 /* The NaN result (the test was agreed: identical sums on every rank). */
 static void fill_nan(hp_call_t *call, const hp_gpu_ops_v2_t *g)
@@ -71,6 +64,7 @@ hp_status_t hp_gpu_psgd_run(hp_call_t *call)
     const size_t n = call->n;
     const uint32_t rank = call->params != NULL && call->params->powersgd_rank > 0 ? call->params->powersgd_rank : 4;
     void *cx = call->mem != NULL ? call->mem->cx : NULL;
+    const hp_ops_t *K = hp_ops_get(call->params != NULL ? call->params->isa : HP_ISA_AUTO);   /* host scans */
     size_t m, c, r, pn, T;
     float *res = call->resid, *qwarm = NULL, *p = NULL, *qt, *qs, *warm, *dp = NULL, *dqt, *dqs;
     double *work;
@@ -136,7 +130,7 @@ hp_status_t hp_gpu_psgd_run(hp_call_t *call)
         st = st != HP_OK ? st : HP_ERR_PEER;
         goto out;
     }
-    if (p[m * r] != 0.0f || host_nonfinite(p, m * r)) {
+    if (p[m * r] != 0.0f || K->nonfinite(p, m * r)) {
         fill_nan(call, g);
         goto out;
     }
@@ -151,7 +145,7 @@ hp_status_t hp_gpu_psgd_run(hp_call_t *call)
     st = hp_psgd_ring_sum(call, qs, r * c, 1, 0, HP_OK);
     if (st != HP_OK)
         goto out;
-    if (host_nonfinite(qs, r * c)) {
+    if (K->nonfinite(qs, r * c)) {
         /* the sum overflowed: identical on every rank, like the P test */
         fill_nan(call, g);
         goto out;

@@ -1,7 +1,7 @@
 /*
  * CompLL operators: the portable C kernels, the scalar lane steps the AVX2
  * kernels share with them (hp_ops_avx2.c), the CPU probe and the run-time
- * choice of table.
+ * choice of table (the low-rank products live in hp_ops_lowrank.c).
  * The element math comes from hp_elem.h and hp_ops.h so that the AVX2 and
  * (later) CUDA kernels compute the same bits.
  */
@@ -374,6 +374,9 @@ const hp_ops_t hp_ops_generic = {
     .bf16_to_f32 = g_bf16_to_f32,
     .rng_u32 = g_rng_u32,
     .rng_unit = g_rng_unit,
+    .lr_dot = hp_ops_lr_dot_generic,
+    .lr_axpy = hp_ops_lr_axpy_generic,
+    .lr_recon = hp_ops_lr_recon_generic,
 };
 
 /* ------------------------------------------------------------- dispatch */
