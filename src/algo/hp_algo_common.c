@@ -250,12 +250,3 @@ hp_status_t hp_slots_wait(hp_call_t *call, hp_slot_t *slots, size_t count)
             st = HP_ERR_MPI;
     return st;
 }
-
-hp_status_t hp_algo_collective(hp_call_t *call)
-{
-    const hp_comp_ext_t *x = hp_comp_ext(call->kind);
-    hp_mem_t *m = mem_of(call);
-    if (m->ops->collective != NULL)
-        return m->ops->collective(call);
-    return x->run != NULL ? x->run(call) : HP_ERR_UNSUPPORTED;
-}

@@ -105,6 +105,7 @@ static hp_status_t cpu_sync(hp_mem_t *m)
 }
 
 const hp_mem_ops_t hp_mem_cpu = {
+    .id = HP_BACKEND_CPU,
     .name = "cpu",
     .encode = cpu_encode,
     .decode = cpu_decode,
@@ -116,6 +117,5 @@ const hp_mem_ops_t hp_mem_cpu = {
     .work_host_bytes = cpu_work_host_bytes,
     .momentum = cpu_momentum,
     .scratch = NULL,
-    .collective = NULL,
     .sync = cpu_sync,
 };

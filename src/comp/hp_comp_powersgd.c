@@ -1,7 +1,13 @@
 /*
  * `powersgd`: rank-r power-iteration compression (Vogels et al., NeurIPS'19),
- * a collective compressor (HIPRESS_COMP_COLLECTIVE): it drives its own two
- * small allreduces instead of running under a CaSync algorithm.
+ * a collective compressor (HIPRESS_COMP_COLLECTIVE): a call is its own two
+ * small allreduces instead of a CaSync algorithm.  This file holds its math
+ * and its message: the shapes, the start Q, the orthonormalisation, the
+ * host passes over the matrix (the reference the device passes follow), the
+ * residual rule and the ABI encode/decode.  The runs of a call are in the
+ * algorithm layer, one per backend (src/algo/hp_collectives.def):
+ * src/algo/hp_algo_psgd.c on host memory, src/algo/hp_algo_psgd_dev.c on a
+ * device buffer; src/comp/hp_psgd.h is what they share with this file.
  *
  * The n floats are read as a near-square m x c matrix M, row-major, padded
  * with zeros at the end of the last row (see hp_psgd_shape).  One call:
@@ -40,32 +46,20 @@
  * and decodes to P Q^T.  r = 0 marks a call that would not shrink the data
  * (r (m + c) >= n): then the n values follow as plain floats.
  */
-#include "hp_algo.h"
+#include "hp_psgd.h"
 #include "hp_elem.h"
-#include "hp_ops.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define PSGD_DEFAULT_RANK 4
 #define PSGD_SUBHDR 12              /* u32 r, m, c in front of an ABI payload */
 #define PSGD_RNG_TAG 0x50534744u    /* "PSGD": fourth word of the Q start key */
+
 /* A column of P whose component orthogonal to the columns before it is at
  * most this fraction of its own norm is taken as dependent and zeroed.  Float
  * rounding of P = M Q leaves about 1e-6 of a column's norm in directions it
  * does not really have (c = 4096); a hundred times that is still noise. */
 #define PSGD_DEP_TOL 1e-4
-
-/* Internal API, also used by tests/check_comp_powersgd.c. */
-void hp_psgd_shape(size_t n, uint32_t rank, size_t *m_p, size_t *c_p, size_t *r_p);
-int hp_psgd_skip(size_t n, size_t m, size_t c, size_t r);
-size_t hp_psgd_wire_bytes(size_t n, uint32_t rank);
-size_t hp_psgd_orthonormalise(float *p, size_t m, size_t r, double *work);
-/* Also used by the device run (src/backend/hp_gpu_psgd.c), which follows the same
- * steps with the same summation orders. */
-void hp_psgd_start_q(float *qt, const float *warm, size_t r, size_t c, uint64_t seed, uint64_t call_no);
-size_t hp_psgd_tile_cols(size_t r, size_t c);
-hp_status_t hp_psgd_ring_sum(hp_call_t *call, float *v, size_t len, int host, int corrupt, hp_status_t err);
 
 /* ------------------------------------------------------------ geometry */
 
@@ -108,14 +102,14 @@ size_t hp_psgd_wire_bytes(size_t n, uint32_t rank)
     return HP_MSG_HEADER + 4 * (hp_psgd_skip(n, m, c, r) ? n : r * (m + c));
 }
 
-static uint32_t param_rank(const hipress_comp_params_t *p)
+uint32_t hp_psgd_rank(const hipress_comp_params_t *p)
 {
-    return p != NULL && p->powersgd_rank > 0 ? p->powersgd_rank : PSGD_DEFAULT_RANK;
+    return p != NULL && p->powersgd_rank > 0 ? p->powersgd_rank : HP_PSGD_DEFAULT_RANK;
 }
 
 /* The kernels for HIPRESS_ISA (params->isa: 0 auto, 1 generic, 2 avx2): the
  * operator table of that level.  Both give the same bytes. */
-static const hp_ops_t *psgd_kernels(const hipress_comp_params_t *params)
+const hp_ops_t *hp_psgd_kernels(const hipress_comp_params_t *params)
 {
     return hp_ops_get(params != NULL ? params->isa : HP_ISA_AUTO);
 }
@@ -238,9 +232,9 @@ static size_t row_group(size_t n, size_t m, size_t c, size_t i)
  * in tile order).  M is stored in mout as it is formed when mout is not
  * NULL (mout may be a); otherwise rowbuf (T floats) holds a + b.  Returns
  * nonzero when M holds NaN or Inf. */
-static int pass_mq(const hp_ops_t *K, const float *a, const float *b, float *mout,
-                   float *rowbuf, size_t n, size_t m, size_t c, size_t r, const float *qt,
-                   float *p)
+int hp_psgd_pass_mq(const hp_ops_t *K, const float *a, const float *b, float *mout,
+                    float *rowbuf, size_t n, size_t m, size_t c, size_t r, const float *qt,
+                    float *p)
 {
     const size_t T = hp_psgd_tile_cols(r, c);
     int bad = 0;
@@ -271,8 +265,8 @@ static int pass_mq(const hp_ops_t *K, const float *a, const float *b, float *mou
 /* qt = M^T P (r x c, transposed) for M = a + b (b may be NULL), streaming M
  * once, tile by tile, four rows at a time; every element of qt adds its
  * rows in row order.  rowbuf: 4 T floats, used when b is not NULL. */
-static void pass_mtp(const hp_ops_t *K, const float *a, const float *b, float *rowbuf,
-                     size_t n, size_t m, size_t c, size_t r, const float *p, float *qt)
+void hp_psgd_pass_mtp(const hp_ops_t *K, const float *a, const float *b, float *rowbuf,
+                      size_t n, size_t m, size_t c, size_t r, const float *p, float *qt)
 {
     const size_t T = hp_psgd_tile_cols(r, c);
     memset(qt, 0, r * c * sizeof(float));
@@ -299,10 +293,10 @@ static void pass_mtp(const hp_ops_t *K, const float *a, const float *b, float *r
 
 /* The reconstruction over the whole matrix, tile by tile (hp_ops_t.lr_recon
  * for the meaning of the arguments; out, ma, mb, res: n floats or NULL). */
-static void pass_recon(const hp_ops_t *K, const float *p, size_t n, size_t m, size_t c,
-                       size_t r, const float *qts, float *out, int accumulate,
-                       const float *qtl, const float *ma, const float *mb, float *res,
-                       void *scratch)
+void hp_psgd_pass_recon(const hp_ops_t *K, const float *p, size_t n, size_t m, size_t c,
+                        size_t r, const float *qts, float *out, int accumulate,
+                        const float *qtl, const float *ma, const float *mb, float *res,
+                        void *scratch)
 {
     const size_t T = hp_psgd_tile_cols(r, c);
     for (size_t j0 = 0; j0 < c; j0 += T)
@@ -312,9 +306,9 @@ static void pass_recon(const hp_ops_t *K, const float *p, size_t n, size_t m, si
             if (len <= j0)
                 continue;
             K->lr_recon(p + i * r, nr, r, HP_MIN(T, len - j0), c, qts ? qts + j0 : NULL,
-                     out ? out + off : NULL, accumulate, qtl ? qtl + j0 : NULL,
-                     ma ? ma + off : NULL, mb ? mb + off : NULL, res ? res + off : NULL, c,
-                     scratch);
+                        out ? out + off : NULL, accumulate, qtl ? qtl + j0 : NULL,
+                        ma ? ma + off : NULL, mb ? mb + off : NULL, res ? res + off : NULL, c,
+                        scratch);
         }
 }
 
@@ -323,7 +317,7 @@ static void pass_recon(const hp_ops_t *K, const float *p, size_t n, size_t m, si
 static size_t psgd_max_payload(size_t n, const hipress_comp_params_t *params)
 {
     size_t m, c, r;
-    hp_psgd_shape(n, param_rank(params), &m, &c, &r);
+    hp_psgd_shape(n, hp_psgd_rank(params), &m, &c, &r);
     return PSGD_SUBHDR + 4 * (hp_psgd_skip(n, m, c, r) ? n : r * (m + c));
 }
 
@@ -338,13 +332,13 @@ static int psgd_encode(const hipress_encode_args_t *a, size_t *len_p, int *nonfi
     const size_t n = a->n;
     size_t m, c, r, need;
     unsigned char *o = (unsigned char *)a->out;
-    const hp_ops_t *K = psgd_kernels(a->params);
+    const hp_ops_t *K = hp_psgd_kernels(a->params);
     float *p, *qt, *rowbuf;
     void *ws, *pk;
     double *work;
     int bad;
 
-    hp_psgd_shape(n, param_rank(a->params), &m, &c, &r);
+    hp_psgd_shape(n, hp_psgd_rank(a->params), &m, &c, &r);
     need = psgd_max_payload(n, a->params);
     if (n > UINT32_MAX)
         return HIPRESS_COMP_EINVAL;
@@ -375,22 +369,22 @@ static int psgd_encode(const hipress_encode_args_t *a, size_t *len_p, int *nonfi
     }
 
     /* workspace: kernel scratch, m r doubles, P (m r), Q^T (r c), 4 rows */
-    ws = hp_aligned_alloc(HP_OPS_LR_SCRATCH(r) + m * r * sizeof(double) + (m * r + r * c + 4 * c) * sizeof(float));
+    ws = hp_aligned_alloc(HP_PSGD_SCRATCH(r) + m * r * sizeof(double) + (m * r + r * c + 4 * c) * sizeof(float));
     if (ws == NULL)
         return HIPRESS_COMP_ENOMEM;
     pk = ws;
-    work = (double *)((char *)ws + HP_OPS_LR_SCRATCH(r));
+    work = (double *)((char *)ws + HP_PSGD_SCRATCH(r));
     p = (float *)(work + m * r);
     qt = p + m * r;
     rowbuf = qt + r * c;
 
     hp_psgd_start_q(qt, NULL, r, c, a->rng_key[0], a->rng_key[2]);
-    bad = pass_mq(K, a->in, a->residual, NULL, rowbuf, n, m, c, r, qt, p);
+    bad = hp_psgd_pass_mq(K, a->in, a->residual, NULL, rowbuf, n, m, c, r, qt, p);
     if (!bad)
         bad = K->nonfinite(p, m * r);
     if (!bad) {
         hp_psgd_orthonormalise(p, m, r, work);
-        pass_mtp(K, a->in, a->residual, rowbuf, n, m, c, r, p, qt);
+        hp_psgd_pass_mtp(K, a->in, a->residual, rowbuf, n, m, c, r, p, qt);
         bad = K->nonfinite(qt, r * c);
     }
     if (bad) {
@@ -400,7 +394,7 @@ static int psgd_encode(const hipress_encode_args_t *a, size_t *len_p, int *nonfi
         return HIPRESS_COMP_OK;
     }
     if (a->residual != NULL)    /* residual = (in + residual) - P Q^T */
-        pass_recon(K, p, n, m, c, r, NULL, NULL, 0, qt, a->in, a->residual, a->residual, pk);
+        hp_psgd_pass_recon(K, p, n, m, c, r, NULL, NULL, 0, qt, a->in, a->residual, a->residual, pk);
     put_u32(o, r);
     put_u32(o + 4, m);
     put_u32(o + 8, c);
@@ -417,7 +411,7 @@ static int psgd_decode(const void *payload, size_t len, size_t n, float *out, in
                        const hipress_comp_params_t *params)
 {
     const unsigned char *in = (const unsigned char *)payload;
-    const hp_ops_t *K = psgd_kernels(params);
+    const hp_ops_t *K = hp_psgd_kernels(params);
     uint32_t r32, m32, c32;
     size_t m, c, r0, r, nf;
     float *f;
@@ -442,10 +436,10 @@ static int psgd_decode(const void *payload, size_t len, size_t n, float *out, in
     if (len - PSGD_SUBHDR != 4 * nf)
         return HIPRESS_COMP_EINVAL;
     /* copy to aligned memory, validating before anything is written */
-    mem = hp_aligned_alloc(HP_OPS_LR_SCRATCH(r) + HP_MAX(nf, 1) * sizeof(float));
+    mem = hp_aligned_alloc(HP_PSGD_SCRATCH(r) + HP_MAX(nf, 1) * sizeof(float));
     if (mem == NULL)
         return HIPRESS_COMP_ENOMEM;
-    f = (float *)((char *)mem + HP_OPS_LR_SCRATCH(r));
+    f = (float *)((char *)mem + HP_PSGD_SCRATCH(r));
     memcpy(f, in + PSGD_SUBHDR, nf * sizeof(float));
     if (K->nonfinite(f, nf)) {
         free(mem);
@@ -455,7 +449,8 @@ static int psgd_decode(const void *payload, size_t len, size_t n, float *out, in
         for (size_t i = 0; i < n; i++)
             out[i] = accumulate ? out[i] + f[i] : f[i];
     } else {
-        pass_recon(K, f, n, m, c, r, f + m * r, out, accumulate, NULL, NULL, NULL, NULL, mem);
+        hp_psgd_pass_recon(K, f, n, m, c, r, f + m * r, out, accumulate, NULL, NULL, NULL, NULL,
+                           mem);
     }
     free(mem);
     return HIPRESS_COMP_OK;
@@ -470,166 +465,8 @@ const hipress_compressor_v1_t hp_comp_powersgd = {
     .decode = psgd_decode,
 };
 
-/* ------------------------------------------------------ the collective */
-
-/* Sum v[0..len) over ranks with the `none` ring: every rank ends with the
- * same bits (contract 1), which PMPI_Allreduce does not promise.  v is host
- * memory when host is set, else the call's own memory (the device path's
- * buffer, src/backend/hp_gpu_psgd.c).  A rank that has already failed (err) sends
- * error messages in its place. */
-hp_status_t hp_psgd_ring_sum(hp_call_t *call, float *v, size_t len, int host, int corrupt, hp_status_t err)
-{
-    hp_call_t sub = *call;
-    hp_status_t st;
-    if (host)   /* v in host memory whatever the call's buffer is */
-        sub.mem = NULL;
-    sub.buf = v;
-    sub.n = len;
-    sub.kind = hp_kind_none;
-    sub.rb = NULL;
-    sub.resid = sub.mom = sub.state = NULL;
-    sub.grain = 1;
-    sub.corrupt = corrupt;
-    sub.t_encode = sub.t_decode = 0;
-    sub.nonfinite = 0;
-    sub.err = err;
-    st = hp_algo_ring(&sub);
-    call->t_encode += sub.t_encode;
-    call->t_decode += sub.t_decode;
-    return st;
-}
-
-static void fill_nan(float *v, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        v[i] = NAN;
-}
-
-/* A call that would not shrink: the plain ring.  A sum that holds NaN or Inf
- * (the same bits on every rank, so the test agrees by itself) becomes NaN as
- * a whole, as on the compressed path. */
-static hp_status_t run_plain(hp_call_t *call, const hp_ops_t *K)
-{
-    hp_status_t st;
-    /* exact: what this rank owes is sent with it */
-    hp_call_fold(call, 0, call->n);
-    st = hp_psgd_ring_sum(call, call->buf, call->n, 0, call->corrupt, HP_OK);
-    if (st == HP_OK && K->nonfinite(call->buf, call->n)) {
-        fill_nan(call->buf, call->n);
-        call->nonfinite++;
-    }
-    return st;
-}
-
-/* The residual (the call's, n floats) and the warm-start Q^T (r c floats)
- * of this buffer.  Either may be NULL (no error feedback, or over the
- * store's bound); getting Q never evicts this buffer's residual. */
-static void get_state(hp_call_t *call, size_t rc, float **res_p, float **q_p, int *q_new_p)
-{
-    *res_p = call->resid;
-    *q_p = NULL;
-    *q_new_p = 1;
-    if (call->rb == NULL)
-        return;
-    *q_new_p = call->rb->vec[HP_RES_AUX] == NULL || call->rb->len[HP_RES_AUX] != rc;
-    *q_p = hp_residual_vec(call->res, call->rb, HP_RES_AUX, rc);
-}
-
-hp_status_t hp_powersgd_run(hp_call_t *call)
-{
-    const size_t n = call->n;
-    const hp_ops_t *K = psgd_kernels(call->params);
-    size_t m, c, r, pn;
-    float *res, *qwarm, *p, *qt, *qs;
-    double *work;
-    void *ws;
-    int q_new, bad, failed;
-    hp_status_t st;
-    double t0;
-
-    hp_psgd_shape(n, param_rank(call->params), &m, &c, &r);
-    if (hp_psgd_skip(n, m, c, r))
-        return run_plain(call, K);
-
-    t0 = hp_now();
-    get_state(call, r * c, &res, &qwarm, &q_new);
-    /* P and one flag (ranks whose M holds NaN/Inf) travel together */
-    pn = m * r + 1;
-    ws = hp_aligned_alloc(HP_OPS_LR_SCRATCH(r) + m * r * sizeof(double) + (pn + 2 * r * c) * sizeof(float));
-    if (ws == NULL) {
-        /* the other ranks are about to sum P: take part with error messages
-         * (the ring never touches the buffer of a failed call), then agree */
-        float dummy = 0.0f;
-        HP_WARN("powersgd: cannot allocate the workspace for %zu elements", n);
-        hp_psgd_ring_sum(call, &dummy, pn, 0, 0, HP_ERR_NOMEM);
-        failed = 1;
-        hp_tp_agree(call->tp, &failed);
-        return HP_ERR_NOMEM;
-    }
-    work = (double *)((char *)ws + HP_OPS_LR_SCRATCH(r));
-    p = (float *)(work + m * r);
-    qt = p + pn;
-    qs = qt + r * c;
-
-    /* M = input + residual in place (buf becomes the result anyway; the
-     * residual is written only once the call is known to be finite), P = M Q */
-    hp_psgd_start_q(qt, q_new ? NULL : qwarm, r, c, call->seed, call->call_no);
-    bad = pass_mq(K, call->buf, res, call->buf, NULL, n, m, c, r, qt, p);
-    if (bad)
-        memset(p, 0, m * r * sizeof(float));
-    p[m * r] = bad ? 1.0f : 0.0f;
-    call->t_encode += hp_now() - t0;
-
-    st = hp_psgd_ring_sum(call, p, pn, 0, call->corrupt, HP_OK);
-    /* every rank must take the same branch from here on */
-    failed = st != HP_OK;
-    if (hp_tp_agree(call->tp, &failed) != HP_OK)
-        failed = 1;
-    if (failed) {
-        free(ws);
-        return st != HP_OK ? st : HP_ERR_PEER;
-    }
-    /* the summed P is the same everywhere, so this test is agreed */
-    if (p[m * r] != 0.0f || K->nonfinite(p, m * r)) {
-        free(ws);
-        fill_nan(call->buf, n);
-        call->nonfinite++;
-        return HP_OK;
-    }
-
-    t0 = hp_now();
-    hp_psgd_orthonormalise(p, m, r, work);
-    pass_mtp(K, call->buf, NULL, NULL, n, m, c, r, p, qt);     /* Ql^T */
-    memcpy(qs, qt, r * c * sizeof(float));
-    call->t_encode += hp_now() - t0;
-
-    st = hp_psgd_ring_sum(call, qs, r * c, 0, 0, HP_OK);
-    if (st != HP_OK) {
-        free(ws);
-        return st;
-    }
-    if (K->nonfinite(qs, r * c)) {
-        /* the sum overflowed: identical on every rank, like the P test */
-        free(ws);
-        fill_nan(call->buf, n);
-        call->nonfinite++;
-        return HP_OK;
-    }
-
-    /* result = P Q^T; residual = M - P Ql^T; next warm start = Q */
-    t0 = hp_now();
-    pass_recon(K, p, n, m, c, r, qs, call->buf, 0, res != NULL ? qt : NULL, call->buf, NULL, res,
-               ws);
-    if (qwarm != NULL)
-        memcpy(qwarm, qs, r * c * sizeof(float));
-    call->t_decode += hp_now() - t0;
-    free(ws);
-    return HP_OK;
-}
-
 const hp_comp_ext_t hp_compx_powersgd = {
     .qclass = HP_QCLASS_LOWRANK,
     .gpu = HP_GPU_FMT_POWERSGD,
     .max_stages = 0,   /* its own exchange, one stage (doc/accuracy.md) */
-    .run = hp_powersgd_run,
 };

@@ -18,7 +18,7 @@
 #define HP_GPU_FMT_FP16     6
 #define HP_GPU_FMT_BF16     7
 /* powersgd, a collective compressor: its passes on the device
- * (src/backend/hp_gpu_psgd.c), not a message format of the codec */
+ * (src/algo/hp_algo_psgd_dev.c), not a message format of the codec */
 #define HP_GPU_FMT_POWERSGD 8
 #define HP_GPU_FMT_COUNT    9
 

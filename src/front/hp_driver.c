@@ -238,7 +238,7 @@ static void warn_budget(hp_comm_state_t *cs, const hp_plan_t *plan)
 static int plan_modes(const hp_comm_state_t *cs)
 {
     long long h = hp_cfg_i(&cs->cfg, HP_S_HIERARCHICAL);
-    if (!cs->hier_avail || h == HP_HIER_OFF || hp_comp_ext(cs->kind)->run != NULL)
+    if (!cs->hier_avail || h == HP_HIER_OFF || hp_comp_is_collective(cs->kind))
         return 1;   /* (a collective compressor runs its own exchanges, flat) */
     return h == HP_HIER_ON ? 2 : 3;
 }
@@ -278,7 +278,7 @@ static hp_status_t plan_for(hp_comm_state_t *cs, size_t count, hp_plan_t *plan_p
         *plan_p = ps->chosen;
         return HP_OK;
     }
-    if (hp_comp_ext(cs->kind)->run != NULL && (algo != HP_ALGO_AUTO || !allow_plain)) {
+    if (hp_comp_is_collective(cs->kind) && (algo != HP_ALGO_AUTO || !allow_plain)) {
         /* a collective compressor runs its own exchanges whatever HIPRESS_ALGO says */
         ps->chosen = (hp_plan_t){1, HP_ALGO_AUTO, 1, 0, hp_plan_stages(HP_ALGO_AUTO, cs->size), 0};
         ps->state = 2;
@@ -308,7 +308,7 @@ static hp_status_t plan_for(hp_comm_state_t *cs, size_t count, hp_plan_t *plan_p
         ps->ncand = 0;
         if (allow_plain && algo == HP_ALGO_AUTO)
             add_candidate(ps, (hp_plan_t){0, HP_ALGO_RING, 1, 0, 0, 0});
-        if (hp_comp_ext(cs->kind)->run != NULL) {
+        if (hp_comp_is_collective(cs->kind)) {
             add_candidate(ps, (hp_plan_t){1, HP_ALGO_AUTO, 1, 0, 1, 0});
         } else {
             for (int h = 0; h < 2; h++) {
