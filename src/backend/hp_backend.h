@@ -21,6 +21,7 @@
 #define HP_BACKEND_H
 
 #include <mpi.h>
+#include "hp_config.h"
 #include "hp_comp.h"
 #include "hp_gpu.h"
 #include "hp_residual.h"
@@ -111,10 +112,11 @@ int hp_mem_residual_read(const hp_res_buf_t *b, const float *r, float *out, size
 /* Whether an eligible MPI_Allreduce on these buffers is compressed on the
  * GPU (1) or, device memory being involved, passed through exactly (0):
  * recvbuf device or managed memory, the CUDA module with the device codec
- * loaded, HIPRESS_GPU=auto.  The one place this is decided; every rank of a
- * call must get the same answer (give every rank the same kind of memory:
- * doc/gpu.md). */
-int hp_gpu_compress_route(const hp_gpu_ptr_t kinds[2], const void *sendbuf, const void *recvbuf);
+ * loaded, HIPRESS_GPU=auto in cfg (the settings in effect).  The one place
+ * this is decided; every rank of a call must get the same answer (give
+ * every rank the same kind of memory: doc/gpu.md). */
+int hp_gpu_compress_route(const hp_config_t *cfg, const hp_gpu_ptr_t kinds[2], const void *sendbuf,
+                          const void *recvbuf);
 
 /* The module's v2 table when loaded and usable, else NULL. */
 const hp_gpu_ops_v2_t *hp_gpu_codec(void);

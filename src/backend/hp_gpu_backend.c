@@ -14,7 +14,6 @@
 #include "hp_backend.h"
 #include "hp_elem.h"
 #include "hp_ops_sparse.h"
-#include "hp_state.h"
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -69,13 +68,14 @@ static int codec_usable(const hp_gpu_ops_v2_t *g, const hp_gpu_ptr_t *where)
     return ok;
 }
 
-int hp_gpu_compress_route(const hp_gpu_ptr_t kinds[2], const void *sendbuf, const void *recvbuf)
+int hp_gpu_compress_route(const hp_config_t *cfg, const hp_gpu_ptr_t kinds[2], const void *sendbuf,
+                          const void *recvbuf)
 {
     const hp_gpu_ops_v2_t *g;
     (void)sendbuf;
     if (recvbuf == NULL || kinds[1].kind == HP_MEM_HOST)
         return 0;   /* the result goes to host memory: staged, exact */
-    if (hp_cfg_i(&hp_g.cfg, HP_S_GPU) != HP_GPU_SETTING_AUTO)
+    if (hp_cfg_i(cfg, HP_S_GPU) != HP_GPU_SETTING_AUTO)
         return 0;   /* HIPRESS_GPU=stage */
     g = hp_gpu_codec();
     return g != NULL && codec_usable(g, &kinds[1]);
