@@ -66,7 +66,7 @@ static __attribute__((noinline)) int allreduce_slow(const void *sendbuf, void *r
      * rank-local fact); the rest is passed through, staged. */
     if (HP_UNLIKELY(hp_gpu_watch_fired())) {
         any_device = hp_mpi_buffers_kind(sendbuf, recvbuf, kinds);
-        gpu = any_device && hp_gpu_compress_route(kinds, sendbuf, recvbuf);
+        gpu = any_device && hp_gpu_compress_route(&hp_g.cfg, kinds, sendbuf, recvbuf);
         d.device = any_device && !gpu;
     }
     d.enabled = 1;

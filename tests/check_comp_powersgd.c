@@ -14,12 +14,7 @@
 #include <string.h>
 #include "hp_comp.h"
 #include "hp_elem.h"
-
-/* Internal API of src/comp/hp_comp_powersgd.c. */
-void hp_psgd_shape(size_t n, uint32_t rank, size_t *m_p, size_t *c_p, size_t *r_p);
-int hp_psgd_skip(size_t n, size_t m, size_t c, size_t r);
-size_t hp_psgd_wire_bytes(size_t n, uint32_t rank);
-size_t hp_psgd_orthonormalise(float *p, size_t m, size_t r, double *work);
+#include "hp_psgd.h"   /* the internal API of src/comp/hp_comp_powersgd.c */
 
 #define SUBHDR 12
 

@@ -17,6 +17,7 @@
 #include "hp_algo.h"
 #include "hp_comp.h"
 #include "hp_plan.h"
+#include "hp_ops.h"
 #include "hp_ops_sparse.h"
 #include "hp_config.h"
 #include "hp_elem.h"
@@ -223,6 +224,9 @@ START_TEST(settings_enum)
     expect_int("HIPRESS_ALGO", "pS", HP_ALGO_PS);
     expect_int("HIPRESS_ALGO", " allgather ", HP_ALGO_ALLGATHER);
     expect_int("HIPRESS_HIERARCHICAL", "OFF", HP_HIER_OFF);
+    /* the settings' order is the operator layer's levels (hp_ops.h) */
+    expect_int("HIPRESS_ISA", "auto", HP_ISA_AUTO);
+    expect_int("HIPRESS_ISA", "generic", HP_ISA_GENERIC);
     expect_int("HIPRESS_ISA", "avx2", HP_ISA_AVX2);
     expect_int("HIPRESS_DEBUG", "info", HP_LOG_INFO);
     expect_int("HIPRESS_DEBUG", "TRACE", HP_LOG_TRACE);

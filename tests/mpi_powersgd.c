@@ -5,7 +5,8 @@
  * production driver hp_allreduce_compressed on a dup'd communicator set to
  * powersgd with hipress_comm_set, and reads the residual store of the
  * communicator's state to check error feedback.  One case calls
- * hp_powersgd_run directly without a residual store.
+ * powersgd's host run (hp_algo_collective) directly without a residual
+ * store.
  *
  * Tolerances (float32 data, matrices up to 1096 x 1096):
  *   exact cases (sum of rank <= r): max |result - exact| <= 2e-5 max |exact|
@@ -21,10 +22,7 @@
 #include "hp_elem.h"
 #include "hp_state.h"
 #include "hp_tp_mpi.h"
-
-/* Internal API of src/comp/hp_comp_powersgd.c. */
-void hp_psgd_shape(size_t n, uint32_t rank, size_t *m_p, size_t *c_p, size_t *r_p);
-int hp_psgd_skip(size_t n, size_t m, size_t c, size_t r);
+#include "hp_psgd.h"   /* the internal API of src/comp/hp_comp_powersgd.c */
 
 #define EXACT_TOL 2e-5
 #define EF_TOL 1e-6
@@ -409,7 +407,7 @@ static void case_corrupt(size_t n)
     free(out);
 }
 
-/* hp_powersgd_run without a residual store (no error feedback, no warm
+/* powersgd's host run without a residual store (no error feedback, no warm
  * start): still exact for a shared low-rank matrix, identical everywhere. */
 static void *scratch(void *ctx, size_t bytes)
 {

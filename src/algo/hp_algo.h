@@ -102,10 +102,6 @@ void hp_call_decode_many(hp_call_t *call, void *const *msgs, const size_t *lens,
  * (the CPU uses them; the device gives device memory).  NULL when memory is
  * short (the call is then marked failed), or for n = 0. */
 void hp_call_copy(hp_call_t *call, float *dst, const float *src, size_t n);
-/* Momentum factor masking on host memory: the elements message msg (mlen
- * bytes) carried start again from zero in mom[0..len) (all of them when the
- * message is dense). */
-void hp_mask_sent(float *mom, int dense, const unsigned char *msg, size_t mlen, size_t len);
 void hp_call_add(hp_call_t *call, float *dst, const float *src, size_t n);
 size_t hp_call_work_bytes(const hp_call_t *call, size_t n);
 float *hp_call_work(hp_call_t *call, void *host_extra, size_t n);
@@ -222,11 +218,33 @@ static inline int hp_ceil_log2(int N)
     return l;
 }
 
-/* Collective compressors (HIPRESS_COMP_COLLECTIVE) drive the whole allreduce
- * themselves through their hp_comp_ext_t.run hook.  HP_ERR_UNSUPPORTED when
- * the compressor has none (a collective plugin: ABI v1 has no such hook). */
+/* Collective compressors (hp_comp_is_collective) drive the whole allreduce
+ * themselves: one run per backend, rows of src/algo/hp_collectives.def,
+ * dispatched by the call's backend (src/algo/hp_algo_collective.c).  One
+ * without a run for the call's backend runs its host run on host copies of
+ * the buffer and of its error-feedback vectors.  HP_ERR_UNSUPPORTED when
+ * the compressor has no run (a collective plugin: ABI v1 has no hook). */
 hp_status_t hp_algo_collective(hp_call_t *call);
-hp_status_t hp_powersgd_run(hp_call_t *call);     /* src/comp/hp_comp_powersgd.c */
+
+/* A run of a collective compressor on one backend. */
+typedef hp_status_t (*hp_collective_run_t)(hp_call_t *call);
+
+/* powersgd's runs: host memory (src/algo/hp_algo_psgd.c), a device buffer
+ * through the CUDA module's passes (src/algo/hp_algo_psgd_dev.c). */
+hp_status_t hp_psgd_run_cpu(hp_call_t *call);
+hp_status_t hp_psgd_run_dev(hp_call_t *call);
+/* What both runs do when this rank cannot run the call: take part in the
+ * call's exchanges with error messages (and in its agreement), so no peer
+ * hangs; returns st. */
+hp_status_t hp_psgd_run_failed(hp_call_t *call, hp_status_t st);
+
+/* Sum v[0..len) over ranks with the `none` ring: every rank ends with the
+ * same bits (contract 1), which PMPI_Allreduce does not promise.  v is host
+ * memory when host is set, else the call's own memory.  corrupt: the
+ * corruption test knob for this sum; a rank that has already failed (err
+ * not HP_OK) sends error messages in its place and never touches v.  The
+ * sums' times count as the call's. */
+hp_status_t hp_call_ring_sum(hp_call_t *call, float *v, size_t len, int host, int corrupt, hp_status_t err);
 
 /* Fold this rank's residual of buf[off .. off+len) into buf (buf += r,
  * r = 0), unless buf holds NaN or Inf there (then both stay as they are:

@@ -1,100 +1,12 @@
-/* Encode/decode of one partition inside a collective: error feedback, random
- * keys, timing, the corruption test knob and error messages; and the CPU
- * backend (hp_backend.h) the algorithms' buffer operations dispatch to for
- * host memory. */
+/* The algorithms' shared helpers: encode/decode of one partition inside a
+ * collective (error feedback, random keys, timing, the corruption test knob
+ * and error messages), the buffer operations dispatched to the call's
+ * backend (hp_backend.h; host memory when a call has none), message slots
+ * and their waits. */
 #include "hp_algo.h"
-#include "hp_ops.h"
 #include "hp_ops_sparse.h"
 #include <signal.h>
 #include <string.h>
-
-/* ------------------------------------------------------ the CPU backend */
-
-static hp_status_t cpu_encode(hp_mem_t *m, int kind, hipress_encode_args_t *a, hp_src_t src, float *mask,
-                              void *out, size_t cap, size_t *len_p, int *nonfinite_p, size_t *except_p);
-static hp_status_t cpu_decode(hp_mem_t *m, int kind, const void *msg, size_t len, size_t n, float *dst,
-                              int accumulate, const hipress_comp_params_t *p)
-{
-    (void)m;
-    return hp_msg_decode(kind, msg, len, n, dst, accumulate, p);
-}
-
-static int cpu_fold(hp_mem_t *m, float *buf, float *r, size_t n)
-{
-    const hp_ops_t *ops = hp_ops_get(HP_ISA_AUTO);
-    (void)m;
-    if (ops->nonfinite(buf, n))
-        return 0;
-    ops->add(buf, r, buf, n);
-    memset(r, 0, n * sizeof(float));
-    return 1;
-}
-
-static int cpu_nonfinite(hp_mem_t *m, const float *buf, size_t n)
-{
-    (void)m;
-    return hp_ops_get(HP_ISA_AUTO)->nonfinite(buf, n) != 0;
-}
-
-static void cpu_copy(hp_mem_t *m, void *dst, const void *src, size_t bytes)
-{
-    (void)m;
-    if (dst != src)
-        memcpy(dst, src, bytes);
-}
-
-static void cpu_add(hp_mem_t *m, float *dst, const float *src, size_t n)
-{
-    (void)m;
-    for (size_t i = 0; i < n; i++)
-        dst[i] += src[i];
-}
-
-static float *cpu_work(hp_mem_t *m, void *host_extra, size_t n)
-{
-    (void)m; (void)n;
-    return (float *)host_extra;
-}
-
-static size_t cpu_work_host_bytes(size_t n)
-{
-    return n * sizeof(float);
-}
-
-static int cpu_momentum(hp_mem_t *m, float *u, float *buf, float mom, size_t n)
-{
-    const hp_ops_t *ops = hp_ops_get(HP_ISA_AUTO);
-    (void)m;
-    if (ops->nonfinite(buf, n))
-        return 0;
-    for (size_t i = 0; i < n; i++) {
-        float v = mom * u[i];
-        u[i] = v + buf[i];
-        buf[i] = u[i];
-    }
-    return 1;
-}
-
-static hp_status_t cpu_sync(hp_mem_t *m)
-{
-    return m->err;
-}
-
-const hp_mem_ops_t hp_mem_cpu = {
-    .name = "cpu",
-    .encode = cpu_encode,
-    .decode = cpu_decode,
-    .fold = cpu_fold,
-    .nonfinite = cpu_nonfinite,
-    .copy = cpu_copy,
-    .add = cpu_add,
-    .work = cpu_work,
-    .work_host_bytes = cpu_work_host_bytes,
-    .momentum = cpu_momentum,
-    .scratch = NULL,
-    .collective = NULL,
-    .sync = cpu_sync,
-};
 
 /* A call without memory of its own (tests, powersgd's sums of host vectors)
  * is on the host. */
@@ -143,33 +55,6 @@ float *hp_call_work(hp_call_t *call, void *host_extra, size_t n)
     if (w == NULL && call->err == HP_OK)
         call->err = HP_ERR_NOMEM;
     return w;
-}
-
-/* Momentum factor masking: the momentum of the elements a message carried
- * starts again from zero (a dense message carried all of them). */
-void hp_mask_sent(float *mom, int dense, const unsigned char *msg, size_t mlen, size_t len)
-{
-    if (dense) {
-        memset(mom, 0, len * sizeof(float));
-        return;
-    }
-    for (size_t j = HP_MSG_HEADER; j + 8 <= mlen; j += 8) {
-        uint32_t i;
-        memcpy(&i, msg + j, 4);
-        if (i < len)
-            mom[i] = 0.0f;
-    }
-}
-
-static hp_status_t cpu_encode(hp_mem_t *m, int kind, hipress_encode_args_t *a, hp_src_t src, float *mask,
-                              void *out, size_t cap, size_t *len_p, int *nonfinite_p, size_t *except_p)
-{
-    hp_status_t st = hp_msg_encode_x(kind, a, out, cap, src, len_p, nonfinite_p, except_p);
-    (void)m;
-    /* a message with exceptions carries them before its payload: no mask */
-    if (st == HP_OK && mask != NULL && !*nonfinite_p && ((const unsigned char *)out)[2] == 0)
-        hp_mask_sent(mask, kind == hp_kind_none, (const unsigned char *)out, *len_p, a->n);
-    return st;
 }
 
 size_t hp_call_encode(hp_call_t *call, size_t off, size_t len, int hop, int contribs,
@@ -364,13 +249,4 @@ hp_status_t hp_slots_wait(hp_call_t *call, hp_slot_t *slots, size_t count)
         if (hp_tp_wait(call->tp, &slots[i].req) != HP_OK)
             st = HP_ERR_MPI;
     return st;
-}
-
-hp_status_t hp_algo_collective(hp_call_t *call)
-{
-    const hp_comp_ext_t *x = hp_comp_ext(call->kind);
-    hp_mem_t *m = mem_of(call);
-    if (m->ops->collective != NULL)
-        return m->ops->collective(call);
-    return x->run != NULL ? x->run(call) : HP_ERR_UNSUPPORTED;
 }

@@ -1,8 +1,11 @@
 /*
  * Where a compressed call's buffer lives, and the operations the algorithms
  * and the driver apply to it, behind one table: the CPU backend (host
- * memory, src/algo/hp_algo_common.c) and the device backend (device memory, the
- * CUDA module's codec, src/backend/hp_gpu_backend.c).  The algorithms are written
+ * memory, src/backend/hp_backend_cpu.c) and the device backend (device
+ * memory, the CUDA module's codec, src/backend/hp_gpu_backend.c).  Each
+ * table has an id (HP_BACKEND_*) by which the algorithm layer keeps what it
+ * has per backend (a collective compressor's runs,
+ * src/algo/hp_collectives.def).  The algorithms are written
  * once against hp_call_encode / hp_call_decode / hp_call_fold /
  * hp_call_copy / hp_call_add / hp_call_work (src/algo/hp_algo.h); which memory a
  * call works on is decided once per call (hp_mem_begin), never by a branch
@@ -18,14 +21,18 @@
 #define HP_BACKEND_H
 
 #include <mpi.h>
+#include "hp_config.h"
 #include "hp_comp.h"
 #include "hp_gpu.h"
 #include "hp_residual.h"
 
 typedef struct hp_mem hp_mem_t;
-struct hp_call;
+
+/* The backends' ids: hp_mem_ops_t.id, an index of tables kept per backend. */
+enum { HP_BACKEND_CPU, HP_BACKEND_DEVICE, HP_BACKEND_COUNT };
 
 typedef struct hp_mem_ops {
+    int         id;     /* HP_BACKEND_* */
     const char *name;   /* "cpu", "cuda" */
     /* Encode a->in[0..a->n) (a->residual, a->state: the call's vectors, in
      * the buffer's memory) as one message of `kind` into out (host); mask:
@@ -57,9 +64,6 @@ typedef struct hp_mem_ops {
     /* Host memory for the messages of the call (page-locked on the device
      * backend), or NULL: the communicator's scratch. */
     void *(*scratch)(hp_mem_t *m, size_t bytes);
-    /* The whole allreduce of a collective compressor (powersgd) on this
-     * memory, or NULL: the compressor's own hook. */
-    hp_status_t (*collective)(struct hp_call *call);
     /* Wait for the queued work; the first error since begin (a malformed
      * message found on the device: HP_ERR_MESSAGE). */
     hp_status_t (*sync)(hp_mem_t *m);
@@ -84,7 +88,12 @@ void hp_mem_begin(hp_mem_t *m, const void *recvbuf);
 /* Waits for the device; the call's first device error, or HP_OK. */
 hp_status_t hp_mem_end(hp_mem_t *m);
 /* 1 on the device backend. */
-static inline int hp_mem_is_device(const hp_mem_t *m) { return m->ops != &hp_mem_cpu; }
+static inline int hp_mem_is_device(const hp_mem_t *m) { return m->ops->id != HP_BACKEND_CPU; }
+
+/* Momentum factor masking on host memory, for both backends' encodes: the
+ * elements message msg (mlen bytes) carried start again from zero in
+ * mom[0..len) (all of them when the message is dense). */
+void hp_mask_sent(float *mom, int dense, const unsigned char *msg, size_t mlen, size_t len);
 
 /* Exact MPI operations on the call's buffer (count floats): PMPI directly on
  * host memory, through a host copy on device memory. */
@@ -103,10 +112,11 @@ int hp_mem_residual_read(const hp_res_buf_t *b, const float *r, float *out, size
 /* Whether an eligible MPI_Allreduce on these buffers is compressed on the
  * GPU (1) or, device memory being involved, passed through exactly (0):
  * recvbuf device or managed memory, the CUDA module with the device codec
- * loaded, HIPRESS_GPU=auto.  The one place this is decided; every rank of a
- * call must get the same answer (give every rank the same kind of memory:
- * doc/gpu.md). */
-int hp_gpu_compress_route(const hp_gpu_ptr_t kinds[2], const void *sendbuf, const void *recvbuf);
+ * loaded, HIPRESS_GPU=auto in cfg (the settings in effect).  The one place
+ * this is decided; every rank of a call must get the same answer (give
+ * every rank the same kind of memory: doc/gpu.md). */
+int hp_gpu_compress_route(const hp_config_t *cfg, const hp_gpu_ptr_t kinds[2], const void *sendbuf,
+                          const void *recvbuf);
 
 /* The module's v2 table when loaded and usable, else NULL. */
 const hp_gpu_ops_v2_t *hp_gpu_codec(void);

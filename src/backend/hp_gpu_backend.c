@@ -7,15 +7,13 @@
  * A compressor whose hp_comp_ext_t names no device format (a plugin) still
  * runs on a device buffer: its range, residual and state are copied to host
  * memory, encoded or decoded there by the compressor itself, and copied
- * back -- the same bytes, slower.  So does a collective compressor
- * (powersgd), whose whole call runs on host copies of the buffer and its
- * state.
+ * back -- the same bytes, slower.  A collective compressor's run on a
+ * device buffer is the algorithm layer's (src/algo/hp_collectives.def).
  */
 #define _GNU_SOURCE
 #include "hp_backend.h"
-#include "hp_algo.h"
 #include "hp_elem.h"
-#include "hp_state.h"
+#include "hp_ops_sparse.h"
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -62,13 +60,14 @@ static int codec_usable(const hp_gpu_ops_v2_t *g, const hp_gpu_ptr_t *where)
     return ok;
 }
 
-int hp_gpu_compress_route(const hp_gpu_ptr_t kinds[2], const void *sendbuf, const void *recvbuf)
+int hp_gpu_compress_route(const hp_config_t *cfg, const hp_gpu_ptr_t kinds[2], const void *sendbuf,
+                          const void *recvbuf)
 {
     const hp_gpu_ops_v2_t *g;
     (void)sendbuf;
     if (recvbuf == NULL || kinds[1].kind == HP_MEM_HOST)
         return 0;   /* the result goes to host memory: staged, exact */
-    if (hp_cfg_i(&hp_g.cfg, HP_S_GPU) != HP_GPU_SETTING_AUTO)
+    if (hp_cfg_i(cfg, HP_S_GPU) != HP_GPU_SETTING_AUTO)
         return 0;   /* HIPRESS_GPU=stage */
     g = hp_gpu_codec();
     return g != NULL && codec_usable(g, &kinds[1]);
@@ -427,81 +426,8 @@ static hp_status_t dev_sync(hp_mem_t *m)
     return m->err;
 }
 
-hp_status_t hp_gpu_psgd_run(hp_call_t *call);   /* src/backend/hp_gpu_psgd.c */
-
-/* A collective compressor without device passes on host copies of the buffer and of
- * its error-feedback vectors (in a store of this call), by its own run,
- * unchanged; the vectors go back to the device store after. */
-static hp_status_t dev_collective(hp_call_t *call)
-{
-    const hp_comp_ext_t *x = hp_comp_ext(call->kind);
-    hp_mem_t *m = call->mem;
-    const size_t n = call->n, fb = n * sizeof(float);
-    hp_residual_store_t *tmp = NULL;
-    hp_res_buf_t *rb = call->rb, *trb = NULL;
-    hp_call_t sub;
-    float *h;
-    hp_status_t st = HP_OK;
-
-    if (x->run == NULL)
-        return HP_ERR_UNSUPPORTED;
-    if (x->gpu == HP_GPU_FMT_POWERSGD && call->mem->cx != NULL)
-        return hp_gpu_psgd_run(call);   /* its passes on the device */
-    sub = *call;
-    sub.mem = NULL;
-    sub.mom = sub.state = NULL;
-    h = (float *)arena(ARENA_STAGE, fb + 64, &m->where);
-    if (h == NULL || (rb != NULL && (tmp = hp_residual_create((size_t)-1)) == NULL))
-        st = HP_ERR_NOMEM;
-    if (st == HP_OK && call->err == HP_OK && dev_xfer(m, h, call->buf, fb))
-        st = HP_ERR_DEVICE;
-    if (st == HP_OK && rb != NULL) {
-        trb = hp_residual_buffer(tmp, rb->addr, rb->count, 1, HP_LAYOUT_TRUST, NULL);
-        for (int k = 0; k < HP_RES_NSLOTS && trb != NULL && st == HP_OK; k++) {
-            float *v;
-            if (rb->vec[k] == NULL)
-                continue;
-            v = hp_residual_vec(tmp, trb, k, rb->len[k]);
-            if (v == NULL)
-                st = HP_ERR_NOMEM;
-            else if (dev_xfer(m, v, rb->vec[k], rb->len[k] * sizeof(float)))
-                st = HP_ERR_DEVICE;
-        }
-        if (trb == NULL)
-            st = HP_ERR_NOMEM;
-        else
-            trb->calls = rb->calls;
-    }
-    if (st != HP_OK && sub.err == HP_OK)
-        sub.err = st;   /* take part with error messages: no peer hangs */
-    sub.buf = sub.err == HP_OK ? h : NULL;
-    sub.res = tmp;
-    sub.rb = trb;
-    sub.resid = trb != NULL && call->resid != NULL ? trb->vec[HP_RES_R] : NULL;
-    st = x->run(&sub);
-    call->t_encode += sub.t_encode;
-    call->t_decode += sub.t_decode;
-    call->nonfinite += sub.nonfinite;
-    if (st == HP_OK && sub.err == HP_OK) {
-        if (dev_xfer(m, call->buf, h, fb))
-            st = HP_ERR_DEVICE;
-        /* the vectors back to the device (a new length is a new vector) */
-        for (int k = 0; k < HP_RES_NSLOTS && trb != NULL && st == HP_OK; k++) {
-            float *v;
-            if (trb->vec[k] == NULL)
-                continue;
-            v = hp_residual_vec(call->res, rb, k, trb->len[k]);
-            if (v != NULL && dev_xfer(m, v, trb->vec[k], trb->len[k] * sizeof(float)))
-                st = HP_ERR_DEVICE;
-        }
-    }
-    if (st == HP_OK)
-        st = sub.err;
-    hp_residual_destroy(tmp, HP_RES_DROP_FREED);
-    return st;
-}
-
 static const hp_mem_ops_t dev_ops = {
+    .id = HP_BACKEND_DEVICE,
     .name = "cuda",
     .encode = dev_encode,
     .decode = dev_decode,
@@ -513,7 +439,6 @@ static const hp_mem_ops_t dev_ops = {
     .work_host_bytes = dev_work_host_bytes,
     .momentum = dev_momentum,
     .scratch = dev_scratch,
-    .collective = dev_collective,
     .sync = dev_sync,
 };
 

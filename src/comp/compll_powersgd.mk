@@ -1,7 +1,10 @@
-# src/comp/compll_powersgd.mk: the powersgd collective compressor, its unit tests
-# (Check, with a micro benchmark behind --bench) and its mpirun test.
+# src/comp/compll_powersgd.mk: the powersgd collective compressor (its math,
+# and its runs on host memory and on a device buffer in the algorithm layer),
+# its unit tests (Check, with a micro benchmark behind --bench) and its
+# mpirun test.
 
-libhpcore_la_SOURCES += src/comp/hp_comp_powersgd.c
+libhpcore_la_SOURCES += src/comp/hp_psgd.h src/comp/hp_comp_powersgd.c \
+	src/algo/hp_algo_psgd.c src/algo/hp_algo_psgd_dev.c
 
 check_PROGRAMS += tests/check_comp_powersgd tests/mpi_powersgd
 tests_check_comp_powersgd_SOURCES = tests/check_comp_powersgd.c

@@ -50,6 +50,12 @@ const hp_comp_ext_t *hp_comp_ext(int kind)
     return (kind >= 0 && kind < registry_count) ? registry_ext[kind] : &none;
 }
 
+int hp_comp_is_collective(int kind)
+{
+    hp_comp_t *c = hp_comp_get(kind);
+    return c != NULL && kind < HP_BUILTIN_COUNT && (c->flags & HIPRESS_COMP_COLLECTIVE) != 0;
+}
+
 size_t hp_comp_grain(int kind, const hipress_comp_params_t *p)
 {
     const hp_comp_ext_t *x = hp_comp_ext(kind);
@@ -111,7 +117,8 @@ hp_status_t hp_comp_register(hp_comp_t *c, char *err, size_t errlen)
         st = HP_ERR_INVALID;
     } else {
         /* a plugin: element-wise, its class from its flags; a collective
-         * plugin is not supported by ABI v1 (no run hook) */
+         * plugin is not supported by ABI v1 (no hook for its exchanges:
+         * hp_comp_is_collective) */
         hp_comp_ext_t *x = &plugin_ext[registry_count];
         memset(x, 0, sizeof(*x));
         x->qclass = (c->flags & HIPRESS_COMP_LOSSLESS) ? HP_QCLASS_EXACT
@@ -446,11 +453,6 @@ size_t hp_msg_wire_bytes(int kind, size_t len, int contribs, const hipress_comp_
         return HP_MSG_HEADER + HP_MIN(8 * k2, 4 * len);
     }
     return c != NULL ? HP_MSG_HEADER + c->max_payload(len, p) : HP_MSG_HEADER + 4 * len;
-}
-
-int hp_comp_is_collective(int kind)
-{
-    return hp_comp_ext(kind)->run != NULL;
 }
 
 size_t hp_msg_cap(int kind, size_t n, int contribs, const hipress_comp_params_t *p)

@@ -40,7 +40,15 @@ typedef struct {
 } hp_msg_header_t;
 
 typedef const hipress_compressor_v1_t hp_comp_t;
-struct hp_call;
+
+/* The built-ins' kinds: their index in the registry (hp_builtins.def),
+ * HP_BUILTIN_none = 0 ... ; plugins follow from HP_BUILTIN_COUNT. */
+enum {
+#define HP_BUILTIN(name) HP_BUILTIN_##name,
+#include "hp_builtins.def"
+#undef HP_BUILTIN
+    HP_BUILTIN_COUNT
+};
 
 /* How much one lossy stage (an encode on an element's path) costs: the
  * plan's quality budget has a default per class (hp_plan.c). */
@@ -74,9 +82,6 @@ typedef struct hp_comp_ext {
     /* Parameters for the `call`-th compressed call (from 0) on one buffer
      * (dgc's density warm-up).  NULL: the settings as they are. */
     void (*call_params)(hipress_comp_params_t *p, unsigned long long call);
-    /* Collective compressors drive the whole allreduce themselves (powersgd);
-     * NULL for the others. */
-    hp_status_t (*run)(struct hp_call *call);
     /* Decode `count` payloads of n elements each (lens[j] bytes) and add
      * them into out in order: out (when accumulate) + d_0 + d_1 + ..., with
      * the bits of decoding them one after the other, but block by block, so
@@ -110,6 +115,13 @@ hp_status_t hp_comp_register(hp_comp_t *c, char *err, size_t errlen);
 /* The extension of compressor `kind` (never NULL for a registered kind). */
 const hp_comp_ext_t *hp_comp_ext(int kind);
 
+/* 1 when compressor `kind` drives the whole allreduce itself (powersgd):
+ * a built-in with HIPRESS_COMP_COLLECTIVE, whose runs are rows of the
+ * algorithm layer (src/algo/hp_collectives.def).  A plugin's flag does not
+ * count: ABI v1 has no hook for its exchanges, so it runs under the
+ * algorithms like any other. */
+int hp_comp_is_collective(int kind);
+
 /* Elements per block of `kind` (hp_comp_ext_t.grain), at least 1. */
 size_t hp_comp_grain(int kind, const hipress_comp_params_t *p);
 
@@ -128,9 +140,6 @@ hp_status_t hp_sparse_gpu_fmt(const hipress_comp_params_t *p, size_t n, size_t k
  * len elements; the message goes dense (`none`) when 8 k2 >= 4 len. */
 double hp_sparse_density(int contribs, const hipress_comp_params_t *p);
 size_t hp_sparse_k2(size_t len, int contribs, const hipress_comp_params_t *p);
-
-/* Whether compressor `kind` drives the whole allreduce itself (powersgd). */
-int hp_comp_is_collective(int kind);
 
 /* The default quality budget of a plugin compressor's class, for
  * HIPRESS_MAX_STAGES=0: the most stages auto may choose (0 = no limit).

@@ -20,7 +20,7 @@ enum {
 #include "hp_gpu_fmt.def"
 #undef HP_GPU_FMT_ROW
     /* powersgd, a collective compressor: its passes on the device
-     * (src/backend/hp_gpu_psgd.c, named by hp_comp_ext_t.gpu), not a
+     * (src/algo/hp_algo_psgd_dev.c, named by hp_comp_ext_t.gpu), not a
      * message format of the codec */
     HP_GPU_FMT_POWERSGD = 8
 };

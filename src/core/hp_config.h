@@ -74,7 +74,8 @@ static inline const char *hp_cfg_s(const hp_config_t *c, int id) { return c->str
 
 /* Enum values, in the order of their accepted list. */
 enum { HP_HIER_AUTO, HP_HIER_ON, HP_HIER_OFF };
-enum { HP_ISA_AUTO, HP_ISA_GENERIC, HP_ISA_AVX2 };
+/* HIPRESS_ISA's values are the instruction-set levels of the operator layer
+ * (hp_isa_t, src/ops/hp_ops.h), declared there once. */
 
 /* The value of an ENUM setting as text ("ring"). */
 const char *hp_cfg_enum_name(const hp_config_t *c, int id, char *buf, size_t len);

@@ -120,7 +120,7 @@ static ncclResult_t agree(hp_nccl_cstate_t *cs, const hp_config_t *cfg, const hp
         return ncclSuccess;
     }
     kind = hp_comp_find(hp_cfg_s(cfg, HP_S_COMPRESSOR));
-    ok = hp_gpu_compress_route(kinds, where, where);
+    ok = hp_gpu_compress_route(&hp_g.cfg, kinds, where, where);
     v[0] = (long long)(agreed_hash(cfg) >> 2);
     v[1] = -v[0];
     v[2] = !ok;

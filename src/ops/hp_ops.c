@@ -1,6 +1,7 @@
 /*
  * CompLL operators: the portable C kernels, the scalar lane steps the AVX2
- * kernels share with them (hp_ops_avx2.c), and the run-time choice of table.
+ * kernels share with them (hp_ops_avx2.c), the CPU probe and the run-time
+ * choice of table (the low-rank products live in hp_ops_lowrank.c).
  * The element math comes from hp_elem.h and hp_ops.h so that the AVX2 and
  * (later) CUDA kernels compute the same bits.
  */
@@ -373,6 +374,9 @@ const hp_ops_t hp_ops_generic = {
     .bf16_to_f32 = g_bf16_to_f32,
     .rng_u32 = g_rng_u32,
     .rng_unit = g_rng_unit,
+    .lr_dot = hp_ops_lr_dot_generic,
+    .lr_axpy = hp_ops_lr_axpy_generic,
+    .lr_recon = hp_ops_lr_recon_generic,
 };
 
 /* ------------------------------------------------------------- dispatch */
@@ -382,7 +386,7 @@ const hp_ops_t hp_ops_generic = {
 
 extern const hp_ops_t hp_ops_avx2;
 
-int hp_ops_have_avx2(void)
+int hp_isa_detect(void)
 {
     static int have = -1; /* racing first calls store the same value */
     int h = __atomic_load_n(&have, __ATOMIC_RELAXED);
@@ -396,17 +400,17 @@ int hp_ops_have_avx2(void)
             __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29)) ? 1 : 0;
         __atomic_store_n(&have, h, __ATOMIC_RELAXED);
     }
-    return h;
+    return h ? HP_ISA_AVX2 : HP_ISA_GENERIC;
 }
 
 const hp_ops_t *hp_ops_avx2_table(void)
 {
-    return hp_ops_have_avx2() ? &hp_ops_avx2 : NULL;
+    return hp_isa_detect() == HP_ISA_AVX2 ? &hp_ops_avx2 : NULL;
 }
 #else
-int hp_ops_have_avx2(void)
+int hp_isa_detect(void)
 {
-    return 0;
+    return HP_ISA_GENERIC;
 }
 
 const hp_ops_t *hp_ops_avx2_table(void)
@@ -415,10 +419,13 @@ const hp_ops_t *hp_ops_avx2_table(void)
 }
 #endif
 
+int hp_isa_resolve(int isa)
+{
+    return isa == HP_ISA_AUTO || isa == HP_ISA_AVX2 ? hp_isa_detect() : HP_ISA_GENERIC;
+}
+
 const hp_ops_t *hp_ops_get(int isa)
 {
-    const hp_ops_t *avx2 = hp_ops_avx2_table();
-    if ((isa == HP_ISA_AUTO || isa == HP_ISA_AVX2) && avx2 != NULL)
-        return avx2;
-    return &hp_ops_generic;
+    const hp_ops_t *avx2 = hp_isa_resolve(isa) == HP_ISA_AVX2 ? hp_ops_avx2_table() : NULL;
+    return avx2 != NULL ? avx2 : &hp_ops_generic;
 }

@@ -1,9 +1,12 @@
 /*
- * CompLL operator layer (CPU): the array kernels the dense compressors are
- * composed from.  Every operator has a portable C path and an AVX2 path, and
- * both give the same bytes for the same input (DESIGN contract 1): element
- * math is IEEE single precision without contraction, and every reduction has
- * one defined summation order (below), which both paths follow.
+ * CompLL operator layer (CPU): the array kernels the dense compressors and
+ * powersgd's low-rank products are composed from, the instruction-set levels
+ * and the one CPU probe that picks among them (the sparse operators,
+ * hp_ops_sparse.h, use the same levels).  Every operator has a portable C
+ * path and an AVX2 path, and both give the same bytes for the same input
+ * (DESIGN contract 1): element math is IEEE single precision without
+ * contraction, and every reduction has one defined summation order (below),
+ * which both paths follow.
  *
  * Reduction order.  Min/max keep 8 lanes: lane j takes x[j], x[j+8],
  * x[j+16], ... in index order (the tail too), and the lanes are combined as
@@ -35,10 +38,25 @@
 extern "C" {
 #endif
 
-/* Instruction set of a kernel table (HIPRESS_ISA, hipress_comp_params_t.isa). */
-#define HP_ISA_AUTO    0
-#define HP_ISA_GENERIC 1
-#define HP_ISA_AVX2    2
+/* Instruction-set levels: the one declaration of them.  HIPRESS_ISA's
+ * accepted list (auto|generic|avx2, src/core/hp_settings.def) is in this
+ * order, so a setting's index is its level, and hipress_comp_params_t.isa
+ * (0 auto, 1 generic, 2 avx2) carries it to every kernel: the dense table
+ * below, the sparse operators (hp_ops_sparse.h) and the low-rank products. */
+typedef enum {
+    HP_ISA_AUTO = 0,     /* the best level this CPU runs (hp_isa_detect) */
+    HP_ISA_GENERIC = 1,  /* portable C (GCC vector types of the baseline ISA) */
+    HP_ISA_AVX2 = 2      /* x86-64 AVX2 with F16C and POPCNT */
+} hp_isa_t;
+
+/* The one CPU probe: HP_ISA_AVX2 when this CPU and this build can run the
+ * AVX2 kernels (x86-64: AVX2 with the OS saving the vector state, F16C,
+ * POPCNT), else HP_ISA_GENERIC.  Probed once. */
+int hp_isa_detect(void);
+
+/* The level a request runs at: HP_ISA_AUTO and HP_ISA_AVX2 give
+ * hp_isa_detect(); HP_ISA_GENERIC, or any value not known, HP_ISA_GENERIC. */
+int hp_isa_resolve(int isa);
 
 /* How a value-producing kernel stores its result v into out[i]. */
 #define HP_OUT_SET 0 /* out[i] = v */
@@ -63,7 +81,9 @@ typedef struct hp_ops {
     /* out[i] = a[i] + b[i]; out may alias a or b. */
     void (*add)(const float *a, const float *b, float *out, size_t n);
 
-    /* 1 when x[0..n) holds NaN or Inf. */
+    /* 1 when x[0..n) holds NaN or Inf: the library's one non-finite
+     * scanner (the backends, the sparse and low-rank compressors and
+     * powersgd's runs all ask it). */
     int (*nonfinite)(const float *x, size_t n);
 
     /* The largest |x[i]| as its bit pattern (>= 0x7f800000: x holds NaN or
@@ -140,16 +160,42 @@ typedef struct hp_ops {
     /* Counter RNG: out[i] = hp_rng_u32 / hp_rng_unit (k, counter0 + i). */
     void (*rng_u32)(uint64_t k, uint64_t counter0, size_t n, uint32_t *out);
     void (*rng_unit)(uint64_t k, uint64_t counter0, size_t n, float *out);
+
+    /* Low-rank products (powersgd's passes over its matrix M, in
+     * src/comp/hp_comp_powersgd.c): one tile of rows at a time, P (m x r)
+     * and Q^T (r x c) row-major, ld the row stride of Q^T.  Single-threaded
+     * and deterministic, one summation order per product (both tables):
+     *   lr_dot:   8 lanes (lane l takes elements l, l+8, ...), the tail
+     *             after the lanes, lanes combined as
+     *             ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)), then added to p[k];
+     *   lr_axpy:  each element of Q^T adds its rows in row order;
+     *   lr_recon: each element sum_k p[k] qt[k ld + j] in k order, first
+     *             term p[0] qt[j]. */
+    /* p[k] += sum_j row[j] qt[k ld + j], k < r (a row of a tile of M Q). */
+    void (*lr_dot)(const float *row, size_t len, const float *qt, size_t ld, size_t r, float *p);
+    /* qt[k ld + j] += sum over the nr (<= 4) rows, in row order, of
+     * p[i r + k] rows[i][j] (M^T P streamed by row). */
+    void (*lr_axpy)(const float *const *rows, const float *p, size_t nr, size_t len, float *qt,
+                    size_t ld, size_t r);
+    /* nr (<= 4) consecutive rows, len columns, of the reconstruction P Q^T;
+     * row t of p / out / ma / mb / res at t r / t stride.  Stores:
+     *   res (if not NULL): res = (ma + mb) - P Qtl   (mb may be NULL; may be res)
+     *   out (if not NULL): out = P Qts, or out += P Qts when accumulate
+     * ma may be out (it is read first).  scratch: HP_OPS_LR_SCRATCH(r)
+     * bytes, 16-byte aligned. */
+    void (*lr_recon)(const float *p, size_t nr, size_t r, size_t len, size_t ld, const float *qts,
+                     float *out, int accumulate, const float *qtl, const float *ma,
+                     const float *mb, float *res, size_t stride, void *scratch);
 } hp_ops_t;
 
-/* The kernel table for HIPRESS_ISA value `isa`: HP_ISA_AUTO picks AVX2 when
- * the CPU has AVX2, F16C and POPCNT; HP_ISA_AVX2 on a CPU without them, or
- * any value not known, falls back to the generic table.  Never NULL. */
-const hp_ops_t *hp_ops_get(int isa);
+/* Bytes of lr_recon's scratch for rank r (4 r vectors of 4 floats). */
+#define HP_OPS_LR_SCRATCH(r) (4 * (size_t)(r) * 4 * sizeof(float))
 
-/* 1 when this CPU (and this build) can run the AVX2 table (x86: AVX2 with
- * the OS saving the vector state, F16C, POPCNT). */
-int hp_ops_have_avx2(void);
+/* The kernel table for HIPRESS_ISA value `isa`, at hp_isa_resolve(isa):
+ * HP_ISA_AUTO picks AVX2 when the CPU has AVX2, F16C and POPCNT;
+ * HP_ISA_AVX2 on a CPU without them, or any value not known, falls back to
+ * the generic table.  Never NULL. */
+const hp_ops_t *hp_ops_get(int isa);
 
 /* The two tables, for tests that compare them directly. */
 extern const hp_ops_t hp_ops_generic;
@@ -178,6 +224,20 @@ size_t hp_ops_sign_sum_step(const float *x, const float *r, size_t n, float *vou
 void hp_ops_sign_sum_finish(const float pos[32], const float neg[32], const float *x,
                             const float *r, size_t n, const float *vout, double *pos_p,
                             double *neg_p);
+
+/* Internal: the low-rank products of each table (src/ops/hp_ops_lowrank.c). */
+void hp_ops_lr_dot_generic(const float *row, size_t len, const float *qt, size_t ld, size_t r, float *p);
+void hp_ops_lr_axpy_generic(const float *const *rows, const float *p, size_t nr, size_t len, float *qt,
+                            size_t ld, size_t r);
+void hp_ops_lr_recon_generic(const float *p, size_t nr, size_t r, size_t len, size_t ld, const float *qts,
+                             float *out, int accumulate, const float *qtl, const float *ma,
+                             const float *mb, float *res, size_t stride, void *scratch);
+void hp_ops_lr_dot_avx2(const float *row, size_t len, const float *qt, size_t ld, size_t r, float *p);
+void hp_ops_lr_axpy_avx2(const float *const *rows, const float *p, size_t nr, size_t len, float *qt,
+                         size_t ld, size_t r);
+void hp_ops_lr_recon_avx2(const float *p, size_t nr, size_t r, size_t len, size_t ld, const float *qts,
+                          float *out, int accumulate, const float *qtl, const float *ma,
+                          const float *mb, float *res, size_t stride, void *scratch);
 
 #ifdef __cplusplus
 }

@@ -628,6 +628,9 @@ const hp_ops_t hp_ops_avx2 = {
     .bf16_to_f32 = v_bf16_to_f32,
     .rng_u32 = v_rng_u32,
     .rng_unit = v_rng_unit,
+    .lr_dot = hp_ops_lr_dot_avx2,
+    .lr_axpy = hp_ops_lr_axpy_avx2,
+    .lr_recon = hp_ops_lr_recon_avx2,
 };
 
 #else

@@ -11,12 +11,14 @@
  * the same bits.
  */
 #include "hp_ops_sparse.h"
+#include "hp_ops.h"
 #include "hp_elem.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#if defined(__x86_64__) || defined(__i386__)
+/* the AVX2 paths where hp_isa_detect can choose them */
+#if defined(__x86_64__)
 #include <immintrin.h>
 #define HP_SPARSE_HAVE_AVX2 1
 #else
@@ -30,31 +32,6 @@
 #define DEFAULT_SPARSE_BLOCK 65536
 
 #define NONFINITE_BITS 0x7f800000u
-
-/* ------------------------------------------------------------------ isa */
-
-int hp_sparse_isa(const hipress_comp_params_t *params)
-{
-    /* CPU probe cached; threads may race to fill it with the same value */
-    static int have_avx2 = -1;
-    int want = params != NULL ? params->isa : 0, have;
-
-    if (want == HP_SPARSE_ISA_GENERIC)
-        return HP_SPARSE_ISA_GENERIC;
-#if HP_SPARSE_HAVE_AVX2
-    have = __atomic_load_n(&have_avx2, __ATOMIC_RELAXED);
-    if (have < 0) {
-        __builtin_cpu_init();
-        have = __builtin_cpu_supports("avx2") ? 1 : 0;
-        __atomic_store_n(&have_avx2, have, __ATOMIC_RELAXED);
-    }
-    return have ? HP_SPARSE_ISA_AVX2 : HP_SPARSE_ISA_GENERIC;
-#else
-    (void)have_avx2;
-    (void)have;
-    return HP_SPARSE_ISA_GENERIC;
-#endif
-}
 
 /* ------------------------------------------------------------ selection */
 
@@ -371,7 +348,7 @@ size_t hp_sparse_filter(const hp_sparse_src_t *src, size_t n, uint32_t thr, size
     if (thr > 0x7fffffffu)
         thr = 0x7fffffffu;
 #if HP_SPARSE_HAVE_AVX2
-    if (isa == HP_SPARSE_ISA_AVX2)
+    if (isa == HP_ISA_AVX2)
         return filter_avx2(src, n, thr, pos_p, idx, cap, nonfinite_p);
 #endif
     (void)isa;
@@ -550,59 +527,11 @@ size_t hp_sparse_filter_commit(const hp_sparse_src_t *src, float *r, float *u, s
         (u != NULL && (const float *)u == src->g))
         return 0;
 #if HP_SPARSE_HAVE_AVX2
-    if (isa == HP_SPARSE_ISA_AVX2)
+    if (isa == HP_ISA_AVX2)
         return fcommit_avx2(src->g, r, u, src->m, n, thr, pos_p, idx, cap, nonfinite_p);
 #endif
     (void)isa;
     return fcommit_generic(src->g, r, u, src->m, n, thr, pos_p, idx, cap, nonfinite_p);
-}
-
-/* ------------------------------------------------------- finite check */
-
-static int finite_generic(const float *x, size_t n)
-{
-    size_t i = 0;
-    int32_t bad = 0;
-    for (; i + FB <= n; i += FB) {
-        for (size_t j = 0; j < FB; j++)
-            bad |= (int32_t)hp_sparse_absbits(x[i + j]) >= (int32_t)NONFINITE_BITS;
-        if (bad)
-            return 0;
-    }
-    for (; i < n; i++)
-        bad |= (int32_t)hp_sparse_absbits(x[i]) >= (int32_t)NONFINITE_BITS;
-    return !bad;
-}
-
-#if HP_SPARSE_HAVE_AVX2
-__attribute__((target("avx2")))
-static int finite_avx2(const float *x, size_t n)
-{
-    const __m256i absmask = _mm256_set1_epi32(0x7fffffff);
-    const __m256i fmax = _mm256_set1_epi32((int)(NONFINITE_BITS - 1));
-    size_t i = 0;
-    for (; i + 32 <= n; i += 32) {
-        __m256i a0 = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(x + i)), absmask);
-        __m256i a1 = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(x + i + 8)), absmask);
-        __m256i a2 = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(x + i + 16)), absmask);
-        __m256i a3 = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(x + i + 24)), absmask);
-        __m256i mx = _mm256_max_epi32(_mm256_max_epi32(a0, a1), _mm256_max_epi32(a2, a3));
-        __m256i c = _mm256_cmpgt_epi32(mx, fmax);
-        if (!_mm256_testz_si256(c, c))
-            return 0;
-    }
-    return finite_generic(x + i, n - i);
-}
-#endif
-
-int hp_sparse_all_finite(const float *x, size_t n, int isa)
-{
-#if HP_SPARSE_HAVE_AVX2
-    if (isa == HP_SPARSE_ISA_AVX2)
-        return finite_avx2(x, n);
-#endif
-    (void)isa;
-    return finite_generic(x, n);
 }
 
 /* ----------------------------------------------------------------- mask */
@@ -763,11 +692,11 @@ int hp_sparse_encode(const hipress_encode_args_t *a, const hp_sparse_src_t *src,
     ktot = a->k != 0 ? hp_sparse_k(n, a->k, a->params) : hp_sparse_k_blocks(n, a->params);
     if (a->out_cap < 8 * ktot)
         return HIPRESS_COMP_ENOSPC;
-    isa = hp_sparse_isa(a->params);
+    isa = hp_isa_resolve(a->params != NULL ? a->params->isa : HP_ISA_AUTO);
 
     /* NaN / Inf in the input: the NaN message, residual and state as they
      * were.  Checked first so the blocks below may write as they go. */
-    if (writes && !hp_sparse_all_finite(a->in, n, isa)) {
+    if (writes && hp_ops_get(isa)->nonfinite(a->in, n)) {
         *nonfinite_p = 1;
         return HIPRESS_COMP_OK;
     }

@@ -8,7 +8,8 @@
  * index followed by the float value, indices strictly increasing and < n,
  * values finite (8 * sent bytes; no count field: it is len / 8).
  *
- * Encoding: a check that the input is finite, a threshold from a random
+ * Encoding: a check that the input is finite (the operator layer's
+ * scanner, hp_ops_t.nonfinite), a threshold from a random
  * sample, then one pass that updates state and residual in place and
  * collects the indices at or above the threshold, and an exact top-k on
  * those few.  Every path computes v with the same float operations (no FMA),
@@ -28,10 +29,9 @@
 #define HP_SPARSE_HD static inline
 #endif
 
-/* Kernel paths (HIPRESS_ISA): every path selects the same indices and packs
- * the same bytes. */
-#define HP_SPARSE_ISA_GENERIC 1
-#define HP_SPARSE_ISA_AVX2    2
+/* Kernel paths: the `isa` arguments below are resolved levels of hp_ops.h
+ * (HP_ISA_GENERIC or HP_ISA_AVX2, hp_isa_resolve); every path selects the
+ * same indices and packs the same bytes. */
 
 /* Smallest sample drawn to estimate the threshold; partitions of at most
  * HP_SPARSE_EXACT_N elements are selected exactly without sampling. */
@@ -70,10 +70,6 @@ HP_SPARSE_HD uint32_t hp_sparse_absbits(float f)
     memcpy(&b, &f, 4);
     return b & 0x7fffffffu;
 }
-
-/* The kernel path for params->isa (0 auto, 1 generic, 2 avx2): auto and avx2
- * give AVX2 when the CPU has it, generic otherwise. */
-int hp_sparse_isa(const hipress_comp_params_t *params);
 
 /*
  * Threshold estimate: draws s = max(HP_SPARSE_MIN_SAMPLE, sample_ratio * n)
@@ -124,9 +120,6 @@ void hp_sparse_pack(const hp_sparse_src_t *src, const uint32_t *idx, size_t m, v
 size_t hp_sparse_filter_commit(const hp_sparse_src_t *src, float *r, float *u, size_t n,
                                uint32_t thr, size_t *pos_p, uint32_t *idx, size_t cap,
                                int *nonfinite_p, int isa);
-
-/* 1 when x[0..n) holds no NaN or Inf. */
-int hp_sparse_all_finite(const float *x, size_t n, int isa);
 
 /* Zero r and u (either may be NULL) at the m indices idx[]. */
 void hp_sparse_mask(float *r, float *u, const uint32_t *idx, size_t m);

@@ -1,7 +1,8 @@
 /*
- * powersgd on a device buffer: hp_powersgd_run's steps (src/comp/hp_comp_powersgd.c)
- * with the passes over the matrix on the GPU and the small factors on the
- * host.
+ * powersgd's run on a device buffer (a row of hp_collectives.def): the steps
+ * of hp_psgd_run_cpu (src/algo/hp_algo_psgd.c; the math in
+ * src/comp/hp_comp_powersgd.c) with the passes over the matrix on the GPU,
+ * through the CUDA module's codec, and the small factors on the host.
  *
  *   M = buffer + residual, P = M Q           device (the CPU's summation order)
  *   P summed over ranks (ring of `none`)     host (P is m x r floats)
@@ -18,29 +19,11 @@
  * order for identity across ranks alone (a BLAS's would do; this one keeps
  * the CPU's bits and needs nothing but the driver).
  */
-#include "hp_backend.h"
 #include "hp_algo.h"
+#include "hp_psgd.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* src/comp/hp_comp_powersgd.c's internal API */
-void hp_psgd_shape(size_t n, uint32_t rank, size_t *m_p, size_t *c_p, size_t *r_p);
-int hp_psgd_skip(size_t n, size_t m, size_t c, size_t r);
-size_t hp_psgd_orthonormalise(float *p, size_t m, size_t r, double *work);
-void hp_psgd_start_q(float *qt, const float *warm, size_t r, size_t c, uint64_t seed, uint64_t call_no);
-size_t hp_psgd_tile_cols(size_t r, size_t c);
-hp_status_t hp_psgd_ring_sum(hp_call_t *call, float *v, size_t len, int host, int corrupt, hp_status_t err);
-
-hp_status_t hp_gpu_psgd_run(hp_call_t *call);
-
-static int host_nonfinite(const float *v, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        if (!isfinite(v[i]))
-            return 1;
-    return 0;
-}
 
 /* The NaN result (the test was agreed: identical sums on every rank). */
 static void fill_nan(hp_call_t *call, const hp_gpu_ops_v2_t *g)
@@ -55,7 +38,7 @@ static hp_status_t run_plain(hp_call_t *call, const hp_gpu_ops_v2_t *g)
     hp_status_t st;
     int bad = 0;
     hp_call_fold(call, 0, call->n);
-    st = hp_psgd_ring_sum(call, call->buf, call->n, 0, call->corrupt, HP_OK);
+    st = hp_call_ring_sum(call, call->buf, call->n, 0, call->corrupt, HP_OK);
     if (st == HP_OK && g->nonfinite(call->mem->cx, call->buf, call->n, &bad) != HP_GPU_OK)
         return HP_ERR_DEVICE;
     if (st == HP_OK && bad)
@@ -65,11 +48,11 @@ static hp_status_t run_plain(hp_call_t *call, const hp_gpu_ops_v2_t *g)
 
 #define DEV(expr) do { if ((expr) != HP_GPU_OK) { st = HP_ERR_DEVICE; goto out; } } while (0)
 
-hp_status_t hp_gpu_psgd_run(hp_call_t *call)
+hp_status_t hp_psgd_run_dev(hp_call_t *call)
 {
     const hp_gpu_ops_v2_t *g = hp_gpu_codec();
+    const hp_ops_t *K = hp_psgd_kernels(call->params);   /* the host's share: scans */
     const size_t n = call->n;
-    const uint32_t rank = call->params != NULL && call->params->powersgd_rank > 0 ? call->params->powersgd_rank : 4;
     void *cx = call->mem != NULL ? call->mem->cx : NULL;
     size_t m, c, r, pn, T;
     float *res = call->resid, *qwarm = NULL, *p = NULL, *qt, *qs, *warm, *dp = NULL, *dqt, *dqs;
@@ -78,9 +61,9 @@ hp_status_t hp_gpu_psgd_run(hp_call_t *call)
     hp_status_t st = HP_OK;
     double t0;
 
-    if (g == NULL || cx == NULL)
-        return HP_ERR_DEVICE;
-    hp_psgd_shape(n, rank, &m, &c, &r);
+    if (g == NULL || cx == NULL)   /* no codec context (hp_mem_begin said why) */
+        return hp_psgd_run_failed(call, HP_ERR_DEVICE);
+    hp_psgd_shape(n, hp_psgd_rank(call->params), &m, &c, &r);
     if (hp_psgd_skip(n, m, c, r))
         return run_plain(call, g);
 
@@ -93,13 +76,9 @@ hp_status_t hp_gpu_psgd_run(hp_call_t *call)
     pn = m * r + 1;
     p = hp_aligned_alloc(m * r * sizeof(double) + (pn + 3 * r * c) * sizeof(float));
     if (p == NULL || (dp = hp_call_work(call, NULL, m * r + 2 * r * c)) == NULL) {
-        float dummy = 0.0f;
         HP_WARN("powersgd: cannot allocate the workspace for %zu elements", n);
-        hp_psgd_ring_sum(call, &dummy, pn, 1, 0, HP_ERR_NOMEM);
-        failed = 1;
-        hp_tp_agree_flag(call->tp, &failed);
         free(p);
-        return HP_ERR_NOMEM;
+        return hp_psgd_run_failed(call, HP_ERR_NOMEM);
     }
     work = (double *)(void *)p;
     p = (float *)(work + m * r);
@@ -127,7 +106,7 @@ hp_status_t hp_gpu_psgd_run(hp_call_t *call)
     p[m * r] = bad ? 1.0f : 0.0f;
     call->t_encode += hp_now() - t0;
 
-    st = hp_psgd_ring_sum(call, p, pn, 1, call->corrupt, HP_OK);
+    st = hp_call_ring_sum(call, p, pn, 1, call->corrupt, HP_OK);
     /* every rank must take the same branch from here on */
     failed = st != HP_OK;
     if (hp_tp_agree_flag(call->tp, &failed) != HP_OK)
@@ -136,7 +115,7 @@ hp_status_t hp_gpu_psgd_run(hp_call_t *call)
         st = st != HP_OK ? st : HP_ERR_PEER;
         goto out;
     }
-    if (p[m * r] != 0.0f || host_nonfinite(p, m * r)) {
+    if (p[m * r] != 0.0f || K->nonfinite(p, m * r)) {
         fill_nan(call, g);
         goto out;
     }
@@ -148,10 +127,10 @@ hp_status_t hp_gpu_psgd_run(hp_call_t *call)
     DEV(g->copy(cx, qs, dqt, r * c * sizeof(float)));
     call->t_encode += hp_now() - t0;
 
-    st = hp_psgd_ring_sum(call, qs, r * c, 1, 0, HP_OK);
+    st = hp_call_ring_sum(call, qs, r * c, 1, 0, HP_OK);
     if (st != HP_OK)
         goto out;
-    if (host_nonfinite(qs, r * c)) {
+    if (K->nonfinite(qs, r * c)) {
         /* the sum overflowed: identical on every rank, like the P test */
         fill_nan(call, g);
         goto out;
