@@ -4,7 +4,7 @@
  * finished piece to the host, the info words.  Private to the codec
  * (cuda/hp_codec*.c).
  *
- * hp_codec.c runs every encode and decode through the row of its format
+ * hp_codec_frame.c runs every encode and decode through the row of its format
  * (hp_gpu_fmt_t.id), found in a table built from src/comp/hp_gpu_fmt.def:
  * it checks, allocates, reads the flags and copies payloads in; a row
  * queues its kernels (hp_klaunch.h) and the copies out, and checks the

@@ -2,7 +2,7 @@
 # the decoder tests and fuzzers, and the plugin example.
 
 libhpcore_la_SOURCES += \
-	src/ops/hp_ops_sparse.h src/ops/hp_ops_sparse.c \
+	src/ops/hp_ops_sparse.h src/ops/hp_ops_sparse.c src/ops/hp_ops_sparse_fmt.c \
 	src/comp/hp_comp_graddrop.c src/comp/hp_comp_dgc.c
 
 check_PROGRAMS += tests/check_comp_sparse
@@ -40,7 +40,7 @@ tests/fuzz_decode$(EXEEXT): $(HP_FUZZ_SRCS:%=$(srcdir)/%) \
 	$(AM_V_CCLD)test -n "$(FUZZ_CC)" || { echo "tests/fuzz_decode: set FUZZ_CC (clang) or configure --enable-fuzz" >&2; exit 1; }; \
 	mpi_cflags=`$(MPICC) --showme:compile`; mpi_libs=`$(MPICC) --showme:link`; \
 	$(FUZZ_CC) $(HP_FUZZ_CFLAGS) -DHAVE_CONFIG_H -I$(top_builddir) -I$(top_srcdir)/include \
-		-I$(top_srcdir)/src $$mpi_cflags -o $@ $(HP_FUZZ_SRCS:%=$(srcdir)/%) $$mpi_libs $(LIBS) -lm
+		$(HP_SRC_INCLUDES) $$mpi_cflags -o $@ $(HP_FUZZ_SRCS:%=$(srcdir)/%) $$mpi_libs $(LIBS) -lm
 if HP_FUZZ
 check_SCRIPTS = tests/fuzz_decode$(EXEEXT)
 endif

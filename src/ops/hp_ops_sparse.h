@@ -168,4 +168,12 @@ double hp_dgc_density(double ratio, uint32_t warmup, unsigned long long call);
  */
 int hp_sparse_decode(const void *payload, size_t len, size_t n, float *out, int accumulate);
 
+/* Defaults of HIPRESS_SPARSE_RATIO, HIPRESS_SAMPLE_RATIO and
+ * HIPRESS_SPARSE_BLOCK, used when a caller passes no params; the bits of
+ * |v| at or above which a float is NaN or Inf. */
+#define HP_SPARSE_DEFAULT_RATIO 0.001
+#define HP_SPARSE_DEFAULT_SAMPLE 0.01
+#define HP_SPARSE_DEFAULT_BLOCK 65536
+#define HP_SPARSE_NONFINITE_BITS 0x7f800000u
+
 #endif
