@@ -140,6 +140,18 @@ typedef struct hp_ops {
     /* Counter RNG: out[i] = hp_rng_u32 / hp_rng_unit (k, counter0 + i). */
     void (*rng_u32)(uint64_t k, uint64_t counter0, size_t n, uint32_t *out);
     void (*rng_unit)(uint64_t k, uint64_t counter0, size_t n, float *out);
+
+    /* Appended for the q codecs (q2, q4, q8): codes[i] =
+     * hp_quant_near(x[i], lo, inv_gap, levels); with error feedback (rout
+     * not NULL, may be x) also rout[i] = x[i] - hp_dequant(codes[i], lo, 0,
+     * gap), in the same pass. */
+    void (*quant_near)(const float *x, size_t n, float lo, float inv_gap, float gap, float levels,
+                       uint8_t *codes, float *rout);
+    /* minmax of v[i] = x[i] + r[i] (r NULL: x[i]), storing v into vout when
+     * it is not NULL (vout may be r): error feedback's v and the block's
+     * range in one pass over the data. */
+    void (*minmax_add)(const float *x, const float *r, size_t n, float *vout, float *min_p,
+                       float *max_p, uint32_t *absmax_bits_p);
 } hp_ops_t;
 
 /* The kernel table for HIPRESS_ISA value `isa`: HP_ISA_AUTO picks AVX2 when
