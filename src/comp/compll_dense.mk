@@ -11,3 +11,9 @@ TESTS += tests/check_comp_dense
 tests_check_comp_dense_SOURCES = tests/check_comp_dense.c
 tests_check_comp_dense_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_check_comp_dense_LDADD = libhpcore.la $(CHECK_LIBS) -lm
+
+check_PROGRAMS += tests/check_comp_qbits
+TESTS += tests/check_comp_qbits
+tests_check_comp_qbits_SOURCES = tests/check_comp_qbits.c
+tests_check_comp_qbits_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_check_comp_qbits_LDADD = libhpcore.la $(CHECK_LIBS) -lm
