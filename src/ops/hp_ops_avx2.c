@@ -344,31 +344,40 @@ AVX2 static void v_quant_stoch(const float *x, const float *u, size_t n, float l
     hp_ops_generic.quant_stoch(x + i, u + i, n - i, lo, inv_gap, levels, codes + i);
 }
 
-/* the q codecs' nearest rounding: stoch8 with u = 1/2 (hp_quant_near), and
- * with error feedback the residual v - (lo + (code + 0) * gap) as
- * hp_dequant computes it */
+/* the q codecs' nearest rounding: stoch8 with u = 1/2 (hp_quant_near); t is
+ * the clamped level as a float (an integer: (float)code exactly, and so is
+ * (float)code + 0), so the residual v - (lo + ((float)code + 0) * gap) of
+ * hp_dequant needs no conversion back */
+#define NEAR8(k) \
+    __m256 v##k = _mm256_loadu_ps(x + i + 8 * (k)); \
+    __m256 t##k = _mm256_add_ps(_mm256_mul_ps(_mm256_sub_ps(v##k, l), g), half); \
+    t##k = _mm256_min_ps(_mm256_max_ps(_mm256_round_ps(t##k, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC), \
+                                       zero), lv); \
+    __m256i c##k = _mm256_cvttps_epi32(t##k);
+#define NEAR_R(k) \
+    _mm256_storeu_ps(rout + i + 8 * (k), _mm256_sub_ps(v##k, _mm256_add_ps(l, _mm256_mul_ps(t##k, step))))
+
 AVX2 static INLINE void near_body(const float *x, size_t n32, float lo, float inv_gap, float gap,
                                   float levels, uint8_t *codes, float *rout, int has_out)
 {
     const __m256 l = _mm256_set1_ps(lo), g = _mm256_set1_ps(inv_gap), lv = _mm256_set1_ps(levels);
     const __m256 half = _mm256_set1_ps(0.5f), step = _mm256_set1_ps(gap), zero = _mm256_setzero_ps();
     for (size_t i = 0; i < n32; i += 32) {
-        __m256 v0 = _mm256_loadu_ps(x + i), v1 = _mm256_loadu_ps(x + i + 8);
-        __m256 v2 = _mm256_loadu_ps(x + i + 16), v3 = _mm256_loadu_ps(x + i + 24);
-        __m256i c0 = stoch8(v0, half, l, g, lv), c1 = stoch8(v1, half, l, g, lv);
-        __m256i c2 = stoch8(v2, half, l, g, lv), c3 = stoch8(v3, half, l, g, lv);
+        NEAR8(0)
+        NEAR8(1)
+        NEAR8(2)
+        NEAR8(3)
         _mm256_storeu_si256((__m256i *)(codes + i), pack_i32x32_u8(c0, c1, c2, c3));
         if (has_out) {
-#define NEAR_R(k) _mm256_storeu_ps(rout + i + 8 * (k), _mm256_sub_ps(v##k, _mm256_add_ps(l, \
-                      _mm256_mul_ps(_mm256_add_ps(_mm256_cvtepi32_ps(c##k), zero), step))))
             NEAR_R(0);
             NEAR_R(1);
             NEAR_R(2);
             NEAR_R(3);
-#undef NEAR_R
         }
     }
 }
+#undef NEAR8
+#undef NEAR_R
 
 AVX2 static void v_quant_near(const float *x, size_t n, float lo, float inv_gap, float gap,
                               float levels, uint8_t *codes, float *rout)
