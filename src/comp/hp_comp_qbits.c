@@ -131,21 +131,20 @@ static int q_encode(const hipress_encode_args_t *a, unsigned b, size_t *len_p, i
 
     for (size_t j = 0; j < nb; j++) {
         const size_t s = j * B, m = HP_MIN((size_t)B, n - s);
-        const float *in = a->in + s, *v = in;
+        const float *in = a->in + s;
+        float *w = res != NULL ? res + s : NULL;   /* v = in + r in place of r */
+        const float *v = w != NULL ? w : in;
         float pair[2], mn, mx, inv;
         uint32_t am;
 
-        if (res != NULL)
-            v = res + s; /* v = in + r in place of r */
-        block_minmax(ops, in, res != NULL ? res + s : NULL, m, res != NULL ? res + s : NULL, &mn, &mx, &am);
+        block_minmax(ops, in, w, m, w, &mn, &mx, &am);
         if (am >= Q_LIMIT_BITS) {
-            if (res == NULL) {
+            if (w == NULL) {
                 *len_p = 0;
                 *nonfinite_p = 1;   /* the input's own: nothing else was written */
                 return HIPRESS_COMP_OK;
             }
             /* in is in range (checked), in + r is not: v = in there */
-            float *w = res + s;
             for (size_t i = 0; i < m; i++)
                 w[i] = (hp_f2u(w[i]) & 0x7fffffffu) >= Q_LIMIT_BITS ? in[i] : w[i];
             block_minmax(ops, v, NULL, m, NULL, &mn, &mx, &am);
