@@ -57,6 +57,10 @@ typedef struct hipress_comp_params {
                                 * 0 = the default, 1024 */
     uint32_t terngrad_block;   /* terngrad: elements per min-max range, a power of two
                                 * >= 32; 0 = the default, 4096 */
+    /* Appended in 0.4 (read by the q2, q4, q8 built-ins): */
+    uint32_t q_block;          /* HIPRESS_Q_BLOCK: elements per min-max range, a power
+                                * of two >= 32; 0 = the default, 512 */
+    uint32_t q_rounding;       /* HIPRESS_Q_ROUNDING: 0 nearest (the default), 1 stochastic */
 } hipress_comp_params_t;
 
 /* One encode call.  `in` holds n values; when the compressor has the EF flag

@@ -448,7 +448,8 @@ class Params(ctypes.Structure):
                 ("dgc_momentum", ctypes.c_float), ("powersgd_rank", ctypes.c_uint32),
                 ("isa", ctypes.c_int), ("tbq_block", ctypes.c_uint32),
                 ("sparse_block", ctypes.c_uint32), ("dgc_warmup", ctypes.c_uint32),
-                ("fp16_block", ctypes.c_uint32), ("terngrad_block", ctypes.c_uint32)]  # the layout of hipress_comp_params_t
+                ("fp16_block", ctypes.c_uint32), ("terngrad_block", ctypes.c_uint32),
+                ("q_block", ctypes.c_uint32), ("q_rounding", ctypes.c_uint32)]  # the layout of hipress_comp_params_t
 
 
 class EncodeArgs(ctypes.Structure):

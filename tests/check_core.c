@@ -187,6 +187,12 @@ START_TEST(settings_onebit_block)
     expect_bad("HIPRESS_ONEBIT_BLOCK", "16", "32");           /* a power of two below the range */
     expect_bad("HIPRESS_ONEBIT_BLOCK", "2097152", "1048576"); /* and above it */
     expect_bad("HIPRESS_ONEBIT_BLOCK", "0", "32");
+    /* the q codecs' block, the same rule */
+    expect_int("HIPRESS_Q_BLOCK", "32", 32);
+    expect_int("HIPRESS_Q_BLOCK", "1048576", 1048576);
+    expect_bad("HIPRESS_Q_BLOCK", "100", "powers of two");
+    expect_bad("HIPRESS_Q_BLOCK", "16", "32");
+    expect_bad("HIPRESS_Q_BLOCK", "2097152", "1048576");
 }
 END_TEST
 
@@ -232,12 +238,14 @@ START_TEST(settings_enum)
     expect_int("HIPRESS_DEBUG", "TRACE", HP_LOG_TRACE);
     expect_int("HIPRESS_DEBUG", "none", HP_LOG_NONE);
     expect_int("HIPRESS_TERNGRAD_BITS", "4", 2);   /* the index in "1|2|4|8" */
+    expect_int("HIPRESS_Q_ROUNDING", "stochastic", 1);
     expect_bad("HIPRESS_ALGO", "nope", "auto|ring|tree|ps|allgather");
     expect_bad("HIPRESS_ALGO", "rin", "auto|ring|tree|ps|allgather");
     expect_bad("HIPRESS_ALGO", "rings", "auto|ring|tree|ps|allgather");
     expect_bad("HIPRESS_ALGO", "ring|tree", "auto|ring|tree|ps|allgather");
     expect_bad("HIPRESS_ALGO", "", "auto|ring|tree|ps|allgather");
     expect_bad("HIPRESS_TERNGRAD_BITS", "3", "1|2|4|8");
+    expect_bad("HIPRESS_Q_ROUNDING", "up", "nearest|stochastic");
     expect_bad("HIPRESS_DEBUG", "verbose", "NONE|WARN|INFO|TRACE");
 
     /* the value's name round-trips through hp_cfg_enum_name */

@@ -180,6 +180,8 @@ static size_t param_variants(hipress_comp_params_t *v, size_t cap)
         v[m].fp16_block = 32;
         v[m].sparse_block = 64;
         v[m].terngrad_bits = 1;
+        v[m].q_block = 32;
+        v[m].q_rounding = 1;
         v[m].powersgd_rank = 1;
         v[m].isa = 1;
         v[m].sparse_ratio = 0.05;
@@ -191,6 +193,7 @@ static size_t param_variants(hipress_comp_params_t *v, size_t cap)
         v[m].tbq_block = 1024;
         v[m].fp16_block = 1024;
         v[m].terngrad_bits = 8;
+        v[m].q_block = 4096;
         v[m].powersgd_rank = 16;
         v[m].isa = 2;
         v[m].tbq_threshold = 0.5f;

@@ -73,6 +73,8 @@ static hipress_comp_params_t variant(int v, int isa)
         p.terngrad_block = 32;
         p.sparse_block = 64;
         p.terngrad_bits = 1;
+        p.q_block = 32;
+        p.q_rounding = 1;
         p.powersgd_rank = 1;
         p.sparse_ratio = 0.05;
         break;
@@ -83,11 +85,13 @@ static hipress_comp_params_t variant(int v, int isa)
         p.terngrad_block = 1024;
         p.sparse_block = 1024;
         p.terngrad_bits = 8;
+        p.q_block = 1024;
         p.powersgd_rank = 16;
         p.tbq_threshold = 0.5f;
         break;
     case 3:
         p.terngrad_bits = 4;
+        p.q_rounding = 1;
         p.sparse_ratio = 0.3;
         p.tbq_scale = 2.0f;
         p.dgc_momentum = 0.5f;

@@ -34,6 +34,11 @@ static double bound_for(const char *comp, int N)
         return 3e-2 * N;          /* 2^-8 per rounding */
     if (strcmp(comp, "terngrad") == 0)
         return 2.0 * N;           /* unbiased, variance grows with the range */
+    /* the q codecs: half a step of a block's range per encode, L = 3, 15, 255 */
+    if (strcmp(comp, "q8") == 0)
+        return 0.02 * N;
+    if (strcmp(comp, "q4") == 0)
+        return 0.25 * N;
     /* biased compressors (onebit, tbq, graddrop, dgc): each encode loses at
      * most the energy of its input; one call may lose all of it, error
      * feedback returns it later */

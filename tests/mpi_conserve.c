@@ -347,6 +347,7 @@ int main(int argc, char **argv)
     static const char *ef[] = {"onebit", "tbq", "graddrop", "dgc", "none"};
     static const char *onebit[] = {"onebit"}, *tbq[] = {"tbq"}, *gd[] = {"graddrop"}, *dgc[] = {"dgc"};
     static const char *psgd[] = {"powersgd", "onebit"};
+    static const char *q[] = {"q2", "q4", "q8", "onebit", "none"};
 
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -370,6 +371,9 @@ int main(int argc, char **argv)
     /* switching compressors: what one owes, the next carries (none folds it
      * in exactly) */
     sequence("switching onebit/tbq/...", "onebit", ef, 5, 65539, calls);
+    /* the q codecs (round to nearest, error feedback), among themselves and
+     * with onebit and none */
+    sequence("switching q2/q4/q8/...", "q4", q, 5, 100003, calls);
     if (find("powersgd") != NULL)
         sequence("powersgd <-> onebit", "powersgd", psgd, 2, 40000, calls / 2);
     liveness();

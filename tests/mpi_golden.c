@@ -234,7 +234,7 @@ static uint64_t run_case(uint64_t k, int dev, const char *comp, const char *algo
 int main(int argc, char **argv)
 {
     static const char *const comps[] = {"none", "fp16", "bf16", "onebit", "tbq", "terngrad",
-                                        "graddrop", "dgc", "example_int8", "powersgd"};
+                                        "graddrop", "dgc", "example_int8", "powersgd", "q2", "q4", "q8"};
     static const char *const algos[] = {"ring", "tree", "ps", "allgather"};
     static const char *const isas[] = {"generic", "avx2"};
     /* (partition bytes, floats): sizes divisible by nothing useful, every

@@ -427,6 +427,7 @@ int main(int argc, char **argv)
         case_lossy("tbq", 1);
         case_lossy("graddrop", 1);
         case_lossy("terngrad", 0);
+        case_lossy("q4", 1);
         case_pass();
         case_corrupt();
     }

@@ -102,6 +102,8 @@ static void q_params(hipress_comp_params_t *p)
     if ((v = getenv("HIPRESS_TBQ_THRESHOLD")) != NULL) p->tbq_threshold = (float)strtod(v, NULL);
     if ((v = getenv("HIPRESS_DGC_MOMENTUM")) != NULL) p->dgc_momentum = (float)strtod(v, NULL);
     if ((v = getenv("HIPRESS_TERNGRAD_BITS")) != NULL) p->terngrad_bits = (uint32_t)strtoul(v, NULL, 10);
+    Q_U32(q_block, "HIPRESS_Q_BLOCK");
+    if ((v = getenv("HIPRESS_Q_ROUNDING")) != NULL) p->q_rounding = strcmp(v, "stochastic") == 0;
 #undef Q_U32
 #undef Q_DBL
 }

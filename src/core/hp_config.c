@@ -184,7 +184,7 @@ hp_status_t hp_setting_parse(int id, const char *text, hp_value_t *value_p,
         if (!ok)
             snprintf(err, errlen, "%s='%s': accepted values are integers from %.0f to %.0f", s->name, text, lo, hi);
         else if ((id == HP_S_ONEBIT_BLOCK || id == HP_S_TBQ_BLOCK || id == HP_S_SPARSE_BLOCK ||
-                  id == HP_S_FP16_BLOCK || id == HP_S_TERNGRAD_BLOCK) &&
+                  id == HP_S_FP16_BLOCK || id == HP_S_TERNGRAD_BLOCK || id == HP_S_Q_BLOCK) &&
                  (v.i & (v.i - 1)) != 0) {
             ok = 0;
             snprintf(err, errlen, "%s='%s': accepted values are powers of two from %.0f to %.0f", s->name, text, lo, hi);

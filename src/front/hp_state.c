@@ -41,6 +41,8 @@ void hp_params_from_config(const hp_config_t *cfg, hipress_comp_params_t *p)
     p->dgc_warmup = (uint32_t)hp_cfg_i(cfg, HP_S_DGC_WARMUP);
     p->fp16_block = (uint32_t)hp_cfg_i(cfg, HP_S_FP16_BLOCK);
     p->terngrad_block = (uint32_t)hp_cfg_i(cfg, HP_S_TERNGRAD_BLOCK);
+    p->q_block = (uint32_t)hp_cfg_i(cfg, HP_S_Q_BLOCK);
+    p->q_rounding = (uint32_t)hp_cfg_i(cfg, HP_S_Q_ROUNDING);
 }
 
 /* Load settings and plugins; err receives a one-line message. */

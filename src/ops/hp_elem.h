@@ -196,6 +196,15 @@ HP_HD uint32_t hp_quant_stoch(float x, float lo, float inv_gap, float u, float l
     return (uint32_t)t;
 }
 
+/* Round-to-nearest uniform quantisation of x to a level in [0, levels]
+ * (the q codecs' deterministic form): floor((x - lo) * inv_gap + 1/2),
+ * clamped -- the stochastic quantiser with u = 1/2, so both share their
+ * arithmetic (and their bits on every path). */
+HP_HD uint32_t hp_quant_near(float x, float lo, float inv_gap, float levels)
+{
+    return hp_quant_stoch(x, lo, inv_gap, 0.5f, levels);
+}
+
 /* tbq code: 2 if x >= tau, 0 if x <= -tau, else 1 (tau > 0). */
 HP_HD uint32_t hp_quant_ternary(float x, float tau)
 {

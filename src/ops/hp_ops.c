@@ -352,6 +352,37 @@ static void g_rng_unit(uint64_t k, uint64_t counter0, size_t n, float *out)
         out[i] = hp_rng_unit(k, counter0 + i);
 }
 
+static void g_quant_near(const float *x, size_t n, float lo, float inv_gap, float gap, float levels,
+                         uint8_t *codes, float *rout)
+{
+    for (size_t i = 0; i < n; i++) {
+        float v = x[i];
+        uint32_t c = hp_quant_near(v, lo, inv_gap, levels);
+        codes[i] = (uint8_t)c;
+        if (rout)
+            rout[i] = v - hp_dequant(c, lo, 0.0f, gap);
+    }
+}
+
+static void g_minmax_add(const float *x, const float *r, size_t n, float *vout, float *min_p,
+                         float *max_p, uint32_t *absmax_bits_p)
+{
+    hp_minmax_lanes_t l;
+    float t[64];
+    hp_ops_minmax_init(&l);
+    /* groups of 64 start on lane 0 */
+    for (size_t i = 0; i < n; i += 64) {
+        size_t k = n - i < 64 ? n - i : 64;
+        for (size_t j = 0; j < k; j++) {
+            t[j] = load_v(x + i, r ? r + i : NULL, NULL, j);
+            if (vout)
+                vout[i + j] = t[j];
+        }
+        hp_ops_minmax_step(t, k, &l);
+    }
+    hp_ops_minmax_finish(&l, min_p, max_p, absmax_bits_p);
+}
+
 const hp_ops_t hp_ops_generic = {
     .name = "generic",
     .isa = HP_ISA_GENERIC,
@@ -377,6 +408,8 @@ const hp_ops_t hp_ops_generic = {
     .lr_dot = hp_ops_lr_dot_generic,
     .lr_axpy = hp_ops_lr_axpy_generic,
     .lr_recon = hp_ops_lr_recon_generic,
+    .quant_near = g_quant_near,
+    .minmax_add = g_minmax_add,
 };
 
 /* ------------------------------------------------------------- dispatch */

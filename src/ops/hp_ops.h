@@ -186,6 +186,17 @@ typedef struct hp_ops {
     void (*lr_recon)(const float *p, size_t nr, size_t r, size_t len, size_t ld, const float *qts,
                      float *out, int accumulate, const float *qtl, const float *ma,
                      const float *mb, float *res, size_t stride, void *scratch);
+    /* Appended for the q codecs (q2, q4, q8): codes[i] =
+     * hp_quant_near(x[i], lo, inv_gap, levels); with error feedback (rout
+     * not NULL, may be x) also rout[i] = x[i] - hp_dequant(codes[i], lo, 0,
+     * gap), in the same pass. */
+    void (*quant_near)(const float *x, size_t n, float lo, float inv_gap, float gap, float levels,
+                       uint8_t *codes, float *rout);
+    /* minmax of v[i] = x[i] + r[i] (r NULL: x[i]), storing v into vout when
+     * it is not NULL (vout may be r): error feedback's v and the block's
+     * range in one pass over the data. */
+    void (*minmax_add)(const float *x, const float *r, size_t n, float *vout, float *min_p,
+                       float *max_p, uint32_t *absmax_bits_p);
 } hp_ops_t;
 
 /* Bytes of lr_recon's scratch for rank r (4 r vectors of 4 floats). */

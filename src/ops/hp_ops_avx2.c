@@ -103,6 +103,44 @@ AVX2 static void v_minmax(const float *x, size_t n, float *min_p, float *max_p,
     hp_ops_minmax_finish(&l, min_p, max_p, absmax_bits_p);
 }
 
+AVX2 static void v_minmax_add(const float *x, const float *r, size_t n, float *vout, float *min_p,
+                              float *max_p, uint32_t *absmax_bits_p)
+{
+    hp_minmax_lanes_t l;
+    size_t n8 = n & ~(size_t)7;
+    float t[8];
+    if (r == NULL && vout == NULL) {
+        v_minmax(x, n, min_p, max_p, absmax_bits_p);
+        return;
+    }
+    hp_ops_minmax_init(&l);
+    if (n8) {
+        __m256 mn = _mm256_loadu_ps(l.mn), mx = _mm256_loadu_ps(l.mx);
+        __m256i am = _mm256_setzero_si256();
+        const __m256i absm = _mm256_set1_epi32(0x7fffffff);
+        for (size_t i = 0; i < n8; i += 8) {
+            __m256 v = _mm256_loadu_ps(x + i);
+            if (r)
+                v = _mm256_add_ps(v, _mm256_loadu_ps(r + i));
+            if (vout)
+                _mm256_storeu_ps(vout + i, v);
+            mn = _mm256_min_ps(v, mn); /* v < mn ? v : mn */
+            mx = _mm256_max_ps(v, mx);
+            am = _mm256_max_epu32(am, _mm256_and_si256(_mm256_castps_si256(v), absm));
+        }
+        _mm256_storeu_ps(l.mn, mn);
+        _mm256_storeu_ps(l.mx, mx);
+        _mm256_storeu_si256((__m256i *)l.am, am);
+    }
+    for (size_t i = n8; i < n; i++) {
+        t[i - n8] = r ? x[i] + r[i] : x[i];
+        if (vout)
+            vout[i] = t[i - n8];
+    }
+    hp_ops_minmax_step(t, n - n8, &l);
+    hp_ops_minmax_finish(&l, min_p, max_p, absmax_bits_p);
+}
+
 /* v = x + r (or x) for 8 lanes, stored to vout when asked; has_r/has_v
  * are constants in each instantiation, so the branches fold away */
 #define INLINE __attribute__((always_inline)) inline
@@ -304,6 +342,53 @@ AVX2 static void v_quant_stoch(const float *x, const float *u, size_t n, float l
         _mm256_storeu_si256((__m256i *)(codes + i), r);
     }
     hp_ops_generic.quant_stoch(x + i, u + i, n - i, lo, inv_gap, levels, codes + i);
+}
+
+/* the q codecs' nearest rounding: stoch8 with u = 1/2 (hp_quant_near); t is
+ * the clamped level as a float (an integer: (float)code exactly, and so is
+ * (float)code + 0), so the residual v - (lo + ((float)code + 0) * gap) of
+ * hp_dequant needs no conversion back */
+#define NEAR8(k) \
+    __m256 v##k = _mm256_loadu_ps(x + i + 8 * (k)); \
+    __m256 t##k = _mm256_add_ps(_mm256_mul_ps(_mm256_sub_ps(v##k, l), g), half); \
+    t##k = _mm256_min_ps(_mm256_max_ps(_mm256_round_ps(t##k, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC), \
+                                       zero), lv); \
+    __m256i c##k = _mm256_cvttps_epi32(t##k);
+#define NEAR_R(k) \
+    _mm256_storeu_ps(rout + i + 8 * (k), _mm256_sub_ps(v##k, _mm256_add_ps(l, _mm256_mul_ps(t##k, step))))
+
+AVX2 static INLINE void near_body(const float *x, size_t n32, float lo, float inv_gap, float gap,
+                                  float levels, uint8_t *codes, float *rout, int has_out)
+{
+    const __m256 l = _mm256_set1_ps(lo), g = _mm256_set1_ps(inv_gap), lv = _mm256_set1_ps(levels);
+    const __m256 half = _mm256_set1_ps(0.5f), step = _mm256_set1_ps(gap), zero = _mm256_setzero_ps();
+    for (size_t i = 0; i < n32; i += 32) {
+        NEAR8(0)
+        NEAR8(1)
+        NEAR8(2)
+        NEAR8(3)
+        _mm256_storeu_si256((__m256i *)(codes + i), pack_i32x32_u8(c0, c1, c2, c3));
+        if (has_out) {
+            NEAR_R(0);
+            NEAR_R(1);
+            NEAR_R(2);
+            NEAR_R(3);
+        }
+    }
+}
+#undef NEAR8
+#undef NEAR_R
+
+AVX2 static void v_quant_near(const float *x, size_t n, float lo, float inv_gap, float gap,
+                              float levels, uint8_t *codes, float *rout)
+{
+    size_t n32 = n & ~(size_t)31;
+    if (rout)
+        near_body(x, n32, lo, inv_gap, gap, levels, codes, rout, 1);
+    else
+        near_body(x, n32, lo, inv_gap, gap, levels, codes, rout, 0);
+    hp_ops_generic.quant_near(x + n32, n - n32, lo, inv_gap, gap, levels, codes + n32,
+                              rout ? rout + n32 : NULL);
 }
 
 AVX2 static void v_dequant(const uint8_t *codes, size_t n, float base, float cbias, float step,
@@ -631,6 +716,8 @@ const hp_ops_t hp_ops_avx2 = {
     .lr_dot = hp_ops_lr_dot_avx2,
     .lr_axpy = hp_ops_lr_axpy_avx2,
     .lr_recon = hp_ops_lr_recon_avx2,
+    .quant_near = v_quant_near,
+    .minmax_add = v_minmax_add,
 };
 
 #else
