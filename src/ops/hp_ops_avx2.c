@@ -5,6 +5,8 @@
  * its generic twin in hp_ops.c computes, bit for bit: the same IEEE
  * operations in the same order (no FMA), the same lane order for
  * reductions, and the generic lane step for tails.
+ * large: a kernel file, the AVX2 twin of every dense operator of hp_ops.c
+ * in one place with the table it fills (powersgd's are hp_ops_lowrank.c).
  */
 #include "hp_ops.h"
 #include <string.h>
