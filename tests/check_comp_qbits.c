@@ -472,7 +472,7 @@ START_TEST(test_isa_identical)
     const size_t cap = 70001 + 32;
     float *x = falloc(cap), *r1 = falloc(cap), *r2 = falloc(cap), *o1 = falloc(cap), *o2 = falloc(cap);
     uint8_t *e1 = malloc(4 * cap + 64), *e2 = malloc(4 * cap + 64);
-    if (!hp_ops_have_avx2()) {
+    if (hp_isa_detect() != HP_ISA_AVX2) {
         fprintf(stderr, "check_comp_qbits: no AVX2, ISA comparison skipped\n");
         goto out;
     }
