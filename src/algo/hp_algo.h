@@ -246,6 +246,12 @@ hp_status_t hp_psgd_run_failed(hp_call_t *call, hp_status_t st);
  * sums' times count as the call's. */
 hp_status_t hp_call_ring_sum(hp_call_t *call, float *v, size_t len, int host, int corrupt, hp_status_t err);
 
+/* hp_call_ring_sum, then the failure agreement, so that every rank takes the
+ * same branch after it: HP_OK on every rank, or on every rank an error (this
+ * rank's own, else HP_ERR_PEER). */
+hp_status_t hp_call_ring_sum_agreed(hp_call_t *call, float *v, size_t len, int host, int corrupt,
+                                    hp_status_t err);
+
 /* Fold this rank's residual of buf[off .. off+len) into buf (buf += r,
  * r = 0), unless buf holds NaN or Inf there (then both stay as they are:
  * the call decodes to NaN and the residual waits).  No-op without one. */

@@ -36,6 +36,16 @@ hp_status_t hp_call_ring_sum(hp_call_t *call, float *v, size_t len, int host, in
     return st;
 }
 
+hp_status_t hp_call_ring_sum_agreed(hp_call_t *call, float *v, size_t len, int host, int corrupt,
+                                    hp_status_t err)
+{
+    hp_status_t st = hp_call_ring_sum(call, v, len, host, corrupt, err);
+    int failed = st != HP_OK;
+    if (hp_tp_agree_flag(call->tp, &failed) != HP_OK)
+        failed = 1;
+    return st != HP_OK ? st : failed ? HP_ERR_PEER : HP_OK;
+}
+
 /* A copy between host memory and the call's; 0, or -1 when the backend
  * failed (its first error is then in m->err). */
 static int xfer(hp_mem_t *m, void *dst, const void *src, size_t bytes)

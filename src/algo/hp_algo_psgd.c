@@ -50,7 +50,6 @@ hp_status_t hp_psgd_run_failed(hp_call_t *call, hp_status_t st)
 {
     size_t m, c, r;
     float dummy = 0.0f;
-    int failed = 1;
     hp_psgd_shape(call->n, hp_psgd_rank(call->params), &m, &c, &r);
     if (hp_psgd_skip(call->n, m, c, r)) {
         /* the others run the plain ring */
@@ -60,8 +59,7 @@ hp_status_t hp_psgd_run_failed(hp_call_t *call, hp_status_t st)
     /* the others are about to sum P and its flag: take part with error
      * messages (the ring never touches the buffer of a failed call), then
      * agree */
-    hp_call_ring_sum(call, &dummy, m * r + 1, 1, 0, st);
-    hp_tp_agree_flag(call->tp, &failed);
+    hp_call_ring_sum_agreed(call, &dummy, m * r + 1, 1, 0, st);
     return st;
 }
 
@@ -73,7 +71,7 @@ hp_status_t hp_psgd_run_cpu(hp_call_t *call)
     float *res, *qwarm, *p, *qt, *qs;
     double *work;
     void *ws;
-    int q_new, bad, failed;
+    int q_new, bad;
     hp_status_t st;
     double t0;
 
@@ -104,14 +102,11 @@ hp_status_t hp_psgd_run_cpu(hp_call_t *call)
     p[m * r] = bad ? 1.0f : 0.0f;
     call->t_encode += hp_now() - t0;
 
-    st = hp_call_ring_sum(call, p, pn, 0, call->corrupt, HP_OK);
     /* every rank must take the same branch from here on */
-    failed = st != HP_OK;
-    if (hp_tp_agree_flag(call->tp, &failed) != HP_OK)
-        failed = 1;
-    if (failed) {
+    st = hp_call_ring_sum_agreed(call, p, pn, 0, call->corrupt, HP_OK);
+    if (st != HP_OK) {
         free(ws);
-        return st != HP_OK ? st : HP_ERR_PEER;
+        return st;
     }
     /* the summed P is the same everywhere, so this test is agreed */
     if (p[m * r] != 0.0f || K->nonfinite(p, m * r)) {

@@ -57,7 +57,7 @@ hp_status_t hp_psgd_run_dev(hp_call_t *call)
     size_t m, c, r, pn, T;
     float *res = call->resid, *qwarm = NULL, *p = NULL, *qt, *qs, *warm, *dp = NULL, *dqt, *dqs;
     double *work;
-    int q_new = 1, bad = 0, failed;
+    int q_new = 1, bad = 0;
     hp_status_t st = HP_OK;
     double t0;
 
@@ -106,15 +106,10 @@ hp_status_t hp_psgd_run_dev(hp_call_t *call)
     p[m * r] = bad ? 1.0f : 0.0f;
     call->t_encode += hp_now() - t0;
 
-    st = hp_call_ring_sum(call, p, pn, 1, call->corrupt, HP_OK);
     /* every rank must take the same branch from here on */
-    failed = st != HP_OK;
-    if (hp_tp_agree_flag(call->tp, &failed) != HP_OK)
-        failed = 1;
-    if (failed) {
-        st = st != HP_OK ? st : HP_ERR_PEER;
+    st = hp_call_ring_sum_agreed(call, p, pn, 1, call->corrupt, HP_OK);
+    if (st != HP_OK)
         goto out;
-    }
     if (p[m * r] != 0.0f || K->nonfinite(p, m * r)) {
         fill_nan(call, g);
         goto out;

@@ -85,13 +85,6 @@ static hp_res_buf_t *call_buffer_state(hp_comm_state_t *cs, hp_mem_t *mem, void 
     return rb;
 }
 
-/* Message memory of a call on device memory (page-locked). */
-static void *mem_scratch_cb(void *ctx, size_t bytes)
-{
-    hp_mem_t *m = (hp_mem_t *)ctx;
-    return m->ops->scratch(m, bytes);
-}
-
 /* Warnings about residual memory, once per communicator. */
 static void warn_residuals(hp_comm_state_t *cs)
 {
@@ -451,7 +444,7 @@ static void call_enqueue(mpi_call_t *mc)
             };
             hp_call_prepare(&mc->call, &env, recv, count, base, n_algo);
             mc->call.part_elems = hp_plan_part_elems(&mc->plan, n_algo, acsize, mc->call.grain);
-            mc->call.scratch = mc->mem.ops->scratch != NULL ? mem_scratch_cb : scratch_cb;
+            mc->call.scratch = mc->mem.ops->scratch != NULL ? hp_call_mem_scratch : scratch_cb;
             mc->call.scratch_ctx = mc->mem.ops->scratch != NULL ? (void *)&mc->mem : (void *)cs;
             if (mc->call.err == HP_OK)
                 st = run_algo(&mc->call, &mc->plan);

@@ -8,6 +8,12 @@
 #include "hp_call_setup.h"
 #include <string.h>
 
+void *hp_call_mem_scratch(void *ctx, size_t bytes)
+{
+    hp_mem_t *m = (hp_mem_t *)ctx;
+    return m->ops->scratch(m, bytes);
+}
+
 hp_res_buf_t *hp_call_buffer_state(hp_residual_store_t *res, hp_mem_t *mem, void *recvbuf, size_t count,
                                    int create, int layout, int *staging_p)
 {

@@ -43,6 +43,10 @@ void hp_call_params_for(int kind, const hipress_comp_params_t *params, const hp_
  * momentum). */
 int hp_call_keeps_state(int kind);
 
+/* hp_call_t.scratch for a memory whose backend has message memory of its
+ * own (page-locked on the device backend): ctx is the call's hp_mem_t. */
+void *hp_call_mem_scratch(void *ctx, size_t bytes);
+
 /* Fill *call for elements [base, base + n) of recvbuf (count elements),
  * which holds this rank's data: residual and momentum vectors at base (dgc's
  * momentum applied to the range), grain, seed and call number.  The

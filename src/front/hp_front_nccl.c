@@ -259,13 +259,6 @@ static void *tp_staging(void *c, size_t bytes)
     return dbuf_grow(t->cs, &t->cs->where, bytes) == 0 ? t->cs->dbuf : NULL;
 }
 
-/* Message memory of the call (page-locked, the device backend's). */
-static void *mem_scratch_cb(void *ctx, size_t bytes)
-{
-    hp_mem_t *m = (hp_mem_t *)ctx;
-    return m->ops->scratch(m, bytes);
-}
-
 static ncclResult_t run_call(hp_nccl_cstate_t *cs, const hp_config_t *cfg, const hp_nccl_xport_t *x,
                              const void *sendbuff, void *recvbuff, size_t count, int avg, ncclComm_t comm,
                              cudaStream_t stream)
@@ -310,7 +303,7 @@ static ncclResult_t run_call(hp_nccl_cstate_t *cs, const hp_config_t *cfg, const
         };
         hp_call_prepare(&call, &env, (float *)recvbuff, count, 0, count);
     }
-    call.scratch = mem_scratch_cb;
+    call.scratch = hp_call_mem_scratch;
     call.scratch_ctx = &mem;
     /* one message per rank for the whole buffer (no partitions: every
      * message is one NCCL transfer of its capacity) */
