@@ -123,8 +123,14 @@ static void allreduce(const char *label, const void *s, void *r, size_t n, ncclD
         const mock_call_t *g = mock_nccl_call(-1);
         int sends = calls_since(from, "ncclSend"), recvs = calls_since(from, "ncclRecv");
         compressed++;
-        CHECK(calls_since(from, "ncclAllReduce") == want_agree, "%s: %d ncclAllReduce calls, want %d", label,
-              calls_since(from, "ncclAllReduce"), want_agree);
+        /* the eligibility agreement when expected, and the failure
+         * agreement after the exchange, always */
+        CHECK(calls_since(from, "ncclAllReduce") == want_agree + 1, "%s: %d ncclAllReduce calls, want %d", label,
+              calls_since(from, "ncclAllReduce"), want_agree + 1);
+        CHECK(g != NULL && strcmp(g->fn, "ncclAllReduce") == 0 && g->count == 1 && g->datatype == ncclInt64 &&
+                  g->op == ncclMax && g->stream == STREAM && g->comm == comm,
+              "%s: the last call is not the failure agreement (an ncclAllReduce of 1 int64 with ncclMax)", label);
+        g = mock_nccl_ncalls() >= 2 ? mock_nccl_call(mock_nccl_ncalls() - 2) : NULL;
         if (want_agree) {
             const mock_call_t *a = mock_nccl_call(from);
             CHECK(strcmp(a->fn, "ncclAllReduce") == 0 && a->count == 5 && a->datatype == ncclInt64 &&
@@ -133,7 +139,8 @@ static void allreduce(const char *label, const void *s, void *r, size_t n, ncclD
         }
         /* the allgather algorithm over the NCCL transport: one group of
          * N-1 sends and N-1 receives of uint8, each of the message
-         * capacity (the same on both sides), on the caller's stream */
+         * capacity (the same on both sides), on the caller's stream, the
+         * group's end just before the failure agreement */
         CHECK(sends == size - 1 && recvs == size - 1 && calls_since(from, "ncclAllGather") == 0 && g != NULL &&
                   strcmp(g->fn, "ncclGroupEnd") == 0,
               "%s: %d ncclSend, %d ncclRecv, want %d of each in a group, last", label, sends, recvs, size - 1);
@@ -328,13 +335,15 @@ static void case_pass(void)
         ncclAllReduce(d, d, n, ncclFloat32, ncclSum, g, STREAM);
         CHECK(mock_nccl_ncalls() == from + 1, "a group of one: the call reached NCCL inside the group");
         ncclGroupEnd();
-        a = mock_nccl_call(-1);
-        b = mock_nccl_call(-2);
-        /* after the user's group: hipress' own group (depth 1, not 2) */
-        CHECK(calls_since(from, "ncclAllReduce") == 1 && calls_since(from, "ncclSend") == size - 1 && a && b &&
+        a = mock_nccl_call(-2);
+        b = mock_nccl_call(-3);
+        /* after the user's group: hipress' own group (depth 1, not 2), then
+         * the failure agreement */
+        CHECK(calls_since(from, "ncclAllReduce") == 2 && calls_since(from, "ncclSend") == size - 1 && a && b &&
                   strcmp(a->fn, "ncclGroupEnd") == 0 && a->depth == 1 && strncmp(b->fn, "ncclSend", 8) == 0 &&
-                  b->depth == 1 && b->stream == STREAM,
-              "a group of one: want the agreement and the transport's group after the user's group");
+                  b->depth == 1 && b->stream == STREAM && strcmp(mock_nccl_call(-1)->fn, "ncclAllReduce") == 0,
+              "a group of one: want the agreement, the transport's group and the failure agreement after the "
+              "user's group");
         dread(back, d, n * sizeof(float));
         CHECK(memcmp(back, want, n * sizeof(float)) == 0, "a group of one: not the exact sum");
         compressed++;

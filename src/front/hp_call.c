@@ -35,7 +35,8 @@ static void *scratch_cb(void *ctx, size_t bytes)
 static void verify_result(hp_comm_state_t *cs, const float *exact, const float *got, size_t n)
 {
     double num = 0, den = 0, rel;
-    uint64_t h[2], hout[2];
+    int64_t h[2];
+    int same;
 
     for (size_t i = 0; i < n; i++) {
         double d = (double)got[i] - (double)exact[i];
@@ -43,18 +44,21 @@ static void verify_result(hp_comm_state_t *cs, const float *exact, const float *
         den += (double)exact[i] * (double)exact[i];
     }
     rel = den > 0 ? sqrt(num / den) : sqrt(num);
-    h[0] = hp_hash_bytes(HP_HASH_INIT, got, n * sizeof(float));
+    /* identical everywhere when max(h) = ~max(~h) = min(h) (the transport's
+     * agreement; ~ reverses the order of signed integers too) */
+    h[0] = (int64_t)hp_hash_bytes(HP_HASH_INIT, got, n * sizeof(float));
     h[1] = ~h[0];
-    PMPI_Allreduce(h, hout, 2, MPI_UINT64_T, MPI_MAX, cs->priv);
+    same = hp_tp_agree(cs->tp_priv, HP_TP_INT64, h, 2, "the verification's identity check") == HP_OK &&
+           h[0] == ~h[1];
     atomic_fetch_add_explicit(&hp_g.stats.verify_calls, 1, memory_order_relaxed);
-    if (hout[0] != ~hout[1])
+    if (!same)
         atomic_fetch_add_explicit(&hp_g.stats.verify_mismatch, 1, memory_order_relaxed);
     pthread_mutex_lock(&hp_g.stats.stats_lock);
     if (!(rel <= hp_g.stats.max_rel_err))
         hp_g.stats.max_rel_err = rel;
     pthread_mutex_unlock(&hp_g.stats.stats_lock);
     HP_INFO("verify: %zu elements, relative error %.3g, identical on all ranks: %s", n, rel,
-            hout[0] == ~hout[1] ? "yes" : "NO");
+            same ? "yes" : "NO");
 }
 
 /* ------------------------------------------------------------- driver */
@@ -210,6 +214,59 @@ static hp_status_t node_exchange(hp_comm_state_t *cs, float *buf, const int *len
             at += (size_t)len[me];
         }
     }
+    return st;
+}
+
+/* The exact exchanges of the leaders' hierarchy (nodes of different sizes),
+ * point to point on the node's transport like node_exchange.  reduce: node
+ * rank 0 adds every other node rank's buffer to its own, in node-rank order
+ * (tmp: room for one buffer; NULL when it could not be had: the leader
+ * still receives, into buf, so no peer waits, and the call fails), so the
+ * sum's bits do not depend on the MPI; broadcast: node rank 0 sends its
+ * buffer to every other. */
+static hp_status_t node_leader(hp_comm_state_t *cs, float *buf, size_t count, float *tmp, int bcast)
+{
+    const int k = cs->node_size, me = cs->node_rank;
+    const size_t bytes = count * sizeof(float), np = node_pieces(bytes);
+    hp_transport_t *tp = cs->tp_node;
+    hp_req_t *rq = malloc(np * (size_t)HP_MAX(k - 1, 1) * sizeof(hp_req_t));
+    size_t m = 0;
+    hp_status_t st = HP_OK;
+    hp_wd_wait_t w;
+
+    if (rq == NULL)
+        return HP_ERR_NOMEM;
+    hp_wd_enter(&w, bcast ? "the node broadcast of a compressed allreduce"
+                          : "the node reduction of a compressed allreduce", -1);
+    if (me != 0) {
+        /* to the leader (reduce) or from it (broadcast) */
+        if (node_post(tp, bcast, buf, bytes, 0, rq) != HP_OK)
+            st = HP_ERR_MPI;
+        m = np;
+    } else if (bcast) {
+        for (int q = 1; q < k; q++, m += np)
+            if (node_post(tp, 0, buf, bytes, q, rq + m) != HP_OK)
+                st = HP_ERR_MPI;
+    } else {
+        const hp_ops_t *ops = hp_ops_get(cs->params.isa);
+        if (tmp == NULL)
+            st = HP_ERR_NOMEM;
+        for (int q = 1; q < k; q++) {
+            int ok = node_post(tp, 1, tmp != NULL ? tmp : buf, bytes, q, rq) == HP_OK;
+            for (size_t i = 0; i < np; i++)
+                if (hp_tp_wait(tp, &rq[i]) != HP_OK)
+                    ok = 0;
+            if (!ok)
+                st = HP_ERR_MPI;
+            else if (st == HP_OK)
+                ops->add(buf, tmp, buf, count);
+        }
+    }
+    for (size_t i = 0; i < m; i++)
+        if (hp_tp_wait(tp, &rq[i]) != HP_OK)
+            st = HP_ERR_MPI;
+    hp_wd_leave(&w);
+    free(rq);
     return st;
 }
 
@@ -385,7 +442,6 @@ static void call_enqueue(mpi_call_t *mc)
     const size_t count = mc->count;
     size_t base = 0, n_algo = count, grain = hp_comp_grain2(cs->kind, mc->sum_kind, &mc->cparams);
     hp_status_t st = HP_OK;
-    hp_wd_wait_t wdw;
 
     mc->is_algo_rank = mc->pc.algo[mc->hier] != NULL;
     if (mc->hier && cs->hier_2d) {
@@ -414,13 +470,10 @@ static void call_enqueue(mpi_call_t *mc)
     } else if (mc->hier) {
         /* leaders: exact sum on each node's leader; a rank that encodes
          * nothing this call sends what it owes with its data */
+        float *tmp = cs->node_rank == 0 ? hp_comm_scratch2(cs, HP_MAX(count, 1) * sizeof(float)) : NULL;
         if (!mc->is_algo_rank)
             fold_range(&mc->mem, hp_call_held_residual(mc->rb, count), recv, 0, count);
-        hp_wd_enter(&wdw, "the node reduction of a compressed allreduce", -1);
-        if (PMPI_Reduce(cs->node_rank == 0 ? MPI_IN_PLACE : recv, cs->node_rank == 0 ? recv : NULL,
-                        (int)count, MPI_FLOAT, MPI_SUM, 0, cs->node) != MPI_SUCCESS)
-            st = HP_ERR_MPI;
-        hp_wd_leave(&wdw);
+        st = node_leader(cs, recv, count, tmp, 0);
         atomic_fetch_add_explicit(&hp_g.stats.hier_calls, 1, memory_order_relaxed);
     }
     memset(&mc->call, 0, sizeof(mc->call));
@@ -464,10 +517,8 @@ static void call_enqueue(mpi_call_t *mc)
             st = HP_ERR_MPI;
         free(mc->hier_counts);
     } else if (mc->hier) {
-        hp_wd_enter(&wdw, "the node broadcast of a compressed allreduce", -1);
-        if (PMPI_Bcast(recv, (int)count, MPI_FLOAT, 0, cs->node) != MPI_SUCCESS)
+        if (node_leader(cs, recv, count, NULL, 1) != HP_OK)
             st = HP_ERR_MPI;
-        hp_wd_leave(&wdw);
     }
     mc->st = st;
 }
@@ -479,13 +530,16 @@ static void call_complete(mpi_call_t *mc)
 {
     hp_comm_state_t *cs = mc->cs;
     hp_status_t st = mc->st, ms = mc->mem.ops->sync(&mc->mem);
+    hp_req_t arq = HP_REQ_NULL;
+    int64_t any = 0;
     int failed;
 
     if (st == HP_OK)
         st = ms;
-    failed = st != HP_OK;
-    if (hp_tp_agree_flag(cs->tp_priv, &failed) != HP_OK)
-        failed = 1;
+    /* the failure agreement, started and completed through the transport
+     * (on the MPI transport the two follow each other) */
+    failed = hp_tp_agree_flag_start(cs->tp_priv, st != HP_OK, &any, &arq) != HP_OK ||
+             hp_tp_wait(cs->tp_priv, &arq) != HP_OK || any != 0;
     if (failed && st == HP_OK)
         st = HP_ERR_PEER;
     if (mc->exact != NULL && !failed) {

@@ -312,6 +312,16 @@ static ncclResult_t run_call(hp_nccl_cstate_t *cs, const hp_config_t *cfg, const
     ms = mem.ops->sync(&mem);
     if (st == HP_OK)
         st = call.err != HP_OK ? call.err : ms;
+    {
+        /* the failure agreement: a rank that failed makes every rank's
+         * result NaN, so the replicas stay identical (contract 1) */
+        int64_t any = 0;
+        hp_req_t arq = HP_REQ_NULL;
+        if (hp_tp_agree_flag_start(&tp, st != HP_OK, &any, &arq) != HP_OK || hp_tp_wait(&tp, &arq) != HP_OK)
+            any = 1;
+        if (any && st == HP_OK)
+            st = HP_ERR_PEER;
+    }
     if (st == HP_OK && avg)
         st = divide(&mem, (float *)recvbuff, count, cs->size);
     if (st != HP_OK) {

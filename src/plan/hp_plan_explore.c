@@ -61,11 +61,10 @@ static void warn_budget(hp_planner_t *pl, const hp_plan_comm_t *pc, const hp_pla
     if (plan->compress && budget > 0 && plan->cost > budget && !pl->warned_budget) {
         pl->warned_budget = 1;
         if (pc->rank == 0 && atomic_exchange(&warned, 1) == 0)
-            HP_WARN("HIPRESS_ALGO=%s puts each element through %d lossy stages with %s (sum codec %s), "
-                    "costing %d of a quality budget of %d (HIPRESS_MAX_STAGES; doc/accuracy.md): it runs, "
-                    "but accuracy may suffer",
-                    hp_algo_name(plan->algo), plan->stages, hp_comp_get(pc->kind)->name,
-                    hp_comp_get(pc->sum_kind)->name, plan->cost, budget);
+            HP_WARN("HIPRESS_ALGO=%s puts each element through %d lossy stages with %s%s%s, costing %d "
+                    "of a quality budget of %d (HIPRESS_MAX_STAGES; doc/accuracy.md): it runs, but accuracy "
+                    "may suffer", hp_algo_name(plan->algo), plan->stages, hp_comp_get(pc->kind)->name,
+                    plan->sum ? ", the owners' sums in " : "", plan->sum ? plan->sum : "", plan->cost, budget);
     }
 }
 

@@ -224,6 +224,24 @@ static hp_status_t dl_agree(hp_transport_t *tp, hp_tp_type_t type, void *values,
     return hp_tp_agree(d->inner, type, values, n, what);
 }
 
+static hp_status_t dl_iagree(hp_transport_t *tp, hp_tp_type_t type, void *values, size_t n, const char *what,
+                            hp_req_t *req)
+{
+    /* held-back operations go first, then the inner transport's agreement,
+     * completed at once after a random delay: its wait is then a no-op */
+    dl_t *d = dl_of(tp);
+    hp_req_t in = HP_REQ_NULL;
+    hp_status_t st;
+    dl_flush(d);
+    st = hp_tp_iagree(d->inner, type, values, n, what, &in);
+    if ((dl_rand(d) & 3) == 0)
+        usleep((useconds_t)(dl_rand(d) % 200));
+    if (st == HP_OK)
+        st = hp_tp_wait(d->inner, &in);
+    req->active = 0;
+    return st;
+}
+
 static hp_status_t dl_group_begin(hp_transport_t *tp)
 {
     return hp_tp_group_begin(dl_of(tp)->inner);
@@ -268,6 +286,7 @@ const hp_tp_ops_t hp_tp_delay_ops = {
     .wait = dl_wait,
     .progress = dl_progress,
     .agree = dl_agree,
+    .iagree = dl_iagree,
     .group_begin = dl_group_begin,
     .group_end = dl_group_end,
     .fini = dl_fini,

@@ -23,9 +23,13 @@ typedef struct {
 
 typedef struct {
     MPI_Request r;
-    void       *buf;   /* a receive of a message: its buffer and capacity */
-    size_t      cap;   /* 0: no message to check (a send, a raw receive) */
+    void       *buf;   /* a receive of a message: its buffer and capacity; an
+                        * agreement: what it is (the watchdog names it) */
+    size_t      cap;   /* 0: no message to check (a send, a raw receive, an
+                        * agreement) */
 } mpi_req_t;
+
+#define AGREEMENT_PEER (-2)   /* req->peer of an agreement (iagree) */
 
 _Static_assert(sizeof(mpi_tp_t) <= sizeof(((hp_transport_t *)0)->impl), "hp_transport_t.impl too small");
 _Static_assert(sizeof(mpi_req_t) <= sizeof(((hp_req_t *)0)->impl), "hp_req_t.impl too small");
@@ -83,10 +87,14 @@ static hp_status_t mpi_wait(hp_transport_t *tp, hp_req_t *req)
     hp_wd_wait_t w;
 
     memcpy(&q, &req->impl, sizeof(q));
-    hp_wd_enter(&w, "a compressed allreduce", req->peer >= 0 && s.world_of != NULL ? s.world_of[req->peer] : -1);
+    if (req->peer == AGREEMENT_PEER)
+        hp_wd_enter(&w, q.buf != NULL ? (const char *)q.buf : "an agreement of a compressed allreduce", -1);
+    else
+        hp_wd_enter(&w, "a compressed allreduce", req->peer >= 0 && s.world_of != NULL ? s.world_of[req->peer] : -1);
     rc = PMPI_Wait(&q.r, &status);
     hp_wd_leave(&w);
-    tp->t_wait += hp_now() - t0;
+    if (req->peer != AGREEMENT_PEER)
+        tp->t_wait += hp_now() - t0;   /* (an agreement's wait is not a transfer's) */
     memcpy(&req->impl, &q, sizeof(q));
     if (rc != MPI_SUCCESS)
         return HP_ERR_MPI;
@@ -103,6 +111,21 @@ static void mpi_progress(hp_transport_t *tp)
     /* An Iprobe runs the progress engine without completing our requests. */
     int flag;
     PMPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, state(tp).comm, &flag, MPI_STATUS_IGNORE);
+}
+
+static hp_status_t mpi_iagree(hp_transport_t *tp, hp_tp_type_t type, void *values, size_t n, const char *what,
+                              hp_req_t *req)
+{
+    mpi_req_t q = {MPI_REQUEST_NULL, (void *)(uintptr_t)what, 0};
+    int rc;
+    if (n > INT_MAX)
+        return HP_ERR_UNSUPPORTED;
+    rc = PMPI_Iallreduce(MPI_IN_PLACE, values, (int)n, type == HP_TP_DOUBLE ? MPI_DOUBLE : MPI_INT64_T, MPI_MAX,
+                         state(tp).comm, &q.r);
+    memcpy(&req->impl, &q, sizeof(q));
+    req->active = rc == MPI_SUCCESS;
+    req->peer = AGREEMENT_PEER;
+    return rc == MPI_SUCCESS ? HP_OK : HP_ERR_MPI;
 }
 
 static hp_status_t mpi_agree(hp_transport_t *tp, hp_tp_type_t type, void *values, size_t n, const char *what)
@@ -132,6 +155,7 @@ const hp_tp_ops_t hp_tp_mpi_ops = {
     .wait = mpi_wait,
     .progress = mpi_progress,
     .agree = mpi_agree,
+    .iagree = mpi_iagree,
     .group_begin = mpi_group,
     .group_end = mpi_group,
     .fini = NULL,

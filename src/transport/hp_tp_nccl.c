@@ -143,6 +143,15 @@ static hp_status_t nccl_agree(hp_transport_t *tp, hp_tp_type_t type, void *value
     return HP_OK;
 }
 
+static hp_status_t nccl_iagree(hp_transport_t *tp, hp_tp_type_t type, void *values, size_t n, const char *what,
+                               hp_req_t *req)
+{
+    /* host-synchronous today: done at once (the stream-ordered form, with
+     * the values on the device, is the NCCL issue's) */
+    req->active = 0;
+    return nccl_agree(tp, type, values, n, what);
+}
+
 static hp_status_t nccl_group(hp_transport_t *tp)
 {
     (void)tp;   /* every batch is a group already */
@@ -166,6 +175,7 @@ const hp_tp_ops_t hp_tp_nccl_ops = {
     .wait = nccl_wait,
     .progress = nccl_progress,
     .agree = nccl_agree,
+    .iagree = nccl_iagree,
     .group_begin = nccl_group,
     .group_end = nccl_group,
     .fini = nccl_fini,

@@ -18,7 +18,10 @@
  *    from one peer in the order posted); nothing else about order or timing
  *    is promised (the test transport breaks everything else on purpose).
  *  * agree is a max over all ranks of a few values, which a device
- *    transport can keep on the device.
+ *    transport can keep on the device; iagree starts one that a wait
+ *    completes (MPI: MPI_Iallreduce; NCCL: in stream order, the values
+ *    then device-resident), so a front end can enqueue a call's failure
+ *    agreement with the call and learn its result at completion.
  *  * group_begin / group_end bracket posts that a transport may issue
  *    together (NCCL's ncclGroupStart/End; MPI: nothing).
  *
@@ -78,6 +81,11 @@ typedef struct hp_tp_ops {
      * the agreement, named by a stuck wait (HIPRESS_TIMEOUT). */
     hp_status_t (*agree)(struct hp_transport *tp, hp_tp_type_t type, void *values, size_t n,
                          const char *what);
+    /* The same, started: values[0..n) hold the max once req is waited for
+     * (untouched until then).  The implementation sets req->active: 0 when
+     * it completed at once (a host-synchronous transport). */
+    hp_status_t (*iagree)(struct hp_transport *tp, hp_tp_type_t type, void *values, size_t n,
+                          const char *what, hp_req_t *req);
     /* Bracket posts the transport may issue together. */
     hp_status_t (*group_begin)(struct hp_transport *tp);
     hp_status_t (*group_end)(struct hp_transport *tp);
@@ -159,8 +167,28 @@ static inline hp_status_t hp_tp_agree(hp_transport_t *tp, hp_tp_type_t type, voi
     return tp->ops->agree(tp, type, values, n, what);
 }
 
-/* The failure agreement: *flag becomes 1 on every rank when it is nonzero
- * on any. */
+/* Start an agreement (hp_tp_ops_t.iagree); hp_tp_wait completes it. */
+static inline hp_status_t hp_tp_iagree(hp_transport_t *tp, hp_tp_type_t type, void *values, size_t n,
+                                       const char *what, hp_req_t *req)
+{
+    hp_status_t st;
+    req->peer = -1;
+    st = tp->ops->iagree(tp, type, values, n, what, req);
+    if (st != HP_OK)
+        req->active = 0;
+    return st;
+}
+
+/* The failure agreement, started: *v (0 or 1, kept until the wait) becomes
+ * 1 on every rank when it is 1 on any, once req is waited for. */
+static inline hp_status_t hp_tp_agree_flag_start(hp_transport_t *tp, int failed, int64_t *v, hp_req_t *req)
+{
+    *v = failed != 0;
+    return hp_tp_iagree(tp, HP_TP_INT64, v, 1, "the failure agreement of a compressed allreduce", req);
+}
+
+/* The failure agreement in one go: *flag becomes 1 on every rank when it is
+ * nonzero on any. */
 static inline hp_status_t hp_tp_agree_flag(hp_transport_t *tp, int *flag)
 {
     int64_t v = *flag != 0;
