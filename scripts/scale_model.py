@@ -174,9 +174,10 @@ def load_kernels(path):
 
 # ---------------------------------------------------------------- time
 class Net:
-    def __init__(self, gbit, alpha, eff=0.955, rates=None, slow=1.0):
+    def __init__(self, gbit, alpha, eff=0.955, rates=None, slow=1.0, launch=0.0):
         self.bw = gbit * 1e9 / 8 * eff     # payload bytes/s per rank and direction
         self.alpha = alpha                 # seconds per message
+        self.launch = launch               # codec overhead per message (a GPU kernel launch)
         self.rates = rates or CPU_RATES    # GB/s per codec
         self.slow = slow                   # codec slowdown: ranks sharing one core
 
@@ -204,7 +205,7 @@ def hp_time(net, algo, kind, S, N, sum_kind=None, K=None):
     for k in Ks:
         if K is None and k > 1 and (4 * unit / k < PLAN_MIN_PART_BYTES or k > grains):
             break
-        t = mx + (w + cc - mx) / k + k * msgs * net.alpha
+        t = mx + (w + cc - mx) / k + k * msgs * (net.alpha + net.launch)
         if best is None or t < best[0]:
             best = (t, k, w_bytes)
     # outside hp_plan_cost (the same for every plan, so the library leaves
@@ -316,16 +317,17 @@ CASES = [("ring", "onebit", None), ("ring", "tbq", None), ("ring", "terngrad", N
          ("allgather", "onebit", None), ("allgather", "tbq", None), ("allgather", "terngrad", None),
          ("allgather", "fp16", None)]
 ALPHA = {10: 20e-6, 25: 15e-6, 100: 8e-6, 400: 5e-6}   # ASSUMED per-message latency
+GPU_LAUNCH = 10e-6   # ASSUMED: an encode and a decode launch (about 5 us each) per message
 
 
 def name(a, c, s):
     return f"{a} {c}" + (f"+{s}" if s else "")
 
 
-def predictions(rates):
+def predictions(rates, launch=0.0):
     res = {}
     for g in GBITS:
-        net = Net(g, ALPHA[g], eff=0.955, rates=rates)
+        net = Net(g, ALPHA[g], eff=0.955, rates=rates, launch=launch)
         for S in SIZES:
             for N in NS:
                 tp = plain_time(net, S, N)
@@ -335,66 +337,100 @@ def predictions(rates):
     return res
 
 
+def speed_table(res, S, g):
+    lines = ["| case | " + " | ".join(f"N={N}" for N in NS) + " |", "|---|" + "---|" * len(NS),
+             "| plain ring (ms) | " + " | ".join(f"{res[(g, S, N, 'plain')] * 1e3:.2f}" for N in NS) + " |"]
+    for a, c, s in CASES:
+        k = name(a, c, s)
+        cells = []
+        for N in NS:
+            sp = res[(g, S, N, "plain")] / res[(g, S, N, k)]
+            cells.append(f"*{sp:.2f}*" if sp < 1 else f"{sp:.2f}")
+        lines.append(f"| {k} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def breakeven(res, S, g, k):
+    """The ranks N (of NS) where case k is no faster than plain ring."""
+    lose = [N for N in NS if res[(g, S, N, k)] >= res[(g, S, N, "plain")]]
+    if not lose:
+        return "wins to 1024"
+    if len(lose) == len(NS):
+        return "loses from 8"
+    if lose == NS[NS.index(lose[0]):]:
+        return f"loses from {lose[0]}"
+    return "loses at " + ",".join(str(N) for N in lose)
+
+
 def predict(args):
-    rates = GPU_RATES if args.gpu else (load_kernels(args.kernels) if args.kernels else CPU_RATES)
-    res = predictions(rates)
+    cpu = load_kernels(args.kernels) if args.kernels else CPU_RATES
+    sets = [("GPU rates (ASSUMED)", predictions(GPU_RATES, GPU_LAUNCH)), ("CPU rates (measured, one core per rank)", predictions(cpu))]
     lines = []
     if args.csv:
         with open(args.csv, "w") as f:
-            f.write("gbit,bytes,ranks,case,time_s,speedup\n")
-            for (g, S, N, k), t in sorted(res.items()):
-                f.write(f"{g},{S},{N},{k},{t:.6g},{res[(g, S, N, 'plain')] / t:.4g}\n")
-    for S in SIZES:
-        lines.append(f"\n#### {S >> 20} MiB: speedup over plain ring (plain ring time in ms in the first row)\n")
+            f.write("rates,gbit,bytes,ranks,case,time_s,speedup\n")
+            for label, res in sets:
+                for (g, S, N, k), t in sorted(res.items()):
+                    f.write(f"{label.split()[0]},{g},{S},{N},{k},{t:.6g},{res[(g, S, N, 'plain')] / t:.4g}\n")
+    for label, res in sets:
+        lines.append(f"\n### Where compression stops paying, {label}\n")
+        lines.append("| case | " + " | ".join(f"{S >> 20} MiB, {g} Gbit/s" for S in (16 << 20, 256 << 20)
+                                          for g in GBITS) + " |")
+        lines.append("|---|" + "---|" * (2 * len(GBITS)))
+        for a, c, s in CASES:
+            k = name(a, c, s)
+            lines.append(f"| {k} | " + " | ".join(breakeven(res, S, g, k) for S in (16 << 20, 256 << 20)
+                                                  for g in GBITS) + " |")
+    for label, res in sets:
         for g in GBITS:
-            lines.append(f"\n{g} Gbit/s\n")
-            lines.append("| case | " + " | ".join(f"N={N}" for N in NS) + " |")
-            lines.append("|---|" + "---|" * len(NS))
-            lines.append("| plain ring (ms) | " + " | ".join(f"{res[(g, S, N, 'plain')] * 1e3:.1f}" for N in NS) + " |")
-            for a, c, s in CASES:
-                k = name(a, c, s)
-                cells = []
-                for N in NS:
-                    sp = res[(g, S, N, "plain")] / res[(g, S, N, k)]
-                    cells.append(f"**{sp:.2f}**" if sp < 1 else f"{sp:.2f}")
-                lines.append(f"| {k} | " + " | ".join(cells) + " |")
+            lines.append(f"\n### 64 MiB, {g} Gbit/s, {label}: speedup over plain ring (italic: below 1)\n")
+            lines += speed_table(res, 64 << 20, g)
     text = "\n".join(lines) + "\n"
     if args.md:
         open(args.md, "w").write(text)
     else:
         print(text)
     if args.png:
-        plot(res, args.png, 64 << 20, "GPU (ASSUMED rates)" if args.gpu else "CPU rates")
+        plot(sets, args.png, 64 << 20)
     return 0
 
 
-def plot(res, path, S, label):
+def plot(sets, path, S):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(1, len(GBITS), figsize=(18, 6), sharey=True)
+    from matplotlib.ticker import FuncFormatter
+    fig, axes = plt.subplots(len(sets), len(GBITS), figsize=(20, 10), sharey=True, sharex=True)
     shown = [("ring", "onebit", None), ("ring", "tbq", None), ("ring", "fp16", None),
              ("tree", "onebit", None), ("ps", "onebit", None), ("ps", "tbq", "q4"), ("ps", "onebit", "q2"),
              ("allgather", "onebit", None), ("allgather", "tbq", None), ("allgather", "fp16", None)]
     style = {"ring": "-", "tree": ":", "ps": "--", "allgather": "-."}
-    for ax, g in zip(axes, GBITS):
-        for a, c, s in shown:
-            k = name(a, c, s)
-            ys = [res[(g, S, N, "plain")] / res[(g, S, N, k)] for N in NS]
-            ax.plot(NS, ys, style[a], marker="o", ms=3, label=k)
-        ax.axhline(1.0, color="k", lw=1)
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log", base=2)
-        ax.set_xticks(NS)
-        ax.set_xticklabels([str(N) for N in NS])
-        ax.set_title(f"{g} Gbit/s per rank")
+    colors = {"onebit": "tab:blue", "tbq": "tab:orange", "fp16": "tab:green", "terngrad": "tab:red"}
+    for row, (label, res) in zip(axes, sets):
+        for ax, g in zip(row, GBITS):
+            for a, c, s in shown:
+                k = name(a, c, s)
+                ys = [res[(g, S, N, "plain")] / res[(g, S, N, k)] for N in NS]
+                mk = {"q4": "s", "q2": "^"}.get(s, "o")
+                ax.plot(NS, ys, style[a], color=colors[c], marker=mk, ms=4, label=k)
+            ax.axhline(1.0, color="k", lw=1.2)
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log", base=2)
+            ax.set_xticks(NS)
+            ax.set_xticklabels([str(N) for N in NS])
+            ax.set_title(f"{g} Gbit/s per rank, {label.split(' (')[0]}")
+            ax.set_ylim(1 / 256, 64)
+            ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:g}" if y >= 1 else f"1/{1 / y:g}"))
+            ax.grid(True, which="both", alpha=0.3)
+        row[0].set_ylabel(f"speedup over plain ring\n{label}")
+    for ax in axes[-1]:
         ax.set_xlabel("ranks N")
-        ax.grid(True, which="both", alpha=0.3)
-    axes[0].set_ylabel("predicted speedup over plain ring (log)")
-    axes[-1].legend(fontsize=8, loc="upper right")
-    fig.suptitle(f"One {S >> 20} MiB allreduce, modelled ({label}); below 1: compression loses")
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
+    h, lab = axes[0][0].get_legend_handles_labels()
+    fig.legend(h, lab, loc="lower center", ncol=len(shown), fontsize=9)
+    fig.suptitle(f"One {S >> 20} MiB float32 allreduce, modelled (scripts/scale_model.py): "
+                 "line style = algorithm, colour = worker codec; below the black line compression loses")
+    fig.tight_layout(rect=(0, 0.04, 1, 1))
+    fig.savefig(path, dpi=80)
 
 
 def main():
