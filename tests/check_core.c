@@ -660,8 +660,11 @@ START_TEST(plan_stages_budget)
     hp_plan_inputs_t in = {1e8, 1e-5, 1e9, 1e9};
     hipress_comp_params_t p;
     int onebit = hp_comp_find("onebit"), fp16 = hp_comp_find("fp16");
+    hp_codecs_t same, q4;
 
     hipress_comp_params_default(&p);
+    same = (hp_codecs_t){onebit, onebit, &p, &p};
+    q4 = (hp_codecs_t){onebit, hp_comp_find("q4"), &p, &p};
     /* stages on an element's longest path */
     ck_assert_int_eq(hp_plan_stages(HP_ALGO_ALLGATHER, 8), 1);
     ck_assert_int_eq(hp_plan_stages(HP_ALGO_PS, 8), 2);
@@ -679,24 +682,103 @@ START_TEST(plan_stages_budget)
     for (int budget = 1; budget <= 6; budget++)
         for (int N = 2; N <= 9; N++)
             for (int rank = 0; rank < 4; rank++) {
-                hp_plan_t pl = hp_plan_choose(&in, onebit, &p, 1 << 20, N, HP_ALGO_AUTO, 0, budget, rank);
+                hp_plan_t pl = hp_plan_choose(&in, &same, 1 << 20, N, HP_ALGO_AUTO, 0, budget, rank);
                 if (!pl.compress)
                     continue;
                 REQUIRE(pl.stages == hp_plan_stages(pl.algo, N), "stages of the plan");
+                REQUIRE(pl.cost == pl.stages, "a sum codec that is the worker's costs a stage");
                 REQUIRE(pl.stages <= budget || pl.algo == HP_ALGO_ALLGATHER,
                         "budget %d N %d: %s has %d stages", budget, N, hp_algo_name(pl.algo), pl.stages);
             }
     {
-        hp_plan_t pl = hp_plan_choose(&in, onebit, &p, 1 << 20, 8, HP_ALGO_RING, 0, 2, 0);
+        hp_plan_t pl = hp_plan_choose(&in, &same, 1 << 20, 8, HP_ALGO_RING, 0, 2, 0);
         ck_assert(pl.compress && pl.algo == HP_ALGO_RING && pl.stages == 8);
-        pl = hp_plan_choose(&in, onebit, &p, 1 << 20, 8, HP_ALGO_AUTO, 0, 1, 1);
+        pl = hp_plan_choose(&in, &same, 1 << 20, 8, HP_ALGO_AUTO, 0, 1, 1);
         ck_assert(!pl.compress);   /* only allgather qualifies */
+    }
+    /* a q4 owner stage is free: ps (2 stages, cost 1) within onebit's budget
+     * of 1, named in the plan; ring and tree have no owner stage in it */
+    ck_assert_int_eq(hp_plan_stage_cost(HP_ALGO_PS, 8, &q4), 1);
+    ck_assert_int_eq(hp_plan_stage_cost(HP_ALGO_PS, 8, &same), 2);
+    ck_assert_int_eq(hp_plan_stage_cost(HP_ALGO_RING, 8, &q4), 8);
+    ck_assert_int_eq(hp_plan_stage_cost(HP_ALGO_TREE, 8, &q4), 4);
+    ck_assert_int_eq(hp_plan_stage_cost(HP_ALGO_PS, 1, &q4), 0);
+    {
+        int seen_ps = 0;
+        for (int rank = 0; rank < 4; rank++) {
+            hp_plan_t pl = hp_plan_choose(&in, &q4, 1 << 20, 8, HP_ALGO_AUTO, 0, 1, rank);
+            if (!pl.compress)
+                break;
+            ck_assert(pl.algo == HP_ALGO_PS || pl.algo == HP_ALGO_ALLGATHER);
+            if (pl.algo == HP_ALGO_PS) {
+                char s[96], want[96];
+                seen_ps = 1;
+                ck_assert(pl.sum != NULL && strcmp(pl.sum, "q4") == 0 && pl.cost == 1 && pl.stages == 2);
+                snprintf(want, sizeof(want), "ps K=%zu, 2 stages, sum q4", pl.parts);
+                ck_assert_str_eq(hp_plan_str(&pl, s, sizeof(s)), want);
+            } else {
+                ck_assert(pl.sum == NULL);
+            }
+        }
+        ck_assert(seen_ps);
     }
     /* K never exceeds the grains of the unit */
     {
-        hp_plan_t pl = hp_plan_choose(&in, onebit, &p, 3 * 4096, 2, HP_ALGO_TREE, 1024, 0, 0);
+        hp_plan_t pl = hp_plan_choose(&in, &same, 3 * 4096, 2, HP_ALGO_TREE, 1024, 0, 0);
         ck_assert_uint_eq(pl.parts, 3);
     }
+}
+END_TEST
+
+/* HIPRESS_SUM_CODEC resolved per worker codec; the owner-stage cost; the
+ * two-codec grain. */
+START_TEST(sum_codec_resolution)
+{
+    hipress_comp_params_t p;
+    int onebit = hp_comp_find("onebit"), tbq = hp_comp_find("tbq"), tg = hp_comp_find("terngrad");
+    int q2 = hp_comp_find("q2"), q4 = hp_comp_find("q4"), q8 = hp_comp_find("q8");
+    int fp16 = hp_comp_find("fp16"), none = hp_comp_find("none"), dgc = hp_comp_find("dgc");
+    int psgd = hp_comp_find("powersgd");
+
+    hipress_comp_params_default(&p);
+    ck_assert_int_eq(hp_comp_sum_kind(onebit, HP_SUM_AUTO, &p), q4);
+    ck_assert_int_eq(hp_comp_sum_kind(tbq, HP_SUM_AUTO, &p), q4);
+    p.terngrad_bits = 2;
+    ck_assert_int_eq(hp_comp_sum_kind(tg, HP_SUM_AUTO, &p), q2);
+    p.terngrad_bits = 1;
+    ck_assert_int_eq(hp_comp_sum_kind(tg, HP_SUM_AUTO, &p), q2);
+    p.terngrad_bits = 4;
+    ck_assert_int_eq(hp_comp_sum_kind(tg, HP_SUM_AUTO, &p), q4);
+    p.terngrad_bits = 8;
+    ck_assert_int_eq(hp_comp_sum_kind(tg, HP_SUM_AUTO, &p), q8);
+    /* the others keep their own under auto */
+    ck_assert_int_eq(hp_comp_sum_kind(fp16, HP_SUM_AUTO, &p), fp16);
+    ck_assert_int_eq(hp_comp_sum_kind(dgc, HP_SUM_AUTO, &p), dgc);
+    ck_assert_int_eq(hp_comp_sum_kind(none, HP_SUM_AUTO, &p), none);
+    /* explicit values; same; a collective compressor keeps itself */
+    ck_assert_int_eq(hp_comp_sum_kind(onebit, HP_SUM_SAME, &p), onebit);
+    ck_assert_int_eq(hp_comp_sum_kind(onebit, HP_SUM_Q2, &p), q2);
+    ck_assert_int_eq(hp_comp_sum_kind(onebit, HP_SUM_Q8, &p), q8);
+    ck_assert_int_eq(hp_comp_sum_kind(onebit, HP_SUM_FP16, &p), fp16);
+    ck_assert_int_eq(hp_comp_sum_kind(onebit, HP_SUM_BF16, &p), hp_comp_find("bf16"));
+    ck_assert_int_eq(hp_comp_sum_kind(onebit, HP_SUM_NONE, &p), none);
+    ck_assert_int_eq(hp_comp_sum_kind(psgd, HP_SUM_Q4, &p), psgd);
+    ck_assert_int_eq(hp_comp_sum_kind(onebit, 99, &p), onebit);
+    /* costs: another codec that is free, else a stage */
+    ck_assert_int_eq(hp_comp_sum_cost(onebit, q4), 0);
+    ck_assert_int_eq(hp_comp_sum_cost(onebit, q8), 0);
+    ck_assert_int_eq(hp_comp_sum_cost(onebit, fp16), 0);
+    ck_assert_int_eq(hp_comp_sum_cost(onebit, none), 0);
+    ck_assert_int_eq(hp_comp_sum_cost(onebit, q2), 1);
+    ck_assert_int_eq(hp_comp_sum_cost(onebit, onebit), 1);
+    ck_assert_int_eq(hp_comp_sum_cost(q4, q4), 1);
+    /* the grain is the lcm of both blocks */
+    p.onebit_block = 4096;
+    p.q_block = 512;
+    ck_assert_uint_eq(hp_comp_grain2(onebit, q4, &p), 4096);
+    p.q_block = 8192;
+    ck_assert_uint_eq(hp_comp_grain2(onebit, q4, &p), 8192);
+    ck_assert_uint_eq(hp_comp_grain2(fp16, none, &p), hp_comp_grain(fp16, &p));
 }
 END_TEST
 
@@ -1576,6 +1658,7 @@ static Suite *core_suite(void)
     tc = tcase_create("residual");
     tcase_add_test(tc, span_grain);
     tcase_add_test(tc, plan_stages_budget);
+    tcase_add_test(tc, sum_codec_resolution);
     tcase_add_test(tc, dgc_warmup_density);
     tcase_add_test(tc, residual_lru);
     tcase_add_test(tc, residual_layout);

@@ -169,6 +169,151 @@ static void test_matrix(void)
     }
 }
 
+/* One ps call of gradient-like data under sum codec `sum` on a fresh
+ * communicator: the result in out (n floats), checked identical on every
+ * rank and within the worker codec's bound. */
+static void ps_call(const char *comp, const char *sum, const char *part, size_t n, float *out)
+{
+    MPI_Comm c = configured(MPI_COMM_WORLD, comp, "ps", part);
+    int rc;
+    EXPECT(hipress_comm_set(c, "HIPRESS_SUM_CODEC", sum) == HIPRESS_OK, "HIPRESS_SUM_CODEC=%s", sum);
+    hipress_comm_set(c, "HIPRESS_HIERARCHICAL", "off");
+    for (size_t i = 0; i < n; i++)
+        out[i] = input(rank, i, 0);
+    rc = MPI_Allreduce(MPI_IN_PLACE, out, (int)n, MPI_FLOAT, MPI_SUM, c);
+    EXPECT(rc == MPI_SUCCESS, "%s ps sum=%s: rc %d", comp, sum, rc);
+    EXPECT(identical(out, n * sizeof(float), c), "%s ps sum=%s: ranks differ", comp, sum);
+    MPI_Comm_free(&c);
+}
+
+/* ||a - b|| / ||exact sum||. */
+static double rel_diff(const float *a, const float *b, size_t n)
+{
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        double e = 0;
+        for (int j = 0; j < nranks; j++)
+            e += input(j, i, 0);
+        num += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+        den += e * e;
+    }
+    return sqrt(num / den);
+}
+
+/* The owner's stage in its sum codec (HIPRESS_SUM_CODEC).  The workers'
+ * encodes do not depend on the sum codec (same keys, fresh residuals), so a
+ * result's distance to the result with an exact owner (`none`) is the owner
+ * stage's error alone: within the sum codec's bound, and ordered by its
+ * bits; and the worker codec's own sign bits (`same`) lose most. */
+static void test_sum(void)
+{
+    static const char *comps[] = {"onebit", "tbq", "terngrad"};
+    static const char *parts[] = {"0", "16K"};
+    const size_t n = 300007;
+    float *ex = malloc(n * sizeof(float)), *got = malloc(n * sizeof(float));
+    for (size_t k = 0; k < 3; k++)
+        for (size_t p = 0; p < 2; p++) {
+            const char *comp = comps[k];
+            double d_same, d_q2, d_q4, d_q8, d_fp16, d_bf16;
+            ps_call(comp, "none", parts[p], n, ex);
+            EXPECT(rel_diff(ex, ex, n) == 0, "self");
+            ps_call(comp, "same", parts[p], n, got);
+            d_same = rel_diff(got, ex, n);
+            ps_call(comp, "q2", parts[p], n, got);
+            d_q2 = rel_diff(got, ex, n);
+            ps_call(comp, "q4", parts[p], n, got);
+            d_q4 = rel_diff(got, ex, n);
+            ps_call(comp, "q8", parts[p], n, got);
+            d_q8 = rel_diff(got, ex, n);
+            ps_call(comp, "fp16", parts[p], n, got);
+            d_fp16 = rel_diff(got, ex, n);
+            ps_call(comp, "bf16", parts[p], n, got);
+            d_bf16 = rel_diff(got, ex, n);
+            EXPECT(d_q8 < d_q4 && d_q4 < d_q2, "%s part=%s: owner errors q8 %.3g q4 %.3g q2 %.3g not ordered",
+                   comp, parts[p], d_q8, d_q4, d_q2);
+            EXPECT(d_q2 < d_same, "%s part=%s: owner q2 %.3g not below the worker's own codec %.3g", comp,
+                   parts[p], d_q2, d_same);
+            EXPECT(d_q8 <= 0.02 && d_q4 <= 0.25 && d_fp16 <= 4e-3 && d_bf16 <= 3e-2,
+                   "%s part=%s: owner errors q8 %.3g q4 %.3g fp16 %.3g bf16 %.3g over their bounds", comp,
+                   parts[p], d_q8, d_q4, d_fp16, d_bf16);
+            if (rank == 0 && p == 0)
+                printf("# %s ps at np %d, owner stage's error: same %.3g q2 %.3g q4 %.3g q8 %.3g fp16 %.3g "
+                       "bf16 %.3g\n", comp, nranks, d_same, d_q2, d_q4, d_q8, d_fp16, d_bf16);
+        }
+    free(ex);
+    free(got);
+}
+
+/* Grain-aligned even split (src/algo/hp_algo.h, hp_span_off): [0, n) in
+ * `parts` spans on multiples of g elements, the first spans a grain more. */
+static size_t span_off(size_t n, size_t parts, size_t i, size_t g)
+{
+    size_t ng = (n + g - 1) / g, o = g * (i * (ng / parts) + (i < ng % parts ? i : ng % parts));
+    return o < n ? o : n;
+}
+
+#define WIRE_HEADER 12   /* every message's header (doc/compressors.md) */
+
+/* Bytes of one message of len elements of compressor `name`. */
+static size_t wire(const char *name, size_t len)
+{
+    hipress_comp_params_t p;
+    hipress_comp_params_default(&p);
+    return WIRE_HEADER + hipress_compressor_find(name)->max_payload(len, &p);
+}
+
+/* Bytes per rank equal the formulas exactly (the stats' bytes_wire), one
+ * partition per shard (HIPRESS_PARTITION_BYTES=1G), default blocks (grain
+ * 4096: onebit's, tbq's and terngrad's blocks; q's 512 divides it), shards
+ * of uneven length:
+ *   ps, rank r:  sum over c != r of W(w, |shard c|) + (N - 1) W(s, |shard r|)
+ *   allgather:   (N - 1) W(w, n)
+ * with W(codec, len) = 12 + payload(len), w the worker's and s the sum
+ * codec. */
+static void test_volume(void)
+{
+    static const struct { const char *comp, *sum, *sum_codec; } cs[] = {
+        {"onebit", "auto", "q4"}, {"onebit", "q2", "q2"}, {"onebit", "q8", "q8"}, {"onebit", "same", "onebit"},
+        {"onebit", "fp16", "fp16"}, {"tbq", "auto", "q4"}, {"terngrad", "auto", "q2"}};
+    const size_t G = 4096, n = 3 * G * (size_t)nranks + 777;
+    float *buf = malloc(n * sizeof(float));
+    for (size_t k = 0; k < sizeof(cs) / sizeof(cs[0]); k++)
+        for (int a = 0; a < 2; a++) {
+            const char *algo = a ? "allgather" : "ps";
+            MPI_Comm c = configured(MPI_COMM_WORLD, cs[k].comp, algo, "1G");
+            hipress_stats_t s0, s1;
+            unsigned long long want = 0;
+            int rc;
+            hipress_comm_set(c, "HIPRESS_SUM_CODEC", cs[k].sum);
+            hipress_comm_set(c, "HIPRESS_HIERARCHICAL", "off");
+            for (size_t i = 0; i < n; i++)
+                buf[i] = input(rank, i, 0);
+            hipress_stats_get(&s0);
+            rc = MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, c);
+            hipress_stats_get(&s1);
+            EXPECT(rc == MPI_SUCCESS && s1.compressed == s0.compressed + 1, "%s %s sum=%s: not compressed",
+                   cs[k].comp, algo, cs[k].sum);
+            if (a) {
+                want = (unsigned long long)(nranks - 1) * wire(cs[k].comp, n);
+            } else {
+                for (int q = 0; q < nranks; q++) {
+                    size_t len = span_off(n, (size_t)nranks, (size_t)q + 1, G) - span_off(n, (size_t)nranks, (size_t)q, G);
+                    want += q == rank ? (unsigned long long)(nranks - 1) * wire(cs[k].sum_codec, len)
+                                      : wire(cs[k].comp, len);
+                }
+            }
+            EXPECT(s1.bytes_wire - s0.bytes_wire == want, "%s %s sum=%s at np %d: rank %d sent %llu bytes, the "
+                   "formula says %llu", cs[k].comp, algo, cs[k].sum, nranks, rank, s1.bytes_wire - s0.bytes_wire,
+                   want);
+            if (rank == 0 && k == 0)
+                printf("# %s %s sum=%s np %d: %llu bytes per rank for %zu floats, %.2fx fewer than plain "
+                       "ring's 2(N-1)/N S\n", cs[k].comp, algo, cs[k].sum, nranks, want, n,
+                       2.0 * (nranks - 1) / nranks * 4.0 * (double)n / (double)want);
+            MPI_Comm_free(&c);
+        }
+    free(buf);
+}
+
 /* Split and dup communicators, calls interleaved on two of them. */
 static void test_comms(void)
 {
@@ -454,6 +599,8 @@ int main(int argc, char **argv)
         else if (strcmp(argv[i], "fail") == 0) test_fail();
         else if (strcmp(argv[i], "hier") == 0) test_hier();
         else if (strcmp(argv[i], "range") == 0) test_range();
+        else if (strcmp(argv[i], "sum") == 0) test_sum();
+        else if (strcmp(argv[i], "volume") == 0) test_volume();
         else if (strcmp(argv[i], "memory") == 0 && i + 1 < argc) test_memory(atoi(argv[++i]));
         else { fprintf(stderr, "mpi_algos: unknown test '%s'\n", argv[i]); failed++; }
     }

@@ -4,7 +4,9 @@
  * every rank's held residual equals the sum of all ranks' inputs, up to
  * float rounding -- while the plan changes at random between calls
  * (algorithm, partition size, auto's exploration with its plain calls,
- * hierarchical mode on and off, compressor switches, in place or not).
+ * hierarchical mode on and off, compressor switches, the owners' sum codec
+ * (HIPRESS_SUM_CODEC, whose error stays in the owner's residual), in place
+ * or not).
  * Also: every rank ends each call with the same bits, and a residual that
  * must be dropped (opting the communicator out) is counted.
  *
@@ -100,6 +102,7 @@ static void sequence(const char *label, const char *first, const char *const *po
 {
     static const char *algos[] = {"ring", "tree", "ps", "allgather", "auto"};
     static const char *parts[] = {"0", "16K", "64K", "1M"};
+    static const char *sums[] = {"auto", "same", "q2", "q4", "q8", "fp16", "none"};
     MPI_Comm c;
     float *buf = malloc(n * sizeof(float)), *send = malloc(n * sizeof(float));
     float *res = malloc(n * sizeof(float));
@@ -134,6 +137,7 @@ static void sequence(const char *label, const char *first, const char *const *po
             break;
         case 3: comp = pool[pick((unsigned)npool)]; set(c, "HIPRESS_COMPRESSOR", comp); break;
         case 4: set(c, "HIPRESS_ALLOW_PLAIN", pick(2) ? "1" : "0"); break;
+        case 5: set(c, "HIPRESS_SUM_CODEC", sums[pick(7)]); break;   /* the owners' residuals */
         default: break;
         }
         for (size_t i = 0; i < n; i++) {

@@ -110,13 +110,14 @@ static int set(MPI_Comm c, const char *name, const char *value)
     return rc;
 }
 
-static MPI_Comm configured(const char *comp, const char *algo, const char *isa, const char *part)
+static MPI_Comm configured(const char *comp, const char *algo, const char *sum, const char *isa, const char *part)
 {
     MPI_Comm c;
     MPI_Comm_dup(MPI_COMM_WORLD, &c);
     MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN);
     set(c, "HIPRESS_COMPRESSOR", comp);
     set(c, "HIPRESS_ALGO", algo);
+    set(c, "HIPRESS_SUM_CODEC", sum);
     set(c, "HIPRESS_PARTITION_BYTES", part);
     set(c, "HIPRESS_ISA", isa);
     set(c, "HIPRESS_MIN_BYTES", "0");
@@ -142,10 +143,10 @@ static MPI_Comm configured(const char *comp, const char *algo, const char *isa, 
 
 /* One case: 3 calls on one buffer of n floats; returns the case hash
  * (meaningful on rank 0). */
-static uint64_t run_case(uint64_t k, int dev, const char *comp, const char *algo, const char *isa,
-                         const char *part, size_t n, const char *label)
+static uint64_t run_case(uint64_t k, int dev, const char *comp, const char *algo, const char *sum,
+                         const char *isa, const char *part, size_t n, const char *label)
 {
-    MPI_Comm c = configured(comp, algo, isa, part);
+    MPI_Comm c = configured(comp, algo, sum, isa, part);
     const size_t bytes = n * sizeof(float);
     float *h = malloc(bytes), *hs = malloc(bytes), *res = malloc(bytes);
     void *d = NULL, *ds = NULL;
@@ -203,6 +204,13 @@ static uint64_t run_case(uint64_t k, int dev, const char *comp, const char *algo
         if (strcmp(comp, "powersgd") == 0 ? strncmp(plan, "collective", 10) != 0
                                           : strncmp(plan, algo, strlen(algo)) != 0 || plan[strlen(algo)] != ' ')
             FAIL("%s: plan '%s' is not the one set", label, plan);
+        if (strcmp(sum, "same") != 0 && strcmp(sum, comp) != 0) {
+            /* an owner stage in the sum codec shows in the plan */
+            char want[32];
+            snprintf(want, sizeof(want), ", sum %s", sum);
+            if (strstr(plan, want) == NULL)
+                FAIL("%s: plan '%s' does not name the sum codec %s", label, plan, sum);
+        }
     }
     if (rank == 0)
         all = malloc(sizeof(mine) * (size_t)nranks);
@@ -237,6 +245,9 @@ int main(int argc, char **argv)
                                         "graddrop", "dgc", "example_int8", "powersgd", "q2", "q4", "q8"};
     static const char *const algos[] = {"ring", "tree", "ps", "allgather"};
     static const char *const isas[] = {"generic", "avx2"};
+    static const struct { const char *comp, *sum; } sums[] = {
+        {"onebit", "q4"}, {"onebit", "q2"}, {"onebit", "q8"}, {"onebit", "fp16"}, {"onebit", "none"},
+        {"tbq", "q4"}, {"terngrad", "q2"}, {"dgc", "q4"}, {"fp16", "bf16"}};
     /* (partition bytes, floats): sizes divisible by nothing useful, every
      * algorithm cutting the buffer (ring and ps: each rank's chunk of it)
      * into 2 to 65 partitions at 2 to 5 ranks */
@@ -296,11 +307,28 @@ int main(int argc, char **argv)
                         snprintf(label + at, sizeof(label) - (size_t)at, "np=%d %s %s part=%s n=%zu", nranks,
                                  comps[c], collective ? "own" : algos[a], shapes[p].part, shapes[p].n);
                         hash = run_case(hash_bytes(label + at, strlen(label + at), 3), dev, comps[c],
-                                        collective ? "ring" : algos[a], isas[i], shapes[p].part, shapes[p].n, label);
+                                        collective ? "ring" : algos[a], "same", isas[i], shapes[p].part,
+                                        shapes[p].n, label);
                         if (rank == 0)
                             printf("golden %s %016llx\n", label, (unsigned long long)hash);
                     }
         }
+    /* ps with a sum codec for its owners' stage (HIPRESS_SUM_CODEC): the
+     * cases above run with `same`, the wire format before sum codecs */
+    for (int dev = 0; dev <= (libcuda != NULL); dev++)
+        for (size_t c = 0; c < sizeof(sums) / sizeof(sums[0]); c++)
+            for (size_t i = 0; i < (dev ? 1 : sizeof(isas) / sizeof(isas[0])); i++)
+                for (size_t p = 0; p < sizeof(shapes) / sizeof(shapes[0]); p++, ncases++) {
+                    char label[160];
+                    uint64_t hash;
+                    int at = snprintf(label, sizeof(label), "%s %s ", dev ? "dev" : "cpu", isas[i]);
+                    snprintf(label + at, sizeof(label) - (size_t)at, "np=%d %s ps sum=%s part=%s n=%zu", nranks,
+                             sums[c].comp, sums[c].sum, shapes[p].part, shapes[p].n);
+                    hash = run_case(hash_bytes(label + at, strlen(label + at), 3), dev, sums[c].comp, "ps",
+                                    sums[c].sum, isas[i], shapes[p].part, shapes[p].n, label);
+                    if (rank == 0)
+                        printf("golden %s %016llx\n", label, (unsigned long long)hash);
+                }
     PMPI_Allreduce(&bad, &all_bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     if (rank == 0) {
         printf("golden-done cases=%d dev_calls=%ld%s\n", ncases, dev_calls, all_bad ? " FAILED" : "");

@@ -9,10 +9,10 @@ run() {
     echo "== np $np: $*"
     hp_mpirun "$np" "$prog" "$@" || status=1
 }
-run 2 matrix comms plan fail range memory 3000
-run 3 matrix comms plan fail range
-run 4 matrix comms plan fail hier range
-run 5 matrix fail range
+run 2 matrix comms plan fail range sum volume memory 3000
+run 3 matrix comms plan fail range sum volume
+run 4 matrix comms plan fail hier range sum volume
+run 5 matrix fail range volume
 run 6 hier
-run 8 matrix range
+run 8 matrix range sum volume
 exit $status

@@ -26,7 +26,8 @@ typedef struct hp_call {
     float                      *buf;        /* n floats: input on entry, result on exit */
     size_t                      n;
     size_t                      base;       /* element index of buf[0] in the user's buffer */
-    int                         kind;       /* compressor */
+    int                         kind;       /* compressor: the worker's codec */
+    int                         sum_kind;   /* the codec of an owner's complete sum (hp_call_encode_sum) */
     const hipress_comp_params_t *params;    /* for this call (hp_comp_ext_t.call_params) */
     hp_residual_store_t        *res;        /* the communicator's store */
     hp_res_buf_t               *rb;         /* this buffer's state; NULL: no error feedback */
@@ -67,6 +68,14 @@ typedef struct hp_call {
 size_t hp_call_encode(hp_call_t *call, size_t off, size_t len, int hop, int contribs,
                       void *out, size_t cap);
 
+/* hp_call_encode for an owner's complete sum of `contribs` ranks' data: in
+ * the call's sum codec (call->sum_kind; HIPRESS_SUM_CODEC), with the same
+ * residual (the owner's error feedback, where either codec keeps one), keys
+ * and failure handling.  A sum codec that is the worker's is exactly
+ * hp_call_encode. */
+size_t hp_call_encode_sum(hp_call_t *call, size_t off, size_t len, int hop, int contribs,
+                          void *out, size_t cap);
+
 /* A rank is about to merge messages into its own data buf[off .. off+len)
  * and encode the sum (a relay or an owner): note whether its own data holds
  * NaN or Inf.  The decodes until that encode note whether a message was
@@ -85,6 +94,11 @@ void hp_call_decode(hp_call_t *call, const void *msg, size_t msg_len, size_t off
 /* The same into an arbitrary destination of len floats. */
 void hp_call_decode_to(hp_call_t *call, const void *msg, size_t msg_len, float *dst, size_t len,
                        int accumulate);
+
+/* hp_call_decode of a message hp_call_encode_sum made (of the sum codec or
+ * the dense fallback; anything else is rejected). */
+void hp_call_decode_sum(hp_call_t *call, const void *msg, size_t msg_len, size_t off, size_t len,
+                        int accumulate);
 
 /* Decode `count` messages of buf[off .. off+len) and add them in order:
  * buf = d_0 + d_1 + ... (accumulate: buf + d_0 + ...), the same bits as
@@ -148,16 +162,22 @@ static inline size_t hp_call_parts(const hp_call_t *call, size_t len)
     return p ? p : 1;
 }
 
-/* Largest message for len elements. */
+/* Largest message for len elements: of the worker's codec, and of the sum
+ * codec. */
 static inline size_t hp_call_msg_cap(const hp_call_t *call, size_t len)
 {
     return hp_msg_max_bytes(call->kind, len, call->params) + HP_MSG_EXCEPT_BYTES;
 }
+static inline size_t hp_call_sum_cap(const hp_call_t *call, size_t len)
+{
+    return hp_msg_max_bytes(call->sum_kind, len, call->params) + HP_MSG_EXCEPT_BYTES;
+}
 
 /* ------------------------------------------------------------ the table */
 
-/* The codecs of a call: the worker's, which encodes a rank's own data, and
- * the one that re-encodes sums at relays and owners (today the same). */
+/* The codecs of a call: the worker's, which encodes a rank's own data and
+ * the partial sums relays pass on (ring, tree), and the sum codec, with
+ * which an owner re-encodes a complete sum (ps; HIPRESS_SUM_CODEC). */
 typedef struct {
     int                          kind, sum_kind;
     const hipress_comp_params_t *p, *sum_p;
@@ -185,7 +205,7 @@ enum {
 typedef struct hp_algo_desc {
     const char    *name;
     hp_status_t  (*run)(hp_call_t *call);
-    int          (*stages)(int N);
+    int          (*stages)(int N, int *sum_stages);
     void         (*volume)(const hp_codecs_t *c, size_t n, int N, hp_algo_volume_t *v);
     hp_algo_unit_t unit;
 } hp_algo_desc_t;
@@ -204,7 +224,7 @@ size_t hp_algo_unit_elems(int id, size_t n, int N, size_t g);
 
 #define HP_ALGO(ID, name, unit)                                                       \
     hp_status_t hp_algo_##name##_run(hp_call_t *call);                                \
-    int hp_algo_##name##_stages(int N);                                               \
+    int hp_algo_##name##_stages(int N, int *sum_stages);                              \
     void hp_algo_##name##_volume(const hp_codecs_t *c, size_t n, int N, hp_algo_volume_t *v);
 #include "hp_algos.def"
 #undef HP_ALGO

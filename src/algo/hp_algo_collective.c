@@ -22,7 +22,7 @@ hp_status_t hp_call_ring_sum(hp_call_t *call, float *v, size_t len, int host, in
         sub.mem = NULL;
     sub.buf = v;
     sub.n = len;
-    sub.kind = hp_kind_none;
+    sub.kind = sub.sum_kind = hp_kind_none;
     sub.rb = NULL;
     sub.resid = sub.mom = sub.state = NULL;
     sub.grain = 1;

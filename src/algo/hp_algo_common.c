@@ -57,12 +57,12 @@ float *hp_call_work(hp_call_t *call, void *host_extra, size_t n)
     return w;
 }
 
-size_t hp_call_encode(hp_call_t *call, size_t off, size_t len, int hop, int contribs,
-                      void *out, size_t cap)
+/* Encode with codec `kind` (the worker's or the sum codec). */
+static size_t encode_as(hp_call_t *call, int kind, size_t off, size_t len, int hop, int contribs,
+                        void *out, size_t cap)
 {
     hp_mem_t *m = mem_of(call);
-    hp_comp_t *c = hp_comp_get(call->kind);
-    int kind = call->kind;
+    hp_comp_t *c = hp_comp_get(kind);
     hipress_encode_args_t a;
     hipress_comp_params_t sp;
     size_t mlen = 0;
@@ -129,6 +129,18 @@ size_t hp_call_encode(hp_call_t *call, size_t off, size_t len, int hop, int cont
     return mlen;
 }
 
+size_t hp_call_encode(hp_call_t *call, size_t off, size_t len, int hop, int contribs,
+                      void *out, size_t cap)
+{
+    return encode_as(call, call->kind, off, len, hop, contribs, out, cap);
+}
+
+size_t hp_call_encode_sum(hp_call_t *call, size_t off, size_t len, int hop, int contribs,
+                          void *out, size_t cap)
+{
+    return encode_as(call, call->sum_kind, off, len, hop, contribs, out, cap);
+}
+
 void hp_call_merge_begin(hp_call_t *call, size_t off, size_t len)
 {
     hp_mem_t *m = mem_of(call);
@@ -145,8 +157,9 @@ void hp_call_decode(hp_call_t *call, const void *msg, size_t msg_len, size_t off
     hp_call_decode_to(call, msg, msg_len, call->buf + off, len, accumulate);
 }
 
-void hp_call_decode_to(hp_call_t *call, const void *msg, size_t msg_len, float *dst, size_t len,
-                       int accumulate)
+/* Decode a message of codec `kind` (or the dense fallback). */
+static void decode_as(hp_call_t *call, int kind, const void *msg, size_t msg_len, float *dst, size_t len,
+                      int accumulate)
 {
     hp_mem_t *m = mem_of(call);
     hp_status_t st;
@@ -159,7 +172,7 @@ void hp_call_decode_to(hp_call_t *call, const void *msg, size_t msg_len, float *
     if (call->mg_state == 1 && msg_len >= HP_MSG_HEADER &&
         (((const unsigned char *)msg)[2] & HP_MSG_NONFINITE))
         call->mg_state = 2;   /* the merge in progress received a non-finite message */
-    st = m->ops->decode(m, call->kind, msg, msg_len, len, dst, accumulate, call->params);
+    st = m->ops->decode(m, kind, msg, msg_len, len, dst, accumulate, call->params);
     call->t_decode += hp_now() - t0;
     if (st != HP_OK) {
         if (st != HP_ERR_PEER)
@@ -167,6 +180,18 @@ void hp_call_decode_to(hp_call_t *call, const void *msg, size_t msg_len, float *
                     len, hipress_status_string(st));
         call->err = st;
     }
+}
+
+void hp_call_decode_to(hp_call_t *call, const void *msg, size_t msg_len, float *dst, size_t len,
+                       int accumulate)
+{
+    decode_as(call, call->kind, msg, msg_len, dst, len, accumulate);
+}
+
+void hp_call_decode_sum(hp_call_t *call, const void *msg, size_t msg_len, size_t off, size_t len,
+                        int accumulate)
+{
+    decode_as(call, call->sum_kind, msg, msg_len, call->buf + off, len, accumulate);
 }
 
 void hp_call_decode_many(hp_call_t *call, void *const *msgs, const size_t *lens, int count, size_t off,

@@ -5,7 +5,10 @@
  * order, the N-1 decoded shards and its own exact shard, encodes the sum once,
  * decodes its own message and sends it to every peer.  Phase 3: everyone
  * decodes the owners' messages.  One re-encode only, so sparse compressors
- * keep their density and lossy ones round twice at most.
+ * keep their density and lossy ones round twice at most.  The owner's
+ * encode is in the call's sum codec (HIPRESS_SUM_CODEC: q4 for onebit, a
+ * codec made for many-valued sums), with the owner's residual; each phase's
+ * messages are posted with that phase's capacity.
  * Shards are cut into partitions that flow independently.
  */
 #include "hp_algo.h"
@@ -19,7 +22,9 @@ hp_status_t hp_algo_ps_run(hp_call_t *call)
     const size_t maxshard = hp_span_len(call->n, N, 0, G);
     const size_t P = hp_call_parts(call, maxshard);
     const size_t maxpart = hp_span_len(maxshard, P, 0, G);
-    size_t cap = hp_call_msg_cap(call, maxpart);
+    /* one slot size, each phase posted with its own codec's capacity */
+    size_t cap1 = hp_call_msg_cap(call, maxpart), cap2 = hp_call_sum_cap(call, maxpart);
+    size_t cap = HP_MAX(cap1, cap2);
     hp_slot_t *slots, *s1, *r1, *s2, *r3;
     float *acc;
     void *extra;
@@ -33,6 +38,8 @@ hp_status_t hp_algo_ps_run(hp_call_t *call)
     if (slots == NULL)
         return HP_ERR_NOMEM;
     acc = call->err == HP_OK ? hp_call_work(call, extra, maxpart) : NULL;
+    if (cap < HP_MAX(cap1, cap2))
+        cap1 = cap2 = cap;   /* shrunk to error messages (out of memory): every phase alike */
     s1 = slots;
     r1 = s1 + N * P;
     r3 = r1 + N * P;
@@ -47,10 +54,10 @@ hp_status_t hp_algo_ps_run(hp_call_t *call)
     for (size_t k = 1; k < N; k++) {
         size_t j = (r + N - k) % N;
         for (size_t p = 0; p < P; p++)
-            if (hp_tp_irecv(tp, r1[j * P + p].buf, cap, (int)j, &r1[j * P + p].req) != HP_OK)
+            if (hp_tp_irecv(tp, r1[j * P + p].buf, cap1, (int)j, &r1[j * P + p].req) != HP_OK)
                 st = HP_ERR_MPI;
         for (size_t p = 0; p < P; p++)
-            if (hp_tp_irecv(tp, r3[j * P + p].buf, cap, (int)j, &r3[j * P + p].req) != HP_OK)
+            if (hp_tp_irecv(tp, r3[j * P + p].buf, cap2, (int)j, &r3[j * P + p].req) != HP_OK)
                 st = HP_ERR_MPI;
     }
     /* phase 1: staggered destinations so no owner is hit by everyone at once */
@@ -58,8 +65,8 @@ hp_status_t hp_algo_ps_run(hp_call_t *call)
         for (size_t k = 1; k < N; k++) {
             size_t c = (r + k) % N;
             hp_slot_t *sl = &s1[c * P + p];
-            sl->len = hp_call_encode(call, PART_OFF(c, p), PART_LEN(c, p), 0, 1, sl->buf, cap);
-            if (hp_tp_isend(tp, sl->buf, sl->len, cap, (int)c, &sl->req) != HP_OK)
+            sl->len = hp_call_encode(call, PART_OFF(c, p), PART_LEN(c, p), 0, 1, sl->buf, cap1);
+            if (hp_tp_isend(tp, sl->buf, sl->len, cap1, (int)c, &sl->req) != HP_OK)
                 st = HP_ERR_MPI;
             hp_tp_progress(tp);
         }
@@ -83,14 +90,14 @@ hp_status_t hp_algo_ps_run(hp_call_t *call)
                 if (hp_tp_wait(tp, &in->req) != HP_OK)
                     st = HP_ERR_MPI;
                 else
-                    got = hp_msg_len(in->buf, cap);
+                    got = hp_msg_len(in->buf, cap1);
                 hp_call_decode_to(call, in->buf, got, acc, len, j != 0);
             }
         }
         if (acc != NULL)
             hp_call_copy(call, own, acc, len);
-        s2[p].len = hp_call_encode(call, off, len, 1, (int)N, s2[p].buf, cap);
-        hp_call_decode(call, s2[p].buf, s2[p].len, off, len, 0);
+        s2[p].len = hp_call_encode_sum(call, off, len, 1, (int)N, s2[p].buf, cap2);
+        hp_call_decode_sum(call, s2[p].buf, s2[p].len, off, len, 0);
         if (call->err != HP_OK)
             s2[p].len = hp_msg_error(s2[p].buf, len);
         /* one message, N-1 sends of the same bytes */
@@ -99,7 +106,7 @@ hp_status_t hp_algo_ps_run(hp_call_t *call)
             hp_req_t *rq = &s1[c * P + p].req;   /* reuse: wait the phase-1 send first */
             if (hp_tp_wait(tp, rq) != HP_OK)
                 st = HP_ERR_MPI;
-            if (hp_tp_isend(tp, s2[p].buf, s2[p].len, cap, (int)c, rq) != HP_OK)
+            if (hp_tp_isend(tp, s2[p].buf, s2[p].len, cap2, (int)c, rq) != HP_OK)
                 st = HP_ERR_MPI;
         }
         hp_tp_progress(tp);
@@ -112,8 +119,8 @@ hp_status_t hp_algo_ps_run(hp_call_t *call)
             if (hp_tp_wait(tp, &in->req) != HP_OK)
                 st = HP_ERR_MPI;
             else
-                got = hp_msg_len(in->buf, cap);
-            hp_call_decode(call, in->buf, got, PART_OFF(j, p), PART_LEN(j, p), 0);
+                got = hp_msg_len(in->buf, cap2);
+            hp_call_decode_sum(call, in->buf, got, PART_OFF(j, p), PART_LEN(j, p), 0);
         }
     }
     if (hp_slots_wait(call, s1, N * P) != HP_OK)
@@ -125,9 +132,11 @@ hp_status_t hp_algo_ps_run(hp_call_t *call)
     return st != HP_OK ? st : call->err;
 }
 
-/* The worker's encode of a peer's shard, then the owner's of the sum. */
-int hp_algo_ps_stages(int N)
+/* The worker's encode of a peer's shard, then the owner's of the sum (in
+ * the sum codec). */
+int hp_algo_ps_stages(int N, int *sum_stages)
 {
+    *sum_stages = N < 2 ? 0 : 1;
     return N < 2 ? 0 : 2;
 }
 

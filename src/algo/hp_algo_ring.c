@@ -123,22 +123,23 @@ hp_status_t hp_algo_ring_run(hp_call_t *call)
 
 /* Every rank's element goes through its chunk's first rank, N - 2 relays
  * and the owner: N encodes. */
-int hp_algo_ring_stages(int N)
+int hp_algo_ring_stages(int N, int *sum_stages)
 {
+    *sum_stages = 0;   /* relays pass partial sums on in the worker's codec */
     return N < 2 ? 0 : N;
 }
 
 /* N - 1 hops of the reduce-scatter, each message aggregating one more
- * rank's data (sums re-encoded with the sum codec), then N - 1 forwards of
- * the owner's message. */
+ * rank's data (partial sums re-encoded with the worker's codec), then N - 1
+ * forwards of the owner's message. */
 void hp_algo_ring_volume(const hp_codecs_t *c, size_t n, int N, hp_algo_volume_t *v)
 {
     double S = 4.0 * (double)n;
     size_t chunk = (n + (size_t)N - 1) / (size_t)N;
     v->wire = (double)hp_msg_wire_bytes(c->kind, chunk, 1, c->p);
     for (int s = 1; s < N - 1; s++)
-        v->wire += (double)hp_msg_wire_bytes(c->sum_kind, chunk, s + 1, c->sum_p);
-    v->wire += (double)(N - 1) * (double)hp_msg_wire_bytes(c->sum_kind, chunk, N, c->sum_p);
+        v->wire += (double)hp_msg_wire_bytes(c->kind, chunk, s + 1, c->p);
+    v->wire += (double)(N - 1) * (double)hp_msg_wire_bytes(c->kind, chunk, N, c->p);
     v->enc = S;
     v->dec = S * (2.0 * N - 1) / N;
     v->msgs = 2.0 * (N - 1);

@@ -4,7 +4,8 @@
  * whole buffer.  Every other rank encodes its data and sends it to rank 0;
  * rank 0 sums, in rank order, its own exact data and the N-1 decoded
  * messages, encodes the sum once, decodes its own message and sends it to
- * every peer, who decode it.  Two lossy stages, like ps with one owner.
+ * every peer, who decode it.  Two lossy stages, like ps with one owner, the
+ * second in the sum codec (hp_call_encode_sum).
  * It is written against the algorithm table, the transport table and the
  * call's helpers only, and runs the suite's algorithm cases
  * (tests/run_tables.sh): what it needs that the tables do not give would
@@ -19,7 +20,8 @@ hp_status_t hp_algo_star_run(hp_call_t *call)
     const size_t G = call->grain ? call->grain : 1;
     const size_t P = hp_call_parts(call, call->n);
     const size_t maxpart = hp_span_len(call->n, P, 0, G);
-    size_t cap = hp_call_msg_cap(call, maxpart);
+    size_t cap1 = hp_call_msg_cap(call, maxpart), cap2 = hp_call_sum_cap(call, maxpart);
+    size_t cap = HP_MAX(cap1, cap2);
     /* root: (N-1)P receives, P sums, (N-1)P send requests; others: P each way */
     const size_t nslots = r == 0 ? (2 * N - 1) * P : 2 * P;
     hp_slot_t *slots;
@@ -32,17 +34,19 @@ hp_status_t hp_algo_star_run(hp_call_t *call)
     slots = hp_call_slots(call, nslots, &cap, r == 0 ? hp_call_work_bytes(call, maxpart) : 0, &extra);
     if (slots == NULL)
         return HP_ERR_NOMEM;
+    if (cap < HP_MAX(cap1, cap2))
+        cap1 = cap2 = cap;   /* shrunk to error messages (out of memory) */
 
 #define PART_OFF(p) hp_span_off(call->n, P, (p), G)
 #define PART_LEN(p) hp_span_len(call->n, P, (p), G)
     if (r != 0) {
         hp_slot_t *out = slots, *in = slots + P;
         for (size_t p = 0; p < P; p++)
-            if (hp_tp_irecv(tp, in[p].buf, cap, 0, &in[p].req) != HP_OK)
+            if (hp_tp_irecv(tp, in[p].buf, cap2, 0, &in[p].req) != HP_OK)
                 st = HP_ERR_MPI;
         for (size_t p = 0; p < P; p++) {
-            out[p].len = hp_call_encode(call, PART_OFF(p), PART_LEN(p), 0, 1, out[p].buf, cap);
-            if (hp_tp_isend(tp, out[p].buf, out[p].len, cap, 0, &out[p].req) != HP_OK)
+            out[p].len = hp_call_encode(call, PART_OFF(p), PART_LEN(p), 0, 1, out[p].buf, cap1);
+            if (hp_tp_isend(tp, out[p].buf, out[p].len, cap1, 0, &out[p].req) != HP_OK)
                 st = HP_ERR_MPI;
             hp_tp_progress(tp);
         }
@@ -51,8 +55,8 @@ hp_status_t hp_algo_star_run(hp_call_t *call)
             if (hp_tp_wait(tp, &in[p].req) != HP_OK)
                 st = HP_ERR_MPI;
             else
-                got = hp_msg_len(in[p].buf, cap);
-            hp_call_decode(call, in[p].buf, got, PART_OFF(p), PART_LEN(p), 0);
+                got = hp_msg_len(in[p].buf, cap2);
+            hp_call_decode_sum(call, in[p].buf, got, PART_OFF(p), PART_LEN(p), 0);
         }
         if (hp_slots_wait(call, out, P) != HP_OK)
             st = HP_ERR_MPI;
@@ -62,7 +66,7 @@ hp_status_t hp_algo_star_run(hp_call_t *call)
         acc = call->err == HP_OK ? hp_call_work(call, extra, maxpart) : NULL;
         for (size_t j = 1; j < N; j++)
             for (size_t p = 0; p < P; p++)
-                if (hp_tp_irecv(tp, rin[(j - 1) * P + p].buf, cap, (int)j, &rin[(j - 1) * P + p].req) != HP_OK)
+                if (hp_tp_irecv(tp, rin[(j - 1) * P + p].buf, cap1, (int)j, &rin[(j - 1) * P + p].req) != HP_OK)
                     st = HP_ERR_MPI;
         for (size_t p = 0; p < P; p++) {
             size_t off = PART_OFF(p), len = PART_LEN(p);
@@ -76,18 +80,18 @@ hp_status_t hp_algo_star_run(hp_call_t *call)
                 if (hp_tp_wait(tp, &in->req) != HP_OK)
                     st = HP_ERR_MPI;
                 else
-                    got = hp_msg_len(in->buf, cap);
+                    got = hp_msg_len(in->buf, cap1);
                 if (acc != NULL)
                     hp_call_decode_to(call, in->buf, got, acc, len, 1);
             }
             if (acc != NULL)
                 hp_call_copy(call, own, acc, len);
-            sum[p].len = hp_call_encode(call, off, len, 1, (int)N, sum[p].buf, cap);
-            hp_call_decode(call, sum[p].buf, sum[p].len, off, len, 0);
+            sum[p].len = hp_call_encode_sum(call, off, len, 1, (int)N, sum[p].buf, cap2);
+            hp_call_decode_sum(call, sum[p].buf, sum[p].len, off, len, 0);
             if (call->err != HP_OK)
                 sum[p].len = hp_msg_error(sum[p].buf, len);
             for (size_t j = 1; j < N; j++)
-                if (hp_tp_isend(tp, sum[p].buf, sum[p].len, cap, (int)j, &sreq[(j - 1) * P + p].req) != HP_OK)
+                if (hp_tp_isend(tp, sum[p].buf, sum[p].len, cap2, (int)j, &sreq[(j - 1) * P + p].req) != HP_OK)
                     st = HP_ERR_MPI;
             hp_tp_progress(tp);
         }
@@ -99,9 +103,10 @@ hp_status_t hp_algo_star_run(hp_call_t *call)
     return st != HP_OK ? st : call->err;
 }
 
-/* A worker's encode, then the root's of the sum. */
-int hp_algo_star_stages(int N)
+/* A worker's encode, then the root's of the sum (in the sum codec). */
+int hp_algo_star_stages(int N, int *sum_stages)
 {
+    *sum_stages = N < 2 ? 0 : 1;
     return N < 2 ? 0 : 2;
 }
 
@@ -110,7 +115,7 @@ int hp_algo_star_stages(int N)
 void hp_algo_star_volume(const hp_codecs_t *c, size_t n, int N, hp_algo_volume_t *v)
 {
     double S = 4.0 * (double)n;
-    v->wire = (double)(N - 1) * (double)hp_msg_wire_bytes(c->sum_kind, n, N, c->sum_p);
+    v->wire = (double)(N - 1) * (double)hp_msg_wire_bytes(c->sum_kind, n, N, c->sum_p);   /* the sum's */
     v->enc = S;
     v->dec = (double)N * S;
     v->msgs = 2.0 * (N - 1);

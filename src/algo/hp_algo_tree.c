@@ -107,8 +107,9 @@ hp_status_t hp_algo_tree_run(hp_call_t *call)
 }
 
 /* A leaf, each internal node re-encoding its subtree, the root. */
-int hp_algo_tree_stages(int N)
+int hp_algo_tree_stages(int N, int *sum_stages)
 {
+    *sum_stages = 0;   /* every re-encode in the worker's codec */
     return N < 2 ? 0 : hp_ceil_log2(N) + 1;
 }
 
@@ -117,8 +118,8 @@ void hp_algo_tree_volume(const hp_codecs_t *c, size_t n, int N, hp_algo_volume_t
 {
     double S = 4.0 * (double)n;
     int L = hp_ceil_log2(N);
-    v->wire = (double)L * ((double)hp_msg_wire_bytes(c->sum_kind, n, HP_MAX(N / 2, 1), c->sum_p) +
-                           (double)hp_msg_wire_bytes(c->sum_kind, n, N, c->sum_p));
+    v->wire = (double)L * ((double)hp_msg_wire_bytes(c->kind, n, HP_MAX(N / 2, 1), c->p) +
+                           (double)hp_msg_wire_bytes(c->kind, n, N, c->p));
     v->enc = 2 * S;
     v->dec = (L + 1) * S;
     v->msgs = 2.0 * L;

@@ -63,6 +63,42 @@ size_t hp_comp_grain(int kind, const hipress_comp_params_t *p)
     return g ? g : 1;
 }
 
+int hp_comp_sum_kind(int kind, int setting, const hipress_comp_params_t *p)
+{
+    static const int fixed[] = {
+        [HP_SUM_Q2] = HP_BUILTIN_q2,     [HP_SUM_Q4] = HP_BUILTIN_q4,     [HP_SUM_Q8] = HP_BUILTIN_q8,
+        [HP_SUM_FP16] = HP_BUILTIN_fp16, [HP_SUM_BF16] = HP_BUILTIN_bf16, [HP_SUM_NONE] = HP_BUILTIN_none,
+    };
+    const hp_comp_ext_t *x = hp_comp_ext(kind);
+    if (hp_comp_get(kind) == NULL || hp_comp_is_collective(kind) || setting == HP_SUM_SAME)
+        return kind;
+    if (setting == HP_SUM_AUTO)
+        return x->sum_codec != NULL ? x->sum_codec(p) : kind;
+    return setting > HP_SUM_SAME && setting <= HP_SUM_NONE ? fixed[setting] : kind;
+}
+
+int hp_comp_sum_cost(int kind, int sum_kind)
+{
+    return sum_kind != kind && hp_comp_ext(sum_kind)->owner_free ? 0 : 1;
+}
+
+size_t hp_comp_grain2(int kind, int sum_kind, const hipress_comp_params_t *p)
+{
+    size_t a = hp_comp_grain(kind, p), b = hp_comp_grain(sum_kind, p), x = a, y = b;
+    while (y != 0) {
+        size_t t = x % y;
+        x = y;
+        y = t;
+    }
+    return a / x * b;
+}
+
+int hp_sum_codec_q4(const hipress_comp_params_t *p)
+{
+    (void)p;
+    return HP_BUILTIN_q4;
+}
+
 hp_status_t hp_comp_gpu_fmt(int kind, const hipress_comp_params_t *p, size_t n, size_t k, hp_gpu_fmt_t *f)
 {
     const hp_comp_ext_t *x = hp_comp_ext(kind);

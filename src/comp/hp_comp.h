@@ -102,6 +102,16 @@ typedef struct hp_comp_ext {
     /* A collective compressor's passes on the device (HP_GPU_FMT_POWERSGD:
      * src/backend/hp_gpu_psgd.c); 0 otherwise. */
     uint32_t gpu;
+    /* The sum codec under HIPRESS_SUM_CODEC=auto: the kind that re-encodes
+     * a complete sum at its owner (ps's phase 2, and through it the
+     * hierarchy's inter-node stage) for this worker's codec.  NULL: the
+     * worker's own codec (`same`). */
+    int (*sum_codec)(const hipress_comp_params_t *p);
+    /* 1: an owner stage of this codec re-encoding the sum of another
+     * compressor's messages costs the quality budget nothing (measured:
+     * doc/accuracy.md, 'Sum codecs').  0: it costs one stage, as the
+     * worker's codec does. */
+    int owner_free;
 } hp_comp_ext_t;
 
 /* Registry: built-ins first, then plugins in load order. */
@@ -234,6 +244,30 @@ hp_status_t hp_msg_header(const void *msg, size_t len, hp_msg_header_t *h);
  * caller is done when n is 0, fills NaN when h->flags has HP_MSG_NONFINITE,
  * and decodes the payload otherwise. */
 hp_status_t hp_msg_check(const void *msg, size_t len, int kind, size_t n, hp_msg_header_t *h);
+
+/* The sum codec of a communicator: HIPRESS_SUM_CODEC's value (`setting`,
+ * the index of auto|same|q2|q4|q8|fp16|bf16|none, hp_sum_setting_t)
+ * resolved for worker codec `kind`: auto asks the compressor
+ * (hp_comp_ext_t.sum_codec), same and a collective compressor (which runs
+ * its own exchanges) give `kind`. */
+typedef enum {
+    HP_SUM_AUTO = 0, HP_SUM_SAME, HP_SUM_Q2, HP_SUM_Q4, HP_SUM_Q8, HP_SUM_FP16, HP_SUM_BF16, HP_SUM_NONE
+} hp_sum_setting_t;
+int hp_comp_sum_kind(int kind, int setting, const hipress_comp_params_t *p);
+
+/* What one owner stage of sum codec `sum_kind` costs the quality budget of
+ * worker codec `kind`: 0 when it is another codec whose owner_free says so,
+ * else 1 (a stage like any other). */
+int hp_comp_sum_cost(int kind, int sum_kind);
+
+/* The grain of a call whose worker codec is `kind` and sum codec
+ * `sum_kind`: the least common multiple of both blocks, so that every
+ * message of either codec starts on a block of both and no result depends
+ * on the partitioning. */
+size_t hp_comp_grain2(int kind, int sum_kind, const hipress_comp_params_t *p);
+
+/* q4: the sum codec of the quantising compressors (onebit, tbq, terngrad). */
+int hp_sum_codec_q4(const hipress_comp_params_t *p);
 
 /* Built-in kinds that the algorithms refer to by name. */
 extern int hp_kind_none;

@@ -59,4 +59,5 @@ const hp_comp_ext_t hp_compx_bf16 = {
     .qclass = HP_QCLASS_ROUNDING,
     .max_stages = 0,   /* every algorithm equal to plain (doc/accuracy.md) */
     .gpu_fmt = bf16_gpu_fmt,
+    .owner_free = 1,   /* rounding to float16/bfloat16 (or none) costs an owner stage nothing */
 };

@@ -141,4 +141,5 @@ const hp_comp_ext_t hp_compx_fp16 = {
     .max_stages = 0,   /* every algorithm equal to plain (doc/accuracy.md) */
     .grain = fp16_grain,
     .gpu_fmt = fp16_gpu_fmt,
+    .owner_free = 1,   /* rounding to float16/bfloat16 (or none) costs an owner stage nothing */
 };

@@ -66,4 +66,5 @@ const hp_comp_ext_t hp_compx_none = {
     .qclass = HP_QCLASS_EXACT,
     .max_stages = 0,   /* exact (doc/accuracy.md) */
     .gpu_fmt = none_gpu_fmt,
+    .owner_free = 1,   /* rounding to float16/bfloat16 (or none) costs an owner stage nothing */
 };

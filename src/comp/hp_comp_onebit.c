@@ -266,4 +266,5 @@ const hp_comp_ext_t hp_compx_onebit = {
     .max_stages = 1,   /* ps, ring, tree 1.3 to 2.1 points below the textbook form (10 seeds, doc/accuracy.md) */
     .grain = onebit_grain,
     .gpu_fmt = onebit_gpu_fmt,
+    .sum_codec = hp_sum_codec_q4,   /* sign bits of a many-valued sum lose its magnitudes (doc/accuracy.md, 'Sum codecs') */
 };

@@ -256,6 +256,7 @@ static int q_decode(const void *payload, size_t len, size_t n, float *out, int a
         .max_stages = 1, /* the class default: no convergence study of the q codecs yet */       \
         .grain = q_grain,                                                                         \
         .gpu = HP_GPU_FMT_HOST, /* no device kernels yet: device buffers encode on host copies */ \
+        .owner_free = (B_) >= 4, /* as an owner's sum codec (doc/accuracy.md, 'Sum codecs') */   \
     };
 
 Q_DEFINE(2)

@@ -271,4 +271,5 @@ const hp_comp_ext_t hp_compx_tbq = {
     .max_stages = 1,   /* ps, ring, tree 2.0 to 3.2 points below the textbook form (10 seeds, doc/accuracy.md) */
     .grain = tbq_grain,
     .gpu_fmt = tbq_gpu_fmt,
+    .sum_codec = hp_sum_codec_q4,   /* as onebit's (doc/accuracy.md, 'Sum codecs') */
 };

@@ -197,9 +197,18 @@ static hp_status_t tg_gpu_fmt(const hipress_comp_params_t *p, size_t n, size_t k
     return HP_OK;
 }
 
+/* The sum codec: the q codec of as many bits (at least 2), rounding to
+ * nearest with the owner's residual -- the bytes of terngrad's own owner
+ * stage, without its variance. */
+static int tg_sum_codec(const hipress_comp_params_t *p)
+{
+    return p->terngrad_bits >= 8 ? HP_BUILTIN_q8 : p->terngrad_bits >= 4 ? HP_BUILTIN_q4 : HP_BUILTIN_q2;
+}
+
 const hp_comp_ext_t hp_compx_terngrad = {
     .qclass = HP_QCLASS_QUANT,
     .max_stages = 0,   /* unbiased, no residual, a range per block: every algorithm within 0.3 points of plain (doc/accuracy.md) */
     .grain = tg_grain,
     .gpu_fmt = tg_gpu_fmt,
+    .sum_codec = tg_sum_codec,
 };

@@ -263,6 +263,8 @@ typedef struct {
     hp_plan_slot_t       *explore;
     hipress_comp_params_t cparams;
     hp_res_buf_t         *rb;
+    int                   sum_kind;   /* the plan's sum codec: the communicator's where the
+                                       * algorithm has an owner stage in it, else the worker's */
     hp_transport_t       *tp;         /* the algorithm's ranks' (NULL: not one of them) */
     hp_call_t             call;
     float                *exact;
@@ -291,6 +293,7 @@ static void plan_comm(mpi_call_t *mc)
     hp_plan_comm_t *pc = &mc->pc;
     pc->cfg = &cs->cfg;
     pc->kind = cs->kind;
+    pc->sum_kind = cs->sum_kind;
     pc->params = &cs->params;
     pc->rank = cs->rank;
     pc->size = cs->size;
@@ -363,7 +366,8 @@ static int call_setup(mpi_call_t *mc, const void *sendbuf, int *rc_p)
             mc->exact = NULL;
         }
     }
-    mc->rb = call_buffer_state(cs, &mc->mem, mc->recvbuf, mc->count, hp_call_keeps_state(cs->kind));
+    mc->sum_kind = mc->plan.sum != NULL ? cs->sum_kind : cs->kind;
+    mc->rb = call_buffer_state(cs, &mc->mem, mc->recvbuf, mc->count, hp_call_keeps_state(cs->kind, mc->sum_kind));
     /* the node exchanges work on host memory: the plans of device buffers
      * are flat (hp_plan_for), and a device buffer among host ones (the
      * ranks' memories differ: host plans) runs flat as before */
@@ -379,7 +383,7 @@ static void call_enqueue(mpi_call_t *mc)
     hp_comm_state_t *cs = mc->cs;
     float *recv = (float *)mc->recvbuf;
     const size_t count = mc->count;
-    size_t base = 0, n_algo = count, grain = hp_comp_grain(cs->kind, &mc->cparams);
+    size_t base = 0, n_algo = count, grain = hp_comp_grain2(cs->kind, mc->sum_kind, &mc->cparams);
     hp_status_t st = HP_OK;
     hp_wd_wait_t wdw;
 
@@ -436,7 +440,8 @@ static void call_enqueue(mpi_call_t *mc)
             mc->is_algo_rank = 0;
         } else {
             hp_call_env_t env = {
-                .tp = mc->tp, .mem = &mc->mem, .kind = cs->kind, .params = &mc->cparams, .res = cs->res,
+                .tp = mc->tp, .mem = &mc->mem, .kind = cs->kind, .sum_kind = mc->sum_kind,
+                .params = &mc->cparams, .res = cs->res,
                 .rb = mc->rb, .seed = (uint64_t)hp_cfg_i(&cs->cfg, HP_S_SEED), .call_no = cs->ncalls,
                 .corrupt = hp_cfg_i(&cs->cfg, HP_S_TEST_CORRUPT) == cs->rank,
                 .kill = hp_cfg_i(&cs->cfg, HP_S_TEST_KILL_RANK) == hp_g.world_rank &&

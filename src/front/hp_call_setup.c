@@ -40,9 +40,10 @@ void hp_call_params_for(int kind, const hipress_comp_params_t *params, const hp_
         ext->call_params(out, rb != NULL ? rb->calls : 0);
 }
 
-int hp_call_keeps_state(int kind)
+int hp_call_keeps_state(int kind, int sum_kind)
 {
-    return (hp_comp_get(kind)->flags & (HIPRESS_COMP_EF | HIPRESS_COMP_MOMENTUM)) != 0;
+    return (hp_comp_get(kind)->flags & (HIPRESS_COMP_EF | HIPRESS_COMP_MOMENTUM)) != 0 ||
+           (hp_comp_get(sum_kind)->flags & HIPRESS_COMP_EF) != 0;
 }
 
 /* dgc's momentum correction where this rank's own gradient enters: its
@@ -78,10 +79,13 @@ void hp_call_prepare(hp_call_t *call, const hp_call_env_t *env, float *recvbuf, 
     call->n = n;
     call->base = base;
     call->kind = env->kind;
+    call->sum_kind = env->sum_kind;
     call->params = env->params;
     call->res = env->res;
     call->rb = rb;
-    call->resid = (rb != NULL && (comp->flags & HIPRESS_COMP_EF))
+    /* a residual where either codec keeps one: the worker's error, and the
+     * owner's of the sums it re-encodes (terngrad has one for that alone) */
+    call->resid = (rb != NULL && ((comp->flags | hp_comp_get(env->sum_kind)->flags) & HIPRESS_COMP_EF))
                       ? hp_residual_vec(env->res, rb, HP_RES_R, count) : hp_call_held_residual(rb, count);
     if (call->resid != NULL)
         call->resid += base;
@@ -90,7 +94,7 @@ void hp_call_prepare(hp_call_t *call, const hp_call_env_t *env, float *recvbuf, 
     else if (rb != NULL && (comp->flags & HIPRESS_COMP_MOMENTUM) &&
              (call->state = hp_residual_vec(env->res, rb, HP_RES_U, count)) != NULL)
         call->state += base;
-    call->grain = hp_comp_grain(env->kind, env->params);
+    call->grain = hp_comp_grain2(env->kind, env->sum_kind, env->params);
     call->seed = env->seed;
     call->call_no = env->call_no;
     call->corrupt = env->corrupt;

@@ -16,6 +16,7 @@ typedef struct hp_call_env {
     hp_transport_t              *tp;        /* the ranks the algorithm runs on */
     hp_mem_t                    *mem;       /* the buffer's memory */
     int                          kind;      /* compressor */
+    int                          sum_kind;  /* its sum codec (hp_comp_sum_kind) */
     const hipress_comp_params_t *params;    /* this call's (hp_call_params_for) */
     hp_residual_store_t         *res;
     hp_res_buf_t                *rb;        /* the buffer's state, or NULL */
@@ -39,9 +40,9 @@ float *hp_call_held_residual(const hp_res_buf_t *rb, size_t count);
 void hp_call_params_for(int kind, const hipress_comp_params_t *params, const hp_res_buf_t *rb,
                         hipress_comp_params_t *out);
 
-/* Whether compressor `kind` keeps per-buffer state (error feedback or
- * momentum). */
-int hp_call_keeps_state(int kind);
+/* Whether a call of worker codec `kind` and sum codec `sum_kind` keeps
+ * per-buffer state (error feedback in either, or momentum). */
+int hp_call_keeps_state(int kind, int sum_kind);
 
 /* hp_call_t.scratch for a memory whose backend has message memory of its
  * own (page-locked on the device backend): ctx is the call's hp_mem_t. */

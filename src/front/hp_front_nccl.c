@@ -284,7 +284,7 @@ static ncclResult_t run_call(hp_nccl_cstate_t *cs, const hp_config_t *cfg, const
     if (hp_tp_nccl_init(&tp, &tenv, cs->rank, cs->size) != HP_OK)
         return ncclSystemError;
     hp_mem_begin(&mem, recvbuff);
-    rb = hp_call_buffer_state(cs->res, &mem, recvbuff, count, hp_call_keeps_state(cs->kind), cs->layout, &staging);
+    rb = hp_call_buffer_state(cs->res, &mem, recvbuff, count, hp_call_keeps_state(cs->kind, cs->kind), cs->layout, &staging);
     if (staging && !(cs->warned & 1)) {
         cs->warned |= 1;
         HP_WARN("nccl: the buffer at %p is reduced with more than one element count: error feedback is off "
@@ -297,7 +297,7 @@ static ncclResult_t run_call(hp_nccl_cstate_t *cs, const hp_config_t *cfg, const
         mem.ops->copy(&mem, recvbuff, sendbuff, count * sizeof(float));
     {
         hp_call_env_t env = {
-            .tp = &tp, .mem = &mem, .kind = cs->kind, .params = &cparams, .res = cs->res, .rb = rb,
+            .tp = &tp, .mem = &mem, .kind = cs->kind, .sum_kind = cs->kind /* allgather: no owner stage */, .params = &cparams, .res = cs->res, .rb = rb,
             .seed = (uint64_t)hp_cfg_i(cfg, HP_S_SEED), .call_no = cs->ncalls,
             .corrupt = hp_cfg_i(cfg, HP_S_TEST_CORRUPT) == cs->rank,
         };

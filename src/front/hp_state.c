@@ -292,6 +292,7 @@ hp_status_t hp_comm_state_refresh(hp_comm_state_t *cs, char *err, size_t errlen)
     cs->layout = (int)hp_cfg_i(&cs->cfg, HP_S_EF_LAYOUT);   /* detect|trust|none = hp_layout_t */
     hp_comm_state_reset_plans(cs);
     hp_params_from_config(&cs->cfg, &cs->params);
+    cs->sum_kind = hp_comp_sum_kind(kind, (int)hp_cfg_i(&cs->cfg, HP_S_SUM_CODEC), &cs->params);
     if (cs->res != NULL) {
         /* a communicator opted out passes its calls through untouched:
          * what it owed cannot be sent any more (counted) */

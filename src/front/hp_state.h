@@ -85,6 +85,7 @@ typedef struct hp_comm_state {
     int                  opted_out;
     hp_config_t          cfg;       /* hp_g.cfg plus hipress_comm_set overrides */
     int                  kind;      /* compressor of cfg */
+    int                  sum_kind;  /* its sum codec (HIPRESS_SUM_CODEC resolved: hp_comp_sum_kind) */
     hipress_comp_params_t params;
     unsigned long long   ncalls;    /* compressed calls on this communicator */
     unsigned long long   nomem_call; /* HIPRESS_TEST_NOMEM: call whose allocation failed, + 1 */

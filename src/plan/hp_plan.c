@@ -10,9 +10,22 @@
 int hp_plan_stages(int algo, int N)
 {
     const hp_algo_desc_t *a = hp_algo_get(algo);
+    int sum_stages;
     if (N < 2)
         return 0;
-    return a != NULL ? a->stages(N) : 1;   /* a collective compressor: 1 */
+    return a != NULL ? a->stages(N, &sum_stages) : 1;   /* a collective compressor: 1 */
+}
+
+int hp_plan_stage_cost(int algo, int N, const hp_codecs_t *c)
+{
+    const hp_algo_desc_t *a = hp_algo_get(algo);
+    int sum_stages = 0, st;
+    if (N < 2)
+        return 0;
+    if (a == NULL)
+        return 1;
+    st = a->stages(N, &sum_stages);
+    return st - sum_stages + sum_stages * hp_comp_sum_cost(c->kind, c->sum_kind);
 }
 
 int hp_plan_default_budget(hp_qclass_t qclass)
@@ -32,53 +45,56 @@ size_t hp_plan_msg_bytes(int kind, size_t len, int contribs, const hipress_comp_
     return hp_msg_wire_bytes(kind, len, contribs, p);
 }
 
-double hp_plan_cost(const hp_plan_inputs_t *in, int kind, const hipress_comp_params_t *p,
-                    size_t n, int N, int algo, size_t K)
+double hp_plan_cost(const hp_plan_inputs_t *in, const hp_codecs_t *c, size_t n, int N, int algo, size_t K)
 {
     const hp_algo_desc_t *a = hp_algo_get(algo);
-    hp_codecs_t c = {kind, kind, p, p};
     hp_algo_volume_t v;
     double w, cc, mx;
     if (a == NULL)
         return INFINITY;
-    a->volume(&c, n, N, &v);
+    a->volume(c, n, N, &v);
     w = v.wire / in->bw;
     cc = v.enc / in->enc_rate + v.dec / in->dec_rate;
     mx = w > cc ? w : cc;
     return mx + (w + cc - mx) / (double)K + (double)K * v.msgs * in->alpha;
 }
 
-hp_plan_t hp_plan_choose(const hp_plan_inputs_t *in, int kind, const hipress_comp_params_t *p,
-                         size_t n, int N, int algo_fixed, size_t part_bytes, int budget, int rank)
+hp_plan_t hp_plan_choose(const hp_plan_inputs_t *in, const hp_codecs_t *c, size_t n, int N, int algo_fixed,
+                         size_t part_bytes, int budget, int rank)
 {
     hp_plan_t best[HP_ALGO_COUNT];
     int nbest = 0;
     int first = algo_fixed == HP_ALGO_AUTO ? HP_ALGO_AUTO + 1 : algo_fixed;
     int last = algo_fixed == HP_ALGO_AUTO ? HP_ALGO_COUNT - 1 : algo_fixed;
-    const size_t g = hp_comp_grain(kind, p);
+    const size_t g = hp_comp_grain2(c->kind, c->sum_kind, c->p);
 
     for (int a = first; a <= last; a++) {
         /* the unit each algorithm partitions (a shard or all of it);
          * partitions are whole grains */
         size_t unit = hp_plan_unit(a, n, N);
         size_t grains = HP_MAX((unit + g - 1) / g, 1);
-        hp_plan_t pl = {1, a, 1, 0, hp_plan_stages(a, N), 0};
+        hp_plan_t pl = {.compress = 1, .algo = a, .parts = 1, .stages = hp_plan_stages(a, N),
+                        .cost = hp_plan_stage_cost(a, N, c)};
+        int sum_stages = 0;
         if (hp_algo_get(a) == NULL)
             break;
-        if (algo_fixed == HP_ALGO_AUTO && budget > 0 && pl.stages > budget && pl.stages > 1)
+        if (algo_fixed == HP_ALGO_AUTO && budget > 0 && pl.cost > budget && pl.stages > 1)
             continue;
+        hp_algo_get(a)->stages(N, &sum_stages);
+        if (sum_stages > 0 && c->sum_kind != c->kind)
+            pl.sum = hp_comp_get(c->sum_kind)->name;
         if (part_bytes > 0) {
             size_t pe = HP_MAX(part_bytes / 4, 1);
             pl.parts = (unit + pe - 1) / pe;
             pl.parts = HP_MAX(HP_MIN(pl.parts, grains), 1);
-            pl.t_model = hp_plan_cost(in, kind, p, n, N, a, pl.parts);
+            pl.t_model = hp_plan_cost(in, c, n, N, a, pl.parts);
         } else {
             pl.t_model = INFINITY;
             for (size_t K = 1; K <= HP_PLAN_MAX_PARTS; K *= 2) {
                 double t;
                 if (K > 1 && (4 * unit / K < HP_PLAN_MIN_PART_BYTES || K > grains))
                     break;
-                t = hp_plan_cost(in, kind, p, n, N, a, K);
+                t = hp_plan_cost(in, c, n, N, a, K);
                 if (t < pl.t_model) {
                     pl.t_model = t;
                     pl.parts = K;
@@ -95,7 +111,7 @@ hp_plan_t hp_plan_choose(const hp_plan_inputs_t *in, int kind, const hipress_com
     }
     if (rank < nbest)
         return best[rank];
-    return (hp_plan_t){0, HP_ALGO_AUTO + 1, 1, INFINITY, 0, 0};
+    return (hp_plan_t){.compress = 0, .algo = HP_ALGO_AUTO + 1, .parts = 1, .t_model = INFINITY};
 }
 
 size_t hp_plan_unit(int algo, size_t n, int N)
@@ -112,7 +128,8 @@ const char *hp_plan_str(const hp_plan_t *plan, char *buf, size_t len)
     else if (plan->algo == HP_ALGO_AUTO)
         snprintf(buf, len, "collective, %d stage%s", plan->stages, plan->stages == 1 ? "" : "s");
     else
-        snprintf(buf, len, "%s K=%zu, %d stage%s%s", hp_algo_name(plan->algo), plan->parts,
-                 plan->stages, plan->stages == 1 ? "" : "s", plan->hier ? ", hierarchical" : "");
+        snprintf(buf, len, "%s K=%zu, %d stage%s%s%s%s", hp_algo_name(plan->algo), plan->parts,
+                 plan->stages, plan->stages == 1 ? "" : "s", plan->sum ? ", sum " : "", plan->sum ? plan->sum : "",
+                 plan->hier ? ", hierarchical" : "");
     return buf;
 }

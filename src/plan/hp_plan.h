@@ -40,6 +40,9 @@ typedef struct {
     double t_model;    /* modelled seconds */
     int    stages;     /* lossy stages on an element's longest path (0 when plain) */
     int    hier;       /* 1: through the node hierarchy (N counts nodes) */
+    int    cost;       /* what the stages cost the quality budget (hp_plan_stage_cost) */
+    const char *sum;   /* the sum codec's name where an owner stage re-encodes in
+                        * another codec than the worker's, else NULL */
 } hp_plan_t;
 
 /*
@@ -52,6 +55,13 @@ typedef struct {
  * number of nodes.  A collective compressor counts 1.
  */
 int hp_plan_stages(int algo, int N);
+
+/* What those stages cost the quality budget, in its unit: one lossy stage of
+ * the worker's codec.  An owner stage in a sum codec that is not the
+ * worker's costs hp_comp_sum_cost (0 for q4, q8, fp16, bf16, none: the
+ * study of doc/accuracy.md, 'Sum codecs', at 4 to 16 ranks; past 16 ranks
+ * the unit is carried by the simulation of doc/scale.md, not measured). */
+int hp_plan_stage_cost(int algo, int N, const hp_codecs_t *c);
 
 /* The default budget of a plugin compressor's class for
  * HIPRESS_MAX_STAGES=0: the most stages auto may choose (0 = no limit).
@@ -70,21 +80,21 @@ size_t hp_plan_unit(int algo, size_t n, int N);
  * (hp_msg_wire_bytes). */
 size_t hp_plan_msg_bytes(int kind, size_t len, int contribs, const hipress_comp_params_t *p);
 
-/* Modelled time of algorithm `algo` with K partitions; also the step count. */
-double hp_plan_cost(const hp_plan_inputs_t *in, int kind, const hipress_comp_params_t *p,
-                    size_t n, int N, int algo, size_t K);
+/* Modelled time of algorithm `algo` with K partitions, each phase priced
+ * with its codec (c: the worker's and the sum codec). */
+double hp_plan_cost(const hp_plan_inputs_t *in, const hp_codecs_t *c, size_t n, int N, int algo, size_t K);
 
 /* Best (algo, K) for n floats on N ranks.  algo_fixed = HP_ALGO_AUTO lets
- * the model choose among the algorithms of at most `budget` stages (0: any;
- * allgather always qualifies), otherwise only K is chosen for algo_fixed,
+ * the model choose among the algorithms whose stages cost at most `budget`
+ * (hp_plan_stage_cost; 0: any; allgather always qualifies), otherwise only K is chosen for algo_fixed,
  * whatever its stages.  part_bytes > 0 fixes the partition size.  K never
  * exceeds the grains of the partitioned unit.  Returns the `rank`-th best
  * algorithm (0 = best) so callers can try runners-up; compress = 0 in the
  * result when fewer algorithms exist. */
-hp_plan_t hp_plan_choose(const hp_plan_inputs_t *in, int kind, const hipress_comp_params_t *p,
-                         size_t n, int N, int algo_fixed, size_t part_bytes, int budget, int rank);
+hp_plan_t hp_plan_choose(const hp_plan_inputs_t *in, const hp_codecs_t *c, size_t n, int N, int algo_fixed,
+                         size_t part_bytes, int budget, int rank);
 
-/* "ring K=4, 4 stages" etc. */
+/* "ring K=4, 4 stages", "ps K=2, 2 stages, sum q4" etc. */
 const char *hp_plan_str(const hp_plan_t *plan, char *buf, size_t len);
 
 /* ---------------------------------------------------------- the planner */
@@ -126,6 +136,7 @@ typedef struct hp_planner {
 typedef struct hp_plan_comm {
     const hp_config_t           *cfg;
     int                          kind;        /* the compressor */
+    int                          sum_kind;    /* its sum codec (hp_comp_sum_kind) */
     const hipress_comp_params_t *params;
     int                          rank, size;
     int                          hier_avail, hier_2d, node_size, nodes;

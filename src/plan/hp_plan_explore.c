@@ -58,12 +58,14 @@ static void warn_budget(hp_planner_t *pl, const hp_plan_comm_t *pc, const hp_pla
 {
     static atomic_int warned;   /* once per process: every communicator would say the same */
     int budget = comm_budget(pc);
-    if (plan->compress && budget > 0 && plan->stages > budget && !pl->warned_budget) {
+    if (plan->compress && budget > 0 && plan->cost > budget && !pl->warned_budget) {
         pl->warned_budget = 1;
         if (pc->rank == 0 && atomic_exchange(&warned, 1) == 0)
-            HP_WARN("HIPRESS_ALGO=%s puts each element through %d lossy stages with %s, over the quality "
-                    "budget of %d (HIPRESS_MAX_STAGES; doc/accuracy.md): it runs, but accuracy may suffer",
-                    hp_algo_name(plan->algo), plan->stages, hp_comp_get(pc->kind)->name, budget);
+            HP_WARN("HIPRESS_ALGO=%s puts each element through %d lossy stages with %s (sum codec %s), "
+                    "costing %d of a quality budget of %d (HIPRESS_MAX_STAGES; doc/accuracy.md): it runs, "
+                    "but accuracy may suffer",
+                    hp_algo_name(plan->algo), plan->stages, hp_comp_get(pc->kind)->name,
+                    hp_comp_get(pc->sum_kind)->name, plan->cost, budget);
     }
 }
 
@@ -76,6 +78,12 @@ static int plan_modes(const hp_plan_comm_t *pc)
         return 1;   /* (a collective compressor runs its own exchanges, flat; the node
                      * exchanges work on host memory) */
     return h == HP_HIER_ON ? 2 : 3;
+}
+
+/* The communicator's codecs. */
+static hp_codecs_t comm_codecs(const hp_plan_comm_t *pc)
+{
+    return (hp_codecs_t){pc->kind, pc->sum_kind, pc->params, pc->params};
 }
 
 /* Insert p into the candidates by modelled time (plain, t_model 0, first). */
@@ -109,13 +117,14 @@ static hp_status_t candidates(hp_planner_t *pl, const hp_plan_comm_t *pc, hp_pla
     const int mk = pc->mem_kind;
     double best = INFINITY;
     hp_plan_t all[2 * HP_ALGO_COUNT];
+    hp_codecs_t cc = comm_codecs(pc);
     hp_status_t st;
 
     ps->ncand = 0;
     if (allow_plain && algo == HP_ALGO_AUTO)
-        add_candidate(ps, (hp_plan_t){0, HP_ALGO_AUTO + 1, 1, 0, 0, 0});
+        add_candidate(ps, (hp_plan_t){.compress = 0, .algo = HP_ALGO_AUTO + 1, .parts = 1});
     if (hp_comp_is_collective(pc->kind)) {
-        add_candidate(ps, (hp_plan_t){1, HP_ALGO_AUTO, 1, 0, 1, 0});
+        add_candidate(ps, (hp_plan_t){.compress = 1, .algo = HP_ALGO_AUTO, .parts = 1, .stages = 1, .cost = 1});
         return HP_OK;
     }
     for (int h = 0; h < 2; h++) {
@@ -124,9 +133,9 @@ static hp_status_t candidates(hp_planner_t *pl, const hp_plan_comm_t *pc, hp_pla
         if ((st = hp_plan_ensure_inputs(pl, pc, h)) != HP_OK)
             return st;
         for (int k = 0; k < HP_ALGO_COUNT - 1; k++) {
-            hp_plan_t p = hp_plan_choose(&pl->inputs[mk][h], pc->kind, pc->params,
-                                         hp_plan_algo_count(pc, h, count), hp_plan_algo_size(pc, h), algo,
-                                         part_bytes, algo == HP_ALGO_AUTO ? budget : 0, k);
+            hp_plan_t p = hp_plan_choose(&pl->inputs[mk][h], &cc, hp_plan_algo_count(pc, h, count),
+                                         hp_plan_algo_size(pc, h), algo, part_bytes,
+                                         algo == HP_ALGO_AUTO ? budget : 0, k);
             if (!p.compress)
                 break;
             p.hier = h;
@@ -159,7 +168,8 @@ hp_status_t hp_plan_for(hp_planner_t *pl, const hp_plan_comm_t *pc, size_t count
     }
     if (hp_comp_is_collective(pc->kind) && (algo != HP_ALGO_AUTO || !allow_plain)) {
         /* a collective compressor runs its own exchanges whatever HIPRESS_ALGO says */
-        ps->chosen = (hp_plan_t){1, HP_ALGO_AUTO, 1, 0, hp_plan_stages(HP_ALGO_AUTO, pc->size), 0};
+        ps->chosen = (hp_plan_t){.compress = 1, .algo = HP_ALGO_AUTO, .parts = 1,
+                                 .stages = hp_plan_stages(HP_ALGO_AUTO, pc->size), .cost = 1};
         ps->state = 2;
         *plan_p = ps->chosen;
         return HP_OK;
@@ -167,7 +177,8 @@ hp_status_t hp_plan_for(hp_planner_t *pl, const hp_plan_comm_t *pc, size_t count
     if (algo != HP_ALGO_AUTO && part_bytes > 0 && modes != 3) {
         /* fixed entirely by the settings: nothing to measure */
         int h = modes == 2;
-        ps->chosen = hp_plan_choose(&pl->inputs[mk][h], pc->kind, pc->params, hp_plan_algo_count(pc, h, count),
+        hp_codecs_t cc = comm_codecs(pc);
+        ps->chosen = hp_plan_choose(&pl->inputs[mk][h], &cc, hp_plan_algo_count(pc, h, count),
                                     hp_plan_algo_size(pc, h), algo, part_bytes, 0, 0);
         ps->chosen.hier = h;
         ps->state = 2;
