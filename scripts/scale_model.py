@@ -339,6 +339,9 @@ GPU_LAUNCH = 10e-6   # ASSUMED: an encode and a decode launch (about 5 us each) 
 
 
 def name(a, c, s):
+    """ps names its sum codec: +same (the worker's), +q4, +q2."""
+    if a == "ps":
+        return f"{a} {c}+{s or 'same'}"
     return f"{a} {c}" + (f"+{s}" if s else "")
 
 
