@@ -423,7 +423,8 @@ def plot(sets, path, S):
     from matplotlib.ticker import FuncFormatter
     fig, axes = plt.subplots(len(sets), len(GBITS), figsize=(20, 10), sharey=True, sharex=True)
     shown = [("ring", "onebit", None), ("ring", "tbq", None), ("ring", "fp16", None),
-             ("tree", "onebit", None), ("ps", "onebit", None), ("ps", "tbq", "q4"), ("ps", "onebit", "q2"),
+             ("tree", "onebit", None), ("ps", "onebit", None), ("ps", "onebit", "q4"), ("ps", "tbq", "q4"),
+             ("ps", "onebit", "q2"),
              ("allgather", "onebit", None), ("allgather", "tbq", None), ("allgather", "fp16", None)]
     style = {"ring": "-", "tree": ":", "ps": "--", "allgather": "-."}
     colors = {"onebit": "tab:blue", "tbq": "tab:orange", "fp16": "tab:green", "terngrad": "tab:red"}
@@ -447,7 +448,7 @@ def plot(sets, path, S):
     for ax in axes[-1]:
         ax.set_xlabel("ranks N")
     h, lab = axes[0][0].get_legend_handles_labels()
-    fig.legend(h, lab, loc="lower center", ncol=len(shown), fontsize=9)
+    fig.legend(h, lab, loc="lower center", ncol=(len(shown) + 1) // 2, fontsize=9)
     fig.suptitle(f"One {S >> 20} MiB float32 allreduce, modelled (scripts/scale_model.py): "
                  "line style = algorithm, colour = worker codec; below the black line compression loses")
     fig.tight_layout(rect=(0, 0.04, 1, 1))
