@@ -6,3 +6,8 @@ EXTRA_DIST += tests/check_docs.sh
 # tests/check_layers.sh: the layering drawn from the includes (doc/architecture.md).
 TESTS += tests/check_layers.sh
 EXTRA_DIST += tests/check_layers.sh
+# scripts/scale_model.py --selftest: the cost model's byte formulas (doc/scale.md).
+TESTS += scripts/scale_model.py
+TEST_EXTENSIONS = .test .py
+# (the flags of PY_LOG_COMPILER go to the interpreter, so a shell passes --selftest)
+PY_LOG_COMPILER = $(SHELL) -c 'exec python3 "$$0" --selftest'
