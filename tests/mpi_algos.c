@@ -225,26 +225,21 @@ static void test_sum(void)
 {
     static const char *comps[] = {"onebit", "tbq", "terngrad"};
     static const char *parts[] = {"0", "16K"};
+    enum { SAME, Q2, Q4, Q8, FP16, BF16, NSUMS };
+    static const char *sums[NSUMS] = {"same", "q2", "q4", "q8", "fp16", "bf16"};
     const size_t n = 300007;
     float *ex = malloc(n * sizeof(float)), *got = malloc(n * sizeof(float));
     for (size_t k = 0; k < 3; k++)
         for (size_t p = 0; p < 2; p++) {
             const char *comp = comps[k];
-            double d_same, d_q2, d_q4, d_q8, d_fp16, d_bf16;
+            double d[NSUMS];
             ps_call(comp, "none", parts[p], n, ex);
-            EXPECT(rel_diff(ex, ex, n) == 0, "self");
-            ps_call(comp, "same", parts[p], n, got);
-            d_same = rel_diff(got, ex, n);
-            ps_call(comp, "q2", parts[p], n, got);
-            d_q2 = rel_diff(got, ex, n);
-            ps_call(comp, "q4", parts[p], n, got);
-            d_q4 = rel_diff(got, ex, n);
-            ps_call(comp, "q8", parts[p], n, got);
-            d_q8 = rel_diff(got, ex, n);
-            ps_call(comp, "fp16", parts[p], n, got);
-            d_fp16 = rel_diff(got, ex, n);
-            ps_call(comp, "bf16", parts[p], n, got);
-            d_bf16 = rel_diff(got, ex, n);
+            for (int s = 0; s < NSUMS; s++) {
+                ps_call(comp, sums[s], parts[p], n, got);
+                d[s] = rel_diff(got, ex, n);
+            }
+            const double d_same = d[SAME], d_q2 = d[Q2], d_q4 = d[Q4], d_q8 = d[Q8], d_fp16 = d[FP16],
+                         d_bf16 = d[BF16];
             EXPECT(d_q8 < d_q4 && d_q4 < d_q2, "%s part=%s: owner errors q8 %.3g q4 %.3g q2 %.3g not ordered",
                    comp, parts[p], d_q8, d_q4, d_q2);
             EXPECT(d_q2 < d_same, "%s part=%s: owner q2 %.3g not below the worker's own codec %.3g", comp,

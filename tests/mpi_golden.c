@@ -239,6 +239,21 @@ static uint64_t run_case(uint64_t k, int dev, const char *comp, const char *algo
     return hash;
 }
 
+/* One case and its golden line "golden <path> <isa> np=N <comp> <what>
+ * part=P n=C <hash>" (rank 0 prints it).  The data depend on the case but
+ * not on the path or the ISA, which must give the same bits. */
+static void golden_case(int dev, const char *isa, const char *comp, const char *what, const char *algo,
+                        const char *sum, const char *part, size_t n)
+{
+    char label[160];
+    uint64_t hash;
+    int at = snprintf(label, sizeof(label), "%s %s ", dev ? "dev" : "cpu", isa);
+    snprintf(label + at, sizeof(label) - (size_t)at, "np=%d %s %s part=%s n=%zu", nranks, comp, what, part, n);
+    hash = run_case(hash_bytes(label + at, strlen(label + at), 3), dev, comp, algo, sum, isa, part, n, label);
+    if (rank == 0)
+        printf("golden %s %016llx\n", label, (unsigned long long)hash);
+}
+
 int main(int argc, char **argv)
 {
     static const char *const comps[] = {"none", "fp16", "bf16", "onebit", "tbq", "terngrad",
@@ -298,20 +313,9 @@ int main(int argc, char **argv)
             const int collective = strcmp(comps[c], "powersgd") == 0;
             for (size_t a = 0; a < (collective ? 1 : sizeof(algos) / sizeof(algos[0])); a++)
                 for (size_t i = 0; i < (dev ? 1 : sizeof(isas) / sizeof(isas[0])); i++)
-                    for (size_t p = 0; p < sizeof(shapes) / sizeof(shapes[0]); p++, ncases++) {
-                        char label[160];
-                        uint64_t hash;
-                        /* the data depend on the case but not on the path or
-                         * the ISA, which must give the same bits */
-                        int at = snprintf(label, sizeof(label), "%s %s ", dev ? "dev" : "cpu", isas[i]);
-                        snprintf(label + at, sizeof(label) - (size_t)at, "np=%d %s %s part=%s n=%zu", nranks,
-                                 comps[c], collective ? "own" : algos[a], shapes[p].part, shapes[p].n);
-                        hash = run_case(hash_bytes(label + at, strlen(label + at), 3), dev, comps[c],
-                                        collective ? "ring" : algos[a], "same", isas[i], shapes[p].part,
-                                        shapes[p].n, label);
-                        if (rank == 0)
-                            printf("golden %s %016llx\n", label, (unsigned long long)hash);
-                    }
+                    for (size_t p = 0; p < sizeof(shapes) / sizeof(shapes[0]); p++, ncases++)
+                        golden_case(dev, isas[i], comps[c], collective ? "own" : algos[a],
+                                    collective ? "ring" : algos[a], "same", shapes[p].part, shapes[p].n);
         }
     /* ps with a sum codec for its owners' stage (HIPRESS_SUM_CODEC): the
      * cases above run with `same`, the wire format before sum codecs */
@@ -319,15 +323,9 @@ int main(int argc, char **argv)
         for (size_t c = 0; c < sizeof(sums) / sizeof(sums[0]); c++)
             for (size_t i = 0; i < (dev ? 1 : sizeof(isas) / sizeof(isas[0])); i++)
                 for (size_t p = 0; p < sizeof(shapes) / sizeof(shapes[0]); p++, ncases++) {
-                    char label[160];
-                    uint64_t hash;
-                    int at = snprintf(label, sizeof(label), "%s %s ", dev ? "dev" : "cpu", isas[i]);
-                    snprintf(label + at, sizeof(label) - (size_t)at, "np=%d %s ps sum=%s part=%s n=%zu", nranks,
-                             sums[c].comp, sums[c].sum, shapes[p].part, shapes[p].n);
-                    hash = run_case(hash_bytes(label + at, strlen(label + at), 3), dev, sums[c].comp, "ps",
-                                    sums[c].sum, isas[i], shapes[p].part, shapes[p].n, label);
-                    if (rank == 0)
-                        printf("golden %s %016llx\n", label, (unsigned long long)hash);
+                    char what[32];
+                    snprintf(what, sizeof(what), "ps sum=%s", sums[c].sum);
+                    golden_case(dev, isas[i], sums[c].comp, what, "ps", sums[c].sum, shapes[p].part, shapes[p].n);
                 }
     PMPI_Allreduce(&bad, &all_bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     if (rank == 0) {
