@@ -23,6 +23,28 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 for v in $(env | sed -n 's/^\(HIPRESS_[A-Za-z0-9_]*\)=.*/\1/p'); do unset "$v"; done
 mkdir -p "$out"
 csv=$out/bytes.csv
+
+# The plan a run ended on: auto's report line (HIPRESS_DEBUG=INFO), else,
+# when auto had a single candidate to run (no report), the algorithm the
+# statistics counted most; a fixed algorithm's own name.
+plan_of() {
+    [ "$2" = auto ] || { echo "$2"; return; }
+    p=$(sed -n 's/.*plan for [0-9]* bytes: \([^(]*\) (.*/\1/p' "$1" | tail -1 | sed 's/ *$//; s/,/;/g')
+    [ -n "$p" ] || p=$(sed -n 's/^ *algorithms  *//p' "$1" | tail -1 | tr ',' '\n' |
+        awk '$2 > m {m = $2; a = $1} END {if (a != "") print a " (the only candidate)"}')
+    echo "${p:-$2}"
+}
+if [ "${HP_BYTES_FROM_LOGS:-0}" = 1 ]; then
+    # rebuild the CSV from an earlier run's logs
+    echo "np,compressor,algo,plan,wire_ratio" >"$csv"
+    for log in "$out"/run-*.txt; do
+        set -- $(basename "$log" .txt | tr '-' ' ')
+        echo "$2,$3,$4,$(plan_of "$log" "$4"),$(awk -F, '/^[0-9]/ {print $12}' "$log" | tail -1)" >>"$csv"
+    done
+    sort -t, -k1,1n -k2,2 -o "$csv.tmp" "$csv" && mv "$csv.tmp" "$csv"
+    /usr/bin/python3 "$top/scripts/plot_bytes.py" -o "$out/bytes.png" "$csv"
+    exit 0
+fi
 echo "np,compressor,algo,plan,wire_ratio" >"$csv"
 for np in ${HP_BYTES_NPS:-4 8 16 32}; do
     for comp in ${HP_BYTES_COMPS:-onebit tbq terngrad}; do
@@ -36,8 +58,7 @@ for np in ${HP_BYTES_NPS:-4 8 16 32}; do
                 exit 1
             }
             ratio=$(awk -F, '/^[0-9]/ {print $12}' "$log" | tail -1)
-            plan=$(sed -n 's/.*plan for [0-9]* bytes: \([^(]*\) (.*/\1/p' "$log" | tail -1 | sed 's/ *$//; s/,/;/g')
-            [ -n "$plan" ] || plan=$algo
+            plan=$(plan_of "$log" "$algo")
             echo "$np,$comp,$algo,$plan,$ratio" | tee -a "$csv"
         done
     done
