@@ -14,7 +14,24 @@ train/test split drawn from --split-seed), momentum SGD (0.9, lr 0.05, no
 weight decay), batch 32 per rank, 10 epochs.  Each epoch the run seed
 shuffles the training set; global batch s is perm[s*32N : (s+1)*32N] and rank
 r takes part r of it (numpy.array_split; the last batch of an epoch is
-smaller), so 11 steps an epoch on 4 ranks, 6 on 8.  The gradient of every
+smaller), so 11 steps an epoch on 4 ranks, 6 on 8.
+
+--global-batch B instead takes B images a step on every number of ranks
+(rank r takes part r of each, B/N when N divides B): the global batches of a
+seed, their order and the steps of an epoch (ceil(1400/B)) are then the same
+at 4, 8 and 16 ranks, and so is the arithmetic apart from the reduction, so
+--epochs (or --steps) fixes the steps across N.  With --batch the steps shrink
+as N grows (at 16 ranks and 32 a rank, 3 steps an epoch).
+
+--task mnist1d trains on MNIST-1D (Greydanus 2020; PyPI mnist1d) instead:
+5000 sequences of 40 floats, 10 classes, generated here by the package's own
+make_dataset with its default arguments (seed 42 + --split-seed; 4000
+train / 1000 test, standardised; rank 0 generates, nothing is downloaded),
+a 40-512-512-10 MLP by default (288 778 parameters), the same optimizer and
+data parallelism.  An MLP does not saturate it (well below a CNN's 90+ %),
+so differences between configurations are not hidden by a ceiling.
+
+The gradient of every
 layer lives in one persistent flat float32 buffer (views per layer) reduced
 every step by one comm.Allreduce(MPI.IN_PLACE, flat, op=MPI.SUM) -- the shape
 of a Horovod fusion buffer -- then divided by the number of ranks.  The
@@ -84,7 +101,12 @@ Presets: full (every compressor x every algorithm, powersgd once, plain, the
 references, the layerwise powersgd reference), auto (every compressor under
 auto, plain, references), np8 (auto plus onebit and fp16 under every fixed
 algorithm), trial (onebit and tbq under ring, allgather, auto; plain;
-references), quick (plain, onebit under auto and ring: the CI test).
+references), quick (plain, onebit under auto and ps: the CI test), sum
+(issue 13: plain, and for each of onebit, tbq and terngrad its textbook
+reference, ps with sum_codec=auto, =same (the worker's codec, the form
+before sum codecs), the other of q2 and q4 (auto is q4 for onebit and tbq,
+q2 for terngrad), and auto), sumcore (sum without the q2/q4 pair), sumci (onebit's
+reference and ps with its sum codec: the CI's paired check).
 
 Output (rank 0).  PREFIX.csv, one table, rows of three kinds (column
 `record`), appended run by run (--resume skips runs already there):
@@ -100,7 +122,8 @@ Output (rank 0).  PREFIX.csv, one table, rows of three kinds (column
                  run rows: steps run)
     train_loss   step: loss of that step (mean over the global batch);
                  epoch and run: mean of the epoch's / last epoch's step losses
-    test_loss    epoch, run: mean cross-entropy on the 397 test images
+    test_loss    epoch, run: mean cross-entropy on the test images (397
+                 digits, 1000 mnist1d)
     test_acc     epoch, run: accuracy on them (0..1)
     compressed   run: MPI_Allreduce calls hipress compressed during the run
                  (hipress_stats_get on rank 0, after minus before); a
@@ -114,6 +137,8 @@ Output (rank 0).  PREFIX.csv, one table, rows of three kinds (column
     wall_s       run: seconds of the run (rank 0, barrier to barrier)
     reduce_s     run: seconds inside the gradient reduction (max over ranks)
     spec         run: the configuration as given (--config syntax)
+    task         run: digits or mnist1d (added by issue 13; older files lack it)
+    global_batch run: images per step
 
 PREFIX_summary.md (also printed) and PREFIX_summary.csv: per configuration
 and np, over seeds, the mean and 95% confidence interval (Student t) of the
@@ -121,14 +146,21 @@ final test accuracy, training loss and test loss; the paired difference of
 accuracy against plain and against the compressor's reference (same seeds;
 mean and 95% CI), divergences, the fewest compressed calls of a run, and the
 issue's targets: EF compressors under auto within 1 point of the reference,
-fp16 and bf16 within 0.5 points of plain, no divergence.  A target is `pass`
+fp16 and bf16 within 0.5 points of plain, no divergence; and (issue 13)
+onebit, tbq and terngrad under auto and under ps with a sum codec other than
+`same` within 1 point of the reference.  After the targets the CSV adds the
+paired differences of final training and test loss against the reference
+(vs_ref_train_loss, vs_ref_test_loss, with _ci).  A target is `pass`
 when the CI's lower end is above the bound, `FAIL` when its upper end is
 below it, `open` otherwise (more seeds needed).
 
 --check (CI) makes the exit status non-zero when a compressed run compressed
 nothing (or its final plan is plain), a run diverged or ended with different
 parameters on different ranks, or a compressed config's accuracy minus
-plain's, paired by seed and averaged over seeds, is below -(--check-drop).
+plain's, paired by seed and averaged over seeds, is below -(--check-drop)
+(when plain is among the configs); with --check-ref DROP,RISE also when a
+compressed config's accuracy minus its reference's, paired and averaged, is
+below -DROP, or its final test loss minus the reference's above RISE.
 """
 import argparse
 import csv
@@ -151,7 +183,7 @@ EF_COMPRESSORS = ("onebit", "tbq", "graddrop", "dgc", "powersgd")
 ALGOS = ("auto", "ring", "tree", "ps", "allgather")
 # keys that change how the library moves data, not what the compressor is:
 # configs differing only in these share a reference
-TRANSPORT_KEYS = {"algo", "partition_bytes", "min_bytes", "allow_plain", "hierarchical",
+TRANSPORT_KEYS = {"algo", "sum_codec", "partition_bytes", "min_bytes", "allow_plain", "hierarchical",
                   "node_size", "net_gbps", "net_latency_us", "isa", "debug", "stats",
                   "verify", "residual_max_mb", "enable"}
 SCRIPT_KEYS = {"label", "lr", "momentum", "ref", "layerwise"}
@@ -163,7 +195,9 @@ PARAM_FIELDS = {"onebit_block": int, "tbq_threshold": float, "tbq_scale": float,
 
 CSV_COLUMNS = ("record", "config", "compressor", "algo", "np", "seed", "epoch", "step",
                "train_loss", "test_loss", "test_acc", "compressed", "calls", "wire_ratio",
-               "plan", "diverged", "identical", "wall_s", "reduce_s", "spec")
+               "plan", "diverged", "identical", "wall_s", "reduce_s", "spec",
+               "task", "global_batch")
+SUM_COMPRESSORS = ("onebit", "tbq", "terngrad")   # whose auto sum codec differs from the worker's
 
 
 # ------------------------------------------------------------------ configs
@@ -261,10 +295,23 @@ def preset(name):
                             for a in ("ring", "allgather", "auto")] + ["onebit:ref", "tbq:ref"]
     if name == "quick":         # CI
         return ["plain", "onebit:algo=auto", "onebit:algo=ps"]
-    raise ValueError("unknown preset %r (full, auto, np8, trial, quick)" % name)
+    if name == "sum":           # issue 13: ps with the owner's sum codec
+        out = ["plain"]
+        for c in SUM_COMPRESSORS:
+            out += ["%s:ref" % c, "%s:algo=ps,sum_codec=auto" % c, "%s:algo=ps,sum_codec=same" % c]
+            # the other q codec than auto's: auto is q4 for onebit and tbq,
+            # q2 for terngrad at its default 2 bits
+            out.append("%s:algo=ps,sum_codec=%s" % (c, "q4" if c == "terngrad" else "q2"))
+            out.append("%s:algo=auto" % c)
+        return out
+    if name == "sumcore":       # the sum preset without the q2/q4 comparison
+        return [s for s in preset("sum") if "sum_codec=q" not in s]
+    if name == "sumci":         # CI: onebit's ps with its sum codec against its textbook form
+        return ["onebit:ref", "onebit:algo=ps,sum_codec=auto"]
+    raise ValueError("unknown preset %r (%s)" % (name, ", ".join(PRESETS)))
 
 
-PRESETS = ("full", "auto", "np8", "trial", "quick")
+PRESETS = ("full", "auto", "np8", "trial", "quick", "sum", "sumcore", "sumci")
 
 
 # -------------------------------------------------------------- statistics
@@ -336,7 +383,6 @@ def summarize(runs):
     rows = []
     for (label, npr), seeds in by.items():
         cfg = cfg_of[label]
-        acc = {s: fnum(r["test_acc"]) for s, r in seeds.items()}
         row = OrderedDict(config=label, np=npr, seeds=len(seeds))
         for col in ("test_acc", "train_loss", "test_loss"):
             m, h = mean_ci([fnum(r[col]) for r in seeds.values()])
@@ -350,12 +396,12 @@ def summarize(runs):
         row["plan"] = " / ".join(plans)
         row["wall_s"] = mean_ci([fnum(r["wall_s"]) for r in seeds.values()])[0]
 
-        def paired(other_label):
+        def paired(other_label, col="test_acc"):
             other = by.get((other_label, npr))
             if other is None or other_label == label:
                 return float("nan"), float("nan"), 0
             common = sorted(set(seeds) & set(other))
-            d = [acc[s] - fnum(other[s]["test_acc"]) for s in common]
+            d = [fnum(seeds[s][col]) - fnum(other[s][col]) for s in common]
             m, h = mean_ci(d)
             return m, h, len(common)
 
@@ -366,6 +412,7 @@ def summarize(runs):
         row["vs_plain"], row["vs_plain_ci"], row["vs_plain_n"] = paired(plain_label)
         row["vs_ref"], row["vs_ref_ci"], row["vs_ref_n"] = (
             paired(ref_label) if (ref_label and not cfg.ref) else (float("nan"), float("nan"), 0))
+        has_ref = bool(ref_label and not cfg.ref)
         targets = []
         if row["diverged"]:
             targets.append("DIVERGED")
@@ -374,11 +421,19 @@ def summarize(runs):
                 targets.append("NOT COMPRESSED")
             elif any(r["plan"] == "plain" for r in seeds.values()):
                 targets.append("PLAN PLAIN in %d" % sum(r["plan"] == "plain" for r in seeds.values()))
-        if cfg.name in EF_COMPRESSORS and cfg.algo == "auto" and row["vs_ref_n"]:
+        if row["vs_ref_n"] and (
+                (cfg.name in EF_COMPRESSORS and cfg.algo == "auto") or
+                (cfg.name in SUM_COMPRESSORS and cfg.algo in ("auto", "ps")
+                 and cfg.keys.get("sum_codec", "auto") != "same")):
             targets.append("ref-1pt " + verdict(row["vs_ref"], row["vs_ref_ci"], -0.01))
         if cfg.name in ("fp16", "bf16") and not cfg.ref and row["vs_plain_n"]:
             targets.append("plain-0.5pt " + verdict(row["vs_plain"], row["vs_plain_ci"], -0.005))
         row["targets"] = "; ".join(targets)
+        # appended columns (older summaries end at targets): paired loss
+        # differences against the reference (positive: higher loss than it)
+        for col in ("train_loss", "test_loss"):
+            m, h, _ = paired(ref_label, col) if has_ref else (float("nan"), float("nan"), 0)
+            row["vs_ref_" + col], row["vs_ref_" + col + "_ci"] = m, h
         rows.append(row)
     return rows
 
@@ -412,13 +467,16 @@ def fmt_loss(m, h):
 
 def summary_markdown(rows):
     head = ("| config | np | seeds | test acc % | vs plain (pts) | vs ref (pts) | train loss "
-            "| test loss | min compressed | wire ratio | plan | s/run | targets |")
+            "| test loss | test loss vs ref | min compressed | wire ratio | plan | s/run | targets |")
     out = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in rows:
-        out.append("| %s | %d | %d | %s | %s | %s | %s | %s | %d | %s | %s | %.1f | %s |" % (
+        tl = r["vs_ref_test_loss"]
+        out.append("| %s | %d | %d | %s | %s | %s | %s | %s | %s | %d | %s | %s | %.1f | %s |" % (
             r["config"], r["np"], r["seeds"], fmt_pct(r["test_acc"], r["test_acc_ci"]),
             fmt_pct(r["vs_plain"], r["vs_plain_ci"]), fmt_pct(r["vs_ref"], r["vs_ref_ci"]),
             fmt_loss(r["train_loss"], r["train_loss_ci"]), fmt_loss(r["test_loss"], r["test_loss_ci"]),
+            ("%+.4f ± %.4f" % (tl, r["vs_ref_test_loss_ci"]) if math.isfinite(r["vs_ref_test_loss_ci"])
+             else "%+.4f" % tl) if math.isfinite(tl) else "",
             r["min_compressed"], "%.1f" % r["wire_ratio"] if math.isfinite(r["wire_ratio"]) else "",
             r["plan"], r["wall_s"], r["targets"]))
     out.append("")
@@ -684,7 +742,10 @@ class PowerSGDReference:
 # ------------------------------------------------------------------- model
 
 class Data:
-    def __init__(self, split_seed, n_test):
+    def __init__(self, split_seed, n_test, task="digits", world=None):
+        if task == "mnist1d":
+            self._mnist1d(split_seed, world)
+            return
         from sklearn.datasets import load_digits
         d = load_digits()
         x = (d.data / 16.0).astype(np.float32)
@@ -692,6 +753,28 @@ class Data:
         perm = np.random.default_rng(split_seed).permutation(len(y))
         te, tr = perm[:n_test], perm[n_test:]
         self.xtr, self.ytr, self.xte, self.yte = x[tr], y[tr], x[te], y[te]
+
+    def _mnist1d(self, split_seed, world):
+        """MNIST-1D (Greydanus 2020), generated here by the package's own
+        make_dataset with its default arguments (5000 sequences of 40, 4000
+        train / 1000 test, standardised), its seed 42 + --split-seed; rank 0
+        generates (a few seconds) and broadcasts.  Nothing is downloaded."""
+        d = None
+        if world is None or world.Get_rank() == 0:
+            try:
+                from mnist1d.data import make_dataset, get_dataset_args
+            except ImportError:
+                raise SystemExit("convergence.py: --task mnist1d needs the mnist1d package "
+                                 "(/usr/bin/python3 -m pip install --break-system-packages mnist1d)")
+            a = get_dataset_args()
+            a.seed = 42 + split_seed
+            raw = make_dataset(a)
+            d = tuple(np.ascontiguousarray(v) for v in (
+                raw["x"].astype(np.float32), raw["y"].astype(np.int64),
+                raw["x_test"].astype(np.float32), raw["y_test"].astype(np.int64)))
+        if world is not None:
+            d = world.bcast(d, root=0)
+        self.xtr, self.ytr, self.xte, self.yte = d
 
 
 class MLP:
@@ -769,6 +852,20 @@ class MLP:
 
 # ---------------------------------------------------------------- training
 
+def hidden_of(args):
+    return args.hidden if args.hidden else (512 if args.task == "mnist1d" else 1024)
+
+
+def global_batch(args, N):
+    """Images per step: --global-batch (the same on every N; rank r takes part
+    r of it, numpy.array_split) or --batch per rank."""
+    if args.global_batch:
+        if args.global_batch < N:
+            raise SystemExit("convergence.py: --global-batch %d < %d ranks" % (args.global_batch, N))
+        return args.global_batch
+    return args.batch * N
+
+
 def train(args, cfg, seed, data, lib, world):
     from mpi4py import MPI
     rank, N = world.Get_rank(), world.Get_size()
@@ -786,7 +883,7 @@ def train(args, cfg, seed, data, lib, world):
     metric.Set_info(info)
     info.Free()
 
-    model = MLP([data.xtr.shape[1]] + [args.hidden] * args.layers + [10], seed)
+    model = MLP([data.xtr.shape[1]] + [hidden_of(args)] * args.layers + [10], seed)
     vel = np.zeros(model.n, np.float32)
     ref = None
     if cfg.ref:
@@ -795,7 +892,7 @@ def train(args, cfg, seed, data, lib, world):
         else:
             ref = LibReference(lib, cfg, comm, model.n)
     ntr = len(data.ytr)
-    G = args.batch * N
+    G = global_batch(args, N)
     steps_per_epoch = (ntr + G - 1) // G
     total = args.epochs * steps_per_epoch if args.steps is None else args.steps
     epochs = (total + steps_per_epoch - 1) // steps_per_epoch
@@ -864,7 +961,8 @@ def train(args, cfg, seed, data, lib, world):
                      diverged=int(diverged), identical=int(len(set(digests)) == 1),
                      wall_s="%.3f" % wall, reduce_s="%.3f" % red[0],
                      spec=cfg.spec + "".join(",%s=%s" % kv for kv in args.set
-                                             if not (cfg.plain or cfg.ref) and kv[0] not in cfg.keys)))
+                                             if not (cfg.plain or cfg.ref) and kv[0] not in cfg.keys),
+                     task=args.task, global_batch=G))
     for r in rows:
         r.update(config=cfg.label, compressor=cfg.compressor, algo=cfg.algo, np=N, seed=seed)
         for k in ("train_loss", "test_loss", "test_acc"):
@@ -916,7 +1014,7 @@ def main_mpi(args, configs):
     lib = Lib()
     if not check_configs(configs, args, world):
         return 2
-    data = Data(args.split_seed, args.test_size)
+    data = Data(args.split_seed, args.test_size, args.task, world)
     seeds = args.seed_list or list(range(args.first_seed, args.first_seed + args.seeds))
     path = args.out + ".csv"
     done = done_runs(path) if (rank == 0 and args.resume) else set()
@@ -965,9 +1063,15 @@ def check(runs, configs):
     parameters on different ranks, and the mean over seeds of each compressed
     config's accuracy minus plain's (paired by seed) is at least -CHECK_DROP."""
     labels = {c.label: c for c in configs}
+    have_plain = any(c.plain for c in configs)
     plain = {int(r["seed"]): fnum(r["test_acc"]) for r in runs if r["config"] == "plain"}
+    refs = {c.family(): c.label for c in configs if c.ref}
+    by_seed = defaultdict(dict)
+    for r in runs:
+        by_seed[r["config"]][int(r["seed"])] = r
     bad = []
     diffs = defaultdict(list)
+    ref_diffs = defaultdict(list)
     for r in runs:
         cfg = labels.get(r["config"])
         if cfg is None:
@@ -987,6 +1091,16 @@ def check(runs, configs):
                       "(tolerated: --check-allow-plain-auto)" % (what, r["compressed"]), flush=True)
             else:
                 bad.append("%s: final plan plain (%s calls compressed)" % (what, r["compressed"]))
+        ref_label = refs.get(cfg.family())
+        if ref_label is not None and CHECK_REF[0] is not None:
+            o = by_seed[ref_label].get(int(r["seed"]))
+            if o is None:
+                bad.append("%s: no %s run at this seed to compare with" % (what, ref_label))
+            else:
+                ref_diffs[r["config"]].append((fnum(r["test_acc"]) - fnum(o["test_acc"]),
+                                               fnum(r["test_loss"]) - fnum(o["test_loss"])))
+        if not have_plain:
+            continue
         p = plain.get(int(r["seed"]))
         if p is None:
             bad.append("%s: no plain run at this seed to compare with" % what)
@@ -998,6 +1112,18 @@ def check(runs, configs):
               % (label, 100 * m, len(d), -100 * CHECK_DROP[0]), flush=True)
         if not m >= -CHECK_DROP[0]:
             bad.append("%s: accuracy %.2f points below plain (bound %.2f)" % (label, -100 * m, 100 * CHECK_DROP[0]))
+    for label, d in ref_diffs.items():
+        ma = sum(x for x, _ in d) / len(d)
+        ml = sum(y for _, y in d) / len(d)
+        drop, rise = CHECK_REF[0]
+        print("check: %s - its reference: accuracy %+.2f points (bound %+.2f), test loss %+.4f "
+              "(bound %+.4f) (means of %d paired seeds)"
+              % (label, 100 * ma, -100 * drop, ml, rise, len(d)), flush=True)
+        if not ma >= -drop:
+            bad.append("%s: accuracy %.2f points below its reference (bound %.2f)"
+                       % (label, -100 * ma, 100 * drop))
+        if not ml <= rise:
+            bad.append("%s: test loss %+.4f above its reference's (bound %+.4f)" % (label, ml, rise))
     for b in bad:
         print("FAIL: " + b, flush=True)
     print("convergence check: %s" % ("FAIL" if bad else "ok"), flush=True)
@@ -1005,6 +1131,7 @@ def check(runs, configs):
 
 
 CHECK_DROP = [0.05]
+CHECK_REF = [None]          # (accuracy drop, test-loss rise) against the reference
 CHECK_ALLOW_PLAIN_AUTO = [False]
 
 
@@ -1023,9 +1150,14 @@ def parse(argv):
     ap.add_argument("--epochs", type=int, default=10)
     ap.add_argument("--steps", type=int, help="stop after this many steps (overrides --epochs)")
     ap.add_argument("--batch", type=int, default=32, help="batch per rank (default 32)")
+    ap.add_argument("--global-batch", type=int, metavar="B",
+                    help="images per step on every N (rank r takes part r of each; overrides "
+                         "--batch): with --epochs or --steps, the same steps on every N")
+    ap.add_argument("--task", choices=("digits", "mnist1d"), default="digits",
+                    help="digits (scikit-learn, default) or mnist1d (generated locally)")
     ap.add_argument("--lr", type=float, default=0.05)
     ap.add_argument("--momentum", type=float, default=0.9)
-    ap.add_argument("--hidden", type=int, default=1024, help="hidden width (default 1024)")
+    ap.add_argument("--hidden", type=int, help="hidden width (default 1024; mnist1d 512)")
     ap.add_argument("--layers", type=int, default=2, help="hidden layers (default 2)")
     ap.add_argument("--split-seed", type=int, default=0)
     ap.add_argument("--test-size", type=int, default=397)
@@ -1042,6 +1174,11 @@ def parse(argv):
     ap.add_argument("--check", action="store_true", help="CI: exit 1 on a failed run (see above)")
     ap.add_argument("--check-drop", type=float, default=0.05,
                     help="--check: largest mean accuracy drop below plain (default 0.05)")
+    ap.add_argument("--check-ref", metavar="DROP,RISE",
+                    type=lambda s: tuple(float(x) for x in s.split(",")),
+                    help="--check: also compare every compressed config with its reference "
+                         "(paired by seed, mean over seeds): fail when its accuracy is more than "
+                         "DROP (0..1) below or its final test loss more than RISE above")
     ap.add_argument("--check-allow-plain-auto", action="store_true",
                     help="--check: tolerate an auto config whose final plan is plain (for a "
                          "library without HIPRESS_ALLOW_PLAIN), if it compressed some calls")
@@ -1053,6 +1190,12 @@ def parse(argv):
                     help="no training: summarize these CSV files (per np) into --out")
     args = ap.parse_args(argv)
     CHECK_DROP[0] = args.check_drop
+    if args.check_ref is not None:
+        if len(args.check_ref) != 2:
+            ap.error("--check-ref DROP,RISE")
+        CHECK_REF[:] = [args.check_ref]
+    else:
+        CHECK_REF[:] = [None]
     CHECK_ALLOW_PLAIN_AUTO[0] = args.check_allow_plain_auto
     specs = []
     for p in args.preset:
@@ -1097,12 +1240,12 @@ def record(args):
     from mpi4py import MPI
     world = MPI.COMM_WORLD
     rank, N = world.Get_rank(), world.Get_size()
-    data = Data(args.split_seed, args.test_size)
+    data = Data(args.split_seed, args.test_size, args.task, world)
     seed = args.first_seed
-    model = MLP([data.xtr.shape[1]] + [args.hidden] * args.layers + [10], seed)
+    model = MLP([data.xtr.shape[1]] + [hidden_of(args)] * args.layers + [10], seed)
     vel = np.zeros(model.n, np.float32)
     ntr = len(data.ytr)
-    G = args.batch * N
+    G = global_batch(args, N)
     spe = (ntr + G - 1) // G
     steps = args.record_steps
     f = None
