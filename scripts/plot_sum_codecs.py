@@ -9,8 +9,9 @@ them, any np).  One panel per compressor (onebit, tbq, terngrad): for each of
 its configurations other than the reference, the paired difference of final
 test accuracy against the reference (points, mean over seeds) with its 95%
 interval as an error bar, at each np; a dashed line at -1 point (the target)
-and a solid one at 0.  Points of one configuration are joined and slightly
-offset sideways so that the bars do not hide each other.  --metric
+and a solid one at 0 (--ylim LOW,HIGH clips the axis).  Points of one configuration are joined and slightly
+offset sideways so that the bars do not hide each other.  onebit's and
+tbq's sum codec auto is q4, so an explicit q4 of theirs is not drawn again.  --metric
 test_loss plots the paired difference of final test loss instead.
 
 Needs matplotlib; run it with /usr/bin/python3.
@@ -48,6 +49,8 @@ def main(argv):
     ap.add_argument("-o", "--output", required=True)
     ap.add_argument("--metric", choices=("test_acc", "test_loss"), default="test_acc")
     ap.add_argument("--title", default="")
+    ap.add_argument("--ylim", type=lambda v: tuple(float(x) for x in v.split(",")),
+                    help="LOW,HIGH of the y axis (bars beyond it are clipped)")
     ap.add_argument("summaries", nargs="+")
     args = ap.parse_args(argv)
     col = "vs_ref" if args.metric == "test_acc" else "vs_ref_test_loss"
@@ -59,6 +62,8 @@ def main(argv):
                 comp, _, suffix = r["config"].partition("/")
                 if comp not in COMPRESSORS or suffix not in STYLE:
                     continue
+                if suffix == "ps+sum_codec=q4" and comp != "terngrad":
+                    continue        # their auto is q4: the same runs, bit for bit
                 m, h = fnum(r.get(col)), fnum(r.get(col + "_ci"))
                 if math.isfinite(m):
                     pts[(comp, suffix)].append((int(r["np"]), scale * m, scale * h, int(r["seeds"])))
@@ -74,7 +79,7 @@ def main(argv):
             if not v:
                 continue
             label, colour, marker = STYLE[suffix]
-            off = (i - (len(suffixes) - 1) / 2) * 0.06
+            off = (i - (len(suffixes) - 1) / 2) * 0.09
             xs = [math.log2(n) + off for n, *_ in v]
             ax.errorbar(xs, [m for _, m, _, _ in v],
                         yerr=[h if math.isfinite(h) else 0 for _, _, h, _ in v],
@@ -89,10 +94,20 @@ def main(argv):
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("test accuracy - textbook reference (points)" if args.metric == "test_acc"
                        else "test loss - textbook reference")
-    axes[-1].legend(fontsize=8, loc="best")
+    handles, labels = {}, []
+    for ax in axes:
+        for h, l in zip(*ax.get_legend_handles_labels()):
+            if l not in handles:
+                handles[l] = h
+                labels.append(l)
+    fig.legend([handles[l] for l in labels], labels, fontsize=8, loc="lower center",
+               ncol=len(labels), frameon=False)
+    if args.ylim:
+        for ax in axes:
+            ax.set_ylim(*args.ylim)
     if args.title:
         fig.suptitle(args.title)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
     fig.savefig(args.output, dpi=110)
     return 0
 
