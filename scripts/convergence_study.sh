@@ -17,9 +17,10 @@
 #
 # Issue 13's sum-codec study (doc/accuracy.md, "Sum codecs"): the global batch
 # (128) and the steps (110) fixed across N, hidden widths 512; --preset sum
-# at 4 and 8 ranks and --preset sumcore at 16 at SEEDS (default 5) and
-# SEEDS16 (default 3) seeds; at 8 ranks MNIST-1D (6 epochs, 192 steps) and
-# the digits 3x longer (330 steps), subsets, at SEEDSX (default 3) seeds.
+# at 4 and 8 ranks and --preset sumcore (plus q2 for onebit and tbq) at 16,
+# at SEEDS (default 5) and SEEDS16 (default 5) seeds; at 8 ranks MNIST-1D
+# (6 epochs, 192 steps) and the digits 3x longer (330 steps), subsets, at
+# SEEDSX (default 5) seeds.
 # Writes OUTDIR/np4.csv, np8.csv, np16.csv, mnist1d-np8.csv, long-np8.csv,
 # their summaries, and OUTDIR/sum-codecs.png.  Every mpirun runs under
 # "nice -n 19" unless NICE= is set empty.
@@ -37,8 +38,8 @@ for v in $(env | sed -n 's/^\(HIPRESS_[A-Za-z0-9_]*\)=.*/\1/p'); do unset "$v"; 
 if [ "${1:-}" = sum ]; then
     out=${2:-$top/out/sum}
     seeds=${3:-5}
-    s16=${4:-3}
-    sx=${5:-3}
+    s16=${4:-5}
+    sx=${5:-5}
     nice=${NICE-nice -n 19}
     mkdir -p "$out"
     d="--global-batch 128 --hidden 512 --resume"
@@ -52,16 +53,20 @@ if [ "${1:-}" = sum ]; then
     run 4 np4 --epochs 10 --preset sum --seeds "$seeds"
     run 8 np8 --epochs 10 --preset sum --seeds "$seeds"
     run 16 np16 --epochs 10 --preset sumcore --seeds "$s16"
+    run 16 np16 --epochs 10 --seeds "$s16" \
+        --config onebit:algo=ps,sum_codec=q2 --config tbq:algo=ps,sum_codec=q2
     run 8 mnist1d-np8 --task mnist1d --epochs 6 --seeds "$sx" --config plain \
         --config onebit:ref --config onebit:algo=ps,sum_codec=auto \
+        --config onebit:algo=ps,sum_codec=q2 \
         --config onebit:algo=ps,sum_codec=same --config onebit:algo=auto \
-        --config tbq:ref --config tbq:algo=ps,sum_codec=auto --config tbq:algo=auto \
+        --config tbq:ref --config tbq:algo=ps,sum_codec=auto \
+        --config tbq:algo=ps,sum_codec=q2 --config tbq:algo=auto \
         --config terngrad:ref --config terngrad:algo=ps,sum_codec=auto
     run 8 long-np8 --epochs 30 --seeds "$sx" \
         --config onebit:ref --config onebit:algo=ps,sum_codec=auto \
-        --config onebit:algo=ps,sum_codec=same \
+        --config onebit:algo=ps,sum_codec=q2 --config onebit:algo=ps,sum_codec=same \
         --config tbq:ref --config tbq:algo=ps,sum_codec=auto
-    "$py" "$top/scripts/plot_sum_codecs.py" -o "$out/sum-codecs.png" \
+    "$py" "$top/scripts/plot_sum_codecs.py" --ylim=-30,15 -o "$out/sum-codecs.png" \
         "$out/np4_summary.csv" "$out/np8_summary.csv" "$out/np16_summary.csv"
     echo "convergence_study: results in $out"
     exit 0
