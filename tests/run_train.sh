@@ -2,7 +2,9 @@
 # Training under the preload (issue 7's CI test): scripts/convergence.py
 # trains the digits MLP (1.13M float32 parameters, one flat MPI_Allreduce of
 # the whole gradient per step) on 4 ranks for 110 steps at 2 seeds, plain and
-# with onebit under `auto` and `ps` (compression forced on), and fails when
+# with onebit under `auto` (with sum_codec=same: allgather its only candidate
+# within the budget, so no timing enters) and `ps` (compression forced on),
+# and fails when
 # a compressed run compressed nothing (or its final plan is plain), diverged,
 # ended with different parameters on different ranks, or when a compressed
 # configuration's accuracy, paired with plain's by seed and averaged, is more
