@@ -7,25 +7,32 @@
 #define HP_PLAN_MIN_PART_BYTES (32 * 1024)
 #define HP_PLAN_MAX_PARTS 256
 
-int hp_plan_stages(int algo, int N)
+/* Lossy stages of row `a` on N ranks, and in *sum how many are an owner's
+ * encode in the sum codec (a collective compressor, a = NULL: 1 and 0). */
+static int algo_stages(const hp_algo_desc_t *a, int N, int *sum)
 {
-    const hp_algo_desc_t *a = hp_algo_get(algo);
-    int sum_stages;
+    *sum = 0;
     if (N < 2)
         return 0;
-    return a != NULL ? a->stages(N, &sum_stages) : 1;   /* a collective compressor: 1 */
+    return a != NULL ? a->stages(N, sum) : 1;
+}
+
+/* What `stages` of which `sum` in the sum codec cost the budget. */
+static int stages_cost(int stages, int sum, const hp_codecs_t *c)
+{
+    return stages - sum + sum * hp_comp_sum_cost(c->kind, c->sum_kind);
+}
+
+int hp_plan_stages(int algo, int N)
+{
+    int sum;
+    return algo_stages(hp_algo_get(algo), N, &sum);
 }
 
 int hp_plan_stage_cost(int algo, int N, const hp_codecs_t *c)
 {
-    const hp_algo_desc_t *a = hp_algo_get(algo);
-    int sum_stages = 0, st;
-    if (N < 2)
-        return 0;
-    if (a == NULL)
-        return 1;
-    st = a->stages(N, &sum_stages);
-    return st - sum_stages + sum_stages * hp_comp_sum_cost(c->kind, c->sum_kind);
+    int sum, st = algo_stages(hp_algo_get(algo), N, &sum);
+    return stages_cost(st, sum, c);
 }
 
 int hp_plan_default_budget(hp_qclass_t qclass)
@@ -73,14 +80,16 @@ hp_plan_t hp_plan_choose(const hp_plan_inputs_t *in, const hp_codecs_t *c, size_
          * partitions are whole grains */
         size_t unit = hp_plan_unit(a, n, N);
         size_t grains = HP_MAX((unit + g - 1) / g, 1);
-        hp_plan_t pl = {.compress = 1, .algo = a, .parts = 1, .stages = hp_plan_stages(a, N),
-                        .cost = hp_plan_stage_cost(a, N, c)};
-        int sum_stages = 0;
-        if (hp_algo_get(a) == NULL)
+        const hp_algo_desc_t *desc = hp_algo_get(a);
+        int sum_stages, stages;
+        hp_plan_t pl;
+        if (desc == NULL)
             break;
+        stages = algo_stages(desc, N, &sum_stages);
+        pl = (hp_plan_t){.compress = 1, .algo = a, .parts = 1, .stages = stages,
+                         .cost = stages_cost(stages, sum_stages, c)};
         if (algo_fixed == HP_ALGO_AUTO && budget > 0 && pl.cost > budget && pl.stages > 1)
             continue;
-        hp_algo_get(a)->stages(N, &sum_stages);
         if (sum_stages > 0 && c->sum_kind != c->kind)
             pl.sum = hp_comp_get(c->sum_kind)->name;
         if (part_bytes > 0) {
