@@ -96,7 +96,7 @@ static __attribute__((noinline)) int allreduce_slow(const void *sendbuf, void *r
         /* every rank of a correct program is here for this call: agree on
          * what only this rank can see (its buffers), so that no rank
          * compresses while another passes through, and on the count */
-        int rc, v = hp_allreduce_agree(comm, cs, (size_t)count, r == HP_ELIG_YES, gpu, &rc);
+        int rc, v = hp_allreduce_agree(comm, cs, recvbuf, (size_t)count, r == HP_ELIG_YES, gpu, &rc);
         if (v < 0)
             return rc;
         if (v == 0 && r == HP_ELIG_YES)

@@ -7,7 +7,8 @@
  * measure different speeds; an injected bad message fails the call on every
  * rank without a hang; memory stays bounded over thousands of calls.
  *
- *   mpirun -np N mpi_algos [matrix] [comms] [plan] [fail] [hier] [range] [memory CALLS]
+ *   mpirun -np N mpi_algos [matrix] [comms] [plan] [fail] [hier] [range] [sum] [volume] [staging]
+ *                          [unbiased CALLS] [memory CALLS]
  * Prints "mpi_algos np=N: P passed, F failed" on rank 0; exit 1 on failure.
  */
 #include <math.h>
@@ -325,6 +326,198 @@ static void test_volume(void)
     free(buf);
 }
 
+/* ---------------------------------------------------------- staging */
+
+/* The bytes rank `rank` sends for one call of n floats with worker codec w
+ * and sum codec sm (ps), or w alone (allgather), one partition per shard
+ * of grain G (test_volume's formulas). */
+static unsigned long long volume_of(const char *algo, const char *w, const char *sm, size_t n, size_t G)
+{
+    unsigned long long want = 0;
+    if (strcmp(algo, "allgather") == 0)
+        return (unsigned long long)(nranks - 1) * wire(w, n);
+    for (int q = 0; q < nranks; q++) {
+        size_t len = span_off(n, (size_t)nranks, (size_t)q + 1, G) - span_off(n, (size_t)nranks, (size_t)q, G);
+        want += q == rank ? (unsigned long long)(nranks - 1) * wire(sm, len) : wire(w, len);
+    }
+    return want;
+}
+
+/* A staging buffer on rank 0 alone: rank 0 reduces one address with two
+ * counts, the other ranks use a new address for each count, so only rank 0
+ * can tell.  The call with the second count must run the residual-free
+ * form on every rank (HIPRESS_STAGING_FORM=unbiased, the default): q2 with
+ * stochastic rounding for the biased compressors (the owner's sum in q4,
+ * the sum codec's form), or the compressor itself where it keeps no
+ * residual; every rank's bytes equal that form's formula, the results are
+ * identical and within q2's bound.  `exact` sends it plain (exact sums of
+ * integers); a rank's residual held elsewhere is not touched. */
+static void test_staging(void)
+{
+    /* G: the form's grain, the larger block of its two codecs */
+    static const struct { const char *comp, *form, *sum_form; size_t G; } cs[] = {
+        {"onebit", "q2", "q4", 512}, {"tbq", "q2", "q4", 512}, {"graddrop", "q2", "q2", 512},
+        {"dgc", "q2", "q2", 512}, {"q4", "q4", "q4", 512}, {"terngrad", "terngrad", "q2", 4096},
+        {"fp16", "fp16", "fp16", 1024}, {"none", "none", "none", 1}, {"powersgd", "q2", "q2", 512}};
+    static const char *algos2[] = {"allgather", "ps"};
+    const size_t G = 4096, n1 = 2 * G * (size_t)nranks + 313, n2 = 3 * G * (size_t)nranks + 777;
+    float *a = malloc(n2 * sizeof(float)), *b = malloc(n2 * sizeof(float));
+    for (size_t k = 0; k < sizeof(cs) / sizeof(cs[0]); k++)
+        for (int al = 0; al < 2; al++) {
+            const char *algo = algos2[al];
+            MPI_Comm c = configured(MPI_COMM_WORLD, cs[k].comp, algo, "1G");
+            hipress_stats_t s0, s1;
+            float *second = rank == 0 ? a : b;
+            unsigned long long want = volume_of(algo, cs[k].form, cs[k].sum_form, n2, cs[k].G);
+            double num = 0, den = 0, bound = 0.75 * (al + 1);   /* per stochastic q2 stage, of sum |g| */
+            int rc;
+            hipress_comm_set(c, "HIPRESS_HIERARCHICAL", "off");
+            for (size_t i = 0; i < n1; i++)
+                a[i] = input(rank, i, 0);
+            rc = MPI_Allreduce(MPI_IN_PLACE, a, (int)n1, MPI_FLOAT, MPI_SUM, c);
+            for (size_t i = 0; i < n2; i++)
+                second[i] = input(rank, i, 0);
+            hipress_stats_get(&s0);
+            rc |= MPI_Allreduce(MPI_IN_PLACE, second, (int)n2, MPI_FLOAT, MPI_SUM, c);
+            hipress_stats_get(&s1);
+            EXPECT(rc == MPI_SUCCESS && s1.compressed == s0.compressed + 1, "staging %s %s: not compressed",
+                   cs[k].comp, algo);
+            EXPECT(s1.bytes_wire - s0.bytes_wire == want, "staging %s %s at np %d: rank %d sent %llu bytes, "
+                   "the form %s (sum %s) says %llu", cs[k].comp, algo, nranks, rank,
+                   s1.bytes_wire - s0.bytes_wire, cs[k].form, cs[k].sum_form, want);
+            EXPECT(identical(second, n2 * sizeof(float), c), "staging %s %s: ranks differ", cs[k].comp, algo);
+            for (size_t i = 0; i < n2; i++) {
+                double e = 0, m = 0;
+                for (int j = 0; j < nranks; j++) {
+                    e += input(j, i, 0);
+                    m += fabs(input(j, i, 0));
+                }
+                num += ((double)second[i] - e) * ((double)second[i] - e);
+                den += m * m;
+            }
+            EXPECT(sqrt(num / den) <= bound, "staging %s %s: relative error %.3g > %.3g", cs[k].comp, algo,
+                   sqrt(num / den), bound);
+            if (rank == 0)
+                printf("# staging %s %s np %d: form %s, sum %s, %llu bytes, relative error %.3g\n", cs[k].comp,
+                       algo, nranks, cs[k].form, cs[k].sum_form, want, sqrt(num / den));
+            MPI_Comm_free(&c);
+        }
+    /* exact: the staging call goes plain (integers: the exact sum), and the
+     * other ranks' residual of their first buffer is kept */
+    {
+        MPI_Comm c = configured(MPI_COMM_WORLD, "onebit", "allgather", "1G");
+        float *second = rank == 0 ? a : b, *res = malloc(n1 * sizeof(float));
+        hipress_stats_t s0, s1;
+        int rc, bad = 0, held = 0;
+        hipress_comm_set(c, "HIPRESS_STAGING_FORM", "exact");
+        for (size_t i = 0; i < n1; i++)
+            a[i] = input(rank, i, 0);
+        rc = MPI_Allreduce(MPI_IN_PLACE, a, (int)n1, MPI_FLOAT, MPI_SUM, c);
+        for (size_t i = 0; i < n2; i++)
+            second[i] = input(rank, i, 1);
+        hipress_stats_get(&s0);
+        rc |= MPI_Allreduce(MPI_IN_PLACE, second, (int)n2, MPI_FLOAT, MPI_SUM, c);
+        hipress_stats_get(&s1);
+        for (size_t i = 0; i < n2; i++) {
+            double e = 0;
+            for (int j = 0; j < nranks; j++)
+                e += input(j, i, 1);
+            bad += (double)second[i] != e;
+        }
+        EXPECT(rc == MPI_SUCCESS && bad == 0 && s1.compressed == s0.compressed &&
+               s1.bytes_wire == s0.bytes_wire, "staging exact: rc %d, %d elements not exact, %llu compressed",
+               rc, bad, s1.compressed - s0.compressed);
+        hipress_comm_residual(c, a, n1, res);
+        for (size_t i = 0; i < n1; i++)
+            held += res[i] != 0.0f;
+        EXPECT(rank == 0 ? held == 0 : held > 0, "staging exact: rank %d holds %d residual elements at its "
+               "first buffer", rank, held);
+        free(res);
+        MPI_Comm_free(&c);
+    }
+    free(a);
+    free(b);
+}
+
+/* The residual-free form is unbiased: over many calls on one staging
+ * buffer (the counter RNG draws anew each call), each element's mean error
+ * m_i has expectation 0 and variance v_i / calls (v_i: its sample
+ * variance).  Tested per group of 64 elements, T = sum m_i^2 / sum (v_i /
+ * calls) (about 1, a chi-square of 64 over 64, P(T > 2) ~ 1e-7; groups
+ * pool elements whose rounding is nearly certain and whose variance is 0),
+ * and over all elements, Z = sum m_i / sqrt(sum v_i / calls) (|Z| < 5).
+ * The biased form (HIPRESS_STAGING_FORM=biased: onebit without error
+ * feedback, deterministic) must fail it: the test can tell. */
+static void test_unbiased(int calls)
+{
+    static const char *algos2[] = {"allgather", "ps"};
+    const size_t n = 2048 * (size_t)nranks, grp = 64;
+    double *sum = malloc(n * sizeof(double)), *sq = malloc(n * sizeof(double));
+    float *buf = malloc((n + 1) * sizeof(float));
+    /* modes 0, 1: onebit's residual-free form on allgather and ps; 2, 3:
+     * the biased forms of onebit and of q2 rounding to nearest (a bias of
+     * a quarter step at most, of either sign) */
+    for (int mode = 0; mode < 4; mode++) {
+        const char *algo = algos2[mode % 2], *comp = mode == 3 ? "q2" : "onebit";
+        int biased = mode >= 2;
+        MPI_Comm c = configured(MPI_COMM_WORLD, comp, algo, "1G");
+        double zs = 0, vs = 0, tmax = 0;
+        size_t over = 0;
+        hipress_comm_set(c, "HIPRESS_HIERARCHICAL", "off");
+        if (biased)
+            hipress_comm_set(c, "HIPRESS_STAGING_FORM", "biased");
+        /* one call with another count makes the address a staging buffer */
+        for (size_t i = 0; i <= n; i++)
+            buf[i] = input(rank, i, 0);
+        MPI_Allreduce(MPI_IN_PLACE, buf, (int)n + 1, MPI_FLOAT, MPI_SUM, c);
+        memset(sum, 0, n * sizeof(double));
+        memset(sq, 0, n * sizeof(double));
+        for (int t = 0; t < calls; t++) {
+            for (size_t i = 0; i < n; i++)
+                buf[i] = input(rank, i, 0);
+            MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, c);
+            for (size_t i = 0; i < n; i++) {
+                double e = 0;
+                for (int j = 0; j < nranks; j++)
+                    e += input(j, i, 0);
+                sum[i] += buf[i] - e;
+                sq[i] += (buf[i] - e) * (buf[i] - e);
+            }
+        }
+        for (size_t g = 0; g < n; g += grp) {
+            double num = 0, den = 0;
+            for (size_t i = g; i < g + grp && i < n; i++) {
+                double m = sum[i] / calls, v = sq[i] / calls - m * m;
+                v = v > 0 ? v * calls / (calls - 1) : 0;
+                num += m * m;
+                den += v / calls;
+                zs += m;
+                vs += v / calls;
+            }
+            /* float32's rounding of the sums (2^-22 of them, a constant) is
+             * not a bias of the codec: below 1e-12 of squared error */
+            double t = den > 0 ? num / den : (num > 1e-12 * grp ? INFINITY : 0);
+            tmax = t > tmax ? t : tmax;
+            over += t > 2.0;
+        }
+        double z = vs > 0 ? zs / sqrt(vs) : INFINITY;
+        if (!biased)
+            EXPECT(over <= 1 && fabs(z) < 5.0, "unbiased %s: %zu of %zu groups with T > 2 (max %.3g), Z %.3g", algo,
+                   over, n / grp, tmax, z);
+        else
+            EXPECT(over > n / grp / 2, "%s biased form: only %zu of %zu groups with T > 2: the test cannot tell "
+                   "a biased codec", comp, over, n / grp);
+        if (rank == 0)
+            printf("# unbiasedness, %s %s form on %s, %d calls np %d: %zu of %zu groups with T > 2, max T "
+                   "%.3g, Z %.3g\n", comp, biased ? "biased" : "residual-free", algo, calls, nranks, over, n / grp,
+                   tmax, z);
+        MPI_Comm_free(&c);
+    }
+    free(sum);
+    free(sq);
+    free(buf);
+}
+
 /* Split and dup communicators, calls interleaved on two of them. */
 static void test_comms(void)
 {
@@ -612,6 +805,8 @@ int main(int argc, char **argv)
         else if (strcmp(argv[i], "range") == 0) test_range();
         else if (strcmp(argv[i], "sum") == 0) test_sum();
         else if (strcmp(argv[i], "volume") == 0) test_volume();
+        else if (strcmp(argv[i], "staging") == 0) test_staging();
+        else if (strcmp(argv[i], "unbiased") == 0 && i + 1 < argc) test_unbiased(atoi(argv[++i]));
         else if (strcmp(argv[i], "memory") == 0 && i + 1 < argc) test_memory(atoi(argv[++i]));
         else { fprintf(stderr, "mpi_algos: unknown test '%s'\n", argv[i]); failed++; }
     }

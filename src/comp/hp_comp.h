@@ -112,6 +112,12 @@ typedef struct hp_comp_ext {
      * doc/accuracy.md, 'Sum codecs').  0: it costs one stage, as the
      * worker's codec does. */
     int owner_free;
+    /* The form that runs where no residual can be kept (a staging buffer,
+     * HIPRESS_EF_LAYOUT=none) under HIPRESS_STAGING_FORM=unbiased: the kind
+     * of a codec that is unbiased without one, run with stochastic rounding
+     * (hp_comp_unbiased_params).  NULL: the compressor itself (it keeps no
+     * residual, or is unbiased with stochastic rounding: the q codecs). */
+    int (*unbiased)(const hipress_comp_params_t *p);
 } hp_comp_ext_t;
 
 /* Registry: built-ins first, then plugins in load order. */
@@ -268,6 +274,19 @@ size_t hp_comp_grain2(int kind, int sum_kind, const hipress_comp_params_t *p);
 
 /* q4: the sum codec of the quantising compressors (onebit, tbq, terngrad). */
 int hp_sum_codec_q4(const hipress_comp_params_t *p);
+
+/* The residual-free form of compressor `kind` (hp_comp_ext_t.unbiased):
+ * its own kind when it needs no residual.  Every element's expected result
+ * is then the exact sum: E[decode(encode(v))] = v, stage after stage. */
+int hp_comp_unbiased_kind(int kind, const hipress_comp_params_t *p);
+
+/* The parameters of the residual-free form: p with stochastic rounding. */
+void hp_comp_unbiased_params(const hipress_comp_params_t *p, hipress_comp_params_t *out);
+
+/* q2 with stochastic rounding: the residual-free form of the biased
+ * compressors (onebit, tbq, graddrop, dgc, powersgd; doc/compressors.md,
+ * 'Staging buffers'). */
+int hp_unbiased_q2(const hipress_comp_params_t *p);
 
 /* Built-in kinds that the algorithms refer to by name. */
 extern int hp_kind_none;

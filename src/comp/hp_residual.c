@@ -199,6 +199,17 @@ static int addr_check(hp_residual_store_t *s, uintptr_t addr, size_t count, int 
     return 0;
 }
 
+int hp_residual_is_staging(const hp_residual_store_t *s, uintptr_t addr, size_t count)
+{
+    const hp_res_addr_t *a;
+    if (s == NULL)
+        return 0;
+    for (a = s->abuckets[bucket_of(addr)]; a != NULL; a = a->hnext)
+        if (a->addr == addr)
+            return a->staging || a->count != count;
+    return 0;
+}
+
 hp_res_buf_t *hp_residual_buffer(hp_residual_store_t *s, uintptr_t addr, size_t count,
                                  int create, hp_layout_t layout, int *staging_p)
 {

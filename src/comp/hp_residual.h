@@ -102,6 +102,11 @@ typedef enum {
 hp_res_buf_t *hp_residual_buffer(hp_residual_store_t *s, uintptr_t addr, size_t count,
                                  int create, hp_layout_t layout, int *staging_p);
 
+/* 1 when a call on (addr, count) under HP_LAYOUT_DETECT finds a staging
+ * buffer: the address is one already, or was seen with another count.  A
+ * query: it changes nothing (hp_residual_buffer marks the address). */
+int hp_residual_is_staging(const hp_residual_store_t *s, uintptr_t addr, size_t count);
+
 /* Vector `slot` of b, n floats, zero-filled when new (or when its length
  * changes).  NULL when n floats do not fit in the bound (no error feedback
  * for it: counted as oversize) or memory is short.  May evict other

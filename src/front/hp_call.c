@@ -78,12 +78,16 @@ static hp_res_buf_t *call_buffer_state(hp_comm_state_t *cs, hp_mem_t *mem, void 
 {
     int staging = 0;
     hp_res_buf_t *rb = hp_call_buffer_state(cs->res, mem, recvbuf, count, create, cs->layout, &staging);
-    if (staging && !(cs->warned & HP_WARNED_STAGING)) {
+    /* a warning only where error feedback is lost: a compressor that needs
+     * it, run without it (STAGING_FORM=biased); the residual-free form and
+     * compressors without a residual lose nothing (the stats count them) */
+    if (staging && cs->staging_form == HP_FORM_BIASED && hp_call_keeps_state(cs->kind, cs->sum_kind) &&
+        !(cs->warned & HP_WARNED_STAGING)) {
         cs->warned |= HP_WARNED_STAGING;
         HP_WARN("the buffer at %p is reduced with more than one element count (now %zu): it is a "
-                "staging buffer, such as a fusion buffer, whose layout changes between calls; error "
-                "feedback is off for it and its residuals were dropped (counted in HIPRESS_STATS). "
-                "See doc/usage.md, 'Error feedback and buffer layouts', for a stable layout",
+                "staging buffer, such as a fusion buffer, whose layout changes between calls; under "
+                "HIPRESS_STAGING_FORM=biased error feedback is off for it and its residuals were dropped "
+                "(counted in HIPRESS_STATS). See doc/usage.md, 'Error feedback and buffer layouts'",
                 recvbuf, count);
     }
     return rb;
@@ -280,18 +284,33 @@ static void fold_range(hp_mem_t *mem, float *r, float *buf, size_t off, size_t l
         atomic_fetch_add_explicit(&hp_g.stats.res_folded, 1, memory_order_relaxed);
 }
 
-int hp_allreduce_agree(MPI_Comm comm, hp_comm_state_t *cs, size_t count, int local_ok, int mem_kind, int *rc_p)
+/* Whether this rank keeps no residual for (recvbuf, count) where its
+ * compressor needs one: the residual-free form then runs on every rank
+ * (HIPRESS_STAGING_FORM: unbiased or exact).  Detection is this rank's (its
+ * addresses), so it enters the call's agreement. */
+static int needs_form(const hp_comm_state_t *cs, const void *recvbuf, size_t count)
 {
-    int64_t out[5] = {!local_ok, (int64_t)count, -(int64_t)count, mem_kind, -(int64_t)mem_kind};
+    if (cs->staging_form == HP_FORM_BIASED || !hp_call_keeps_state(cs->kind, cs->sum_kind))
+        return 0;
+    return cs->layout == HP_LAYOUT_NONE ||
+           (cs->layout == HP_LAYOUT_DETECT && hp_residual_is_staging(cs->res, (uintptr_t)recvbuf, count));
+}
+
+int hp_allreduce_agree(MPI_Comm comm, hp_comm_state_t *cs, const void *recvbuf, size_t count, int local_ok,
+                       int mem_kind, int *rc_p)
+{
+    int64_t out[6] = {!local_ok, (int64_t)count, -(int64_t)count, mem_kind, -(int64_t)mem_kind, 0};
 
     *rc_p = MPI_SUCCESS;
     if (hp_comm_state_ready(cs, comm) != HP_OK)
         return 0;   /* (a failed split fails on every rank: they pass through together) */
-    if (hp_tp_agree(cs->tp_priv, HP_TP_INT64, out, 5, "the agreement on a call's eligibility") != HP_OK)
+    out[5] = needs_form(cs, recvbuf, count);
+    if (hp_tp_agree(cs->tp_priv, HP_TP_INT64, out, 6, "the agreement on a call's eligibility") != HP_OK)
         return 0;
     /* the plans' key: the buffers' memory where every rank has the same
      * kind, host memory's plans where they differ (every rank plans alike) */
     cs->call_mem_kind = out[3] == -out[4] ? (int)out[3] : 0;
+    cs->call_form = out[5] != 0;
     if (out[1] != -out[2]) {
         if (cs->rank == 0)
             HP_WARN("an MPI_Allreduce of MPI_FLOAT with MPI_SUM was called with %lld to %lld elements on "
@@ -320,8 +339,12 @@ typedef struct {
     hp_plan_slot_t       *explore;
     hipress_comp_params_t cparams;
     hp_res_buf_t         *rb;
-    int                   sum_kind;   /* the plan's sum codec: the communicator's where the
-                                       * algorithm has an owner stage in it, else the worker's */
+    /* the codecs of the call: the communicator's, or their residual-free
+     * form on a staging buffer (form) */
+    int                   form, kind, sum_base;
+    const hipress_comp_params_t *params;
+    int                   sum_kind;   /* the plan's sum codec: sum_base where the algorithm
+                                       * has an owner stage in it, else the worker's */
     hp_transport_t       *tp;         /* the algorithm's ranks' (NULL: not one of them) */
     hp_call_t             call;
     float                *exact;
@@ -349,9 +372,10 @@ static void plan_comm(mpi_call_t *mc)
     hp_comm_state_t *cs = mc->cs;
     hp_plan_comm_t *pc = &mc->pc;
     pc->cfg = &cs->cfg;
-    pc->kind = cs->kind;
-    pc->sum_kind = cs->sum_kind;
-    pc->params = &cs->params;
+    pc->kind = mc->kind;
+    pc->sum_kind = mc->sum_base;
+    pc->params = mc->params;
+    pc->form = mc->form;
     pc->rank = cs->rank;
     pc->size = cs->size;
     pc->hier_avail = cs->hier_avail;
@@ -386,8 +410,20 @@ static int call_setup(mpi_call_t *mc, const void *sendbuf, int *rc_p)
         return -1;
     }
     hp_mem_begin(&mc->mem, mc->recvbuf);
+    /* a staging buffer on some rank (agreed): the residual-free form, or
+     * the call plain (HIPRESS_STAGING_FORM) */
+    mc->form = cs->call_form && cs->staging_form == HP_FORM_UNBIASED;
+    mc->kind = mc->form ? cs->form_kind : cs->kind;
+    mc->sum_base = mc->form ? cs->form_sum_kind : cs->sum_kind;
+    mc->params = mc->form ? &cs->form_params : &cs->params;
     plan_comm(mc);
-    st = hp_plan_for(&cs->planner, &mc->pc, mc->count, &mc->plan, &mc->explore);
+    if (cs->call_form && cs->staging_form == HP_FORM_EXACT) {
+        mc->plan = (hp_plan_t){.compress = 0};
+        mc->explore = NULL;
+        st = HP_OK;
+    } else {
+        st = hp_plan_for(&cs->planner, &mc->pc, mc->count, &mc->plan, &mc->explore);
+    }
     hp_wd_leave(&wdw);
     if (st != HP_OK) {
         hp_mem_end(&mc->mem);
@@ -404,7 +440,8 @@ static int call_setup(mpi_call_t *mc, const void *sendbuf, int *rc_p)
         int rc = plain_call(cs, &mc->mem, sendbuf, mc->recvbuf, mc->count, mc->comm);
         if (hp_mem_end(&mc->mem) != HP_OK && rc == MPI_SUCCESS)
             rc = MPI_ERR_OTHER;
-        atomic_fetch_add_explicit(&hp_g.stats.plan_plain, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(cs->call_form ? &hp_g.stats.form_exact : &hp_g.stats.plan_plain, 1,
+                                  memory_order_relaxed);
         if (mc->explore != NULL && rc == MPI_SUCCESS)
             report_plan(mc);
         hp_comm_state_sync_stats(cs);
@@ -423,13 +460,23 @@ static int call_setup(mpi_call_t *mc, const void *sendbuf, int *rc_p)
             mc->exact = NULL;
         }
     }
-    mc->sum_kind = mc->plan.sum != NULL ? cs->sum_kind : cs->kind;
-    mc->rb = call_buffer_state(cs, &mc->mem, mc->recvbuf, mc->count, hp_call_keeps_state(cs->kind, mc->sum_kind));
+    mc->sum_kind = mc->plan.sum != NULL ? mc->sum_base : mc->kind;
+    if (mc->form) {
+        /* no residual: what this rank still holds for the buffer (its
+         * layout unchanged here) travels in its data, unbiasedly encoded */
+        hp_res_buf_t *rb = call_buffer_state(cs, &mc->mem, mc->recvbuf, mc->count, 0);
+        fold_range(&mc->mem, hp_call_held_residual(rb, mc->count), (float *)mc->recvbuf, 0, mc->count);
+        mc->rb = NULL;
+        atomic_fetch_add_explicit(&hp_g.stats.form_unbiased, 1, memory_order_relaxed);
+    } else {
+        mc->rb = call_buffer_state(cs, &mc->mem, mc->recvbuf, mc->count,
+                                   hp_call_keeps_state(mc->kind, mc->sum_kind));
+    }
     /* the node exchanges work on host memory: the plans of device buffers
      * are flat (hp_plan_for), and a device buffer among host ones (the
      * ranks' memories differ: host plans) runs flat as before */
     mc->hier = mc->plan.hier && !hp_mem_is_device(&mc->mem);
-    hp_call_params_for(cs->kind, &cs->params, mc->rb, &mc->cparams);
+    hp_call_params_for(mc->kind, mc->params, mc->rb, &mc->cparams);
     return 0;
 }
 
@@ -440,7 +487,7 @@ static void call_enqueue(mpi_call_t *mc)
     hp_comm_state_t *cs = mc->cs;
     float *recv = (float *)mc->recvbuf;
     const size_t count = mc->count;
-    size_t base = 0, n_algo = count, grain = hp_comp_grain2(cs->kind, mc->sum_kind, &mc->cparams);
+    size_t base = 0, n_algo = count, grain = hp_comp_grain2(mc->kind, mc->sum_kind, &mc->cparams);
     hp_status_t st = HP_OK;
 
     mc->is_algo_rank = mc->pc.algo[mc->hier] != NULL;
@@ -493,7 +540,7 @@ static void call_enqueue(mpi_call_t *mc)
             mc->is_algo_rank = 0;
         } else {
             hp_call_env_t env = {
-                .tp = mc->tp, .mem = &mc->mem, .kind = cs->kind, .sum_kind = mc->sum_kind,
+                .tp = mc->tp, .mem = &mc->mem, .kind = mc->kind, .sum_kind = mc->sum_kind,
                 .params = &mc->cparams, .res = cs->res,
                 .rb = mc->rb, .seed = (uint64_t)hp_cfg_i(&cs->cfg, HP_S_SEED), .call_no = cs->ncalls,
                 .corrupt = hp_cfg_i(&cs->cfg, HP_S_TEST_CORRUPT) == cs->rank,

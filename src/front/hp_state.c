@@ -293,6 +293,10 @@ hp_status_t hp_comm_state_refresh(hp_comm_state_t *cs, char *err, size_t errlen)
     hp_comm_state_reset_plans(cs);
     hp_params_from_config(&cs->cfg, &cs->params);
     cs->sum_kind = hp_comp_sum_kind(kind, (int)hp_cfg_i(&cs->cfg, HP_S_SUM_CODEC), &cs->params);
+    cs->staging_form = (int)hp_cfg_i(&cs->cfg, HP_S_STAGING_FORM);
+    hp_comp_unbiased_params(&cs->params, &cs->form_params);
+    cs->form_kind = hp_comp_unbiased_kind(kind, &cs->form_params);
+    cs->form_sum_kind = hp_comp_unbiased_kind(cs->sum_kind, &cs->form_params);
     if (cs->res != NULL) {
         /* a communicator opted out passes its calls through untouched:
          * what it owed cannot be sent any more (counted) */
@@ -577,6 +581,10 @@ void hp_stats_print(void)
         fprintf(f, "  %-28s %llu buffers; %llu staging buffers (no error feedback); %llu folded into exact data\n",
                 "error feedback", (unsigned long long)atomic_load(&s->res_created),
                 (unsigned long long)atomic_load(&s->res_staging), (unsigned long long)atomic_load(&s->res_folded));
+        if (atomic_load(&s->form_unbiased) || atomic_load(&s->form_exact))
+            fprintf(f, "  %-28s %llu calls in the residual-free form, %llu plain (HIPRESS_STAGING_FORM)\n",
+                    "staging buffers", (unsigned long long)atomic_load(&s->form_unbiased),
+                    (unsigned long long)atomic_load(&s->form_exact));
         fprintf(f, "  %-28s %llu buffers, %.1f MiB, L1 mass %.4g", "residuals dropped", nb, by / 1048576.0, l1);
         for (int k = 0; k < HP_RES_DROP_NREASONS; k++)
             if (k != HP_RES_DROP_FREED && atomic_load(&s->res_drop_buffers[k]))

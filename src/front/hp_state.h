@@ -37,6 +37,8 @@ typedef struct {
     _Atomic unsigned long long res_drop_bytes[HP_RES_DROP_NREASONS];
     double res_drop_l1[HP_RES_DROP_NREASONS];   /* under stats_lock */
     _Atomic unsigned long long res_folded;      /* calls that folded a residual into plain data */
+    _Atomic unsigned long long form_unbiased;   /* calls on staging buffers run in the residual-free form */
+    _Atomic unsigned long long form_exact;      /* calls on staging buffers sent plain (STAGING_FORM=exact) */
     _Atomic unsigned long long verify_calls;
     _Atomic unsigned long long verify_mismatch;
     _Atomic unsigned long long ns_encode;
@@ -79,6 +81,9 @@ typedef struct {
 extern hp_global_t hp_g;
 
 /* Per-communicator state, attached as an attribute. */
+/* HIPRESS_STAGING_FORM's values, in the setting's order. */
+enum { HP_FORM_UNBIASED = 0, HP_FORM_EXACT, HP_FORM_BIASED };
+
 typedef struct hp_comm_state {
     MPI_Comm             priv;      /* private communicator, MPI_COMM_NULL until needed */
     int                  rank, size;
@@ -87,6 +92,12 @@ typedef struct hp_comm_state {
     int                  kind;      /* compressor of cfg */
     int                  sum_kind;  /* its sum codec (HIPRESS_SUM_CODEC resolved: hp_comp_sum_kind) */
     hipress_comp_params_t params;
+    /* where no residual can be kept (HIPRESS_STAGING_FORM, doc/usage.md,
+     * 'Error feedback and buffer layouts'): the setting, and the
+     * residual-free form it runs under `unbiased` (hp_comp_unbiased_kind) */
+    int                  staging_form;   /* HP_FORM_* */
+    int                  form_kind, form_sum_kind;
+    hipress_comp_params_t form_params;
     unsigned long long   ncalls;    /* compressed calls on this communicator */
     unsigned long long   nomem_call; /* HIPRESS_TEST_NOMEM: call whose allocation failed, + 1 */
     hp_residual_store_t *res;
@@ -118,6 +129,8 @@ typedef struct hp_comm_state {
     hp_planner_t         planner;
     int                  call_mem_kind;   /* the agreed plan key of the call in progress
                                            * (hp_allreduce_agree; hp_plan_comm_t.mem_kind) */
+    int                  call_form;       /* agreed for the call in progress: some rank keeps
+                                           * no residual for its buffer (a staging buffer) */
     /* scratch, grown on demand (the algorithms', and a hierarchical call's shard) */
     void                *scratch, *scratch2;
     size_t               scratch_bytes, scratch2_bytes;
@@ -164,14 +177,17 @@ void hp_comm_state_reset_plans(hp_comm_state_t *cs);
 
 /* The per-call agreement of a call every rank finds eligible on the shared
  * criteria (hp_eligible_shared): whether every rank can compress it (its
- * buffers: local_ok) and whether all ranks give the same count.  Returns
+ * buffers: local_ok), whether all ranks give the same count, the plans' key
+ * (the buffers' memory) and whether any rank keeps no residual for its
+ * receive buffer recvbuf (a staging buffer: cs->call_form).  Returns
  * 1 (compress), 0 (some rank cannot: pass through) or -1 (the counts
  * differ: an error was raised through comm's error handler; *rc_p holds the
  * code to return). */
-int hp_allreduce_agree(MPI_Comm comm, hp_comm_state_t *cs, size_t count, int local_ok, int mem_kind, int *rc_p);
+int hp_allreduce_agree(MPI_Comm comm, hp_comm_state_t *cs, const void *recvbuf, size_t count, int local_ok,
+                       int mem_kind, int *rc_p);
 
 /* The compressed allreduce of MPI_FLOAT / MPI_SUM on an eligible call
- * (src/front/hp_driver.c): plan, hierarchy, algorithm, failure agreement. */
+ * (src/front/hp_call.c): plan, hierarchy, algorithm, failure agreement. */
 int hp_allreduce_compressed(const void *sendbuf, void *recvbuf, size_t count, MPI_Comm comm,
                             hp_comm_state_t *cs);
 

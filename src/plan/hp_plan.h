@@ -110,6 +110,7 @@ const char *hp_plan_str(const hp_plan_t *plan, char *buf, size_t len);
 #define HP_PLAN_REPS 3
 #define HP_PLAN_MARGIN 0.1   /* plain's slowest call must beat compression's fastest by 10% */
 #define HP_PLAN_MEM_KINDS 2  /* host, device: plans and inputs are keyed by the buffer's memory */
+#define HP_PLAN_KEYS (2 * HP_PLAN_MEM_KINDS)   /* ... and by the form (hp_plan_comm_t.form) */
 typedef struct {
     int       state;            /* 0 new, 1 exploring, 2 fixed */
     int       ncand, trial;
@@ -118,17 +119,17 @@ typedef struct {
     hp_plan_t chosen;
 } hp_plan_slot_t;
 
-/* One communicator's plans, keyed by the buffer's memory kind and size
- * class, and the cost model's inputs per memory kind, flat [0] and
+/* One communicator's plans, keyed by the buffer's memory kind, the form
+ * and the size class, and the cost model's inputs per memory kind, flat [0] and
  * hierarchical [1] (measured on the inter-node transport), with the rate
  * inside a node.  A front end's communicator owns one (the MPI and the NCCL
  * front ends each theirs: plans are keyed by the transport too).  Zeroed:
  * nothing measured, nothing planned. */
 typedef struct hp_planner {
-    int              have_inputs[HP_PLAN_MEM_KINDS][2], inputs_kind[HP_PLAN_MEM_KINDS][2];
-    hp_plan_inputs_t inputs[HP_PLAN_MEM_KINDS][2];
+    int              have_inputs[HP_PLAN_KEYS][2], inputs_kind[HP_PLAN_KEYS][2];
+    hp_plan_inputs_t inputs[HP_PLAN_KEYS][2];
     double           intra_bw;
-    hp_plan_slot_t   plans[HP_PLAN_MEM_KINDS][HP_PLAN_CLASSES];
+    hp_plan_slot_t   plans[HP_PLAN_KEYS][HP_PLAN_CLASSES];
     int              warned_budget;
 } hp_planner_t;
 
@@ -142,12 +143,21 @@ typedef struct hp_plan_comm {
     int                          hier_avail, hier_2d, node_size, nodes;
     int                          mem_kind;    /* the plans' key: the buffers' memory, agreed
                                                * (0 host, 1 device; 0 when the ranks differ) */
+    int                          form;        /* 1: the call runs the residual-free form of
+                                               * the compressor (kind and sum_kind are its):
+                                               * a key of the plans apart from the form's 0 */
     hp_transport_t              *all;         /* every rank: the agreements */
     hp_transport_t              *algo[2];     /* the algorithm's ranks, flat and hierarchical
                                                * (NULL: this rank is not one) */
     hp_transport_t              *node;        /* inside the node */
     hp_mem_t                    *mem;         /* the call's memory: codecs are timed on it */
 } hp_plan_comm_t;
+
+/* The plans' key of pc's call: memory kind and form. */
+static inline int hp_plan_key(const struct hp_plan_comm *pc)
+{
+    return pc->mem_kind + HP_PLAN_MEM_KINDS * (pc->form != 0);
+}
 
 /* Size class of a call of `bytes`. */
 int hp_plan_size_class(size_t bytes);

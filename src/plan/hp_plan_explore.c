@@ -113,7 +113,7 @@ static hp_status_t candidates(hp_planner_t *pl, const hp_plan_comm_t *pc, hp_pla
     size_t part_bytes = (size_t)hp_cfg_i(pc->cfg, HP_S_PARTITION_BYTES);
     int allow_plain = (int)hp_cfg_i(pc->cfg, HP_S_ALLOW_PLAIN);
     int budget = comm_budget(pc), modes = plan_modes(pc), nall = 0;
-    const int mk = pc->mem_kind;
+    const int mk = hp_plan_key(pc);
     double best = INFINITY;
     hp_plan_t all[2 * HP_ALGO_COUNT];
     hp_codecs_t cc = comm_codecs(pc);
@@ -156,7 +156,7 @@ hp_status_t hp_plan_for(hp_planner_t *pl, const hp_plan_comm_t *pc, size_t count
     size_t part_bytes = (size_t)hp_cfg_i(pc->cfg, HP_S_PARTITION_BYTES);
     int allow_plain = (int)hp_cfg_i(pc->cfg, HP_S_ALLOW_PLAIN);
     int modes = plan_modes(pc);
-    const int mk = pc->mem_kind;
+    const int mk = hp_plan_key(pc);
     hp_plan_slot_t *ps = &pl->plans[mk][hp_plan_size_class(count * sizeof(float))];
     hp_status_t st;
 
@@ -262,11 +262,12 @@ void hp_plan_report(const hp_plan_comm_t *pc, hp_plan_slot_t *ps, double t, size
 
 void hp_plan_text(const hp_planner_t *pl, size_t bytes, char *buf, size_t len)
 {
-    /* host memory's plan, else the device's (the API names no memory) */
+    /* host memory's plan, else the device's (the API names no memory), of
+     * the compressor's own form before the residual-free one's */
     int c = hp_plan_size_class(bytes);
     const hp_plan_slot_t *ps = &pl->plans[0][c];
-    if (ps->state == 0)
-        ps = &pl->plans[1][c];
+    for (int k = 1; k < HP_PLAN_KEYS && ps->state == 0; k++)
+        ps = &pl->plans[k][c];
     if (ps->state == 2)
         hp_plan_str(&ps->chosen, buf, len);
     else

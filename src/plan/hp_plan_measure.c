@@ -125,7 +125,7 @@ static hp_status_t measure_inputs(const hp_plan_comm_t *pc, hp_transport_t *ac, 
 hp_status_t hp_plan_ensure_inputs(hp_planner_t *pl, const hp_plan_comm_t *pc, int hier)
 {
     hp_status_t st = HP_OK;
-    const int mk = pc->mem_kind;
+    const int mk = hp_plan_key(pc);
     hp_transport_t *ac = pc->algo[hier];
     hp_plan_inputs_t in;
     double v[5] = {0, 0, 0, 0, 0}, vmax[5];
