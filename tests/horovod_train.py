@@ -67,8 +67,9 @@ def main():
     torch.manual_seed(args.seed)
     torch.set_num_threads(1)
     if rank == 0 and not args.single_group and os.environ.get("HOROVOD_FUSION_THRESHOLD") != "0":
-        print("horovod_train: warning: HOROVOD_FUSION_THRESHOLD is not 0: Horovod fuses gradients into a "
-              "buffer whose layout changes from step to step", file=sys.stderr, flush=True)
+        print("horovod_train: note: HOROVOD_FUSION_THRESHOLD is not 0: Horovod fuses gradients into a "
+              "buffer whose layout changes from step to step (hipress runs its residual-free form there)",
+              file=sys.stderr, flush=True)
 
     x, y = load_digits(return_X_y=True)
     x = (x / 16.0).astype(np.float32)

@@ -7,7 +7,8 @@
 # compares hashes); hipress compressed the gradients (HIPRESS_STATS=1 table,
 # rank 0); Horovod's integer coordination calls passed through; residual keys
 # did not keep growing; the test accuracy is within ACC_MARGIN of the plain
-# run's.
+# run's.  Then the same pair with Horovod's default fusion: the fused
+# buffer runs onebit's residual-free form (HIPRESS_STAGING_FORM).
 #
 # Skips (exit 77) when the Horovod venv is missing: scripts/install_horovod.sh
 # makes it (HP_HOROVOD_VENV names another one); scripts/test.sh (CI) installs
@@ -44,11 +45,12 @@ trap 'rm -f "$out" "$err"' EXIT
 
 # train LABEL MPIRUN_ARGS...: run the program, leave its output in $out and
 # $err; 0 when it printed its ok line
+FUSION=0
 train() {
     label=$1
     shift
     t0=$(date +%s)
-    hp_mpirun $NP -x HOROVOD_CPU_OPERATIONS=MPI -x HOROVOD_FUSION_THRESHOLD=0 "$@" \
+    hp_mpirun $NP -x HOROVOD_CPU_OPERATIONS=MPI -x HOROVOD_FUSION_THRESHOLD=$FUSION "$@" \
         "$PY" "$HP_SRCDIR/tests/horovod_train.py" --steps "$STEPS" --seed "$SEED" >"$out" 2>"$err"
     rc=$?
     echo "# $label: exit $rc, $(($(date +%s) - t0)) s: $(grep '^horovod_train:' "$out")"
@@ -124,5 +126,31 @@ echo "# test accuracy: plain $acc_plain, onebit $acc_onebit (bound: plain - $ACC
 awk -v p="$acc_plain" -v c="$acc_onebit" -v m="$ACC_MARGIN" -v f="$ACC_FLOOR" \
     'BEGIN { exit !(p >= f && c >= p - m) }' ||
     hp_fail "accuracy out of bounds: plain $acc_plain, onebit $acc_onebit"
+[ $status -eq 0 ] || cat "$out" "$err"
+
+# Horovod's default fusion (128 MiB, 1 ms cycles): the gradients are fused
+# into a buffer whose layout changes from step to step, a staging buffer, so
+# onebit runs its residual-free form there (q2 stochastic; the stable
+# buffers of tensors reduced alone keep onebit with its residual).  Checks:
+# replicas identical, calls compressed, most of them in the form, no
+# error, no staging warning, accuracy within ACC_MARGIN of plain with fusion.
+FUSION=134217728
+train "plain, fusion on" || exit $status
+acc_fplain=$(field "test accuracy")
+train "onebit, fusion on" -x LD_PRELOAD="$HP_PRELOAD" -x HIPRESS_COMPRESSOR=onebit -x HIPRESS_ALGO=ps \
+    -x HIPRESS_PARTITION_BYTES=256K -x HIPRESS_MIN_BYTES=1M -x HIPRESS_STATS=1 || exit $status
+acc_fonebit=$(field "test accuracy")
+sed -n '/^hipress statistics/,/^  non-finite/p' "$err" | sed 's/^/# /'
+comp=$(row 'compressed')
+form=$(sed -n 's/^  staging buffers  *\([0-9][0-9]*\) calls in the residual-free form.*/\1/p' "$err")
+[ "$comp" -ge "$STEPS" ] || hp_fail "fusion on: $comp compressed calls in $STEPS steps"
+[ "${form:-0}" -gt 0 ] && [ "$((2 * ${form:-0}))" -ge "$comp" ] ||
+    hp_fail "fusion on: ${form:-0} of $comp compressed calls in the residual-free form, want most"
+[ "$(row 'errors')" = 0 ] || hp_fail "fusion on: the table reports errors"
+! grep -q "staging buffer, such as" "$err" || hp_fail "fusion on: a staging-buffer warning in the default form"
+echo "# fusion on, test accuracy: plain $acc_fplain, onebit $acc_fonebit ($form of $comp calls residual-free)"
+awk -v p="$acc_fplain" -v c="$acc_fonebit" -v m="$ACC_MARGIN" -v f="$ACC_FLOOR" \
+    'BEGIN { exit !(p >= f && c >= p - m) }' ||
+    hp_fail "fusion on: accuracy out of bounds: plain $acc_fplain, onebit $acc_fonebit"
 [ $status -eq 0 ] || cat "$out" "$err"
 exit $status
