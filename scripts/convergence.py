@@ -55,7 +55,7 @@ Configurations (--config SPEC, repeatable, and/or --preset NAME):
 
 Separators after the first ':' may be ',' or ':'.  Script-level keys, not
 sent to hipress: label=TEXT (the name in tables), lr=, momentum= (optimizer),
-layerwise=1 (powersgd reference only, below).  Every config trains with the
+layerwise=1 (powersgd reference only, below), layout=fused (below).  Every config trains with the
 same optimizer (momentum 0.9 unless momentum= is given): dgc's defaults have
 its momentum correction off (HIPRESS_DGC_MOMENTUM=0), for an optimizer with
 momentum of its own; set dgc_momentum=0.9,momentum=0 to try the DGC paper's
@@ -106,7 +106,19 @@ references), quick (plain, onebit under auto and ps: the CI test), sum
 reference, ps with sum_codec=auto, =same (the worker's codec, the form
 before sum codecs), the other of q2 and q4 (auto is q4 for onebit and tbq,
 q2 for terngrad), and auto), sumcore (sum without the q2/q4 pair), sumci (onebit's
-reference and ps with its sum codec: the CI's paired check).
+reference and ps with its sum codec: the CI's paired check), fused (issue
+14: plain, and every compressor and q4 under auto with layout=fused and
+min_bytes=0).
+
+layout=fused reduces the gradient the way Horovod's fusion does: each step
+the tensors (weights and biases) are put in a random order, cut into one to
+three groups at random places (the same on every rank: seeded by the run
+seed and the step), and each group is copied into one persistent fusion
+buffer at offset 0, reduced there (MPI_Allreduce of the group's count at the
+buffer's one address) and copied back.  The address sees changing counts and
+layouts, so hipress treats it as a staging buffer: every compressor that
+needs error feedback runs its residual-free form there
+(HIPRESS_STAGING_FORM, doc/usage.md).
 
 Output (rank 0).  PREFIX.csv, one table, rows of three kinds (column
 `record`), appended run by run (--resume skips runs already there):
@@ -186,7 +198,7 @@ ALGOS = ("auto", "ring", "tree", "ps", "allgather")
 TRANSPORT_KEYS = {"algo", "sum_codec", "partition_bytes", "min_bytes", "allow_plain", "hierarchical",
                   "node_size", "net_gbps", "net_latency_us", "isa", "debug", "stats",
                   "verify", "residual_max_mb", "enable"}
-SCRIPT_KEYS = {"label", "lr", "momentum", "ref", "layerwise"}
+SCRIPT_KEYS = {"label", "lr", "momentum", "ref", "layerwise", "layout"}
 TRAIN_KEYS = ("lr", "momentum")
 PARAM_FIELDS = {"onebit_block": int, "tbq_threshold": float, "tbq_scale": float,
                 "terngrad_bits": int, "sparse_ratio": float, "sample_ratio": float,
@@ -314,10 +326,12 @@ def preset(name):
         return [s for s in preset("sum") if "sum_codec=q" not in s]
     if name == "sumci":         # CI: onebit's ps with its sum codec against its textbook form
         return ["onebit:ref", "onebit:algo=ps,sum_codec=auto"]
+    if name == "fused":         # issue 14: a fusion buffer's changing layout, every compressor's form
+        return ["plain"] + ["%s:algo=auto,layout=fused,min_bytes=0" % c for c in COMPRESSORS + ("q4",)]
     raise ValueError("unknown preset %r (%s)" % (name, ", ".join(PRESETS)))
 
 
-PRESETS = ("full", "auto", "np8", "trial", "quick", "sum", "sumcore", "sumci")
+PRESETS = ("full", "auto", "np8", "trial", "quick", "sum", "sumcore", "sumci", "fused")
 
 
 # -------------------------------------------------------------- statistics
@@ -908,6 +922,11 @@ def train(args, cfg, seed, data, lib, world):
     reduce_s = 0.0
     step = 0
     buf = np.zeros(2, np.float64)
+    fused = cfg.keys.get("layout") == "fused" and ref is None
+    if cfg.keys.get("layout", "fused") != "fused":
+        raise ValueError("config %r: layout=fused is the only layout" % cfg.spec)
+    offs = np.cumsum([0] + [int(np.prod(sh)) for sh in model.shapes])
+    fbuf = np.zeros(model.n, np.float32) if fused else None
     s0 = lib.stats()
     world.Barrier()
     t0 = time.perf_counter()
@@ -922,7 +941,24 @@ def train(args, cfg, seed, data, lib, world):
                 buf[0] = model.gradient(data.xtr[mine], data.ytr[mine])
                 buf[1] = len(mine)
                 t1 = time.perf_counter()
-                if ref is None:
+                if fused:
+                    rng = np.random.default_rng([seed, 7, step])
+                    order = rng.permutation(len(model.shapes))
+                    k = int(rng.integers(1, 4))
+                    cuts = sorted(rng.choice(np.arange(1, len(order)), size=k - 1, replace=False)) if k > 1 else []
+                    for grp in np.split(order, cuts):
+                        cnt = 0
+                        for t in grp:
+                            ln = offs[t + 1] - offs[t]
+                            fbuf[cnt:cnt + ln] = model.g[offs[t]:offs[t + 1]]
+                            cnt += ln
+                        comm.Allreduce(MPI.IN_PLACE, fbuf[:cnt], op=MPI.SUM)
+                        cnt = 0
+                        for t in grp:
+                            ln = offs[t + 1] - offs[t]
+                            model.g[offs[t]:offs[t + 1]] = fbuf[cnt:cnt + ln]
+                            cnt += ln
+                elif ref is None:
                     comm.Allreduce(MPI.IN_PLACE, model.g, op=MPI.SUM)
                 else:
                     ref.reduce(model.g, step)
