@@ -343,6 +343,25 @@ static unsigned long long volume_of(const char *algo, const char *w, const char 
     return want;
 }
 
+/* The two calls of a staging case on c: n1 floats at a (the first count),
+ * then n2 at `second` (a again on rank 0, another buffer elsewhere),
+ * integer-valued or gradient-like; the stats around the second call in
+ * *s0, *s1.  Returns the calls' codes or-ed. */
+static int staging_pair(MPI_Comm c, float *a, float *second, size_t n1, size_t n2, int integer,
+                        hipress_stats_t *s0, hipress_stats_t *s1)
+{
+    int rc;
+    for (size_t i = 0; i < n1; i++)
+        a[i] = input(rank, i, 0);
+    rc = MPI_Allreduce(MPI_IN_PLACE, a, (int)n1, MPI_FLOAT, MPI_SUM, c);
+    for (size_t i = 0; i < n2; i++)
+        second[i] = input(rank, i, integer);
+    hipress_stats_get(s0);
+    rc |= MPI_Allreduce(MPI_IN_PLACE, second, (int)n2, MPI_FLOAT, MPI_SUM, c);
+    hipress_stats_get(s1);
+    return rc;
+}
+
 /* A staging buffer on rank 0 alone: rank 0 reduces one address with two
  * counts, the other ranks use a new address for each count, so only rank 0
  * can tell.  The call with the second count must run the residual-free
@@ -372,14 +391,7 @@ static void test_staging(void)
             double num = 0, den = 0, bound = 0.75 * (al + 1);   /* per stochastic q2 stage, of sum |g| */
             int rc;
             hipress_comm_set(c, "HIPRESS_HIERARCHICAL", "off");
-            for (size_t i = 0; i < n1; i++)
-                a[i] = input(rank, i, 0);
-            rc = MPI_Allreduce(MPI_IN_PLACE, a, (int)n1, MPI_FLOAT, MPI_SUM, c);
-            for (size_t i = 0; i < n2; i++)
-                second[i] = input(rank, i, 0);
-            hipress_stats_get(&s0);
-            rc |= MPI_Allreduce(MPI_IN_PLACE, second, (int)n2, MPI_FLOAT, MPI_SUM, c);
-            hipress_stats_get(&s1);
+            rc = staging_pair(c, a, second, n1, n2, 0, &s0, &s1);
             EXPECT(rc == MPI_SUCCESS && s1.compressed == s0.compressed + 1, "staging %s %s: not compressed",
                    cs[k].comp, algo);
             EXPECT(s1.bytes_wire - s0.bytes_wire == want, "staging %s %s at np %d: rank %d sent %llu bytes, "
@@ -410,14 +422,7 @@ static void test_staging(void)
         hipress_stats_t s0, s1;
         int rc, bad = 0, held = 0;
         hipress_comm_set(c, "HIPRESS_STAGING_FORM", "exact");
-        for (size_t i = 0; i < n1; i++)
-            a[i] = input(rank, i, 0);
-        rc = MPI_Allreduce(MPI_IN_PLACE, a, (int)n1, MPI_FLOAT, MPI_SUM, c);
-        for (size_t i = 0; i < n2; i++)
-            second[i] = input(rank, i, 1);
-        hipress_stats_get(&s0);
-        rc |= MPI_Allreduce(MPI_IN_PLACE, second, (int)n2, MPI_FLOAT, MPI_SUM, c);
-        hipress_stats_get(&s1);
+        rc = staging_pair(c, a, second, n1, n2, 1, &s0, &s1);
         for (size_t i = 0; i < n2; i++) {
             double e = 0;
             for (int j = 0; j < nranks; j++)
