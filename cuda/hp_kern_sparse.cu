@@ -125,6 +125,11 @@ __global__ static void __launch_bounds__(1024) k_sparse_select(const float *g, f
     if (s_nnz > k) {
         pick(0, hist, &s_kk, &s_prefix, &s_above);
         d0 = s_prefix >> hp_k_radix_shift(0);
+        /* every thread reads hist[d0] here, and pass 1 zeroes hist: the
+         * barrier after the list (taken by every thread, whichever branch)
+         * keeps a late warp from reading a zeroed bin and taking the other
+         * branch, with other barrier counts and a list written past
+         * CAND_CAP */
         use_list = s_above + hist[d0] <= CAND_CAP;
         if (use_list) {
             /* the candidates: first digit at least d0 */
@@ -136,8 +141,8 @@ __global__ static void __launch_bounds__(1024) k_sparse_select(const float *g, f
                     cmag[at] = mag;
                 }
             }
-            __syncthreads();
         }
+        __syncthreads();
         for (int pass = 1; pass < 3; pass++) {
             const uint32_t prefix = s_prefix;
             for (unsigned i = threadIdx.x; i < HP_K_RADIX_BINS; i += blockDim.x)
