@@ -39,12 +39,14 @@ SYS_PYTHON=/usr/bin/python3
 # (libtorch-dev) and pybind11 (torch/extension.h includes it), a compiler,
 # CMake, Open MPI's headers and mpirun, venv support, Horovod's Python
 # dependencies (cloudpickle, cffi, psutil, pyyaml, packaging), wheel for building
-# without build isolation, and scikit-learn for the test's data set.
+# without build isolation, scikit-learn for the test's data set, and
+# torchvision (Debian's 0.14, built for its torch 1.13) for the ResNet-18 of
+# scripts/train_bench.sh.
 PACKAGES="
 python3 python3-dev python3-venv python3-wheel python3-setuptools
 python3-numpy python3-torch libtorch-dev pybind11-dev
 python3-cloudpickle python3-cffi python3-psutil python3-yaml python3-packaging
-python3-sklearn
+python3-sklearn python3-torchvision
 cmake make g++ libopenmpi-dev openmpi-bin
 "
 
@@ -54,9 +56,11 @@ die() {
     exit 1
 }
 
-# 0 when $VENV holds a Horovod that imports with PyTorch and was built with MPI
+# 0 when $VENV holds a Horovod that imports with PyTorch and was built with
+# MPI, and sees torchvision
 venv_ok() {
     [ -x "$VENV/bin/python" ] || return 1
+    "$VENV/bin/python" -c 'import torchvision' >/dev/null 2>&1 || return 1
     "$VENV/bin/python" -c 'import horovod, horovod.torch as hvd; assert horovod.__version__ == "'"$HVD_VERSION"'"' \
         >/dev/null 2>&1 || return 1
     [ -x "$VENV/bin/horovodrun" ] || return 1
