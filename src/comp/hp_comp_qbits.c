@@ -35,6 +35,10 @@
  * input must leave all of it untouched); then per block: v = in + r in
  * place of r, min/max, and, with the block in cache, codes, the new
  * residual and the packing.
+ *
+ * Device kernels (cuda/hp_codec_quant.c, format HP_GPU_FMT_Q): the same
+ * bytes and residual bits (cuda/hp_kern.h hp_k_q_v, hp_k_q_code); a device
+ * buffer, and an owner's sum re-encoded by a q sum codec, encode there.
  */
 #include "hp_comp.h"
 #include "hp_ops.h"
@@ -225,6 +229,21 @@ static int q_decode(const void *payload, size_t len, size_t n, float *out, int a
     return HIPRESS_COMP_OK;
 }
 
+/* The device format (cuda/hp_codec_quant.c, format q of hp_gpu_fmt.def):
+ * blocks of B, b bits a code, the rounding; the payload this file's size. */
+static hp_status_t q_gpu_fmt(const hipress_comp_params_t *p, size_t n, unsigned b, hp_gpu_fmt_t *f)
+{
+    const uint32_t B = block_of(p);
+    if (!block_ok(B) || p->q_rounding > 1)
+        return HP_ERR_INVALID;
+    f->id = HP_GPU_FMT_Q;
+    f->block = B;
+    f->iarg[0] = b;
+    f->iarg[1] = p->q_rounding;
+    f->payload = payload_bytes(n, b, B);
+    return HP_OK;
+}
+
 /* One row per bit width: the same code with b fixed. */
 #define Q_DEFINE(B_)                                                                              \
     static size_t q##B_##_max_payload(size_t n, const hipress_comp_params_t *p)                   \
@@ -239,6 +258,12 @@ static int q_decode(const void *payload, size_t len, size_t n, float *out, int a
                               int accumulate, const hipress_comp_params_t *p)                     \
     {                                                                                             \
         return q_decode(payload, len, n, out, accumulate, B_, p);                                 \
+    }                                                                                             \
+    static hp_status_t q##B_##_gpu_fmt(const hipress_comp_params_t *p, size_t n, size_t k,        \
+                                       hp_gpu_fmt_t *f)                                           \
+    {                                                                                             \
+        (void)k;                                                                                  \
+        return q_gpu_fmt(p, n, B_, f);                                                            \
     }                                                                                             \
     const hipress_compressor_v1_t hp_comp_q##B_ = {                                               \
         .abi_version = HIPRESS_COMPRESSOR_ABI_VERSION,                                            \
@@ -255,7 +280,7 @@ static int q_decode(const void *payload, size_t len, size_t n, float *out, int a
         .qclass = HP_QCLASS_QUANT,                                                                \
         .max_stages = 1, /* the class default: no convergence study of the q codecs yet */       \
         .grain = q_grain,                                                                         \
-        .gpu = HP_GPU_FMT_HOST, /* no device kernels yet: device buffers encode on host copies */ \
+        .gpu_fmt = q##B_##_gpu_fmt,                                                               \
         .owner_free = (B_) >= 4, /* as an owner's sum codec (doc/accuracy.md, 'Sum codecs') */   \
     };
 
