@@ -33,8 +33,11 @@
  * Passes: with a residual, a read-only check of the input's largest |in|
  * first (the residual is then written block by block, and a non-finite
  * input must leave all of it untouched); then per block: v = in + r in
- * place of r, min/max, and, with the block in cache, codes, the new
- * residual and the packing.
+ * place of r, min/max, and, with the block in cache, the codes packed in
+ * registers and the new residual in one pass (quant_near_pack,
+ * quant_stoch_pack), while the next block's input and residual are
+ * prefetched (the quantisation overlaps the memory reads of the next
+ * block's min/max pass).
  *
  * Device kernels (cuda/hp_codec_quant.c, format HP_GPU_FMT_Q): the same
  * bytes and residual bits (cuda/hp_kern.h hp_k_q_v, hp_k_q_code); a device
@@ -162,22 +165,31 @@ static int q_encode(const hipress_encode_args_t *a, unsigned b, size_t *len_p, i
             inv = 0.0f;
         }
         memcpy(out + 8 * j, pair, 8);
+        if (j + 1 < nb) {
+            /* the next block's input and residual on their way from memory
+             * while this one is quantised in cache */
+            const size_t s1 = s + B, m1 = HP_MIN((size_t)B, n - s1);
+            for (size_t i = 0; i < m1; i += 16) {
+                __builtin_prefetch(a->in + s1 + i);
+                if (res != NULL)
+                    __builtin_prefetch(res + s1 + i, 1);
+            }
+        }
         for (size_t c = 0; c < m; c += HP_OPS_CHUNK) {
             const size_t k = HP_MIN((size_t)HP_OPS_CHUNK, m - c);
             float *rout = res != NULL ? res + s + c : NULL;
+            uint8_t *pk = packed + (s + c) * b / 8;
             if (pair[1] == 0.0f) {
                 memset(codes, 0, k);
                 if (rout != NULL)
                     ops->dequant(codes, k, pair[0], 0.0f, 0.0f, rout, HP_OUT_SUB);
+                ops->pack(codes, k, b, pk);
             } else if (stoch) {
                 ops->rng_unit(key, a->rng_offset + s + c, k, u);
-                ops->quant_stoch(v + c, u, k, pair[0], inv, levels, codes);
-                if (rout != NULL)
-                    ops->dequant(codes, k, pair[0], 0.0f, pair[1], rout, HP_OUT_SUB);
+                ops->quant_stoch_pack(v + c, u, k, pair[0], inv, pair[1], levels, b, pk, rout);
             } else {
-                ops->quant_near(v + c, k, pair[0], inv, pair[1], levels, codes, rout);
+                ops->quant_near_pack(v + c, k, pair[0], inv, pair[1], levels, b, pk, rout);
             }
-            ops->pack(codes, k, b, packed + (s + c) * b / 8);
         }
     }
     *len_p = payload_bytes(n, b, B);
