@@ -1,9 +1,9 @@
 /*
  * The device codec's rows of the block quantisers (hp_codec_fmt.h): onebit,
- * tbq and terngrad, on the kernels of cuda/hp_kern_quant.cu.  onebit and
- * tbq encode in pieces of whole blocks, each piece's two regions (scales or
- * thresholds, then bits or codes) copied to the host as soon as its kernel
- * ran; terngrad encodes the message at once.  The host checks what a
+ * tbq, terngrad and q (q2, q4, q8), on the kernels of cuda/hp_kern_quant.cu.
+ * onebit and tbq encode in pieces of whole blocks, each piece's two regions
+ * (scales or thresholds, then bits or codes) copied to the host as soon as
+ * its kernel ran; terngrad and q encode the message at once.  The host checks what a
  * decoder can see without every element (length, padding, scales and
  * ranges); the kernels check the rest.
  */
@@ -195,4 +195,39 @@ static int tg_decode(hp_codec_t *cx, const hp_gpu_dec_t *d, const uint8_t *dp, s
 
 const hp_codec_fmt_t hp_codec_fmt_terngrad = {
     .enc_ok = tg_enc_ok, .encode = tg_encode, .check = tg_check, .decode = tg_decode,
+};
+
+/* --------------------------------------------------------- q2, q4, q8 */
+
+/* terngrad's payload (nb pairs, then the codes of iarg[0] bits: 2, 4, 8),
+ * made with a residual and either rounding (iarg[1]); terngrad's host
+ * checks and decoder, which are the CPU q decoder's checks.  A dense
+ * message: the mask (dgc's momentum, when q re-encodes an owner's sum) is
+ * zeroed whole, unless the message is non-finite (as the CPU's
+ * hp_mask_sent). */
+static int q_enc_ok(const hp_gpu_enc_t *e)
+{
+    const uint32_t b = e->fmt.iarg[0];
+    return (b == 2 || b == 4 || b == 8) && e->fmt.iarg[1] <= 1 && hp_codec_block_ok(e->fmt.block) ? 0 : -1;
+}
+
+static int q_encode(hp_codec_t *cx, const hp_gpu_enc_t *e, uint8_t *out, uint8_t *dmsg)
+{
+    const size_t nb = (e->n + e->fmt.block - 1) / e->fmt.block;
+    int st;
+    CK(hp_kl_q_enc(STREAM(cx), e->in, e->residual, e->mask, e->n, e->fmt.block, e->fmt.iarg[0], e->fmt.iarg[1],
+                   e->rng_key, e->rng_offset, dmsg, dmsg + 8 * nb, hp_codec_info(cx)));
+    if ((st = hp_codec_to_copy(cx)) != HP_GPU_OK || (st = hp_codec_put(cx, out, dmsg, 0, e->fmt.payload)) != HP_GPU_OK)
+        return st;
+    return HP_GPU_OK;
+}
+
+static int q_check(const hp_gpu_dec_t *d, const uint8_t *p, size_t plen)
+{
+    const uint32_t b = d->fmt.iarg[0];
+    return (b == 2 || b == 4 || b == 8) ? tg_check(d, p, plen) : -1;
+}
+
+const hp_codec_fmt_t hp_codec_fmt_q = {
+    .enc_ok = q_enc_ok, .encode = q_encode, .check = q_check, .decode = tg_decode,
 };

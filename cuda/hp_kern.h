@@ -277,6 +277,42 @@ HP_KD uint32_t hp_k_tg_code(float x, const float pair[2], uint32_t bits, uint64_
     return hp_quant_stoch(x, pair[0], 1.0f / pair[1], hp_rng_unit(key, ctr), (float)((1u << bits) - 1u));
 }
 
+/* ------------------------------------------------------- q2, q4, q8 */
+
+/* The q codecs (src/comp/hp_comp_qbits.c) share terngrad's payload, its
+ * pair (hp_k_tg_pair), its min/max keys and its decoder; they add error
+ * feedback and round to nearest or stochastically.  The value a q encode
+ * quantises: x + r, or x where that reaches 2^126 or is not finite (the
+ * CPU's reset of such an element: its error feedback dropped); x is known
+ * below 2^126 (else the message is non-finite and nothing is written). */
+HP_KD float hp_k_q_v(const float *x, const float *r, size_t i)
+{
+    float t;
+    if (r == NULL)
+        return x[i];
+    t = x[i] + r[i];
+    return (hp_f2u(t) & 0x7fffffffu) >= HP_K_TG_LIMIT_BITS ? x[i] : t;
+}
+
+/* The code of v in a block with pair (min, gap): 0 when gap is +0; else
+ * rounded to nearest, or stochastically with the counter generator's u of
+ * element ctr (rng_offset + i), as the CPU's quant_near and quant_stoch. */
+HP_KD uint32_t hp_k_q_code(float v, const float pair[2], uint32_t bits, uint32_t stoch, uint64_t key, uint64_t ctr)
+{
+    const float levels = (float)((1u << bits) - 1u);
+    if (hp_f2u(pair[1]) == 0)
+        return 0;
+    if (stoch)
+        return hp_quant_stoch(v, pair[0], 1.0f / pair[1], hp_rng_unit(key, ctr), levels);
+    return hp_quant_near(v, pair[0], 1.0f / pair[1], levels);
+}
+
+/* The new residual: v - decode (min + code * gap; min + 0 in a gap-0 block). */
+HP_KD float hp_k_q_resid(float v, uint32_t code, const float pair[2])
+{
+    return v - hp_dequant(code, pair[0], 0.0f, pair[1]);
+}
+
 /* ------------------------------------------------------------ sparse */
 
 /* u' = m u + g (dgc's velocity, state present) or g; v = r + u' or u'. */

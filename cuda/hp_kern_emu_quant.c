@@ -1,5 +1,5 @@
 /*
- * The kernels of cuda/hp_kern_quant.cu (onebit, tbq, terngrad) run
+ * The kernels of cuda/hp_kern_quant.cu (onebit, tbq, terngrad, q) run
  * serially on the host, over the same grid and per-thread functions, as
  * cuda/hp_kern_emu.c says.
  */
@@ -280,6 +280,58 @@ int hp_kl_tg_dec(void *stream, const uint8_t *pairs, const uint8_t *codes, size_
         if (hp_f2u(pr[1]) == 0 && c != 0)
             bad[0] |= HP_K_F_BAD;
         hp_k_store(dst, i, hp_dequant(c, pr[0], 0.0f, pr[1]), accumulate);
+    }
+    return 0;
+}
+
+/* --------------------------------------------------------- q2, q4, q8 */
+
+int hp_kl_q_enc(void *stream, const float *x, float *r, float *mask, size_t n, uint32_t B, uint32_t bits,
+                uint32_t stoch, uint64_t key, uint64_t ctr0, uint8_t *pairs, uint8_t *codes, uint32_t *flags)
+{
+    const size_t nb = (n + B - 1) / B, per = 8 / bits;
+    uint32_t absmax = 0;
+    (void)stream;
+    x = P(const float *, x);
+    r = P(float *, r);
+    mask = P(float *, mask);
+    pairs = P(uint8_t *, pairs);
+    codes = P(uint8_t *, codes);
+    flags = P(uint32_t *, flags);
+    /* pass A (read only): per block, min and max of v with their keys, the
+     * largest |x| of the message, the pair by one thread */
+    for (size_t b = 0; b < nb; b++) {
+        hp_k_mm_t a;
+        float pr[2];
+        hp_k_mm_init(&a);
+        for (size_t i = b * B; i < n && i < (b + 1) * B; i++) {
+            hp_k_mm_add(&a, hp_k_q_v(x, r, i), hp_k_mm_key(i));
+            absmax = hp_k_absmax_step(absmax, x[i]);
+        }
+        hp_k_tg_pair(a.mn, a.mx, bits, pr);
+        memcpy(pairs + 8 * b, pr, 8);
+    }
+    if (absmax >= HP_K_TG_LIMIT_BITS) {
+        flags[0] |= HP_K_F_NONFINITE;
+        return 0;
+    }
+    /* pass B: one byte of codes per thread (a byte never straddles blocks),
+     * and the residuals (and mask) of its elements */
+    for (size_t o = 0; o * per < n; o++) {
+        uint32_t byte = 0;
+        float pr[2];
+        memcpy(pr, pairs + 8 * (o * per / B), 8);
+        for (size_t j = 0; j < per && o * per + j < n; j++) {
+            size_t i = o * per + j;
+            float v = hp_k_q_v(x, r, i);
+            uint32_t c = hp_k_q_code(v, pr, bits, stoch, key, ctr0 + i);
+            byte |= c << (j * bits);
+            if (r != NULL)
+                r[i] = hp_k_q_resid(v, c, pr);
+            if (mask != NULL)
+                mask[i] = 0.0f;
+        }
+        codes[o] = (uint8_t)byte;
     }
     return 0;
 }

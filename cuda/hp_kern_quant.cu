@@ -1,8 +1,9 @@
 /*
  * The CUDA kernels of the block quantisers and their launchers
- * (hp_klaunch.h): onebit, tbq, terngrad.  Shells around hp_kern.h's
- * per-thread functions, as in cuda/hp_kern.cu; cuda/hp_kern_emu_quant.c
- * runs the same grid on the host.  Built with --fmad=false.
+ * (hp_klaunch.h): onebit, tbq, terngrad, q2/q4/q8.  Shells around
+ * hp_kern.h's per-thread functions, as in cuda/hp_kern.cu;
+ * cuda/hp_kern_emu_quant.c runs the same grid on the host.  Built with
+ * --fmad=false.
  */
 #include "hp_kern_cu.cuh"
 
@@ -502,5 +503,84 @@ extern "C" int hp_kl_tg_dec(void *stream, const uint8_t *pairs, const uint8_t *c
     if (n == 0)
         return 0;
     k_tg_dec<<<grid_for(n, 4), TPB, 0, (cudaStream_t)stream>>>(pairs, codes, n, B, bits, dst, accumulate, bad);
+    return launched();
+}
+
+/* --------------------------------------------------------- q2, q4, q8 */
+
+/* terngrad's pairs kernel on v = x + r (hp_k_q_v, read only: the residual
+ * is written by k_q_codes once the whole input is known to be in range),
+ * and the largest |x| of the message. */
+__global__ static void k_q_pairs(const float *x, const float *r, size_t n, uint32_t B, uint32_t bits, uint8_t *pairs,
+                                 uint32_t *flags)
+{
+    __shared__ hp_k_mm_t sm[TPB];
+    const size_t span = B > TG_SPAN ? B : TG_SPAN, base = (size_t)blockIdx.x * span;
+    uint32_t absmax = 0;
+    for (size_t b0 = base; b0 < n && b0 < base + span; b0 += B) {
+        const size_t end = n - b0 < B ? n : b0 + B;
+        hp_k_mm_t a;
+        hp_k_mm_init(&a);
+        for (size_t i = b0 + threadIdx.x; i < end; i += TPB) {
+            hp_k_mm_add(&a, hp_k_q_v(x, r, i), hp_k_mm_key(i));
+            absmax = hp_k_absmax_step(absmax, x[i]);
+        }
+        sm[threadIdx.x] = a;
+        __syncthreads();
+        for (unsigned s = TPB / 2; s > 0; s >>= 1) {
+            if (threadIdx.x < s)
+                hp_k_mm_merge(&sm[threadIdx.x], &sm[threadIdx.x + s]);
+            __syncthreads();
+        }
+        if (threadIdx.x == 0) {
+            float pr[2];
+            hp_k_tg_pair(sm[0].mn, sm[0].mx, bits, pr);
+            hp_k_st32(pairs + 8 * (b0 / B), hp_f2u(pr[0]));
+            hp_k_st32(pairs + 8 * (b0 / B) + 4, hp_f2u(pr[1]));
+        }
+        __syncthreads();
+    }
+    if (__any_sync(FULL, absmax >= HP_K_TG_LIMIT_BITS) && (threadIdx.x & 31) == 0)
+        atomicOr(flags, HP_K_F_NONFINITE);
+}
+
+/* One byte of codes per thread, and the residuals (and mask) of its
+ * elements. */
+__global__ static void k_q_codes(const float *x, float *r, float *mask, size_t n, uint32_t B, uint32_t bits,
+                                 uint32_t stoch, uint64_t key, uint64_t ctr0, const uint8_t *pairs, uint8_t *codes,
+                                 const uint32_t *flags)
+{
+    const size_t per = 8 / bits, nbytes = (n + per - 1) / per;
+    if (flags[0] & HP_K_F_NONFINITE)
+        return;
+    GRID_STRIDE(o, nbytes) {
+        const uint8_t *pp = pairs + 8 * (o * per / B);   /* a byte never straddles blocks */
+        const float pr[2] = {hp_u2f(hp_k_ld32(pp)), hp_u2f(hp_k_ld32(pp + 4))};
+        uint32_t byte = 0;
+        for (size_t j = 0; j < per && o * per + j < n; j++) {
+            const size_t i = o * per + j;
+            const float v = hp_k_q_v(x, r, i);
+            const uint32_t c = hp_k_q_code(v, pr, bits, stoch, key, ctr0 + i);
+            byte |= c << (j * bits);
+            if (r != NULL)
+                r[i] = hp_k_q_resid(v, c, pr);
+            if (mask != NULL)
+                mask[i] = 0.0f;
+        }
+        codes[o] = (uint8_t)byte;
+    }
+}
+
+extern "C" int hp_kl_q_enc(void *stream, const float *x, float *r, float *mask, size_t n, uint32_t B,
+                           uint32_t bits, uint32_t stoch, uint64_t key, uint64_t ctr0, uint8_t *pairs,
+                           uint8_t *codes, uint32_t *flags)
+{
+    const size_t span = B > TG_SPAN ? B : TG_SPAN;
+    cudaStream_t s = (cudaStream_t)stream;
+    if (n == 0)
+        return 0;
+    k_q_pairs<<<(unsigned)((n + span - 1) / span), TPB, 0, s>>>(x, r, n, B, bits, pairs, flags);
+    k_q_codes<<<grid_for((n * bits + 7) / 8, 1), TPB, 0, s>>>(x, r, mask, n, B, bits, stoch, key, ctr0, pairs,
+                                                             codes, flags);
     return launched();
 }

@@ -7,7 +7,7 @@
  * device, so no host synchronisation is needed between launches.
  *
  * Three builds of these symbols, one per link unit (each split by family of
- * formats: hp_kern.cu the shared kernels, _quant onebit, tbq and terngrad,
+ * formats: hp_kern.cu the shared kernels, _quant onebit, tbq, terngrad and q,
  * _half fp16 and bf16, _sparse graddrop and dgc):
  *   cuda/hp_kern*.cu     the CUDA kernels (libhipress_cuda.so);
  *   cuda/hp_kern_emu*.c  the same grid run serially on the host, over the
@@ -81,6 +81,17 @@ int hp_kl_tg_enc(void *stream, const float *x, size_t n, uint32_t B, uint32_t bi
  * non-zero code in a block whose gap is 0. */
 int hp_kl_tg_dec(void *stream, const uint8_t *pairs, const uint8_t *codes, size_t n, uint32_t B, uint32_t bits,
                  float *dst, int accumulate, uint32_t *bad);
+
+/* q2, q4, q8 encode (src/comp/hp_comp_qbits.c): v = x + r (hp_k_q_v; r
+ * NULL: x), one range per block of B, the pairs and the codes as
+ * terngrad's (its decoder, hp_kl_tg_dec, decodes them), rounded to nearest
+ * (stoch 0) or stochastically (1: counter ctr0 + i under key), and r =
+ * v - decode; mask (dgc's momentum when q re-encodes its sum, or NULL)
+ * zeroed whole: a dense message carries every element.  HP_K_F_NONFINITE
+ * when the largest |x| reaches 2^126 (or is NaN or Inf): then neither the
+ * codes nor r nor mask are written. */
+int hp_kl_q_enc(void *stream, const float *x, float *r, float *mask, size_t n, uint32_t B, uint32_t bits,
+                uint32_t stoch, uint64_t key, uint64_t ctr0, uint8_t *pairs, uint8_t *codes, uint32_t *flags);
 
 /* graddrop / dgc encode (see hp_ops_sparse.h for the rule).  info[0]:
  * flags, info[1]: the number of pairs written to payload. */

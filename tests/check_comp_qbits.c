@@ -187,6 +187,36 @@ START_TEST(test_ops_isa_identical)
                 for (size_t i = 0; i < n; i++)
                     REQUIRE(c1[i] == hp_quant_near(xs[i], lo, 1.0f / gap, L) &&
                             (!(var & 1) || hp_f2u(o1[i]) == hp_f2u(xs[i] - hp_dequant(c1[i], lo, 0.0f, gap))));
+                /* the fused forms (codes packed in the same pass): the
+                 * bytes of quant_near / quant_stoch, dequant and pack, in
+                 * both tables, in place too */
+                for (int st = 0; st < 2; st++) {
+                    const hp_ops_t *tab[2] = {g, v};
+                    uint8_t want[2100], got[2100];
+                    float uu[2100];
+                    g->rng_unit(99 + n, 7, n, uu);
+                    memcpy(o1, xs, 4 * n);
+                    if (st) {
+                        g->quant_stoch(o1, uu, n, lo, 1.0f / gap, L, c1);
+                        if (var & 1)
+                            g->dequant(c1, n, lo, 0.0f, gap, o1, HP_OUT_SUB);
+                    } else {
+                        g->quant_near(o1, n, lo, 1.0f / gap, gap, L, c1, var & 1 ? o1 : NULL);
+                    }
+                    memset(want, 0xa5, sizeof(want));
+                    g->pack(c1, n, b, want);
+                    for (int k = 0; k < 2; k++) {
+                        memcpy(o2, xs, 4 * n);
+                        memset(got, 0xa5, sizeof(got));
+                        if (st)
+                            tab[k]->quant_stoch_pack(o2, uu, n, lo, 1.0f / gap, gap, L, b, got, var & 1 ? o2 : NULL);
+                        else
+                            tab[k]->quant_near_pack(o2, n, lo, 1.0f / gap, gap, L, b, got, var & 1 ? o2 : NULL);
+                        REQUIRE_MSG(!memcmp(want, got, sizeof(got)) && !memcmp(o1, o2, 4 * n),
+                                    "%s_pack table %d n=%zu b=%u var %d", st ? "quant_stoch" : "quant_near", k, n, b,
+                                    var);
+                    }
+                }
             }
         }
     }

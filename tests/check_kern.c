@@ -338,6 +338,69 @@ START_TEST(test_terngrad_signed_zero)
 }
 END_TEST
 
+START_TEST(test_q)
+{
+    /* q2, q4, q8: every width, blocks below, at and above a chunk, both
+     * roundings, with and without a residual, residuals that overflow */
+    static const char *names[] = {"q2", "q4", "q8"};
+    static const uint32_t blocks[] = {32, 512, 4096, 65536};
+    for (size_t w = 0; w < 3; w++) {
+        kcase_t t = tc(names[w], HP_GPU_FMT_Q);
+        for (size_t k = 0; k < HP_ARRAY_SIZE(blocks); k++)
+            for (uint32_t rnd_ = 0; rnd_ < 2; rnd_++)
+                for (int resid = 0; resid < 2; resid++) {
+                    t.p.q_block = blocks[k];
+                    t.p.q_rounding = rnd_;
+                    t.resid = resid;
+                    t.overflow = 0;
+                    sweep(t, k == 1 && resid);
+                    if (resid && k < 2) {
+                        t.overflow = 1;
+                        sweep(t, 0);
+                    }
+                }
+    }
+}
+END_TEST
+
+START_TEST(test_q_signed_zero)
+{
+    /* which zero the CPU's min and max keep, with v = x + r too */
+    kcase_t t = tc("q4", HP_GPU_FMT_Q);
+    for (int resid = 0; resid < 2; resid++) {
+        t.resid = resid;
+        for (size_t n = 1; n < 5000; n = n * 3 + 1)
+            for (uint64_t s = 0; s < 10; s++)
+                compare_encode(&t, n, D_SIGNED_ZERO, s);
+    }
+}
+END_TEST
+
+START_TEST(test_q_hook)
+{
+    /* the hook's format: bits, block, rounding and the encoder's own size;
+     * settings the encoder rejects have no device form either */
+    static const char *names[] = {"q2", "q4", "q8"};
+    for (unsigned w = 0; w < 3; w++) {
+        kcase_t t = tc(names[w], HP_GPU_FMT_Q);
+        hp_gpu_fmt_t f;
+        t.p.q_block = 1024;
+        t.p.q_rounding = 1;
+        ck_assert_int_eq(hp_comp_gpu_fmt(t.kind, &t.p, 100003, 0, &f), HP_OK);
+        ck_assert_uint_eq(f.id, HP_GPU_FMT_Q);
+        ck_assert_uint_eq(f.block, 1024);
+        ck_assert_uint_eq(f.iarg[0], 2u << w);
+        ck_assert_uint_eq(f.iarg[1], 1);
+        ck_assert_uint_eq(f.payload, hp_comp_get(t.kind)->max_payload(100003, &t.p));
+        t.p.q_rounding = 2;
+        ck_assert_int_eq(hp_comp_gpu_fmt(t.kind, &t.p, 100003, 0, &f), HP_ERR_INVALID);
+        t.p.q_rounding = 0;
+        t.p.q_block = 48;
+        ck_assert_int_eq(hp_comp_gpu_fmt(t.kind, &t.p, 100003, 0, &f), HP_ERR_INVALID);
+    }
+}
+END_TEST
+
 START_TEST(test_sparse)
 {
     static const uint32_t blocks[] = {32, 1024, 65536};
@@ -509,15 +572,17 @@ static void compare_reject(const kcase_t *t, size_t n, uint64_t seed)
 
 START_TEST(test_reject)
 {
-    static const char *names[] = {"none", "onebit", "tbq", "terngrad", "graddrop", "fp16", "bf16"};
+    static const char *names[] = {"none", "onebit", "tbq", "terngrad", "graddrop", "fp16", "bf16", "q2", "q4", "q8"};
     static const int fmts[] = {HP_GPU_FMT_NONE, HP_GPU_FMT_ONEBIT, HP_GPU_FMT_TBQ, HP_GPU_FMT_TERNGRAD,
-                               HP_GPU_FMT_SPARSE, HP_GPU_FMT_FP16, HP_GPU_FMT_BF16};
+                               HP_GPU_FMT_SPARSE, HP_GPU_FMT_FP16, HP_GPU_FMT_BF16, HP_GPU_FMT_Q, HP_GPU_FMT_Q,
+                               HP_GPU_FMT_Q};
     static const size_t ns[] = {1, 33, 4097, 20000};
-    for (int k = 0; k < 7; k++) {
+    for (int k = 0; k < 10; k++) {
         kcase_t t = tc(names[k], fmts[k]);
         t.p.onebit_block = 64;
         t.p.tbq_block = 64;
         t.p.fp16_block = 64;
+        t.p.q_block = 64;
         t.p.sparse_ratio = 0.05;
         for (size_t s = 0; s < 4; s++)
             compare_reject(&t, ns[s], 77 + s);
@@ -560,6 +625,9 @@ static Suite *suite(void)
     tcase_add_test(t, test_tbq);
     tcase_add_test(t, test_terngrad);
     tcase_add_test(t, test_terngrad_signed_zero);
+    tcase_add_test(t, test_q);
+    tcase_add_test(t, test_q_signed_zero);
+    tcase_add_test(t, test_q_hook);
     tcase_add_test(t, test_sparse);
     tcase_add_test(t, test_dgc_state);
     tcase_add_test(t, test_fp16);

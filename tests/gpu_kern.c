@@ -364,6 +364,31 @@ int main(int argc, char **argv)
         sweep(t, large, quick ? 1 : 2, 0);
     }
     {
+        static const char *names[] = {"q2", "q4", "q8"};
+        static const uint32_t blocks[] = {32, 512, 4096, 65536};
+        for (size_t w = 0; w < 3; w++) {
+            kc_t t = kc(names[w], HP_GPU_FMT_Q);
+            for (size_t k = 0; k < 4; k++)
+                for (uint32_t rounding = 0; rounding < 2; rounding++)
+                    for (int resid = 0; resid < 2; resid++) {
+                        t.p.q_block = blocks[k];
+                        t.p.q_rounding = rounding;
+                        t.resid = resid;
+                        t.overflow = 0;
+                        sweep(t, small, 9, k == 1 && resid);
+                        if (resid && k == 1) {
+                            t.overflow = 1;
+                            sweep(t, small + 5, 4, 0);
+                        }
+                    }
+            t.p.q_block = 512;
+            t.p.q_rounding = w == 0;
+            t.resid = 1;
+            t.overflow = 0;
+            sweep(t, large, quick ? 1 : 2, 0);
+        }
+    }
+    {
         static const uint32_t blocks[] = {32, 4096, 65536};
         static const double ratios[] = {0.001, 0.01, 0.3};
         kc_t t = kc("graddrop", HP_GPU_FMT_SPARSE);

@@ -27,6 +27,10 @@
  * Rank 0 prints one line per case:
  *   golden <path> <isa> np=<N> <comp> <algo> part=<bytes> n=<count> <hash>
  * where hash combines the 3 results and every rank's 3 residual hashes.
+ * Then ps with a sum codec for its owners (HIPRESS_SUM_CODEC, `<algo>` reads
+ * "ps sum=<codec>"), and the q codecs' stochastic rounding
+ * (HIPRESS_Q_ROUNDING=stochastic: q4 ring, q2 ps, onebit ps with sum codec
+ * q2; "<algo> [sum=<codec>] stochastic"); every other case rounds to nearest.
  * --set NAME=VALUE is applied to every case's communicator after the
  * case's own settings (a perturbation for checking that the test can fail).
  * Rank 0 ends with "golden-done cases=C dev_calls=D"; exit 1 on failure.
@@ -110,6 +114,9 @@ static int set(MPI_Comm c, const char *name, const char *value)
     return rc;
 }
 
+/* HIPRESS_Q_ROUNDING of the cases (the q codecs, and q as a sum codec) */
+static const char *q_rounding = "nearest";
+
 static MPI_Comm configured(const char *comp, const char *algo, const char *sum, const char *isa, const char *part)
 {
     MPI_Comm c;
@@ -136,6 +143,7 @@ static MPI_Comm configured(const char *comp, const char *algo, const char *sum, 
     set(c, "HIPRESS_DGC_MOMENTUM", "0.5");
     set(c, "HIPRESS_DGC_WARMUP", "2");
     set(c, "HIPRESS_POWERSGD_RANK", "4");
+    set(c, "HIPRESS_Q_ROUNDING", q_rounding);
     for (int i = 0; i < nsets; i++)
         set(c, set_name[i], set_value[i]);
     return c;
@@ -263,6 +271,8 @@ int main(int argc, char **argv)
     static const struct { const char *comp, *sum; } sums[] = {
         {"onebit", "q4"}, {"onebit", "q2"}, {"onebit", "q8"}, {"onebit", "fp16"}, {"onebit", "none"},
         {"tbq", "q4"}, {"terngrad", "q2"}, {"dgc", "q4"}, {"fp16", "bf16"}};
+    static const struct { const char *comp, *algo, *sum; } stoch[] = {
+        {"q4", "ring", "same"}, {"q2", "ps", "same"}, {"onebit", "ps", "q2"}};
     /* (partition bytes, floats): sizes divisible by nothing useful, every
      * algorithm cutting the buffer (ring and ps: each rank's chunk of it)
      * into 2 to 65 partitions at 2 to 5 ranks */
@@ -327,6 +337,20 @@ int main(int argc, char **argv)
                     snprintf(what, sizeof(what), "ps sum=%s", sums[c].sum);
                     golden_case(dev, isas[i], sums[c].comp, what, "ps", sums[c].sum, shapes[p].part, shapes[p].n);
                 }
+    /* the q codecs' stochastic rounding (the counter generator), as a
+     * compressor and as ps's sum codec */
+    q_rounding = "stochastic";
+    for (int dev = 0; dev <= (libcuda != NULL); dev++)
+        for (size_t c = 0; c < sizeof(stoch) / sizeof(stoch[0]); c++)
+            for (size_t i = 0; i < (dev ? 1 : sizeof(isas) / sizeof(isas[0])); i++)
+                for (size_t p = 0; p < sizeof(shapes) / sizeof(shapes[0]); p++, ncases++) {
+                    char what[48];
+                    snprintf(what, sizeof(what), "%s%s%s stochastic", stoch[c].algo,
+                             strcmp(stoch[c].sum, "same") ? " sum=" : "", strcmp(stoch[c].sum, "same") ? stoch[c].sum : "");
+                    golden_case(dev, isas[i], stoch[c].comp, what, stoch[c].algo, stoch[c].sum, shapes[p].part,
+                                shapes[p].n);
+                }
+    q_rounding = "nearest";
     PMPI_Allreduce(&bad, &all_bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     if (rank == 0) {
         printf("golden-done cases=%d dev_calls=%ld%s\n", ncases, dev_calls, all_bad ? " FAILED" : "");

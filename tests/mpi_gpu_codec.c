@@ -179,11 +179,14 @@ static void run(const char *label, const char *const *kv, size_t n, int calls, i
  * the CPU's hp_msg_except sends it as an exception), onebit (device kernels: one
  * whole block of 32 at 3e38, so the decoded sum of two is +Inf in 32
  * elements, within HP_MSG_MAX_EXCEPT) and graddrop (device kernels: the
- * one element is selected and sent exactly; the sum is +Inf).  The next
- * call checks what the exceptions left in the residuals. */
+ * one element is selected and sent exactly; the sum is +Inf) and q4
+ * (device kernels: an input of 3e38 >= 2^126 makes the message non-finite
+ * with its residual untouched, and the CPU's hp_msg_except sends the
+ * element exactly).  The next call checks what the exceptions left in the
+ * residuals. */
 static void overflow(void)
 {
-    static const char *const comps[] = {"fp16", "onebit", "graddrop"};
+    static const char *const comps[] = {"fp16", "onebit", "graddrop", "q4"};
     static const char *const algos[] = {"ring", "tree", "ps"};
     for (size_t c = 0; c < sizeof(comps) / sizeof(comps[0]); c++)
         for (size_t a = 0; a < sizeof(algos) / sizeof(algos[0]); a++) {
@@ -226,7 +229,6 @@ static void corrupt(void)
 
 int main(int argc, char **argv)
 {
-    /* q2, q4, q8 have no device kernels yet: their ranges are encoded on host copies */
     static const char *const comps[] = {"none", "onebit", "tbq", "terngrad", "graddrop", "dgc", "fp16", "bf16",
                                         "q2", "q4", "q8"};
     static const char *const algos[] = {"ring", "ps", "tree", "allgather"};
@@ -281,6 +283,30 @@ int main(int argc, char **argv)
             if (a == 0)
                 run(label, kv, 4099, 2, -1, 1);
         }
+    /* the q codecs' stochastic rounding (the counter generator on the
+     * device), and ps re-encoding its owners' sums with a q codec
+     * (HIPRESS_SUM_CODEC: hp_call_encode_sum on the device's kernels) in
+     * both roundings */
+    for (size_t c = 0; c < 2; c++)
+        for (size_t a = 0; a < sizeof(algos) / sizeof(algos[0]); a++) {
+            char label[64];
+            const char *kv[] = {"hipress_compressor", c == 0 ? "q2" : "q8", "hipress_algo", algos[a],
+                                "hipress_partition_bytes", "16K", "hipress_hierarchical", "off",
+                                "hipress_min_bytes", "1K", "hipress_q_rounding", "stochastic",
+                                "hipress_q_block", a % 2 ? "32" : "1024", NULL};
+            snprintf(label, sizeof(label), "%s-stochastic/%s", kv[1], algos[a]);
+            run(label, kv, 40003, 3, 1, (int)a % 2);
+        }
+    for (size_t c = 0; c < 4; c++) {
+        char label[64];
+        const char *kv[] = {"hipress_compressor", c < 2 ? "onebit" : "terngrad", "hipress_algo", "ps",
+                            "hipress_sum_codec", c % 2 ? "q2" : "q4", "hipress_partition_bytes", "64K",
+                            "hipress_hierarchical", "off", "hipress_min_bytes", "1K", "hipress_allow_plain", "0",
+                            "hipress_q_rounding", c == 1 ? "stochastic" : "nearest", "hipress_onebit_block", "1024",
+                            NULL};
+        snprintf(label, sizeof(label), "%s/ps/sum=%s/%s", kv[1], kv[5], kv[15]);
+        run(label, kv, 40003, 3, 2, (int)c % 2);
+    }
     {
         const char *kv[] = {"hipress_compressor", "powersgd", "hipress_hierarchical", "off", "hipress_allow_plain", "0",
                             "hipress_min_bytes", "1K", NULL};

@@ -82,5 +82,5 @@ LD_LIBRARY_PATH="$mock${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" HIPRESS_CUDA_MODULE
 rc=$?
 rows=$(grep -c ',\(en\|de\)code,' "$out")
 echo "# hipress-bench --kernels --gpu on the emulated module: exit $rc, $rows rows"
-[ $rc -eq 0 ] && [ "$rows" -eq 20 ] || { hp_fail "hipress-bench --kernels --gpu"; cat "$out" "$err"; }
+[ $rc -eq 0 ] && [ "$rows" -eq 24 ] || { hp_fail "hipress-bench --kernels --gpu"; cat "$out" "$err"; }
 exit $status

@@ -23,7 +23,7 @@ static int rank, nranks;
 
 /* hipress-bench --kernels: single-process compressor throughput
  * (tools/hp_bench_kernels.c). */
-int hp_bench_kernels(int csv);
+int hp_bench_kernels(int csv, size_t bytes, const char *only);
 /* hipress-bench --kernels --gpu: the device codec (tools/hp_bench_gpu.c). */
 int hp_bench_kernels_gpu(int csv, size_t bytes, int device);
 /* hipress-bench --quality FILE: accumulated error over recorded gradients
@@ -169,7 +169,8 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++)
         if (strcmp(argv[i], "--kernels") == 0) {
             int kcsv = 0, gpu = 0, device = 0;
-            size_t kbytes = 256u << 20;
+            size_t kbytes = 0;   /* the default: 256 MiB on the GPU, 64 MiB on the CPU */
+            const char *only = NULL;   /* -c: these compressors only (the CPU's) */
             for (int j = 1; j < argc; j++) {
                 kcsv |= strcmp(argv[j], "--csv") == 0;
                 gpu |= strcmp(argv[j], "--gpu") == 0;
@@ -177,8 +178,11 @@ int main(int argc, char **argv)
                     kbytes = parse_size(argv[j + 1]);
                 if (strcmp(argv[j], "--device") == 0 && j + 1 < argc)
                     device = atoi(argv[j + 1]);
+                if (strcmp(argv[j], "-c") == 0 && j + 1 < argc)
+                    only = argv[j + 1];
             }
-            return gpu ? hp_bench_kernels_gpu(kcsv, kbytes, device) : hp_bench_kernels(kcsv);
+            return gpu ? hp_bench_kernels_gpu(kcsv, kbytes ? kbytes : (size_t)256 << 20, device)
+                       : hp_bench_kernels(kcsv, kbytes, only);
         }
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -192,7 +196,7 @@ int main(int argc, char **argv)
                 printf("usage: hipress-bench [-b minbytes] [-e maxbytes] [-f factor] [-n iters] [-w warmup]\n"
                        "                     [-c compressor] [-a algorithm] [--csv] [--breakdown]\n"
                        "       hipress-bench --quality FILE [-c comp,comp..] [-a algo,algo..] [-T calls] [--csv]\n"
-                       "       hipress-bench --kernels [--csv]   (no mpirun needed)\n"
+                       "       hipress-bench --kernels [--bytes N] [-c comp,..] [--csv]   (no mpirun needed)\n"
                        "       hipress-bench --kernels --gpu [--bytes N] [--device D] [--csv]\n");
             MPI_Finalize();
             return 0;

@@ -128,7 +128,7 @@ int hp_bench_kernels_gpu(int csv, size_t bytes, int device)
     {
         const size_t ne = bytes / 4;
         hipress_comp_params_t p;
-        fmt_row_t *dgc;
+        fmt_row_t *dgc, *q2s;
         hipress_comp_params_default(&p);
         /* tbq: no fixed threshold, HIPRESS_TBQ_SCALE; terngrad: 2 bits */
         if (!add(&n, "none", "none", HP_GPU_FMT_NONE, ne, 1, p, 0, 0, 0.0f, 0.0f) ||
@@ -141,9 +141,13 @@ int hp_bench_kernels_gpu(int csv, size_t bytes, int device)
             !add_sparse(&n, "graddrop", ne, 65536, p, 0.0f) ||
             !(dgc = add_sparse(&n, "dgc", ne, 65536, p, 0.9f)) ||
             !add(&n, "fp16", "fp16", HP_GPU_FMT_FP16, ne, 1024, p, 0, 0, 0.0f, 0.0f) ||
-            !add(&n, "bf16", "bf16", HP_GPU_FMT_BF16, ne, 1, p, 0, 0, 0.0f, 0.0f))
+            !add(&n, "bf16", "bf16", HP_GPU_FMT_BF16, ne, 1, p, 0, 0, 0.0f, 0.0f) ||
+            /* the q codecs on their default block (512), with a residual */
+            !add(&n, "q4", "q4", HP_GPU_FMT_Q, ne, p.q_block, p, 1, 4, 0.0f, 0.0f) ||
+            !(q2s = add(&n, "q2-stochastic", "q2", HP_GPU_FMT_Q, ne, p.q_block, p, 1, 2, 0.0f, 0.0f)))
             return 2;
         dgc->e.state = (float *)(uintptr_t)1;   /* with its momentum state */
+        q2s->e.fmt.iarg[1] = 1;                 /* iarg[1]: stochastic rounding */
     }
     if (csv)
         printf("compressor,op,bytes,gbps,d2d_copy_gbps,ratio_to_copy,wire_ratio\n");

@@ -1,7 +1,12 @@
 /*
- * hipress-bench --kernels [--csv]: single-process throughput of every
- * registered compressor's encode and decode on 64 MiB of gradient-like
- * floats, against single-core memcpy timed in the same run.
+ * hipress-bench --kernels [--bytes N] [-c comp,...] [--csv]: single-process
+ * throughput of every registered compressor's (or the listed ones') encode
+ * and decode on 64 MiB (or N bytes) of
+ * gradient-like floats, against single-core memcpy timed in the same run;
+ * the q codecs (q2, q4, q8) twice, rounding to nearest (their default) and
+ * stochastically (rows "q2-stochastic", ...).  A buffer below 64 MiB (one
+ * that fits a cache) is encoded, decoded and copied 64 MiB / N times per
+ * timing, so that every timing covers 64 MiB.
  *
  * Per compressor, each repetition times memcpy, encode and decode back to
  * back, so a ratio compares rates measured in the same time window of a
@@ -23,7 +28,7 @@
 #include <time.h>
 #include "hipress.h"
 
-#define KB_BYTES (64u << 20)
+#define KB_BYTES ((size_t)64 << 20)
 #define KB_REPS 7
 
 static double kb_now(void)
@@ -78,9 +83,26 @@ static int kb_isa(void)
     exit(2);
 }
 
-int hp_bench_kernels(int csv)
+/* The q codecs: a second row each, with stochastic rounding. */
+static int kb_is_q(const char *name)
 {
-    const size_t n = KB_BYTES / sizeof(float);
+    return !strcmp(name, "q2") || !strcmp(name, "q4") || !strcmp(name, "q8");
+}
+
+/* 1 when name is in the comma-separated list (NULL: every name). */
+static int kb_listed(const char *list, const char *name)
+{
+    size_t len = strlen(name);
+    for (const char *p = list; p != NULL; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL)
+        if (strncmp(p, name, len) == 0 && (p[len] == ',' || p[len] == '\0'))
+            return 1;
+    return list == NULL;
+}
+
+int hp_bench_kernels(int csv, size_t bytes, const char *only)
+{
+    const size_t B = bytes >= 64 ? bytes / 64 * 64 : KB_BYTES, n = B / sizeof(float);
+    const int inner = B < KB_BYTES ? (int)(KB_BYTES / B) : 1;
     hipress_comp_params_t params;
     float *in, *res, *state, *out, *mdst;
     unsigned char *payload = NULL;
@@ -88,103 +110,115 @@ int hp_bench_kernels(int csv)
 
     hipress_comp_params_default(&params);
     params.isa = kb_isa();
-    in = malloc(KB_BYTES);
-    res = malloc(KB_BYTES);
-    state = malloc(KB_BYTES);
-    out = malloc(KB_BYTES);
-    mdst = malloc(KB_BYTES);
+    in = malloc(B);
+    res = malloc(B);
+    state = malloc(B);
+    out = malloc(B);
+    mdst = malloc(B);
     if (!in || !res || !state || !out || !mdst) {
         fprintf(stderr, "hipress-bench: out of memory\n");
         return 2;
     }
     kb_fill(in, n);
     /* touch every page before timing */
-    memset(res, 0, KB_BYTES);
-    memset(state, 0, KB_BYTES);
-    memset(out, 0, KB_BYTES);
-    memset(mdst, 0, KB_BYTES);
+    memset(res, 0, B);
+    memset(state, 0, B);
+    memset(out, 0, B);
+    memset(mdst, 0, B);
 
     if (csv)
         printf("compressor,op,bytes,gbps,memcpy_gbps,ratio_to_memcpy,wire_ratio\n");
     else
-        printf("# hipress-bench --kernels: %u MiB of float32, median of %d, isa=%s\n"
-               "%-12s %-7s %10s %9s %12s %9s %11s\n",
-               KB_BYTES >> 20, KB_REPS, params.isa == 0 ? "auto" : params.isa == 1 ? "generic" : "avx2",
-               "compressor", "op", "MiB", "GB/s", "memcpy GB/s", "ratio", "wire_ratio");
+        printf("# hipress-bench --kernels: %zu KiB of float32 (%d times a timing), median of %d, isa=%s\n"
+               "%-16s %-7s %10s %9s %12s %9s %11s\n",
+               B >> 10, inner, KB_REPS, params.isa == 0 ? "auto" : params.isa == 1 ? "generic" : "avx2",
+               "compressor", "op", "KiB", "GB/s", "memcpy GB/s", "ratio", "wire_ratio");
 
     for (int k = 0; k < hipress_compressor_count(); k++) {
         const char *name = hipress_compressor_name(k);
         const hipress_compressor_v1_t *c = hipress_compressor_find(name);
-        double te[KB_REPS], td[KB_REPS], tm[KB_REPS], mc, ge, gd;
-        size_t cap, len = 0;
-        int ok = 1;
-        hipress_encode_args_t a;
-
-        if (c == NULL)
+        if (c == NULL || !kb_listed(only, name))
             continue;
-        cap = c->max_payload(n, &params);
-        if (c->flags & HIPRESS_COMP_SPARSE)
-            cap = cap > 4 * n ? cap : 4 * n; /* a sparse encoder may send dense */
-        payload = realloc(payload, cap + 64);
-        if (payload == NULL) {
-            fprintf(stderr, "hipress-bench: out of memory\n");
-            rc = 2;
-            break;
-        }
-        memset(payload, 0, cap);
-        memset(res, 0, KB_BYTES);
-        memset(state, 0, KB_BYTES);
-        memset(&a, 0, sizeof(a));
-        a.in = in;
-        a.residual = (c->flags & HIPRESS_COMP_EF) ? res : NULL;
-        a.state = (c->flags & HIPRESS_COMP_MOMENTUM) ? state : NULL;
-        a.n = n;
-        a.out = payload;
-        a.out_cap = cap;
-        a.rng_key[0] = 12345;
-        a.params = &params;
+        for (int stoch = 0; stoch < (kb_is_q(name) ? 2 : 1); stoch++) {
+            double te[KB_REPS], td[KB_REPS], tm[KB_REPS], mc, ge, gd;
+            hipress_comp_params_t p = params;
+            char row[64];
+            size_t cap, len = 0;
+            int ok = 1;
+            hipress_encode_args_t a;
 
-        for (int r = -1; r < KB_REPS && ok; r++) { /* r = -1: warm-up */
-            double t0, t1, t2, t3;
-            int nf = 0;
-            t0 = kb_now();
-            memcpy(mdst, in, KB_BYTES);
-            t1 = kb_now();
-            a.rng_key[2] = (uint64_t)(r + 1); /* call number */
-            ok = c->encode(&a, &len, &nf) == HIPRESS_COMP_OK && !nf && len <= cap;
-            t2 = kb_now();
-            ok = ok && c->decode(payload, len, n, out, 0, &params) == HIPRESS_COMP_OK;
-            t3 = kb_now();
-            if (r >= 0) {
-                tm[r] = t1 - t0;
-                te[r] = t2 - t1;
-                td[r] = t3 - t2;
+            p.q_rounding = (uint32_t)stoch;
+            snprintf(row, sizeof(row), "%s%s", name, stoch ? "-stochastic" : "");
+            cap = c->max_payload(n, &p);
+            if (c->flags & HIPRESS_COMP_SPARSE)
+                cap = cap > 4 * n ? cap : 4 * n; /* a sparse encoder may send dense */
+            payload = realloc(payload, cap + 64);
+            if (payload == NULL) {
+                fprintf(stderr, "hipress-bench: out of memory\n");
+                rc = 2;
+                break;
             }
+            memset(payload, 0, cap);
+            memset(res, 0, B);
+            memset(state, 0, B);
+            memset(&a, 0, sizeof(a));
+            a.in = in;
+            a.residual = (c->flags & HIPRESS_COMP_EF) ? res : NULL;
+            a.state = (c->flags & HIPRESS_COMP_MOMENTUM) ? state : NULL;
+            a.n = n;
+            a.out = payload;
+            a.out_cap = cap;
+            a.rng_key[0] = 12345;
+            a.params = &p;
+
+            for (int r = -1; r < KB_REPS && ok; r++) { /* r = -1: warm-up */
+                double t0, t1, t2, t3;
+                int nf = 0;
+                t0 = kb_now();
+                for (int i = 0; i < inner; i++)
+                    memcpy(mdst, in, B);
+                t1 = kb_now();
+                for (int i = 0; i < inner && ok; i++) {
+                    a.rng_key[2] = (uint64_t)((r + 1) * inner + i); /* call number */
+                    ok = c->encode(&a, &len, &nf) == HIPRESS_COMP_OK && !nf && len <= cap;
+                }
+                t2 = kb_now();
+                for (int i = 0; i < inner && ok; i++)
+                    ok = c->decode(payload, len, n, out, 0, &p) == HIPRESS_COMP_OK;
+                t3 = kb_now();
+                if (r >= 0) {
+                    tm[r] = t1 - t0;
+                    te[r] = t2 - t1;
+                    td[r] = t3 - t2;
+                }
+            }
+            if (!ok) {
+                /* a collective compressor (powersgd) may need its own exchanges */
+                if (csv)
+                    printf("# %s: standalone encode/decode not available (flags 0x%x)\n", name, c->flags);
+                else
+                    printf("%-16s %-7s %s\n", name, "-", (c->flags & HIPRESS_COMP_COLLECTIVE)
+                           ? "skipped: collective, no standalone encode/decode" : "failed");
+                if (!(c->flags & HIPRESS_COMP_COLLECTIVE))
+                    rc = 1;
+                break;
+            }
+            mc = (double)B * inner / kb_median(tm, KB_REPS) / 1e9;
+            ge = (double)B * inner / kb_median(te, KB_REPS) / 1e9;
+            gd = (double)B * inner / kb_median(td, KB_REPS) / 1e9;
+            for (int op = 0; op < 2; op++) {
+                double g = op ? gd : ge, wr = (double)B / (double)(len + 12);
+                if (csv)
+                    printf("%s,%s,%zu,%.3f,%.3f,%.3f,%.2f\n", row, op ? "decode" : "encode", B, g, mc, g / mc,
+                           wr);
+                else
+                    printf("%-16s %-7s %10zu %9.2f %12.2f %9.2f %11.2f\n", row, op ? "decode" : "encode", B >> 10,
+                           g, mc, g / mc, wr);
+            }
+            fflush(stdout);
         }
-        if (!ok) {
-            /* a collective compressor (powersgd) may need its own exchanges */
-            if (csv)
-                printf("# %s: standalone encode/decode not available (flags 0x%x)\n", name, c->flags);
-            else
-                printf("%-12s %-7s %s\n", name, "-", (c->flags & HIPRESS_COMP_COLLECTIVE)
-                       ? "skipped: collective, no standalone encode/decode" : "failed");
-            if (!(c->flags & HIPRESS_COMP_COLLECTIVE))
-                rc = 1;
-            continue;
-        }
-        mc = KB_BYTES / kb_median(tm, KB_REPS) / 1e9;
-        ge = KB_BYTES / kb_median(te, KB_REPS) / 1e9;
-        gd = KB_BYTES / kb_median(td, KB_REPS) / 1e9;
-        for (int op = 0; op < 2; op++) {
-            double g = op ? gd : ge, wr = (double)KB_BYTES / (double)(len + 12);
-            if (csv)
-                printf("%s,%s,%u,%.3f,%.3f,%.3f,%.2f\n", name, op ? "decode" : "encode", KB_BYTES, g,
-                       mc, g / mc, wr);
-            else
-                printf("%-12s %-7s %10u %9.2f %12.2f %9.2f %11.2f\n", name, op ? "decode" : "encode",
-                       KB_BYTES >> 20, g, mc, g / mc, wr);
-        }
-        fflush(stdout);
+        if (rc == 2)
+            break;
     }
     free(payload);
     free(in);

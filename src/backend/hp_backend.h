@@ -91,9 +91,11 @@ hp_status_t hp_mem_end(hp_mem_t *m);
 static inline int hp_mem_is_device(const hp_mem_t *m) { return m->ops->id != HP_BACKEND_CPU; }
 
 /* Momentum factor masking on host memory, for both backends' encodes: the
- * elements message msg (mlen bytes) carried start again from zero in
- * mom[0..len) (all of them when the message is dense). */
-void hp_mask_sent(float *mom, int dense, const unsigned char *msg, size_t mlen, size_t len);
+ * elements message msg (mlen bytes) of compressor `kind` carried start again
+ * from zero in mom[0..len): those of its (index, value) pairs for a sparse
+ * compressor, all of them for any other (a dense message: `none`'s
+ * fallback, or a dense sum codec re-encoding an owner's shard of dgc). */
+void hp_mask_sent(float *mom, int kind, const unsigned char *msg, size_t mlen, size_t len);
 
 /* Exact MPI operations on the call's buffer (count floats): PMPI directly on
  * host memory, through a host copy on device memory. */

@@ -11,9 +11,10 @@
 
 /* Momentum factor masking: the momentum of the elements a message carried
  * starts again from zero (a dense message carried all of them). */
-void hp_mask_sent(float *mom, int dense, const unsigned char *msg, size_t mlen, size_t len)
+void hp_mask_sent(float *mom, int kind, const unsigned char *msg, size_t mlen, size_t len)
 {
-    if (dense) {
+    const hp_comp_t *c = hp_comp_get(kind);
+    if (c == NULL || !(c->flags & HIPRESS_COMP_SPARSE)) {
         memset(mom, 0, len * sizeof(float));
         return;
     }
@@ -32,7 +33,7 @@ static hp_status_t cpu_encode(hp_mem_t *m, int kind, hipress_encode_args_t *a, h
     (void)m;
     /* a message with exceptions carries them before its payload: no mask */
     if (st == HP_OK && mask != NULL && !*nonfinite_p && ((const unsigned char *)out)[2] == 0)
-        hp_mask_sent(mask, kind == hp_kind_none, (const unsigned char *)out, *len_p, a->n);
+        hp_mask_sent(mask, kind, (const unsigned char *)out, *len_p, a->n);
     return st;
 }
 

@@ -222,7 +222,7 @@ static hp_status_t staged_encode(hp_mem_t *m, int kind, hipress_encode_args_t *a
         float *hm = h + 3 * n;
         if (dev_xfer(m, hm, mask, fb))
             return HP_ERR_DEVICE;
-        hp_mask_sent(hm, kind == hp_kind_none, (const unsigned char *)out, *len_p, n);
+        hp_mask_sent(hm, kind, (const unsigned char *)out, *len_p, n);
         if (dev_xfer(m, mask, hm, fb))
             return HP_ERR_DEVICE;
     }

@@ -33,8 +33,15 @@
  * Passes: with a residual, a read-only check of the input's largest |in|
  * first (the residual is then written block by block, and a non-finite
  * input must leave all of it untouched); then per block: v = in + r in
- * place of r, min/max, and, with the block in cache, codes, the new
- * residual and the packing.
+ * place of r, min/max, and, with the block in cache, the codes packed in
+ * registers and the new residual in one pass (quant_near_pack,
+ * quant_stoch_pack), while the next block's input and residual are
+ * prefetched (the quantisation overlaps the memory reads of the next
+ * block's min/max pass).
+ *
+ * Device kernels (cuda/hp_codec_quant.c, format HP_GPU_FMT_Q): the same
+ * bytes and residual bits (cuda/hp_kern.h hp_k_q_v, hp_k_q_code); a device
+ * buffer, and an owner's sum re-encoded by a q sum codec, encode there.
  */
 #include "hp_comp.h"
 #include "hp_ops.h"
@@ -158,22 +165,31 @@ static int q_encode(const hipress_encode_args_t *a, unsigned b, size_t *len_p, i
             inv = 0.0f;
         }
         memcpy(out + 8 * j, pair, 8);
+        if (j + 1 < nb) {
+            /* the next block's input and residual on their way from memory
+             * while this one is quantised in cache */
+            const size_t s1 = s + B, m1 = HP_MIN((size_t)B, n - s1);
+            for (size_t i = 0; i < m1; i += 16) {
+                __builtin_prefetch(a->in + s1 + i);
+                if (res != NULL)
+                    __builtin_prefetch(res + s1 + i, 1);
+            }
+        }
         for (size_t c = 0; c < m; c += HP_OPS_CHUNK) {
             const size_t k = HP_MIN((size_t)HP_OPS_CHUNK, m - c);
             float *rout = res != NULL ? res + s + c : NULL;
+            uint8_t *pk = packed + (s + c) * b / 8;
             if (pair[1] == 0.0f) {
                 memset(codes, 0, k);
                 if (rout != NULL)
                     ops->dequant(codes, k, pair[0], 0.0f, 0.0f, rout, HP_OUT_SUB);
+                ops->pack(codes, k, b, pk);
             } else if (stoch) {
                 ops->rng_unit(key, a->rng_offset + s + c, k, u);
-                ops->quant_stoch(v + c, u, k, pair[0], inv, levels, codes);
-                if (rout != NULL)
-                    ops->dequant(codes, k, pair[0], 0.0f, pair[1], rout, HP_OUT_SUB);
+                ops->quant_stoch_pack(v + c, u, k, pair[0], inv, pair[1], levels, b, pk, rout);
             } else {
-                ops->quant_near(v + c, k, pair[0], inv, pair[1], levels, codes, rout);
+                ops->quant_near_pack(v + c, k, pair[0], inv, pair[1], levels, b, pk, rout);
             }
-            ops->pack(codes, k, b, packed + (s + c) * b / 8);
         }
     }
     *len_p = payload_bytes(n, b, B);
@@ -225,6 +241,21 @@ static int q_decode(const void *payload, size_t len, size_t n, float *out, int a
     return HIPRESS_COMP_OK;
 }
 
+/* The device format (cuda/hp_codec_quant.c, format q of hp_gpu_fmt.def):
+ * blocks of B, b bits a code, the rounding; the payload this file's size. */
+static hp_status_t q_gpu_fmt(const hipress_comp_params_t *p, size_t n, unsigned b, hp_gpu_fmt_t *f)
+{
+    const uint32_t B = block_of(p);
+    if (!block_ok(B) || p->q_rounding > 1)
+        return HP_ERR_INVALID;
+    f->id = HP_GPU_FMT_Q;
+    f->block = B;
+    f->iarg[0] = b;
+    f->iarg[1] = p->q_rounding;
+    f->payload = payload_bytes(n, b, B);
+    return HP_OK;
+}
+
 /* One row per bit width: the same code with b fixed. */
 #define Q_DEFINE(B_)                                                                              \
     static size_t q##B_##_max_payload(size_t n, const hipress_comp_params_t *p)                   \
@@ -239,6 +270,12 @@ static int q_decode(const void *payload, size_t len, size_t n, float *out, int a
                               int accumulate, const hipress_comp_params_t *p)                     \
     {                                                                                             \
         return q_decode(payload, len, n, out, accumulate, B_, p);                                 \
+    }                                                                                             \
+    static hp_status_t q##B_##_gpu_fmt(const hipress_comp_params_t *p, size_t n, size_t k,        \
+                                       hp_gpu_fmt_t *f)                                           \
+    {                                                                                             \
+        (void)k;                                                                                  \
+        return q_gpu_fmt(p, n, B_, f);                                                            \
     }                                                                                             \
     const hipress_compressor_v1_t hp_comp_q##B_ = {                                               \
         .abi_version = HIPRESS_COMPRESSOR_ABI_VERSION,                                            \
@@ -255,7 +292,7 @@ static int q_decode(const void *payload, size_t len, size_t n, float *out, int a
         .qclass = HP_QCLASS_QUANT,                                                                \
         .max_stages = 1, /* the class default: no convergence study of the q codecs yet */       \
         .grain = q_grain,                                                                         \
-        .gpu = HP_GPU_FMT_HOST, /* no device kernels yet: device buffers encode on host copies */ \
+        .gpu_fmt = q##B_##_gpu_fmt,                                                               \
         .owner_free = (B_) >= 4, /* as an owner's sum codec (doc/accuracy.md, 'Sum codecs') */   \
     };
 

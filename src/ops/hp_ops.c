@@ -383,6 +383,30 @@ static void g_minmax_add(const float *x, const float *r, size_t n, float *vout, 
     hp_ops_minmax_finish(&l, min_p, max_p, absmax_bits_p);
 }
 
+static void g_quant_near_pack(const float *x, size_t n, float lo, float inv_gap, float gap, float levels,
+                              unsigned bits, uint8_t *packed, float *rout)
+{
+    uint8_t codes[HP_OPS_CHUNK];
+    for (size_t c = 0; c < n; c += HP_OPS_CHUNK) {
+        size_t k = n - c < HP_OPS_CHUNK ? n - c : HP_OPS_CHUNK;
+        g_quant_near(x + c, k, lo, inv_gap, gap, levels, codes, rout ? rout + c : NULL);
+        g_pack(codes, k, bits, packed + c * bits / 8);
+    }
+}
+
+static void g_quant_stoch_pack(const float *x, const float *u, size_t n, float lo, float inv_gap, float gap,
+                               float levels, unsigned bits, uint8_t *packed, float *rout)
+{
+    uint8_t codes[HP_OPS_CHUNK];
+    for (size_t c = 0; c < n; c += HP_OPS_CHUNK) {
+        size_t k = n - c < HP_OPS_CHUNK ? n - c : HP_OPS_CHUNK;
+        g_quant_stoch(x + c, u + c, k, lo, inv_gap, levels, codes);
+        if (rout)
+            g_dequant(codes, k, lo, 0.0f, gap, rout + c, HP_OUT_SUB);
+        g_pack(codes, k, bits, packed + c * bits / 8);
+    }
+}
+
 const hp_ops_t hp_ops_generic = {
     .name = "generic",
     .isa = HP_ISA_GENERIC,
@@ -410,6 +434,8 @@ const hp_ops_t hp_ops_generic = {
     .lr_recon = hp_ops_lr_recon_generic,
     .quant_near = g_quant_near,
     .minmax_add = g_minmax_add,
+    .quant_near_pack = g_quant_near_pack,
+    .quant_stoch_pack = g_quant_stoch_pack,
 };
 
 /* ------------------------------------------------------------- dispatch */

@@ -197,6 +197,16 @@ typedef struct hp_ops {
      * range in one pass over the data. */
     void (*minmax_add)(const float *x, const float *r, size_t n, float *vout, float *min_p,
                        float *max_p, uint32_t *absmax_bits_p);
+    /* quant_near (rout as there) with the codes packed as pack packs them
+     * (bits 2, 4, 8) into packed in the same pass: the bytes of quant_near
+     * then pack, without the codes in between (the q codecs' encode). */
+    void (*quant_near_pack)(const float *x, size_t n, float lo, float inv_gap, float gap, float levels,
+                            unsigned bits, uint8_t *packed, float *rout);
+    /* The same for stochastic rounding: quant_stoch, with rout (when not
+     * NULL, may be x) rout[i] = x[i] - hp_dequant(codes[i], lo, 0, gap),
+     * and pack. */
+    void (*quant_stoch_pack)(const float *x, const float *u, size_t n, float lo, float inv_gap, float gap,
+                             float levels, unsigned bits, uint8_t *packed, float *rout);
 } hp_ops_t;
 
 /* Bytes of lr_recon's scratch for rank r (4 r vectors of 4 floats). */

@@ -378,8 +378,123 @@ AVX2 static INLINE void near_body(const float *x, size_t n32, float lo, float in
         }
     }
 }
+
+/* 32 codes (one a byte, each < 2^bits) packed as v_pack packs them: 32, 16
+ * or 8 bytes at out */
+AVX2 static INLINE void pack32(__m256i w, unsigned bits, uint8_t *out)
+{
+    if (bits == 8) {
+        _mm256_storeu_si256((__m256i *)out, w);
+    } else if (bits == 4) {
+        const __m256i lo = _mm256_set1_epi16(0x000f), hi = _mm256_set1_epi16(0x00f0);
+        __m256i t = _mm256_or_si256(_mm256_and_si256(w, lo), _mm256_and_si256(_mm256_srli_epi16(w, 4), hi));
+        _mm_storeu_si128((__m128i *)out, _mm_packus_epi16(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1)));
+    } else {
+        const __m256i m1 = _mm256_set1_epi16(0x0401), m2 = _mm256_set1_epi32(0x00100001);
+        __m256i t = _mm256_madd_epi16(_mm256_maddubs_epi16(w, m1), m2);
+        __m128i r = _mm_packus_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
+        _mm_storel_epi64((__m128i *)out, _mm_packus_epi16(r, r));
+    }
+}
+
+/* near_body with the codes packed in registers (bits and has_out constants
+ * in each instantiation) */
+AVX2 static INLINE void near_pack_body(const float *x, size_t n32, float lo, float inv_gap, float gap,
+                                       float levels, unsigned bits, uint8_t *packed, float *rout, int has_out)
+{
+    const __m256 l = _mm256_set1_ps(lo), g = _mm256_set1_ps(inv_gap), lv = _mm256_set1_ps(levels);
+    const __m256 half = _mm256_set1_ps(0.5f), step = _mm256_set1_ps(gap), zero = _mm256_setzero_ps();
+    for (size_t i = 0; i < n32; i += 32) {
+        NEAR8(0)
+        NEAR8(1)
+        NEAR8(2)
+        NEAR8(3)
+        pack32(pack_i32x32_u8(c0, c1, c2, c3), bits, packed + i * bits / 8);
+        if (has_out) {
+            NEAR_R(0);
+            NEAR_R(1);
+            NEAR_R(2);
+            NEAR_R(3);
+        }
+    }
+}
+/* the stochastic form: NEAR8 with u for 1/2 (stoch8's arithmetic) */
+#define STOCH8(k) \
+    __m256 v##k = _mm256_loadu_ps(x + i + 8 * (k)); \
+    __m256 t##k = _mm256_add_ps(_mm256_mul_ps(_mm256_sub_ps(v##k, l), g), _mm256_loadu_ps(u + i + 8 * (k))); \
+    t##k = _mm256_min_ps(_mm256_max_ps(_mm256_round_ps(t##k, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC), \
+                                       zero), lv); \
+    __m256i c##k = _mm256_cvttps_epi32(t##k);
+
+AVX2 static INLINE void stoch_pack_body(const float *x, const float *u, size_t n32, float lo, float inv_gap,
+                                        float gap, float levels, unsigned bits, uint8_t *packed, float *rout,
+                                        int has_out)
+{
+    const __m256 l = _mm256_set1_ps(lo), g = _mm256_set1_ps(inv_gap), lv = _mm256_set1_ps(levels);
+    const __m256 step = _mm256_set1_ps(gap), zero = _mm256_setzero_ps();
+    for (size_t i = 0; i < n32; i += 32) {
+        STOCH8(0)
+        STOCH8(1)
+        STOCH8(2)
+        STOCH8(3)
+        pack32(pack_i32x32_u8(c0, c1, c2, c3), bits, packed + i * bits / 8);
+        if (has_out) {
+            NEAR_R(0);
+            NEAR_R(1);
+            NEAR_R(2);
+            NEAR_R(3);
+        }
+    }
+}
+#undef STOCH8
 #undef NEAR8
 #undef NEAR_R
+
+AVX2 static void v_quant_stoch_pack(const float *x, const float *u, size_t n, float lo, float inv_gap, float gap,
+                                    float levels, unsigned bits, uint8_t *packed, float *rout)
+{
+    size_t n32 = n & ~(size_t)31;
+    if (bits != 2 && bits != 4 && bits != 8) {
+        hp_ops_generic.quant_stoch_pack(x, u, n, lo, inv_gap, gap, levels, bits, packed, rout);
+        return;
+    }
+#define SP(B_)                                                                                \
+    if (bits == (B_)) {                                                                       \
+        if (rout)                                                                             \
+            stoch_pack_body(x, u, n32, lo, inv_gap, gap, levels, (B_), packed, rout, 1);      \
+        else                                                                                  \
+            stoch_pack_body(x, u, n32, lo, inv_gap, gap, levels, (B_), packed, rout, 0);      \
+    }
+    SP(2)
+    SP(4)
+    SP(8)
+#undef SP
+    hp_ops_generic.quant_stoch_pack(x + n32, u + n32, n - n32, lo, inv_gap, gap, levels, bits,
+                                    packed + n32 * bits / 8, rout ? rout + n32 : NULL);
+}
+
+AVX2 static void v_quant_near_pack(const float *x, size_t n, float lo, float inv_gap, float gap, float levels,
+                                   unsigned bits, uint8_t *packed, float *rout)
+{
+    size_t n32 = n & ~(size_t)31;
+    if (bits != 2 && bits != 4 && bits != 8) {
+        hp_ops_generic.quant_near_pack(x, n, lo, inv_gap, gap, levels, bits, packed, rout);
+        return;
+    }
+#define NP(B_)                                                                            \
+    if (bits == (B_)) {                                                                   \
+        if (rout)                                                                         \
+            near_pack_body(x, n32, lo, inv_gap, gap, levels, (B_), packed, rout, 1);      \
+        else                                                                              \
+            near_pack_body(x, n32, lo, inv_gap, gap, levels, (B_), packed, rout, 0);      \
+    }
+    NP(2)
+    NP(4)
+    NP(8)
+#undef NP
+    hp_ops_generic.quant_near_pack(x + n32, n - n32, lo, inv_gap, gap, levels, bits, packed + n32 * bits / 8,
+                                   rout ? rout + n32 : NULL);
+}
 
 AVX2 static void v_quant_near(const float *x, size_t n, float lo, float inv_gap, float gap,
                               float levels, uint8_t *codes, float *rout)
@@ -720,6 +835,8 @@ const hp_ops_t hp_ops_avx2 = {
     .lr_recon = hp_ops_lr_recon_avx2,
     .quant_near = v_quant_near,
     .minmax_add = v_minmax_add,
+    .quant_near_pack = v_quant_near_pack,
+    .quant_stoch_pack = v_quant_stoch_pack,
 };
 
 #else
