@@ -269,6 +269,10 @@ def selftest():
 
 
 # ---------------------------------------------------------------- validate
+# HIPRESS_SUM_CODEC=auto of each worker codec (hp_comp_ext_t.sum_codec)
+AUTO_SUM = {"onebit": "q4", "tbq": "q4", "terngrad": "q2"}
+
+
 def validate(args):
     rows = list(csv.DictReader(open(args.validate)))
     for f in args.filter or []:
@@ -282,6 +286,8 @@ def validate(args):
             continue   # auto (a plan chosen at run time) and codecs the model lacks
         side = r.get("side", "")
         sk = side[4:] if side.startswith("sum=") else ""
+        if not sk and r["algo"] == "ps" and args.sum == "auto":
+            sk = AUTO_SUM.get(r["compressor"], "")
         key = (int(r["bytes"]), int(r["ranks"]), r["compressor"], r["algo"], sk)
         groups.setdefault(key, []).append(float(r["time_us"]) / 1e6)
         plain.setdefault((int(r["bytes"]), int(r["ranks"])), []).append(float(r["base_time_us"]) / 1e6)
@@ -468,6 +474,10 @@ def main():
     ap.add_argument("--fit", action="store_true",
                     help="(validate) also fit cores and alpha to the compressed medians")
     ap.add_argument("--ranks-per-host", type=int, default=1)
+    ap.add_argument("--sum", choices=("auto", "same"), default="auto",
+                    help="validate: the sum codec of ps rows that do not name one (auto: the library's "
+                         "default, q4 for onebit and tbq, q2 for terngrad; same: the worker's codec, as "
+                         "runs before HIPRESS_SUM_CODEC measured)")
     ap.add_argument("--kernels", metavar="CSV", help="hipress-bench --kernels --csv output")
     ap.add_argument("--gpu", action="store_true", help="predict with the ASSUMED GPU rates")
     ap.add_argument("--md")
