@@ -230,7 +230,7 @@ void hp_plan_report(const hp_plan_comm_t *pc, hp_plan_slot_t *ps, double t, size
 {
     double tmax = t, med[HP_PLAN_CANDIDATES];
     int i = ps->trial / HP_PLAN_REPS;
-    int best = -1, plain = -1, comp;
+    int best = -1, plain = -1, comp, fastest;
     double lo_best = 0, hi_plain = 0;
     char a[48];
 
@@ -259,6 +259,7 @@ void hp_plan_report(const hp_plan_comm_t *pc, hp_plan_slot_t *ps, double t, size
         else if (best < 0 || med[k] < med[best])
             best = k;
     }
+    fastest = best;
     best = hp_plan_tie_break(ps->cand, med, ps->ncand, best);
     comp = best;
     if (best >= 0 && plain >= 0) {
@@ -276,6 +277,14 @@ void hp_plan_report(const hp_plan_comm_t *pc, hp_plan_slot_t *ps, double t, size
     else
         snprintf(line, len, "%s (%.0f us; plain not allowed)", a, med[best] * 1e6);
     HP_INFO("plan for %zu bytes: %s", count * sizeof(float), line);
+    if (comp != fastest && comp >= 0) {
+        /* the tie-break chose: name what it set aside */
+        char f[48];
+        hp_plan_str(&ps->cand[fastest], f, sizeof(f));
+        HP_INFO("plan for %zu bytes: %s's median %.0f us is within %.0f%%; %s puts %.0f fewer bytes on the wire",
+                count * sizeof(float), f, med[fastest] * 1e6, HP_PLAN_MARGIN * 100, a,
+                ps->cand[fastest].wire - ps->chosen.wire);
+    }
 }
 
 void hp_plan_text(const hp_planner_t *pl, size_t bytes, char *buf, size_t len)
