@@ -295,8 +295,13 @@ hp_status_t hp_comm_state_refresh(hp_comm_state_t *cs, char *err, size_t errlen)
     cs->sum_kind = hp_comp_sum_kind(kind, (int)hp_cfg_i(&cs->cfg, HP_S_SUM_CODEC), &cs->params);
     cs->staging_form = (int)hp_cfg_i(&cs->cfg, HP_S_STAGING_FORM);
     hp_comp_unbiased_params(&cs->params, &cs->form_params);
-    cs->form_kind = hp_comp_unbiased_kind(kind, &cs->form_params);
-    cs->form_sum_kind = hp_comp_unbiased_kind(cs->sum_kind, &cs->form_params);
+    {
+        /* HIPRESS_STAGING_CODEC: q2, q4, q8 in the order of its list */
+        static const char *dense[] = {"q2", "q4", "q8"};
+        int dq = hp_comp_find(dense[hp_cfg_i(&cs->cfg, HP_S_STAGING_CODEC)]);
+        cs->form_kind = hp_comp_unbiased_kind(kind, &cs->form_params, dq);
+        cs->form_sum_kind = hp_comp_unbiased_kind(cs->sum_kind, &cs->form_params, dq);
+    }
     if (cs->res != NULL) {
         /* a communicator opted out passes its calls through untouched:
          * what it owed cannot be sent any more (counted) */
