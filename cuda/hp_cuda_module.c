@@ -589,6 +589,8 @@ typedef struct mod_cx {
     CUstream       s[2];
     CUevent        ev[HP_EV_N];
     int            busy;
+    int            stuck;      /* a wait timed out: its streams are not waited for again, and it is
+                                * never reused (a stuck kernel stays stuck) */
     struct mod_cx *next;
 } mod_cx_t;
 
@@ -651,11 +653,27 @@ static int d_wait(void *self, int stream, int event)
     return drv.StreamWaitEvent(m->s[stream], m->ev[event], 0) == CUDA_SUCCESS ? 0 : -1;
 }
 
+/* A wait of a codec context; after one failed, the others fail at once
+ * (the first one's reason stays in last_err). */
+static int cx_wait(mod_cx_t *m, int is_event, void *h, const char *on)
+{
+    if (m->stuck) {
+        if (!wait_failed)
+            fail(HP_GPU_ERR_DEVICE, "%s: a wait of this codec context timed out before", op_name());
+        wait_failed = 1;
+        return -1;
+    }
+    if (wait_for(is_event, h, on) == HP_GPU_OK)
+        return 0;
+    m->stuck = 1;
+    return -1;
+}
+
 static int d_sync(void *self, int stream)
 {
     mod_cx_t *m = (mod_cx_t *)self;
-    return wait_for(0, m->s[stream], stream == HP_STREAM_COPY ? "the codec's copy stream" : "the codec's compute stream")
-                   == HP_GPU_OK ? 0 : -1;
+    return cx_wait(m, 0, m->s[stream],
+                   stream == HP_STREAM_COPY ? "the codec's copy stream" : "the codec's compute stream");
 }
 
 static const char *const ev_names[HP_EV_N] = {
@@ -667,7 +685,7 @@ static const char *const ev_names[HP_EV_N] = {
 static int d_sync_event(void *self, int event)
 {
     mod_cx_t *m = (mod_cx_t *)self;
-    return wait_for(1, m->ev[event], ev_names[event]) == HP_GPU_OK ? 0 : -1;
+    return cx_wait(m, 1, m->ev[event], ev_names[event]);
 }
 
 static void *d_stream(void *self, int stream)
@@ -714,7 +732,7 @@ static int cx_create(CUcontext ctx, mod_cx_t **m_p)
     if (rc != CUDA_SUCCESS)
         st = CU_FAIL("cuStreamCreate/cuEventCreate", rc);
     else if ((st = hp_codec_init(&m->codec, &dev_ops, m)) != HP_GPU_OK)
-        st = fail(st, "cannot allocate the codec's workspace");
+        st = OP_FAIL(st, "cannot allocate the codec's workspace");
     if (st != HP_GPU_OK) {
         for (i = 0; i < 2; i++)
             if (m->s[i] != NULL)
@@ -807,7 +825,7 @@ static int cuda_call_end(void *cx, int *bad_p)
     mod_cx_t *m = (mod_cx_t *)cx;
     int st = cuda_sync(cx, bad_p);
     pthread_mutex_lock(&pool.lock);
-    m->busy = 0;
+    m->busy = m->stuck;   /* a stuck context is not reused */
     pthread_mutex_unlock(&pool.lock);
     return st;
 }

@@ -23,9 +23,12 @@
  * synchronised or queried complete, an event recorded after it is
  * synchronised or queried, a stream that waits on such an event runs, the
  * context is synchronised, or memory is freed (cuMemFree waits for the
- * device, as the driver's does).  So a missing event between two streams,
- * or a host read before the wait, sees the old bytes.  A copy reads its
- * host source when it runs, as a copy from page-locked memory does.
+ * device, as the driver's does).  So a host read before the wait sees the
+ * old bytes, and so does work on a stream that runs first and reads what
+ * another produces without an event between them.  MOCK_CUDA_DEFERRED=2
+ * makes that order likely: a host wait for one stream runs every other
+ * stream's queued work first.  A copy reads its host source when it runs,
+ * as a copy from page-locked memory does.
  *
  * MOCK_CUDA_HANG=N: from the N-th wait on (1: all), nothing completes --
  * cuStreamQuery and cuEventQuery report CUDA_ERROR_NOT_READY for ever, and
@@ -127,11 +130,13 @@ static int env_int(const char *name, int dflt)
     return s != NULL && *s != '\0' ? atoi(s) : dflt;
 }
 
+/* MOCK_CUDA_DEFERRED: 0 at once, 1 only when needed, 2 the same but a
+ * wait runs every other stream first */
 static int deferred(void)
 {
     static int d = -1;
     if (d < 0)
-        d = env_int("MOCK_CUDA_DEFERRED", 0) != 0;
+        d = env_int("MOCK_CUDA_DEFERRED", 0);
     return d;
 }
 
@@ -283,9 +288,26 @@ static CUresult enqueue(mstream_t *s, const op_t *o)
     return SUCCESS;
 }
 
+/* MOCK_CUDA_DEFERRED=2: before a host wait for `s`, everything queued on
+ * the other streams runs (a schedule a GPU may choose): work that reads
+ * what s produces without an event between them runs before s did. */
+static void others_first(const mstream_t *s)
+{
+    if (deferred() != 2)
+        return;
+    if (s != &legacy_s)
+        run_to(&legacy_s, legacy_s.queued);
+    if (s != &per_thread_s)
+        run_to(&per_thread_s, per_thread_s.queued);
+    for (mstream_t *o = all_streams; o != NULL; o = o->next_all)
+        if (o != s)
+            run_to(o, o->queued);
+}
+
 static void sync_stream(mstream_t *s)
 {
     pthread_mutex_lock(&qlock);
+    others_first(s);
     run_to(s, s->queued);
     pthread_mutex_unlock(&qlock);
 }
@@ -737,6 +759,8 @@ API CUresult cuEventRecord(CUevent e, CUstream s)
 static void run_event(mevent_t *ev)
 {
     pthread_mutex_lock(&qlock);
+    if (ev->s != NULL)
+        others_first(ev->s);
     if (ev->s != NULL)
         run_to(ev->s, ev->seq);
     pthread_mutex_unlock(&qlock);
