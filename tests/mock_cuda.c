@@ -205,9 +205,33 @@ static pthread_mutex_t qlock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
 static mstream_t legacy_s = {.is_default = 1}, per_thread_s = {.is_default = 1};
 static mstream_t *all_streams;   /* created ones */
 
+/* Handles this driver did not make (the tests' stand-in values such as
+ * (cudaStream_t)0x77, a runtime's streams): a queue each, made at first use. */
+#define MAX_EXTERNAL 64
+static struct { CUstream h; mstream_t *s; } external[MAX_EXTERNAL];
+
+/* The queue of a handle that is not a default stream (under qlock). */
+static mstream_t *queue_of(CUstream s)
+{
+    int i;
+    for (mstream_t *m = all_streams; m != NULL; m = m->next_all)
+        if ((CUstream)m == s)
+            return m;
+    for (i = 0; i < MAX_EXTERNAL && external[i].h != NULL; i++)
+        if (external[i].h == s)
+            return external[i].s;
+    if (i == MAX_EXTERNAL || (external[i].s = calloc(1, sizeof(mstream_t))) == NULL)
+        abort();
+    external[i].h = s;
+    external[i].s->next_all = all_streams;   /* waited for by cuCtxSynchronize and frees */
+    all_streams = external[i].s;
+    return external[i].s;
+}
+
 /* The stream behind a handle, counting work on the default streams. */
 static mstream_t *stream_of(CUstream s)
 {
+    mstream_t *m;
     if (s == NULL || s == STREAM_LEGACY) {
         COUNT(n_legacy, 1);
         return &legacy_s;
@@ -216,7 +240,10 @@ static mstream_t *stream_of(CUstream s)
         COUNT(n_per_thread, 1);
         return &per_thread_s;
     }
-    return (mstream_t *)s;
+    pthread_mutex_lock(&qlock);
+    m = queue_of(s);
+    pthread_mutex_unlock(&qlock);
+    return m;
 }
 
 /* The host shadow of a device address (p itself for host memory). */
@@ -431,6 +458,20 @@ API unsigned long long mock_cuda_count(const char *what)
         if (strcmp(what, rows[i].name) == 0)
             return __atomic_load_n(rows[i].v, __ATOMIC_RELAXED);
     return ~0ULL;
+}
+
+/* Run what is queued on `stream` now, as a GPU may at any time (for the
+ * stand-in NCCL: its collectives read their buffers at once, so the work
+ * queued before them on their stream must have run; not a host
+ * synchronisation, not counted). */
+API void mock_cuda_stream_flush(void *stream)
+{
+    mstream_t *m;
+    pthread_mutex_lock(&qlock);
+    m = stream == NULL || stream == STREAM_LEGACY ? &legacy_s
+        : stream == STREAM_PER_THREAD ? &per_thread_s : queue_of(stream);
+    run_to(m, m->queued);
+    pthread_mutex_unlock(&qlock);
 }
 
 /* Make device `device`'s context current, as a CUDA program's thread has. */
@@ -690,12 +731,14 @@ API CUresult cuStreamDestroy_v2(CUstream s)
     if (s == NULL || s == STREAM_LEGACY || s == STREAM_PER_THREAD)
         return ERR_INVALID_HANDLE;
     pthread_mutex_lock(&qlock);
+    for (pp = &all_streams; *pp != NULL && *pp != m; pp = &(*pp)->next_all)
+        ;
+    if (*pp == NULL) {   /* not one of ours */
+        pthread_mutex_unlock(&qlock);
+        return ERR_INVALID_HANDLE;
+    }
     run_to(m, m->queued);
-    for (pp = &all_streams; *pp != NULL; pp = &(*pp)->next_all)
-        if (*pp == m) {
-            *pp = m->next_all;
-            break;
-        }
+    *pp = m->next_all;
     pthread_mutex_unlock(&qlock);
     __atomic_sub_fetch(&n_streams, 1, __ATOMIC_RELAXED);
     free(m);

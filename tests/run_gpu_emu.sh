@@ -66,14 +66,16 @@ done
 # HIPRESS_ALLOW_PLAIN=0: device buffers are planned with the device codec's
 # rates, and the emulated module's are the host emulation's (slow), so auto
 # would send `none` plain; what is checked here is where the calls go
-for run in "auto 0" "auto 1" "stage 0"; do
+# (np 4 deferred: the staged and the compressed calls of 4 ranks touch no
+# default stream, mpi_gpu checks)
+for run in "auto 0 2" "auto 1 4" "stage 0 2"; do
     set -- $run
-    gpu=$1 def=$2
-    hp_mpirun 2 -x LD_PRELOAD="$HP_PRELOAD" -x HIPRESS_STATS=1 -x HIPRESS_CUDA_MODULE="$emu" -x HIPRESS_GPU=$gpu \
+    gpu=$1 def=$2 np=$3
+    hp_mpirun $np -x LD_PRELOAD="$HP_PRELOAD" -x HIPRESS_STATS=1 -x HIPRESS_CUDA_MODULE="$emu" -x HIPRESS_GPU=$gpu \
         -x HIPRESS_ALLOW_PLAIN=0 -x MOCK_CUDA_DEFERRED=$def "$HP_BUILDDIR/tests/mpi_gpu" device "$mock" >"$out" 2>"$err"
     rc=$?
     c=$(row 'compressed on the GPU')
-    echo "# mpi_gpu HIPRESS_GPU=$gpu MOCK_CUDA_DEFERRED=$def: exit $rc, ${c:-?} compressed on the GPU," \
+    echo "# mpi_gpu np $np HIPRESS_GPU=$gpu MOCK_CUDA_DEFERRED=$def: exit $rc, ${c:-?} compressed on the GPU," \
         "$(row 'staged through host memory') staged"
     if [ $rc -ne 0 ] || ! grep -q '^mpi_gpu: ok' "$out"; then
         hp_fail "mpi_gpu HIPRESS_GPU=$gpu MOCK_CUDA_DEFERRED=$def"
@@ -106,8 +108,8 @@ grep -q 'blocks for ever (MOCK_CUDA_HANG)' "$err" && { hp_fail "a stuck device: 
 
 if [ -x "$HP_BUILDDIR/tests/gpu_kern" ]; then
     for def in 0 2; do
-        LD_LIBRARY_PATH="$mock${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" HIPRESS_CUDA_MODULE="$emu" MOCK_CUDA_DEFERRED=$def \
-            "$HP_BUILDDIR/tests/gpu_kern" --quick >"$out" 2>"$err"
+        LD_LIBRARY_PATH="$mock${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" HIPRESS_CUDA_MODULE="$emu" \
+            MOCK_CUDA_DEFERRED=$def "$HP_BUILDDIR/tests/gpu_kern" --quick >"$out" 2>"$err"
         rc=$?
         echo "# gpu_kern --quick on the emulated module, MOCK_CUDA_DEFERRED=$def: exit $rc: $(tail -n 1 "$out")"
         [ $rc -eq 0 ] || { hp_fail "gpu_kern on the emulated module"; cat "$out"; head -40 "$err"; }
