@@ -36,6 +36,7 @@
 #include <dlfcn.h>
 #include <math.h>
 #include <mpi.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,6 +49,9 @@
 #endif
 
 static int rank, size, bad, ndev;
+#ifdef HP_REAL_CUDA
+static int ndev_real = 1;
+#endif
 
 static int (*comm_residual)(MPI_Comm, const void *, size_t, float *);
 /* the stand-in driver's counters (tests/mock_cuda.c), NULL on a GPU */
@@ -237,6 +241,23 @@ static void corrupt(void)
     dfree(d);
 }
 
+/* Compressed calls from a thread that then exits: its page-locked message
+ * memory is freed at its exit, in the context it was allocated in (the
+ * stand-in driver refuses cuMemFreeHost in another; the main checks
+ * count it). */
+static void *thread_calls(void *arg)
+{
+    static const char *const kv[] = {"hipress_compressor", "onebit", "hipress_algo", "ring",
+                                     "hipress_partition_bytes", "16K", "hipress_hierarchical", "off",
+                                     "hipress_min_bytes", "1K", NULL};
+    (void)arg;
+#ifdef HP_REAL_CUDA
+    cudaSetDevice(rank % ndev_real);
+#endif
+    run("onebit/ring/thread", kv, 40003, 2, -1, 1);
+    return NULL;
+}
+
 #ifndef HP_REAL_CUDA
 /* Compressed calls whose device work never completes on some rank. */
 static int hang_test(double limit)
@@ -284,9 +305,9 @@ int main(int argc, char **argv)
     static const char *const comps[] = {"none", "onebit", "tbq", "terngrad", "graddrop", "dgc", "fp16", "bf16",
                                         "q2", "q4", "q8"};
     static const char *const algos[] = {"ring", "ps", "tree", "allgather"};
-    int all_bad = 0;
+    int all_bad = 0, provided = MPI_THREAD_SINGLE;
 
-    MPI_Init(&argc, &argv);
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
 #ifdef HP_REAL_CUDA
@@ -297,6 +318,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "rank %d: no CUDA device\n", rank);
             MPI_Abort(MPI_COMM_WORLD, 2);
         }
+        ndev_real = ndevs;
     }
 #else
     {
@@ -373,6 +395,13 @@ int main(int argc, char **argv)
     }
     overflow();
     corrupt();
+    if (provided >= MPI_THREAD_SERIALIZED) {
+        /* the main thread waits in pthread_join: the calls are serialised */
+        pthread_t t;
+        CHECK(pthread_create(&t, NULL, thread_calls, NULL) == 0 && pthread_join(t, NULL) == 0, "a thread's calls");
+    } else if (rank == 0) {
+        printf("# MPI_THREAD_SERIALIZED not provided: no calls from a thread\n");
+    }
     if (mock_count != NULL) {
         /* no call path waits for, or queues on, the application's default
          * streams; pinned memory is freed in its context; every queued
