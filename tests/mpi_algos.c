@@ -379,10 +379,10 @@ static void test_staging(void)
     /* codec: HIPRESS_STAGING_CODEC (NULL: its default, q4) */
     static const struct { const char *comp, *codec, *form, *sum_form; size_t G; } cs[] = {
         {"onebit", NULL, "q4", "q4", 512}, {"tbq", NULL, "q4", "q4", 512}, {"graddrop", NULL, "q4", "q4", 512},
-        {"dgc", NULL, "q4", "q4", 512}, {"q4", NULL, "q4", "q4", 512}, {"terngrad", NULL, "terngrad", "q2", 4096},
+        {"dgc", NULL, "q4", "q4", 512}, {"q4", NULL, "q4", "q4", 512}, {"terngrad", NULL, "terngrad", "q4", 4096},
         {"fp16", NULL, "fp16", "fp16", 1024}, {"none", NULL, "none", "none", 1},
         {"powersgd", NULL, "q4", "q4", 512}, {"onebit", "q2", "q2", "q4", 512}, {"dgc", "q2", "q2", "q2", 512},
-        {"tbq", "q8", "q8", "q4", 512}};
+        {"tbq", "q8", "q8", "q8", 512}, {"terngrad", "q2", "terngrad", "q2", 4096}};
     static const char *algos2[] = {"allgather", "ps"};
     const size_t G = 4096, n1 = 2 * G * (size_t)nranks + 313, n2 = 3 * G * (size_t)nranks + 777;
     float *a = malloc(n2 * sizeof(float)), *b = malloc(n2 * sizeof(float));
