@@ -80,11 +80,16 @@ static float grad_val(int r, int t, size_t i)
     return (float)(0.01 * sin((double)i * 0.001 + t) + ((double)(z >> 40) / 16777216.0 - 0.5) * 0.003);
 }
 
+/* A communicator with `compressor` and the plan fixed to allgather with
+ * one message per rank (the recorded calls below are that algorithm's). */
 static ncclComm_t comm_with(const char *compressor)
 {
     ncclComm_t c = mock_nccl_comm_new();
     if (compressor != NULL)
         CHECK(comm_set(c, "HIPRESS_COMPRESSOR", compressor) == HIPRESS_OK, "comm_set %s", compressor);
+    CHECK(comm_set(c, "HIPRESS_ALGO", "allgather") == HIPRESS_OK &&
+              comm_set(c, "HIPRESS_PARTITION_BYTES", "1G") == HIPRESS_OK,
+          "comm_set HIPRESS_ALGO, HIPRESS_PARTITION_BYTES");
     return c;
 }
 
