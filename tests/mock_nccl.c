@@ -45,18 +45,28 @@
 #define API __attribute__((visibility("default")))
 
 
-#define MAX_CALLS 4096
-static mock_call_t calls[MAX_CALLS];
-static int ncalls;
+static mock_call_t *calls;
+static int ncalls, room;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static __thread int depth;
 
+/* (the record grows: a pointer from mock_nccl_call is valid until the
+ * next NCCL call) */
 static void record(const char *fn, const void *s, void *r, size_t count, int dt, int op, int root, void *comm,
                    void *stream)
 {
     pthread_mutex_lock(&lock);
-    if (ncalls < MAX_CALLS) {
+    if (ncalls == room) {
+        int nroom = room ? 2 * room : 4096;
+        mock_call_t *p = realloc(calls, (size_t)nroom * sizeof(mock_call_t));
+        if (p != NULL) {
+            calls = p;
+            room = nroom;
+        }
+    }
+    if (ncalls < room) {
         mock_call_t *c = &calls[ncalls++];
+        memset(c, 0, sizeof(*c));
         strncpy(c->fn, fn, sizeof(c->fn) - 1);
         c->sendbuf = s;
         c->recvbuf = r;
