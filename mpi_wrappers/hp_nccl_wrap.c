@@ -305,7 +305,7 @@ static int allreduce_compress(const void *sendbuff, void *recvbuff, size_t count
                               cudaStream_t stream, ncclResult_t *rc_p);
 
 /* Poll ncclCommGetAsyncError while comm answers ncclInProgress, at most
- * HIPRESS_TIMEOUT seconds; its final answer (ncclInProgress after the
+ * HIPRESS_TIMEOUT seconds; its final answer (ncclSystemError after the
  * timeout, with a warning naming `what`). */
 static ncclResult_t wait_async(ncclComm_t comm, const char *what)
 {
@@ -314,12 +314,12 @@ static ncclResult_t wait_async(ncclComm_t comm, const char *what)
     ncclResult_t st = ncclInProgress;
     unsigned spins = 0;
     if (poll == NULL)
-        return ncclInProgress;
+        return ncclSystemError;
     while (poll(comm, &st) == ncclSuccess && st == ncclInProgress) {
         if (timeout > 0 && hp_now() - t0 > timeout) {
             HP_WARN("nccl: %s was still in progress after %.0f s (HIPRESS_TIMEOUT=%g s)", what, hp_now() - t0,
                     timeout);
-            break;
+            return ncclSystemError;
         }
         if (++spins > 64) {
             struct timespec ts = {0, 20000};
@@ -393,9 +393,10 @@ HP_WRAP ncclResult_t ncclGroupEnd(void)
              * progress: nothing may be enqueued on it before it is done */
             if (rc == ncclInProgress)
                 rc = wait_async(h.comm, "the user's ncclGroupEnd before a held ncclAllReduce");
-            if (rc != ncclSuccess)
-                held_release_as(&h, &hrc);   /* (NCCL's own error comes back for it) */
-            else if (!allreduce_compress(h.sendbuff, h.recvbuff, h.count, h.op, h.comm, h.stream, &hrc))
+            /* (when the group failed, NCCL's error comes back and the held
+             * call is not run) */
+            if (rc == ncclSuccess &&
+                !allreduce_compress(h.sendbuff, h.recvbuff, h.count, h.op, h.comm, h.stream, &hrc))
                 held_release_as(&h, &hrc);
             if (rc == ncclSuccess)
                 rc = hrc;

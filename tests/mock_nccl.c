@@ -127,9 +127,19 @@ API int mock_nccl_pending(ncclComm_t comm)
     return comm != NULL ? ((mock_comm_t *)comm)->pending : 0;
 }
 
+static int polls_set;
+
+/* The polls of the next operations in progress (0: MOCK_NCCL_POLLS). */
+API void mock_nccl_set_polls(int n)
+{
+    polls_set = n;
+}
+
 static int polls(void)
 {
     const char *v = getenv("MOCK_NCCL_POLLS");
+    if (polls_set > 0)
+        return polls_set;
     return v != NULL && atoi(v) > 0 ? atoi(v) : 3;
 }
 

@@ -619,6 +619,45 @@ static void case_mpi_bits(void)
     mpi_bits("dgc", "allgather", 40003, 2, -1, 1, 1);
 }
 
+/* An operation of hipress' that stays in progress longer than
+ * HIPRESS_TIMEOUT: the call fails with ncclSystemError after about that
+ * long, naming what it waited for (run_nccl_compress.sh), and enqueues
+ * nothing more; the communicator is then aborted, releasing its state. */
+static void case_timeout(void)
+{
+    const size_t n = N_ELEM;
+    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+    ncclUniqueId id;
+    ncclComm_t c;
+    ncclResult_t rc;
+    void *d = dev(n);
+    float *h = calloc(n, sizeof(float));
+    int from;
+    double t0;
+
+    memset(&id, 0, sizeof(id));
+    cfg.blocking = 0;
+    rc = ncclCommInitRankConfig(&c, size, id, rank, &cfg);
+    CHECK(poll_out(c, rc) == ncclSuccess, "timeout: the communicator's creation");
+    CHECK(comm_set(c, "HIPRESS_COMPRESSOR", "onebit") == HIPRESS_OK &&
+              comm_set(c, "HIPRESS_TIMEOUT", "1") == HIPRESS_OK,
+          "timeout: comm_set");
+    dwrite(d, h, n * sizeof(float));
+    mock_nccl_set_polls(1 << 30);
+    from = mock_nccl_ncalls();
+    t0 = MPI_Wtime();
+    rc = ncclAllReduce(d, d, n, ncclFloat32, ncclSum, c, STREAM);
+    t0 = MPI_Wtime() - t0;
+    mock_nccl_set_polls(0);
+    CHECK(rc == ncclSystemError && t0 >= 0.9 && t0 < 30,
+          "timeout: ncclAllReduce returned %d after %.1f s, want ncclSystemError after about 1 s", (int)rc, t0);
+    CHECK(mock_nccl_ncalls() == from + 1 && strcmp(mock_nccl_call(-1)->fn, "ncclAllReduce") == 0 &&
+              mock_nccl_call(-1)->count == 5,
+          "timeout: want the agreement alone, then nothing more enqueued (%d calls)", mock_nccl_ncalls() - from);
+    CHECK(ncclCommAbort(c) == ncclSuccess, "timeout: ncclCommAbort");
+    free(h);
+}
+
 /* Under HIPRESS_ALGO=auto the cost model measures over NCCL and the first
  * calls of a size class explore (plain, then the algorithms it keeps):
  * every rank makes the same choice (the same NCCL calls, call after call)
@@ -797,6 +836,7 @@ int main(int argc, char **argv)
         case_corrupt();
         case_mpi_bits();
         case_split();
+        case_timeout();
         case_auto();
     }
     MPI_Allreduce(&bad, &all, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);

@@ -156,6 +156,7 @@ static int settle(tp_ctx_t *t, ncclResult_t rc, const char *what)
                 HP_WARN("nccl: %s was still in progress after %.0f s (ncclCommGetAsyncError answers "
                         "ncclInProgress; HIPRESS_TIMEOUT=%g s): the compressed ncclAllReduce fails and enqueues "
                         "nothing more on this communicator", what, hp_now() - t0, t->timeout);
+                rc = ncclSystemError;
                 break;
             }
             if (++spins > 64) {
