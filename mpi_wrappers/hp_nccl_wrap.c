@@ -1,11 +1,12 @@
 /*
  * NCCL interposition: ncclAllReduce, the group calls, the calls that make a
  * communicator with a configuration (ncclCommInitRankConfig, ncclCommSplit:
- * whether it is non-blocking) and the calls that end one.  Built when configure finds nccl.h.  The real functions
- * come from the next object that defines them (dlsym(RTLD_NEXT)), or, when
- * the NCCL library was loaded into a local scope (a Python extension's
- * dependency), from any loaded object that defines them; both are resolved at
- * the first call of each function.
+ * whether it is non-blocking) and the calls that end one.  Built when
+ * configure finds nccl.h.  The real functions come from the next object
+ * that defines them (dlsym(RTLD_NEXT)), or, when the NCCL library was loaded
+ * into a local scope (a Python extension's dependency), from any loaded
+ * object that defines them; both are resolved at the first call of each
+ * function.
  *
  * ncclAllReduce calls are classified (hp_nccl.h) and counted.  By default
  * (HIPRESS_NCCL=pass) every call goes to the real function with its

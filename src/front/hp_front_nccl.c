@@ -453,7 +453,7 @@ static int run_call(hp_nccl_cstate_t *cs, const hp_config_t *cfg, tp_ctx_t *t, c
     hp_mem_t mem;
     hp_res_buf_t *rb;
     hp_status_t st, ms;
-    int staging = 0, sum_kind;
+    int staging = 0, sum_kind, agreed_ok = 0;
     double t0 = hp_now();
 
     *rc_p = ncclSuccess;
@@ -539,6 +539,7 @@ static int run_call(hp_nccl_cstate_t *cs, const hp_config_t *cfg, tp_ctx_t *t, c
             any = 1;
         if (any && st == HP_OK)
             st = HP_ERR_PEER;
+        agreed_ok = st == HP_OK;   /* the same on every rank */
     } else if (st == HP_OK) {
         st = HP_ERR_MPI;
     }
@@ -556,7 +557,9 @@ static int run_call(hp_nccl_cstate_t *cs, const hp_config_t *cfg, tp_ctx_t *t, c
     if (rb != NULL)
         rb->calls++;
     cs->ncalls++;
-    if (explore != NULL && st == HP_OK)
+    /* (the exploration's time agreement runs where the failure agreement
+     * said every rank succeeded: on every rank or none) */
+    if (explore != NULL && agreed_ok)
         report_plan(&pc, explore, t0, count);
     atomic_fetch_add_explicit(&hp_g.stats.nccl_compressed, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&hp_g.stats.bytes_raw, count * sizeof(float), memory_order_relaxed);
