@@ -100,7 +100,7 @@ tests_mock_libhipress_cuda_emu_la_LDFLAGS = -module -avoid-version -shared -rpat
 tests_mock_libhipress_cuda_emu_la_LIBADD = -ldl -lpthread -lm
 check_PROGRAMS += tests/mpi_gpu_codec
 tests_mpi_gpu_codec_SOURCES = tests/mpi_gpu_codec.c
-tests_mpi_gpu_codec_LDADD = -ldl -lm
+tests_mpi_gpu_codec_LDADD = -ldl -lm -lpthread
 TESTS += tests/run_gpu_emu.sh
 
 # On a machine with a GPU only (tests/run_gpu_codec.sh, scripts/gpu-check;
@@ -114,7 +114,7 @@ tests_gpu_kern_LDADD = libhpcore.la -lm
 tests_mpi_cuda_codec_SOURCES = tests/mpi_gpu_codec.c
 tests_mpi_cuda_codec_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS) -DHP_REAL_CUDA
 tests_mpi_cuda_codec_LDFLAGS = $(AM_LDFLAGS) -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR)
-tests_mpi_cuda_codec_LDADD = -lcudart -ldl -lm
+tests_mpi_cuda_codec_LDADD = -lcudart -ldl -lm -lpthread
 tests_mpi_cuda_bench_SOURCES = tests/mpi_cuda_bench.c
 tests_mpi_cuda_bench_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 tests_mpi_cuda_bench_LDFLAGS = $(AM_LDFLAGS) -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR)

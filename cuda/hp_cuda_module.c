@@ -30,6 +30,7 @@
 #include "hp_klaunch.h"
 #include "hp_kern.h"
 #include <math.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <time.h>
 #include <cuda.h>
@@ -70,6 +71,26 @@ static int fail(int status, const char *fmt, ...)
     return status;
 }
 
+/* What this thread's entry point is doing, for a wait that times out to
+ * name ("the encode of 40003 elements (format 1)"); wait_failed: a wait
+ * of this entry point failed and last_err says how (the entry point's own
+ * message does not replace it). */
+static __thread char cur_op[128];
+static __thread int wait_failed;
+
+static void op_set(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void op_set(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cur_op, sizeof(cur_op), fmt, ap);
+    va_end(ap);
+    wait_failed = 0;
+}
+
+/* An entry point's failure: its own reason, unless a wait said more. */
+#define OP_FAIL(st, ...) (wait_failed ? (st) : fail((st), __VA_ARGS__))
+
 /* ------------------------------------------------------ driver functions */
 
 static struct {
@@ -88,17 +109,15 @@ static struct {
     __typeof__(&cuCtxPushCurrent_v2)           CtxPushCurrent;
     __typeof__(&cuCtxPopCurrent_v2)            CtxPopCurrent;
     __typeof__(&cuDevicePrimaryCtxRetain)      DevicePrimaryCtxRetain;
-    __typeof__(&cuMemcpyDtoH_v2)               MemcpyDtoH;
-    __typeof__(&cuMemcpyHtoD_v2)               MemcpyHtoD;
+    __typeof__(&cuMemcpyDtoHAsync_v2)          MemcpyDtoHAsync;
+    __typeof__(&cuMemcpyHtoDAsync_v2)          MemcpyHtoDAsync;
     __typeof__(&cuMemHostAlloc)                MemHostAlloc;
     __typeof__(&cuMemFreeHost)                 MemFreeHost;
     __typeof__(&cuStreamCreate)                StreamCreate;
     __typeof__(&cuStreamDestroy_v2)            StreamDestroy;
-    __typeof__(&cuStreamSynchronize)           StreamSynchronize;
     __typeof__(&cuStreamIsCapturing)           StreamIsCapturing;
     __typeof__(&cuEventCreate)                 EventCreate;
     __typeof__(&cuEventRecord)                 EventRecord;
-    __typeof__(&cuEventSynchronize)            EventSynchronize;
     __typeof__(&cuEventDestroy_v2)             EventDestroy;
     /* the device codec (hp_gpu_ops_v2_t) */
     __typeof__(&cuMemAlloc_v2)                 MemAlloc;
@@ -106,6 +125,9 @@ static struct {
     __typeof__(&cuMemsetD8Async)               MemsetD8Async;
     __typeof__(&cuMemcpyAsync)                 MemcpyAsync;
     __typeof__(&cuStreamWaitEvent)             StreamWaitEvent;
+    /* the bounded waits */
+    __typeof__(&cuStreamQuery)                 StreamQuery;
+    __typeof__(&cuEventQuery)                  EventQuery;
     /* primary contexts this module retained, kept for the process's life */
     CUcontext       primary[HP_GPU_MAX_PROBED];
 } drv = {.lock = PTHREAD_MUTEX_INITIALIZER};
@@ -151,23 +173,23 @@ static int cuda_init(int load_driver)
     RESOLVE(CtxPushCurrent, "cuCtxPushCurrent_v2");
     RESOLVE(CtxPopCurrent, "cuCtxPopCurrent_v2");
     RESOLVE(DevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
-    RESOLVE(MemcpyDtoH, "cuMemcpyDtoH_v2");
-    RESOLVE(MemcpyHtoD, "cuMemcpyHtoD_v2");
+    RESOLVE(MemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2");
+    RESOLVE(MemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2");
     RESOLVE(MemHostAlloc, "cuMemHostAlloc");
     RESOLVE(MemFreeHost, "cuMemFreeHost");
     RESOLVE(StreamCreate, "cuStreamCreate");
     RESOLVE(StreamDestroy, "cuStreamDestroy_v2");
-    RESOLVE(StreamSynchronize, "cuStreamSynchronize");
     RESOLVE(StreamIsCapturing, "cuStreamIsCapturing");
     RESOLVE(EventCreate, "cuEventCreate");
     RESOLVE(EventRecord, "cuEventRecord");
-    RESOLVE(EventSynchronize, "cuEventSynchronize");
     RESOLVE(EventDestroy, "cuEventDestroy_v2");
     RESOLVE(MemAlloc, "cuMemAlloc_v2");
     RESOLVE(MemFree, "cuMemFree_v2");
     RESOLVE(MemsetD8Async, "cuMemsetD8Async");
     RESOLVE(MemcpyAsync, "cuMemcpyAsync");
     RESOLVE(StreamWaitEvent, "cuStreamWaitEvent");
+    RESOLVE(StreamQuery, "cuStreamQuery");
+    RESOLVE(EventQuery, "cuEventQuery");
 #undef RESOLVE
     if (missing != NULL) {
         st = fail(HP_GPU_ERR_UNSUPPORTED, "%s has no %s (a driver older than CUDA 10?)", HP_CUDA_DRIVER_LIB, missing);
@@ -311,16 +333,146 @@ static void scope_exit(const scope_t *sc)
         return rc_ == CUDA_SUCCESS ? HP_GPU_OK : CU_FAIL(name, rc_); \
     } while (0)
 
+/* --------------------------------------------------------------- waits */
+
+/*
+ * Every wait of the module is a poll of cuStreamQuery or cuEventQuery,
+ * never cuStreamSynchronize or cuEventSynchronize: a stuck kernel or copy
+ * must not hang the rank for ever.  The poll yields the processor a few
+ * times (a healthy wait is short), then sleeps from 20 us, doubling to
+ * 1 ms, and gives up after wait_bound_s seconds (set_wait_bound:
+ * libhipress passes half of HIPRESS_TIMEOUT, so the rank that waits fails
+ * and tells its peers before their watchdog ends the job) with a reason
+ * naming what was waited for (cur_op) and on which stream or event.
+ */
+#define WAIT_BOUND_DEFAULT 150.0
+static double wait_bound_s = WAIT_BOUND_DEFAULT;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static const char *op_name(void)
+{
+    return cur_op[0] != '\0' ? cur_op : "the work queued";
+}
+
+/* Wait for stream h (is_event 0) or event h; `on` names it. */
+static int wait_for(int is_event, void *h, const char *on)
+{
+    double bound;
+    double t0 = 0.0;
+    long ns = 20000;
+    __atomic_load(&wait_bound_s, &bound, __ATOMIC_RELAXED);
+    for (unsigned long k = 0;; k++) {
+        CUresult rc = is_event ? drv.EventQuery((CUevent)h) : drv.StreamQuery((CUstream)h);
+        if (rc == CUDA_SUCCESS)
+            return HP_GPU_OK;
+        if (rc != CUDA_ERROR_NOT_READY) {
+            wait_failed = 1;
+            return fail(HP_GPU_ERR_DEVICE, "%s: %s (%d), waiting for %s on %s %p",
+                        is_event ? "cuEventQuery" : "cuStreamQuery", cu_name(rc), (int)rc, op_name(), on, h);
+        }
+        if (k == 0) {
+            t0 = now_s();
+            continue;
+        }
+        if (bound > 0 && now_s() - t0 > bound) {
+            wait_failed = 1;
+            return fail(HP_GPU_ERR_DEVICE, "the device did not finish %s on %s %p within %g s (the bound of a "
+                        "device wait, HIPRESS_TIMEOUT / 2): a kernel or copy is stuck", op_name(), on, h, bound);
+        }
+        if (k < 64) {
+            sched_yield();
+        } else {
+            struct timespec ts = {0, ns};
+            nanosleep(&ts, NULL);
+            if (ns < 1000000)
+                ns *= 2;
+        }
+    }
+}
+
+static int cuda_set_wait_bound(double seconds)
+{
+    if (!(seconds >= 0) || seconds > 1e9)
+        return fail(HP_GPU_ERR_INVALID, "a wait bound of %g s", seconds);
+    __atomic_store(&wait_bound_s, &seconds, __ATOMIC_RELAXED);
+    return HP_GPU_OK;
+}
+
 /* --------------------------------------------------------------- copies */
+
+/*
+ * The module's copy stream of a context: non-blocking, made at the first
+ * need and kept.  The staging copies, allocation's zero fill and the
+ * probe run on it, never on the legacy default stream, so they wait for
+ * nothing the application queued there (a CUDA-aware MPI's copies do the
+ * same: the application has finished writing a buffer it hands to MPI).
+ */
+#define XFER_MAX 32
+static struct {
+    CUcontext ctx;
+    CUstream  s;
+} xfer[XFER_MAX];
+
+/* Under a scope: the current context's copy stream. */
+static int xfer_stream(CUstream *s_p)
+{
+    CUcontext cur = NULL;
+    CUresult rc;
+    int i, st = HP_GPU_OK;
+    if ((rc = drv.CtxGetCurrent(&cur)) != CUDA_SUCCESS)
+        return CU_FAIL("cuCtxGetCurrent", rc);
+    if (cur == NULL)
+        return fail(HP_GPU_ERR_DEVICE, "no CUDA context for %s", op_name());
+    pthread_mutex_lock(&drv.lock);
+    for (i = 0; i < XFER_MAX && xfer[i].ctx != NULL && xfer[i].ctx != cur; i++)
+        ;
+    if (i == XFER_MAX)
+        st = fail(HP_GPU_ERR_UNSUPPORTED, "more than %d CUDA contexts", XFER_MAX);
+    else if (xfer[i].ctx == NULL && (rc = drv.StreamCreate(&xfer[i].s, CU_STREAM_NON_BLOCKING)) != CUDA_SUCCESS)
+        st = CU_FAIL("cuStreamCreate", rc);
+    else if (xfer[i].ctx == NULL)
+        xfer[i].ctx = cur;
+    if (st == HP_GPU_OK)
+        *s_p = xfer[i].s;
+    pthread_mutex_unlock(&drv.lock);
+    return st;
+}
+
+/* A copy between host and device memory on the copy stream, waited for. */
+static int xfer_copy(void *dst, const void *src, size_t bytes, const hp_gpu_ptr_t *where, int to_device)
+{
+    scope_t sc;
+    CUstream s = NULL;
+    CUresult rc;
+    int st;
+    NEED_DRIVER();
+    if ((st = scope_enter(where, &sc)) != HP_GPU_OK)
+        return st;
+    op_set("a copy of %zu bytes %s", bytes, to_device ? "to the device" : "to host memory");
+    if ((st = xfer_stream(&s)) == HP_GPU_OK) {
+        rc = to_device ? drv.MemcpyHtoDAsync((CUdeviceptr)(uintptr_t)dst, src, bytes, s)
+                       : drv.MemcpyDtoHAsync(dst, (CUdeviceptr)(uintptr_t)src, bytes, s);
+        st = rc != CUDA_SUCCESS ? CU_FAIL(to_device ? "cuMemcpyHtoDAsync" : "cuMemcpyDtoHAsync", rc)
+                                : wait_for(0, s, "the module's copy stream");
+    }
+    scope_exit(&sc);
+    return st;
+}
 
 static int cuda_memcpy_d2h(void *dst, const void *src, size_t bytes, const hp_gpu_ptr_t *where)
 {
-    IN_SCOPE(where, "cuMemcpyDtoH", drv.MemcpyDtoH(dst, (CUdeviceptr)(uintptr_t)src, bytes));
+    return xfer_copy(dst, src, bytes, where, 0);
 }
 
 static int cuda_memcpy_h2d(void *dst, const void *src, size_t bytes, const hp_gpu_ptr_t *where)
 {
-    IN_SCOPE(where, "cuMemcpyHtoD", drv.MemcpyHtoD((CUdeviceptr)(uintptr_t)dst, src, bytes));
+    return xfer_copy(dst, src, bytes, where, 1);
 }
 
 static int cuda_host_alloc(size_t bytes, const hp_gpu_ptr_t *where, void **p_p)
@@ -345,12 +497,19 @@ static int cuda_stream_destroy(void *stream, const hp_gpu_ptr_t *where)
     IN_SCOPE(where, "cuStreamDestroy", drv.StreamDestroy((CUstream)stream));
 }
 
+/* Bounded (wait_for), as every wait of the module. */
 static int cuda_stream_sync(void *stream)
 {
-    CUresult rc;
     NEED_DRIVER();
-    rc = drv.StreamSynchronize((CUstream)stream);
-    return rc == CUDA_SUCCESS ? HP_GPU_OK : CU_FAIL("cuStreamSynchronize", rc);
+    op_set("the work queued");
+    return wait_for(0, stream, "the stream");
+}
+
+static int cuda_stream_wait(void *stream, const char *what)
+{
+    NEED_DRIVER();
+    op_set("%s", what != NULL ? what : "the work queued");
+    return wait_for(0, stream, "the stream");
 }
 
 static int cuda_stream_capturing(void *stream, int *capturing_p)
@@ -380,10 +539,9 @@ static int cuda_event_record(void *event, void *stream)
 
 static int cuda_event_sync(void *event)
 {
-    CUresult rc;
     NEED_DRIVER();
-    rc = drv.EventSynchronize((CUevent)event);
-    return rc == CUDA_SUCCESS ? HP_GPU_OK : CU_FAIL("cuEventSynchronize", rc);
+    op_set("the work before an event");
+    return wait_for(1, event, "the event");
 }
 
 static int cuda_event_destroy(void *event, const hp_gpu_ptr_t *where)
@@ -410,6 +568,18 @@ static int cuda_selftest(int device)
 
 /* -------------------------------------------------------- the codec */
 
+/* A format's name by its id (hp_gpu_fmt.def), for messages. */
+static const char *const fmt_names[] = {
+#define HP_GPU_FMT_ROW(id, NAME, name) [id] = #name,
+#include "hp_gpu_fmt.def"
+#undef HP_GPU_FMT_ROW
+};
+
+static const char *fmt_name(uint32_t id)
+{
+    return id < sizeof(fmt_names) / sizeof(fmt_names[0]) && fmt_names[id] != NULL ? fmt_names[id] : "?";
+}
+
 /* A codec context: one call at a time uses it (call_begin .. call_end);
  * kept in a pool per CUDA context, so streams, events and the device
  * workspace are made in the first calls and reused after. */
@@ -419,6 +589,8 @@ typedef struct mod_cx {
     CUstream       s[2];
     CUevent        ev[HP_EV_N];
     int            busy;
+    int            stuck;      /* a wait timed out: its streams are not waited for again, and it is
+                                * never reused (a stuck kernel stays stuck) */
     struct mod_cx *next;
 } mod_cx_t;
 
@@ -481,16 +653,39 @@ static int d_wait(void *self, int stream, int event)
     return drv.StreamWaitEvent(m->s[stream], m->ev[event], 0) == CUDA_SUCCESS ? 0 : -1;
 }
 
+/* A wait of a codec context; after one failed, the others fail at once
+ * (the first one's reason stays in last_err). */
+static int cx_wait(mod_cx_t *m, int is_event, void *h, const char *on)
+{
+    if (m->stuck) {
+        if (!wait_failed)
+            fail(HP_GPU_ERR_DEVICE, "%s: a wait of this codec context timed out before", op_name());
+        wait_failed = 1;
+        return -1;
+    }
+    if (wait_for(is_event, h, on) == HP_GPU_OK)
+        return 0;
+    m->stuck = 1;
+    return -1;
+}
+
 static int d_sync(void *self, int stream)
 {
     mod_cx_t *m = (mod_cx_t *)self;
-    return drv.StreamSynchronize(m->s[stream]) == CUDA_SUCCESS ? 0 : -1;
+    return cx_wait(m, 0, m->s[stream],
+                   stream == HP_STREAM_COPY ? "the codec's copy stream" : "the codec's compute stream");
 }
+
+static const char *const ev_names[HP_EV_N] = {
+    [HP_EV_PIECE] = "the codec's piece event", [HP_EV_DEC0] = "the codec's payload event 0",
+    [HP_EV_DEC1] = "the codec's payload event 1", [HP_EV_FREE0] = "the codec's staging event 0",
+    [HP_EV_FREE1] = "the codec's staging event 1", [HP_EV_COMPUTE] = "the codec's compute event",
+};
 
 static int d_sync_event(void *self, int event)
 {
     mod_cx_t *m = (mod_cx_t *)self;
-    return drv.EventSynchronize(m->ev[event]) == CUDA_SUCCESS ? 0 : -1;
+    return cx_wait(m, 1, m->ev[event], ev_names[event]);
 }
 
 static void *d_stream(void *self, int stream)
@@ -537,7 +732,7 @@ static int cx_create(CUcontext ctx, mod_cx_t **m_p)
     if (rc != CUDA_SUCCESS)
         st = CU_FAIL("cuStreamCreate/cuEventCreate", rc);
     else if ((st = hp_codec_init(&m->codec, &dev_ops, m)) != HP_GPU_OK)
-        st = fail(st, "cannot allocate the codec's workspace");
+        st = OP_FAIL(st, "cannot allocate the codec's workspace");
     if (st != HP_GPU_OK) {
         for (i = 0; i < 2; i++)
             if (m->s[i] != NULL)
@@ -552,15 +747,29 @@ static int cx_create(CUcontext ctx, mod_cx_t **m_p)
     return HP_GPU_OK;
 }
 
+/* A tiny kernel on the module's copy stream writes a word that is read
+ * back (no legacy stream, a bounded wait). */
 static int cuda_codec_probe(const hp_gpu_ptr_t *where)
 {
     scope_t sc;
-    int st, ok;
+    CUstream s = NULL;
+    CUdeviceptr d = 0;
+    uint32_t h = 0;
+    int st, ok = 0;
     NEED_DRIVER();
     if ((st = scope_enter(where, &sc)) != HP_GPU_OK)
         return st;
-    ok = hp_kl_probe() == 0;
+    op_set("the codec's probe kernel on device %d", where->device);
+    if ((st = xfer_stream(&s)) == HP_GPU_OK && drv.MemAlloc(&d, sizeof(h)) == CUDA_SUCCESS) {
+        ok = drv.MemsetD8Async(d, 0, sizeof(h), s) == CUDA_SUCCESS &&
+             hp_kl_probe(s, (uint32_t *)(uintptr_t)d) == 0 &&
+             drv.MemcpyDtoHAsync(&h, d, sizeof(h), s) == CUDA_SUCCESS &&
+             (st = wait_for(0, s, "the module's copy stream")) == HP_GPU_OK && h == HP_KL_PROBE_WORD;
+        drv.MemFree(d);
+    }
     scope_exit(&sc);
+    if (wait_failed)
+        return st;
     return ok ? HP_GPU_OK : fail(HP_GPU_ERR_DEVICE, "the codec's kernels do not run on device %d (no usable "
                                  "device, or no code for its architecture in this build)", where->device);
 }
@@ -575,6 +784,7 @@ static int cuda_call_begin(const hp_gpu_ptr_t *where, void **cx_p)
     NEED_DRIVER();
     if ((st = scope_enter(where, &sc)) != HP_GPU_OK)
         return st;
+    op_set("the set-up of a codec context on device %d", where->device);
     if (drv.CtxGetCurrent(&cur) != CUDA_SUCCESS || cur == NULL) {
         scope_exit(&sc);
         return fail(HP_GPU_ERR_DEVICE, "no CUDA context for the buffer");
@@ -605,8 +815,9 @@ static int cuda_call_begin(const hp_gpu_ptr_t *where, void **cx_p)
 static int cuda_sync(void *cx, int *bad_p)
 {
     mod_cx_t *m = (mod_cx_t *)cx;
+    op_set("the device work of a compressed call");
     IN_CX(m, st_ = hp_codec_sync(&m->codec, bad_p);
-             if (st_ != HP_GPU_OK) fail(st_, "a codec copy or kernel failed"));
+             if (st_ != HP_GPU_OK) OP_FAIL(st_, "a codec copy or kernel failed"));
 }
 
 static int cuda_call_end(void *cx, int *bad_p)
@@ -614,7 +825,7 @@ static int cuda_call_end(void *cx, int *bad_p)
     mod_cx_t *m = (mod_cx_t *)cx;
     int st = cuda_sync(cx, bad_p);
     pthread_mutex_lock(&pool.lock);
-    m->busy = 0;
+    m->busy = m->stuck;   /* a stuck context is not reused */
     pthread_mutex_unlock(&pool.lock);
     return st;
 }
@@ -623,33 +834,38 @@ static int cuda_encode(void *cx, const hp_gpu_enc_t *e, void *out, size_t cap, s
                        int *bad_p)
 {
     mod_cx_t *m = (mod_cx_t *)cx;
+    op_set("the encode of %zu elements (%s)", e->n, fmt_name(e->fmt.id));
     IN_CX(m, st_ = hp_codec_encode(&m->codec, e, out, cap, plen_p, nonfinite_p);
              *bad_p = m->codec.bad;
-             if (st_ != HP_GPU_OK) fail(st_, "encode of %zu elements (format %u) failed", e->n, e->fmt.id));
+             if (st_ != HP_GPU_OK) OP_FAIL(st_, "encode of %zu elements (%s) failed", e->n, fmt_name(e->fmt.id)));
 }
 
 static int cuda_decode(void *cx, const hp_gpu_dec_t *d, const void *payload, size_t plen, float *dst)
 {
     mod_cx_t *m = (mod_cx_t *)cx;
+    op_set("the decode of %zu elements (%s)", d->n, fmt_name(d->fmt.id));
     IN_CX(m, st_ = hp_codec_decode(&m->codec, d, payload, plen, dst);
-             if (st_ != HP_GPU_OK) fail(st_, "decode of %zu elements (format %u) failed", d->n, d->fmt.id));
+             if (st_ != HP_GPU_OK) OP_FAIL(st_, "decode of %zu elements (%s) failed", d->n, fmt_name(d->fmt.id)));
 }
 
 static int cuda_fill(void *cx, float *dst, float v, size_t n)
 {
     mod_cx_t *m = (mod_cx_t *)cx;
+    op_set("a fill of %zu elements", n);
     IN_CX(m, st_ = hp_codec_fill(&m->codec, dst, v, n));
 }
 
 static int cuda_fold(void *cx, float *buf, float *r, size_t n)
 {
     mod_cx_t *m = (mod_cx_t *)cx;
+    op_set("a residual's fold into %zu elements", n);
     IN_CX(m, st_ = hp_codec_fold(&m->codec, buf, r, n));
 }
 
 static int cuda_add(void *cx, float *dst, const float *src, size_t n)
 {
     mod_cx_t *m = (mod_cx_t *)cx;
+    op_set("a sum of %zu elements", n);
     IN_CX(m, st_ = hp_codec_add(&m->codec, dst, src, n));
 }
 
@@ -660,19 +876,22 @@ static int cuda_copy(void *cx, void *dst, const void *src, size_t bytes)
     int host = 1;
     if (cuda_ptr_query(dst, &a) == HP_GPU_OK && cuda_ptr_query(src, &b) == HP_GPU_OK)
         host = a.kind == HP_MEM_HOST || b.kind == HP_MEM_HOST;
+    op_set("a copy of %zu bytes", bytes);
     IN_CX(m, st_ = hp_codec_copy(&m->codec, dst, src, bytes, host);
-             if (st_ != HP_GPU_OK) fail(st_, "a copy of %zu bytes failed", bytes));
+             if (st_ != HP_GPU_OK) OP_FAIL(st_, "a copy of %zu bytes failed", bytes));
 }
 
 static int cuda_momentum(void *cx, float *u, float *buf, float mo, size_t n, int *applied_p)
 {
     mod_cx_t *m = (mod_cx_t *)cx;
+    op_set("dgc's momentum over %zu elements", n);
     IN_CX(m, st_ = hp_codec_momentum(&m->codec, u, buf, mo, n, applied_p));
 }
 
 static int cuda_nonfinite(void *cx, const float *x, size_t n, int *nonfinite_p)
 {
     mod_cx_t *m = (mod_cx_t *)cx;
+    op_set("the NaN and Inf scan of %zu elements", n);
     IN_CX(m, st_ = hp_codec_nonfinite(&m->codec, x, n, nonfinite_p));
 }
 
@@ -702,30 +921,35 @@ static int cuda_psgd_recon(void *cx, float *buf, float *res, size_t n, size_t c,
 static int cuda_work(void *cx, size_t bytes, void **p_p)
 {
     mod_cx_t *m = (mod_cx_t *)cx;
+    op_set("the growth of the call's device scratch to %zu bytes", bytes);
     IN_CX(m, st_ = hp_codec_work(&m->codec, bytes, p_p);
-             if (st_ != HP_GPU_OK) fail(st_, "cannot allocate %zu bytes of device memory", bytes));
+             if (st_ != HP_GPU_OK) OP_FAIL(st_, "cannot allocate %zu bytes of device memory", bytes));
 }
 
 static int cuda_dev_alloc(const hp_gpu_ptr_t *where, size_t bytes, void **p_p)
 {
     scope_t sc;
+    CUstream s = NULL;
     CUdeviceptr p = 0;
     CUresult rc;
     int st;
     NEED_DRIVER();
     if ((st = scope_enter(where, &sc)) != HP_GPU_OK)
         return st;
-    rc = drv.MemAlloc(&p, bytes ? bytes : 1);
-    if (rc == CUDA_SUCCESS && (rc = drv.MemsetD8Async(p, 0, bytes, NULL)) == CUDA_SUCCESS)
-        rc = drv.StreamSynchronize(NULL);
+    op_set("the zero fill of %zu bytes of new device memory", bytes);
+    /* zero-filled on the module's copy stream, not the legacy one */
+    if ((rc = drv.MemAlloc(&p, bytes ? bytes : 1)) != CUDA_SUCCESS)
+        st = CU_FAIL("cuMemAlloc", rc);
+    else if ((st = xfer_stream(&s)) == HP_GPU_OK && (rc = drv.MemsetD8Async(p, 0, bytes, s)) != CUDA_SUCCESS)
+        st = CU_FAIL("cuMemsetD8Async", rc);
+    else if (st == HP_GPU_OK)
+        st = wait_for(0, s, "the module's copy stream");
+    if (st != HP_GPU_OK && p != 0)
+        drv.MemFree(p);
     scope_exit(&sc);
-    if (rc != CUDA_SUCCESS) {
-        if (p != 0)
-            drv.MemFree(p);
-        return CU_FAIL("cuMemAlloc", rc);
-    }
-    *p_p = (void *)(uintptr_t)p;
-    return HP_GPU_OK;
+    if (st == HP_GPU_OK)
+        *p_p = (void *)(uintptr_t)p;
+    return st;
 }
 
 static int cuda_dev_free(const hp_gpu_ptr_t *where, void *p)
@@ -749,13 +973,6 @@ static int cuda_dev_l1(const hp_gpu_ptr_t *where, const float *p, size_t n, doub
 }
 
 /* ------------------------------------------------------------ bench */
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static int cmp_d(const void *a, const void *b)
 {
@@ -930,6 +1147,8 @@ static const hp_gpu_ops_v2_t ops2 = {
     .psgd_mtp = cuda_psgd_mtp,
     .psgd_recon = cuda_psgd_recon,
     .bench = cuda_bench,
+    .set_wait_bound = cuda_set_wait_bound,
+    .stream_wait = cuda_stream_wait,
 };
 
 /* The table with the device codec as well (HP_GPU_CODEC_SYMBOL:

@@ -20,23 +20,13 @@
 
 __global__ static void k_probe(uint32_t *p)
 {
-    *p = 0x48505253u;
+    *p = HP_KL_PROBE_WORD;
 }
 
-extern "C" int hp_kl_probe(void)
+extern "C" int hp_kl_probe(void *stream, uint32_t *word)
 {
-    uint32_t *d = NULL, h = 0;
-    int ok;
-    if (cudaMalloc((void **)&d, sizeof(uint32_t)) != cudaSuccess) {
-        cudaGetLastError();
-        return -1;
-    }
-    k_probe<<<1, 1>>>(d);
-    ok = cudaGetLastError() == cudaSuccess &&
-         cudaMemcpy(&h, d, sizeof(h), cudaMemcpyDeviceToHost) == cudaSuccess && h == 0x48505253u;
-    cudaFree(d);
-    cudaGetLastError();
-    return ok ? 0 : -1;
+    k_probe<<<1, 1, 0, (cudaStream_t)stream>>>(word);
+    return launched();
 }
 
 __global__ static void k_finite(const float *x, size_t n, uint32_t *flags)

@@ -9,10 +9,9 @@
 
 /* A CTA per span of whole blocks (hp_kern_half.cu): per block the largest |x|
  * (a maximum: any order), then the halves. */
-int hp_kl_f16_enc(void *stream, const float *x, size_t n, uint32_t B, uint8_t *halves, uint8_t *exps,
-                  uint32_t *flags)
+HP_EMU_KERNEL(f16_enc, (const float *, x), (size_t, n), (uint32_t, B), (uint8_t *, halves), (uint8_t *, exps),
+              (uint32_t *, flags))
 {
-    (void)stream;
     x = P(const float *, x);
     halves = P(uint8_t *, halves);
     exps = P(uint8_t *, exps);
@@ -37,10 +36,9 @@ int hp_kl_f16_enc(void *stream, const float *x, size_t n, uint32_t B, uint8_t *h
     return 0;
 }
 
-int hp_kl_f16_dec(void *stream, const uint8_t *halves, const uint8_t *exps, size_t n, uint32_t B, float *dst,
-                  int accumulate, uint32_t *bad)
+HP_EMU_KERNEL(f16_dec, (const uint8_t *, halves), (const uint8_t *, exps), (size_t, n), (uint32_t, B),
+              (float *, dst), (int, accumulate), (uint32_t *, bad))
 {
-    (void)stream;
     halves = P(const uint8_t *, halves);
     exps = P(const uint8_t *, exps);
     dst = P(float *, dst);
@@ -62,9 +60,8 @@ int hp_kl_f16_dec(void *stream, const uint8_t *halves, const uint8_t *exps, size
     return 0;
 }
 
-int hp_kl_bf16_enc(void *stream, const float *x, size_t n, uint8_t *out, uint32_t *flags)
+HP_EMU_KERNEL(bf16_enc, (const float *, x), (size_t, n), (uint8_t *, out), (uint32_t *, flags))
 {
-    (void)stream;
     x = P(const float *, x);
     out = P(uint8_t *, out);
     flags = P(uint32_t *, flags);
@@ -76,9 +73,8 @@ int hp_kl_bf16_enc(void *stream, const float *x, size_t n, uint8_t *out, uint32_
     return 0;
 }
 
-int hp_kl_bf16_dec(void *stream, const uint8_t *in, size_t n, float *dst, int accumulate, uint32_t *bad)
+HP_EMU_KERNEL(bf16_dec, (const uint8_t *, in), (size_t, n), (float *, dst), (int, accumulate), (uint32_t *, bad))
 {
-    (void)stream;
     in = P(const uint8_t *, in);
     dst = P(float *, dst);
     bad = P(uint32_t *, bad);

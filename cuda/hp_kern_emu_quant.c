@@ -42,13 +42,12 @@ static void onebit_chunk(const float *x, const float *r, size_t len, uint8_t *wo
         *npos_p += np[l];
 }
 
-int hp_kl_onebit_enc(void *stream, const float *x, float *r, size_t n, uint32_t B, uint8_t *scales,
-                     uint8_t *words, uint32_t *flags)
+HP_EMU_KERNEL(onebit_enc, (const float *, x), (float *, r), (size_t, n), (uint32_t, B), (uint8_t *, scales),
+              (uint8_t *, words), (uint32_t *, flags))
 {
     const hp_k_bgrid_t g = hp_k_bgrid(n, B);
     double cpos[HP_K_MAXCH], cneg[HP_K_MAXCH];
     uint32_t cnp[HP_K_MAXCH];
-    (void)stream;
     x = P(const float *, x);
     r = P(float *, r);
     scales = P(uint8_t *, scales);
@@ -98,11 +97,10 @@ int hp_kl_onebit_enc(void *stream, const float *x, float *r, size_t n, uint32_t 
     return 0;
 }
 
-int hp_kl_onebit_dec(void *stream, const uint8_t *scales, const uint8_t *words, size_t n, uint32_t B,
-                     float *dst, int accumulate, uint32_t *bad)
+HP_EMU_KERNEL(onebit_dec, (const uint8_t *, scales), (const uint8_t *, words), (size_t, n), (uint32_t, B),
+              (float *, dst), (int, accumulate), (uint32_t *, bad))
 {
     const size_t nb = (n + B - 1) / B;
-    (void)stream;
     scales = P(const uint8_t *, scales);
     words = P(const uint8_t *, words);
     dst = P(float *, dst);
@@ -143,12 +141,11 @@ static double tbq_chunk(const float *x, const float *r, size_t len)
     return s;
 }
 
-int hp_kl_tbq_enc(void *stream, const float *x, float *r, size_t n, uint32_t B, float thr, float scale,
-                  uint8_t *taus, uint8_t *codes, uint32_t *flags)
+HP_EMU_KERNEL(tbq_enc, (const float *, x), (float *, r), (size_t, n), (uint32_t, B), (float, thr), (float, scale),
+              (uint8_t *, taus), (uint8_t *, codes), (uint32_t *, flags))
 {
     const hp_k_bgrid_t g = hp_k_bgrid(n, B);
     double cs[HP_K_MAXCH];
-    (void)stream;
     x = P(const float *, x);
     r = P(float *, r);
     taus = P(uint8_t *, taus);
@@ -203,10 +200,9 @@ int hp_kl_tbq_enc(void *stream, const float *x, float *r, size_t n, uint32_t B, 
     return 0;
 }
 
-int hp_kl_tbq_dec(void *stream, const uint8_t *taus, const uint8_t *codes, size_t n, uint32_t B,
-                  float *dst, int accumulate, uint32_t *bad)
+HP_EMU_KERNEL(tbq_dec, (const uint8_t *, taus), (const uint8_t *, codes), (size_t, n), (uint32_t, B), (float *, dst),
+              (int, accumulate), (uint32_t *, bad))
 {
-    (void)stream;
     taus = P(const uint8_t *, taus);
     codes = P(const uint8_t *, codes);
     dst = P(float *, dst);
@@ -224,12 +220,11 @@ int hp_kl_tbq_dec(void *stream, const uint8_t *taus, const uint8_t *codes, size_
 
 /* ----------------------------------------------------------- terngrad */
 
-int hp_kl_tg_enc(void *stream, const float *x, size_t n, uint32_t B, uint32_t bits, uint64_t key, uint64_t ctr0,
-                 uint8_t *pairs, uint8_t *codes, uint32_t *flags)
+HP_EMU_KERNEL(tg_enc, (const float *, x), (size_t, n), (uint32_t, B), (uint32_t, bits), (uint64_t, key),
+              (uint64_t, ctr0), (uint8_t *, pairs), (uint8_t *, codes), (uint32_t *, flags))
 {
     const size_t nb = (n + B - 1) / B, per = 8 / bits;
     uint32_t absmax = 0;
-    (void)stream;
     x = P(const float *, x);
     pairs = P(uint8_t *, pairs);
     codes = P(uint8_t *, codes);
@@ -264,11 +259,10 @@ int hp_kl_tg_enc(void *stream, const float *x, size_t n, uint32_t B, uint32_t bi
     return 0;
 }
 
-int hp_kl_tg_dec(void *stream, const uint8_t *pairs, const uint8_t *codes, size_t n, uint32_t B, uint32_t bits,
-                 float *dst, int accumulate, uint32_t *bad)
+HP_EMU_KERNEL(tg_dec, (const uint8_t *, pairs), (const uint8_t *, codes), (size_t, n), (uint32_t, B),
+              (uint32_t, bits), (float *, dst), (int, accumulate), (uint32_t *, bad))
 {
     const uint32_t per = 8 / bits, mask = (1u << bits) - 1u;
-    (void)stream;
     pairs = P(const uint8_t *, pairs);
     codes = P(const uint8_t *, codes);
     dst = P(float *, dst);
@@ -286,12 +280,12 @@ int hp_kl_tg_dec(void *stream, const uint8_t *pairs, const uint8_t *codes, size_
 
 /* --------------------------------------------------------- q2, q4, q8 */
 
-int hp_kl_q_enc(void *stream, const float *x, float *r, float *mask, size_t n, uint32_t B, uint32_t bits,
-                uint32_t stoch, uint64_t key, uint64_t ctr0, uint8_t *pairs, uint8_t *codes, uint32_t *flags)
+HP_EMU_KERNEL(q_enc, (const float *, x), (float *, r), (float *, mask), (size_t, n), (uint32_t, B), (uint32_t, bits),
+              (uint32_t, stoch), (uint64_t, key), (uint64_t, ctr0), (uint8_t *, pairs), (uint8_t *, codes),
+              (uint32_t *, flags))
 {
     const size_t nb = (n + B - 1) / B, per = 8 / bits;
     uint32_t absmax = 0;
-    (void)stream;
     x = P(const float *, x);
     r = P(float *, r);
     mask = P(float *, mask);

@@ -21,7 +21,20 @@ size_t hp_kl_sparse_tmp_bytes(size_t n, uint32_t G, uint32_t k_full, uint32_t k_
     return 8 * nb * (size_t)k_full + 4 * nb + 64;
 }
 
+static int emu_sparse_enc(const hp_kl_sparse_t *a0);
+
+static int emu_sparse_enc_run(void *p)
+{
+    return emu_sparse_enc((const hp_kl_sparse_t *)p);
+}
+
+/* the launch takes its arguments by value, as a kernel's launch does */
 int hp_kl_sparse_enc(void *stream, const hp_kl_sparse_t *a0)
+{
+    return hp_emu_launch(stream, emu_sparse_enc_run, a0, sizeof(*a0));
+}
+
+static int emu_sparse_enc(const hp_kl_sparse_t *a0)
 {
     hp_kl_sparse_t a = *a0;
     const size_t nb = sparse_blocks(a.n, a.G);
@@ -30,7 +43,6 @@ int hp_kl_sparse_enc(void *stream, const hp_kl_sparse_t *a0)
     uint32_t *counts, total = 0;
     const float *post;
     uint32_t *hist;
-    (void)stream;
     a.g = P(const float *, a.g);
     a.r = P(float *, a.r);
     a.u = P(float *, a.u);
@@ -139,10 +151,9 @@ int hp_kl_sparse_enc(void *stream, const hp_kl_sparse_t *a0)
     return 0;
 }
 
-int hp_kl_sparse_dec(void *stream, const uint8_t *pairs, size_t m, size_t n, float *dst, int accumulate,
-                     uint32_t *bad)
+HP_EMU_KERNEL(sparse_dec, (const uint8_t *, pairs), (size_t, m), (size_t, n), (float *, dst), (int, accumulate),
+              (uint32_t *, bad))
 {
-    (void)stream;
     pairs = P(const uint8_t *, pairs);
     dst = P(float *, dst);
     bad = P(uint32_t *, bad);
@@ -165,10 +176,9 @@ int hp_kl_sparse_dec(void *stream, const uint8_t *pairs, size_t m, size_t n, flo
     return 0;
 }
 
-int hp_kl_sparse_mask(void *stream, const uint8_t *pairs, const uint32_t *count, float *v, size_t n,
-                      const uint32_t *flags)
+HP_EMU_KERNEL(sparse_mask, (const uint8_t *, pairs), (const uint32_t *, count), (float *, v), (size_t, n),
+              (const uint32_t *, flags))
 {
-    (void)stream;
     pairs = P(const uint8_t *, pairs);
     count = P(const uint32_t *, count);
     v = P(float *, v);

@@ -32,8 +32,11 @@ extern "C" {
 #endif
 
 /* Whether kernels of this build run in the current context: a tiny kernel
- * writes a word that is read back.  0 when they do. */
-int hp_kl_probe(void);
+ * writes HP_KL_PROBE_WORD into *word (device memory), which the caller
+ * reads back (cuda/hp_cuda_module.c cuda_codec_probe, on the module's own
+ * stream).  0 when the launch was accepted. */
+#define HP_KL_PROBE_WORD 0x48505253u
+int hp_kl_probe(void *stream, uint32_t *word);
 
 /* flags[0] |= HP_K_F_NONFINITE when x[0..n) holds NaN or Inf. */
 int hp_kl_finite(void *stream, const float *x, size_t n, uint32_t *flags);

@@ -190,11 +190,14 @@ START_TEST(test_ops_isa_identical)
                 /* the fused forms (codes packed in the same pass): the
                  * bytes of quant_near / quant_stoch, dequant and pack, in
                  * both tables, in place too */
-                for (int st = 0; st < 2; st++) {
+                for (int st = 0; st < 3; st++) {
+                    /* st 2: the stochastic form with u drawn in the same
+                     * pass; the counter far from 0 at var 2 and 3 */
                     const hp_ops_t *tab[2] = {g, v};
+                    const uint64_t key = 99 + n, ctr = var & 2 ? (1ULL << 40) + 7 : 7;
                     uint8_t want[2100], got[2100];
                     float uu[2100];
-                    g->rng_unit(99 + n, 7, n, uu);
+                    g->rng_unit(key, ctr, n, uu);
                     memcpy(o1, xs, 4 * n);
                     if (st) {
                         g->quant_stoch(o1, uu, n, lo, 1.0f / gap, L, c1);
@@ -208,13 +211,16 @@ START_TEST(test_ops_isa_identical)
                     for (int k = 0; k < 2; k++) {
                         memcpy(o2, xs, 4 * n);
                         memset(got, 0xa5, sizeof(got));
-                        if (st)
+                        if (st == 2)
+                            tab[k]->quant_stoch_rng_pack(o2, key, ctr, n, lo, 1.0f / gap, gap, L, b, got,
+                                                         var & 1 ? o2 : NULL);
+                        else if (st)
                             tab[k]->quant_stoch_pack(o2, uu, n, lo, 1.0f / gap, gap, L, b, got, var & 1 ? o2 : NULL);
                         else
                             tab[k]->quant_near_pack(o2, n, lo, 1.0f / gap, gap, L, b, got, var & 1 ? o2 : NULL);
                         REQUIRE_MSG(!memcmp(want, got, sizeof(got)) && !memcmp(o1, o2, 4 * n),
-                                    "%s_pack table %d n=%zu b=%u var %d", st ? "quant_stoch" : "quant_near", k, n, b,
-                                    var);
+                                    "%s_pack table %d n=%zu b=%u var %d",
+                                    st == 2 ? "quant_stoch_rng" : st ? "quant_stoch" : "quant_near", k, n, b, var);
                     }
                 }
             }

@@ -730,6 +730,49 @@ START_TEST(plan_stages_budget)
 }
 END_TEST
 
+/* The exploration's choice among compressed candidates: the lowest median,
+ * unless another within HP_PLAN_MARGIN of it sends fewer bytes (onebit on 4
+ * ranks: allgather 63/N x fewer than plain's ring, ps with q4 12.45x; on 16
+ * ranks the other way round); the wire volume is the model's. */
+START_TEST(plan_tie_break)
+{
+    hp_plan_inputs_t in = {1e8, 1e-5, 1e9, 1e9};
+    hipress_comp_params_t p;
+    int onebit = hp_comp_find("onebit");
+    hp_codecs_t q4;
+    size_t n = (size_t)16 << 20;   /* 64 MiB */
+    hp_plan_t cand[3];
+    double med[3];
+
+    hipress_comp_params_default(&p);
+    q4 = (hp_codecs_t){onebit, hp_comp_find("q4"), &p, &p};
+    cand[0] = (hp_plan_t){.compress = 0};
+    cand[1] = hp_plan_choose(&in, &q4, n, 4, HP_ALGO_PS, 0, 0, 0);
+    cand[2] = hp_plan_choose(&in, &q4, n, 4, HP_ALGO_ALLGATHER, 0, 0, 0);
+    /* the model's volumes are the formulas: plain ring 2(N-1)/N 4n, over
+     * 12.45 (ps, q4 per 512) and 15.75 (allgather, 63/N) */
+    ck_assert(cand[1].wire > cand[2].wire && cand[2].wire > 0);
+    ck_assert_double_eq_tol(2.0 * 3 / 4 * 4 * (double)n / cand[2].wire, 15.75, 0.01);
+    ck_assert_double_eq_tol(2.0 * 3 / 4 * 4 * (double)n / cand[1].wire, 12.45, 0.01);
+    /* ps 5% faster: a tie, allgather's fewer bytes win */
+    med[0] = 0.5; med[1] = 0.95; med[2] = 1.0;
+    ck_assert_int_eq(hp_plan_tie_break(cand, med, 3, 1), 2);
+    /* ps 20% faster: it wins; plain is never picked here */
+    med[1] = 0.8;
+    ck_assert_int_eq(hp_plan_tie_break(cand, med, 3, 1), 1);
+    /* allgather the faster: it stays */
+    med[1] = 1.02; med[2] = 1.0;
+    ck_assert_int_eq(hp_plan_tie_break(cand, med, 3, 2), 2);
+    ck_assert_int_eq(hp_plan_tie_break(cand, med, 3, -1), -1);
+    /* on 16 ranks allgather sends the most: a tie goes to ps */
+    cand[1] = hp_plan_choose(&in, &q4, n, 16, HP_ALGO_PS, 0, 0, 0);
+    cand[2] = hp_plan_choose(&in, &q4, n, 16, HP_ALGO_ALLGATHER, 0, 0, 0);
+    ck_assert(cand[1].wire < cand[2].wire);
+    med[1] = 1.05; med[2] = 1.0;
+    ck_assert_int_eq(hp_plan_tie_break(cand, med, 3, 2), 1);
+}
+END_TEST
+
 /* HIPRESS_SUM_CODEC resolved per worker codec; the owner-stage cost; the
  * two-codec grain. */
 START_TEST(sum_codec_resolution)
@@ -1658,6 +1701,7 @@ static Suite *core_suite(void)
     tc = tcase_create("residual");
     tcase_add_test(tc, span_grain);
     tcase_add_test(tc, plan_stages_budget);
+    tcase_add_test(tc, plan_tie_break);
     tcase_add_test(tc, sum_codec_resolution);
     tcase_add_test(tc, dgc_warmup_density);
     tcase_add_test(tc, residual_lru);

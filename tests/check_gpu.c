@@ -477,6 +477,7 @@ START_TEST(module_ops)
     hp_gpu_ptr_t where;
     unsigned char in[1000], out[1000];
     void *dev, *pinned = NULL, *stream = NULL, *event = NULL;
+    unsigned long long streams0;
     int capturing = -1;
 
     REQUIRE(ops->version == HP_GPU_OPS_VERSION && ops->size >= sizeof(hp_gpu_ops_t), "table version");
@@ -514,14 +515,29 @@ START_TEST(module_ops)
     REQUIRE(ops->host_alloc(4096, &where, &pinned) == HP_GPU_OK && pinned != NULL, "host_alloc");
     memset(pinned, 1, 4096);
     REQUIRE(ops->host_free(pinned, &where) == HP_GPU_OK, "host_free");
-    REQUIRE(ops->stream_create(&where, &stream) == HP_GPU_OK && count("streams") == 1, "stream_create: %s",
-            ops->last_error());
+    REQUIRE(count("bad_free_host") == 0, "pinned memory freed outside its context");
+    /* the copies ran on the module's own stream: nothing on the legacy one */
+    REQUIRE(count("legacy") == 0 && count("per_thread") == 0, "%llu calls on the legacy stream",
+            count("legacy"));
+    REQUIRE(count("d2h") == 3 && count("h2d") == 1 && count("d2h_bytes") == sizeof(out) + 32,
+            "host copies: %llu d2h (%llu bytes), %llu h2d", count("d2h"), count("d2h_bytes"), count("h2d"));
+    streams0 = count("streams");
+    REQUIRE(ops->stream_create(&where, &stream) == HP_GPU_OK && count("streams") == streams0 + 1,
+            "stream_create: %s", ops->last_error());
     REQUIRE(ops->stream_capturing(stream, &capturing) == HP_GPU_OK && capturing == 0, "stream_capturing");
     REQUIRE(ops->event_create(&where, &event) == HP_GPU_OK && count("events") == 1, "event_create");
     REQUIRE(ops->event_record(event, stream) == HP_GPU_OK && ops->event_sync(event) == HP_GPU_OK, "event");
     REQUIRE(ops->stream_sync(stream) == HP_GPU_OK, "stream_sync");
+    {
+        const hp_gpu_ops_v2_t *o2 = hp_gpu_module_v2();
+        REQUIRE(o2 != NULL, "no codec table");
+        REQUIRE(o2->stream_wait(stream, "a test's work") == HP_GPU_OK, "stream_wait: %s", ops->last_error());
+        REQUIRE(o2->set_wait_bound(-1) == HP_GPU_ERR_INVALID && o2->set_wait_bound(2) == HP_GPU_OK,
+                "set_wait_bound");
+    }
+    REQUIRE(count("legacy") == 0, "%llu calls on the legacy stream", count("legacy"));
     REQUIRE(ops->event_destroy(event, &where) == HP_GPU_OK && count("events") == 0, "event_destroy");
-    REQUIRE(ops->stream_destroy(stream, &where) == HP_GPU_OK && count("streams") == 0, "stream_destroy");
+    REQUIRE(ops->stream_destroy(stream, &where) == HP_GPU_OK && count("streams") == streams0, "stream_destroy");
     REQUIRE(count("ctx_depth") == 0, "a context left pushed");
     REQUIRE(count("init") == 1, "cuInit called %llu times (probe only)", count("init"));
 }

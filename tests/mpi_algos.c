@@ -365,19 +365,24 @@ static int staging_pair(MPI_Comm c, float *a, float *second, size_t n1, size_t n
 /* A staging buffer on rank 0 alone: rank 0 reduces one address with two
  * counts, the other ranks use a new address for each count, so only rank 0
  * can tell.  The call with the second count must run the residual-free
- * form on every rank (HIPRESS_STAGING_FORM=unbiased, the default): q2 with
- * stochastic rounding for the biased compressors (the owner's sum in q4,
- * the sum codec's form), or the compressor itself where it keeps no
- * residual; every rank's bytes equal that form's formula, the results are
- * identical and within q2's bound.  `exact` sends it plain (exact sums of
+ * form on every rank (HIPRESS_STAGING_FORM=unbiased, the default): the
+ * dense q codec of HIPRESS_STAGING_CODEC (q4 by default; q2 and q8 set)
+ * with stochastic rounding for the biased compressors (the owner's sum in
+ * the sum codec's form: q4 for onebit and tbq, the staging codec for the
+ * others), or the compressor itself where it keeps no residual; every
+ * rank's bytes equal that form's formula, the results are identical and
+ * within q2's bound.  `exact` sends it plain (exact sums of
  * integers); a rank's residual held elsewhere is not touched. */
 static void test_staging(void)
 {
     /* G: the form's grain, the larger block of its two codecs */
-    static const struct { const char *comp, *form, *sum_form; size_t G; } cs[] = {
-        {"onebit", "q2", "q4", 512}, {"tbq", "q2", "q4", 512}, {"graddrop", "q2", "q2", 512},
-        {"dgc", "q2", "q2", 512}, {"q4", "q4", "q4", 512}, {"terngrad", "terngrad", "q2", 4096},
-        {"fp16", "fp16", "fp16", 1024}, {"none", "none", "none", 1}, {"powersgd", "q2", "q2", 512}};
+    /* codec: HIPRESS_STAGING_CODEC (NULL: its default, q4) */
+    static const struct { const char *comp, *codec, *form, *sum_form; size_t G; } cs[] = {
+        {"onebit", NULL, "q4", "q4", 512}, {"tbq", NULL, "q4", "q4", 512}, {"graddrop", NULL, "q4", "q4", 512},
+        {"dgc", NULL, "q4", "q4", 512}, {"q4", NULL, "q4", "q4", 512}, {"terngrad", NULL, "terngrad", "q4", 4096},
+        {"fp16", NULL, "fp16", "fp16", 1024}, {"none", NULL, "none", "none", 1},
+        {"powersgd", NULL, "q4", "q4", 512}, {"onebit", "q2", "q2", "q4", 512}, {"dgc", "q2", "q2", "q2", 512},
+        {"tbq", "q8", "q8", "q8", 512}, {"terngrad", "q2", "terngrad", "q2", 4096}};
     static const char *algos2[] = {"allgather", "ps"};
     const size_t G = 4096, n1 = 2 * G * (size_t)nranks + 313, n2 = 3 * G * (size_t)nranks + 777;
     float *a = malloc(n2 * sizeof(float)), *b = malloc(n2 * sizeof(float));
@@ -391,6 +396,8 @@ static void test_staging(void)
             double num = 0, den = 0, bound = 0.75 * (al + 1);   /* per stochastic q2 stage, of sum |g| */
             int rc;
             hipress_comm_set(c, "HIPRESS_HIERARCHICAL", "off");
+            if (cs[k].codec != NULL)
+                hipress_comm_set(c, "HIPRESS_STAGING_CODEC", cs[k].codec);
             rc = staging_pair(c, a, second, n1, n2, 0, &s0, &s1);
             EXPECT(rc == MPI_SUCCESS && s1.compressed == s0.compressed + 1, "staging %s %s: not compressed",
                    cs[k].comp, algo);

@@ -32,6 +32,7 @@ static void *(*dmalloc)(size_t, int);
 static void (*dfree)(void *);
 static int (*dwrite)(void *, const void *, size_t);
 static int (*dread)(void *, const void *, size_t);
+static unsigned long long (*mock_count)(const char *);
 
 #define CHECK(cond, ...) \
     do { if (!(cond)) { fprintf(stderr, "rank %d: ", rank); fprintf(stderr, __VA_ARGS__); \
@@ -304,7 +305,8 @@ static void device_phase(const char *mock)
     dfree = (void (*)(void *))dlsym(h, "mock_cuda_free");
     dwrite = (int (*)(void *, const void *, size_t))dlsym(h, "mock_cuda_write");
     dread = (int (*)(void *, const void *, size_t))dlsym(h, "mock_cuda_read");
-    if (!dmalloc || !dfree || !dwrite || !dread) {
+    mock_count = (unsigned long long (*)(const char *))dlsym(h, "mock_cuda_count");
+    if (!dmalloc || !dfree || !dwrite || !dread || !mock_count) {
         fprintf(stderr, "rank %d: %s is not the stand-in driver\n", rank, mock);
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
@@ -325,6 +327,13 @@ static void device_phase(const char *mock)
     allgatherv(0, 1, 1);
     /* host buffers keep working next to device ones */
     host_phase();
+    /* staging and the device codec used the module's own streams only */
+    CHECK(mock_count("legacy") == 0 && mock_count("per_thread") == 0,
+          "%llu driver calls on the legacy default stream, %llu on the per-thread one", mock_count("legacy"),
+          mock_count("per_thread"));
+    CHECK(mock_count("bad_free_host") == 0, "pinned memory freed outside its context");
+    CHECK(mock_count("pending") == 0, "%llu stream entries still queued after the calls returned",
+          mock_count("pending"));
 }
 
 int main(int argc, char **argv)

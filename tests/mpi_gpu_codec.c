@@ -23,11 +23,20 @@
  * encoder's NaN/Inf goes back to the CPU's hp_msg_except on a host copy and
  * the messages with exceptions decode through the CPU's decoder).
  * Rank 0 prints "mpi_gpu_codec: ok, N device calls" or the program exits 1.
+ *
+ *   mpi_gpu_codec MOCKDIR/libcuda.so.1 hang SECONDS
+ *
+ * runs a few compressed calls on device buffers while the stand-in
+ * driver's streams of one rank never complete (MOCK_CUDA_HANG): every call
+ * must fail on every rank (an error, or NaN in the result) within SECONDS,
+ * none may hang; rank 0 prints "mpi_gpu_codec: hang: ok, N calls failed on
+ * every rank in T s".
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <math.h>
 #include <mpi.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,8 +49,13 @@
 #endif
 
 static int rank, size, bad, ndev;
+#ifdef HP_REAL_CUDA
+static int ndev_real = 1;
+#endif
 
 static int (*comm_residual)(MPI_Comm, const void *, size_t, float *);
+/* the stand-in driver's counters (tests/mock_cuda.c), NULL on a GPU */
+static unsigned long long (*mock_count)(const char *);
 
 #ifdef HP_REAL_CUDA
 #include <cuda_runtime.h>
@@ -227,14 +241,73 @@ static void corrupt(void)
     dfree(d);
 }
 
+/* Compressed calls from a thread that then exits: its page-locked message
+ * memory is freed at its exit, in the context it was allocated in (the
+ * stand-in driver refuses cuMemFreeHost in another; the main checks
+ * count it). */
+static void *thread_calls(void *arg)
+{
+    static const char *const kv[] = {"hipress_compressor", "onebit", "hipress_algo", "ring",
+                                     "hipress_partition_bytes", "16K", "hipress_hierarchical", "off",
+                                     "hipress_min_bytes", "1K", NULL};
+    (void)arg;
+#ifdef HP_REAL_CUDA
+    cudaSetDevice(rank % ndev_real);
+#endif
+    run("onebit/ring/thread", kv, 40003, 2, -1, 1);
+    return NULL;
+}
+
+#ifndef HP_REAL_CUDA
+/* Compressed calls whose device work never completes on some rank. */
+static int hang_test(double limit)
+{
+    static const char *const kv[] = {"hipress_compressor", "onebit", "hipress_algo", "ring",
+                                     "hipress_partition_bytes", "16K", "hipress_hierarchical", "off",
+                                     "hipress_min_bytes", "1K", NULL};
+    const size_t n = 40003;
+    const int calls = 3;
+    MPI_Comm cd = make_comm(kv);
+    float *h = malloc(n * sizeof(float));
+    void *d = dmalloc(n * sizeof(float), 0);
+    int failed_all = 1, all_bad = 0;
+    double t0 = MPI_Wtime(), t;
+    if (h == NULL || d == NULL)
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    for (int c = 0; c < calls; c++) {
+        int rc, failed, nan = 0, all;
+        for (size_t i = 0; i < n; i++)
+            h[i] = val(rank, c, i);
+        dwrite(d, h, n * sizeof(float));
+        rc = MPI_Allreduce(MPI_IN_PLACE, d, (int)n, MPI_FLOAT, MPI_SUM, cd);
+        dread(h, d, n * sizeof(float));
+        for (size_t i = 0; i < n && !nan; i++)
+            nan = isnan(h[i]);
+        failed = rc != MPI_SUCCESS || nan;
+        PMPI_Allreduce(&failed, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+        CHECK(failed, "call %d: rc %d and no NaN while a rank's device work never completes", c, rc);
+        failed_all &= all;
+    }
+    t = MPI_Wtime() - t0;
+    CHECK(t <= limit, "%d calls took %.1f s, more than %.1f s", calls, t, limit);
+    MPI_Allreduce(&bad, &all_bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (rank == 0 && !all_bad && failed_all)
+        printf("%s: hang: ok, %d calls failed on every rank in %.1f s\n", PROG, calls, t);
+    MPI_Comm_free(&cd);
+    free(h);
+    MPI_Finalize();
+    return all_bad || !failed_all ? 1 : 0;
+}
+#endif
+
 int main(int argc, char **argv)
 {
     static const char *const comps[] = {"none", "onebit", "tbq", "terngrad", "graddrop", "dgc", "fp16", "bf16",
                                         "q2", "q4", "q8"};
     static const char *const algos[] = {"ring", "ps", "tree", "allgather"};
-    int all_bad = 0;
+    int all_bad = 0, provided = MPI_THREAD_SINGLE;
 
-    MPI_Init(&argc, &argv);
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
 #ifdef HP_REAL_CUDA
@@ -245,6 +318,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "rank %d: no CUDA device\n", rank);
             MPI_Abort(MPI_COMM_WORLD, 2);
         }
+        ndev_real = ndevs;
     }
 #else
     {
@@ -258,6 +332,7 @@ int main(int argc, char **argv)
         dfree = (void (*)(void *))dlsym(h, "mock_cuda_free");
         dwrite = (int (*)(void *, const void *, size_t))dlsym(h, "mock_cuda_write");
         dread = (int (*)(void *, const void *, size_t))dlsym(h, "mock_cuda_read");
+        mock_count = (unsigned long long (*)(const char *))dlsym(h, "mock_cuda_count");
     }
 #endif
     comm_residual = (int (*)(MPI_Comm, const void *, size_t, float *))dlsym(RTLD_DEFAULT, "hipress_comm_residual");
@@ -265,6 +340,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "rank %d: no stand-in driver or no preloaded libhipress\n", rank);
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
+#ifndef HP_REAL_CUDA
+    if (argc > 3 && strcmp(argv[2], "hang") == 0)
+        return hang_test(atof(argv[3]));
+#endif
     /* HP_TEST_PLUGIN_COMP: a plugin compressor (HIPRESS_PLUGIN) too, which
      * has no device kernels: its ranges are encoded on host copies */
     const char *plugin = getenv("HP_TEST_PLUGIN_COMP");
@@ -316,8 +395,30 @@ int main(int argc, char **argv)
     }
     overflow();
     corrupt();
+    if (provided >= MPI_THREAD_SERIALIZED) {
+        /* the main thread waits in pthread_join: the calls are serialised */
+        pthread_t t;
+        CHECK(pthread_create(&t, NULL, thread_calls, NULL) == 0 && pthread_join(t, NULL) == 0, "a thread's calls");
+    } else if (rank == 0) {
+        printf("# MPI_THREAD_SERIALIZED not provided: no calls from a thread\n");
+    }
+    if (mock_count != NULL) {
+        /* no call path waits for, or queues on, the application's default
+         * streams; pinned memory is freed in its context; every queued
+         * entry has run once the calls returned */
+        CHECK(mock_count("legacy") == 0 && mock_count("per_thread") == 0,
+              "%llu driver calls on the legacy default stream, %llu on the per-thread one", mock_count("legacy"),
+              mock_count("per_thread"));
+        CHECK(mock_count("bad_free_host") == 0, "pinned memory freed outside its context");
+        CHECK(mock_count("pending") == 0, "%llu stream entries still queued after the calls returned",
+              mock_count("pending"));
+    }
     MPI_Allreduce(&bad, &all_bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    if (rank == 0 && !all_bad)
+    if (rank == 0 && !all_bad && mock_count != NULL)
+        printf("%s: ok, %d device calls; rank 0: %llu host synchronisations, %llu d2h copies (%llu bytes), %llu h2d "
+               "(%llu bytes), %llu kernels\n", PROG, ndev, mock_count("syncs"), mock_count("d2h"),
+               mock_count("d2h_bytes"), mock_count("h2d"), mock_count("h2d_bytes"), mock_count("hostfn"));
+    else if (rank == 0 && !all_bad)
         printf("%s: ok, %d device calls\n", PROG, ndev);
     MPI_Finalize();
     return all_bad ? 1 : 0;

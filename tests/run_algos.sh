@@ -1,5 +1,8 @@
 #!/bin/sh
-# CaSync algorithm tests: one mpirun per rank count, looping inside.
+# CaSync algorithm tests: one mpirun per rank count, looping inside.  The
+# owner-error order of the sum codecs (`sum`) runs at 2 to 4 ranks; at 8 it
+# took 31 s of CI on two cores for the same ordering, so 8 checks the bytes
+# (`volume`), the matrix and the ranges.
 set -u
 . "${HP_SRCDIR:-$(dirname "$0")/..}/tests/mpi_env.sh"
 prog="$HP_BUILDDIR/tests/mpi_algos"
@@ -29,5 +32,5 @@ staging 2
 staging 3
 staging 5
 run 6 hier
-run 8 matrix range sum volume
+run 8 matrix range volume
 exit $status

@@ -35,12 +35,13 @@ static struct {
     cu_ptr_attrs_fn        ptr_attrs;
     cu_stream_capturing_fn stream_capturing;
     char                   module_path[HP_STR_MAX];   /* HIPRESS_CUDA_MODULE */
+    double                 wait_bound;    /* the module's wait bound: HIPRESS_TIMEOUT / 2 */
     /* the module */
     int                    mod_tried;
     const hp_gpu_ops_t    *mod_ops;
     const hp_gpu_ops_v2_t *mod_ops2;     /* the same table with the device codec, or NULL */
     char                   mod_why[1024];
-} g = {.lock = PTHREAD_MUTEX_INITIALIZER};
+} g = {.lock = PTHREAD_MUTEX_INITIALIZER, .wait_bound = 150.0};
 
 struct tail_walk {
     struct link_map *head, *tail;
@@ -194,6 +195,12 @@ void hp_gpu_configure(const hp_config_t *cfg)
     /* HIPRESS_ENABLE=0 is a pure pass-through: nothing looked at either */
     g.off = hp_cfg_i(cfg, HP_S_GPU) == HP_GPU_SETTING_OFF || !hp_cfg_i(cfg, HP_S_ENABLE);
     snprintf(g.module_path, sizeof(g.module_path), "%s", hp_cfg_s(cfg, HP_S_CUDA_MODULE));
+    /* a device wait gives up at half the watchdog's timeout: the rank that
+     * waits fails its call (the failure agreement tells the others) before
+     * its peers' watchdog, waiting for it in MPI, ends the job */
+    g.wait_bound = hp_cfg_d(cfg, HP_S_TIMEOUT) / 2;
+    if (g.mod_ops2 != NULL)
+        g.mod_ops2->set_wait_bound(g.wait_bound);
     if (g.off)
         atomic_store(&hp_gpu_watch, &quiet_node);
     else if (atomic_load(&hp_gpu_watch) == &quiet_node)
@@ -316,6 +323,8 @@ const hp_gpu_ops_t *hp_gpu_module(int load_driver, char *why, size_t whylen)
     {
         const hp_gpu_ops_v2_t *(*get2)(void) = (const hp_gpu_ops_v2_t *(*)(void))dlsym(h, HP_GPU_CODEC_SYMBOL);
         const hp_gpu_ops_v2_t *o2 = get2 != NULL ? get2() : NULL;
+        /* the size covers the functions appended last (set_wait_bound): a
+         * module without them has no bounded waits, and no codec here */
         if (o2 != NULL && o2->base.version == HP_GPU_CODEC_VERSION && o2->base.size >= sizeof(hp_gpu_ops_v2_t))
             g.mod_ops2 = o2;
     }
@@ -337,6 +346,8 @@ const hp_gpu_ops_t *hp_gpu_module(int load_driver, char *why, size_t whylen)
         g.mod_ops2 = NULL;
         goto out_locked;
     }
+    if (g.mod_ops2 != NULL)
+        g.mod_ops2->set_wait_bound(g.wait_bound);
     snprintf(g.mod_why, sizeof(g.mod_why), "%.700s (%.200s%s)", path, ops->build,
              g.mod_ops2 != NULL ? "; device codec" : "; no device codec: device buffers are not compressed");
     g.mod_ops = ops;

@@ -106,20 +106,25 @@ typedef struct hp_gpu_ops {
     int (*probe)(hp_gpu_probe_t *probe_p);
     /* What p is; host for memory the driver does not know. */
     int (*ptr_query)(const void *p, hp_gpu_ptr_t *ptr_p);
-    /* Synchronous copies for exact staging; `where` describes the device side. */
+    /* Synchronous copies for exact staging; `where` describes the device side.
+     * They run on the module's own non-blocking stream of that context
+     * (never the legacy default stream: they wait for nothing the
+     * application queued; it has finished writing a buffer it hands to
+     * MPI), and wait for it within the module's bound. */
     int (*memcpy_d2h)(void *dst, const void *src, size_t bytes, const hp_gpu_ptr_t *where);
     int (*memcpy_h2d)(void *dst, const void *src, size_t bytes, const hp_gpu_ptr_t *where);
-    /* Page-locked host memory, usable from every context. */
+    /* Page-locked host memory, usable from every context; freed with the
+     * `where` it was allocated with (in the context it was allocated in). */
     int (*host_alloc)(size_t bytes, const hp_gpu_ptr_t *where, void **p_p);
     int (*host_free)(void *p, const hp_gpu_ptr_t *where);
     /* Streams and events (non-blocking stream, events without timing). */
     int (*stream_create)(const hp_gpu_ptr_t *where, void **stream_p);
     int (*stream_destroy)(void *stream, const hp_gpu_ptr_t *where);
-    int (*stream_sync)(void *stream);
+    int (*stream_sync)(void *stream);      /* bounded: see set_wait_bound (v2) */
     int (*stream_capturing)(void *stream, int *capturing_p);
     int (*event_create)(const hp_gpu_ptr_t *where, void **event_p);
     int (*event_record)(void *event, void *stream);
-    int (*event_sync)(void *event);
+    int (*event_sync)(void *event);        /* bounded too */
     int (*event_destroy)(void *event, const hp_gpu_ptr_t *where);
     /* Run a kernel of this build on `device` and check its result: proves
      * the build's architectures cover the device.  Creates the primary
@@ -228,6 +233,22 @@ typedef struct hp_gpu_ops_v2 {
                  void (*row)(void *arg, int fmt_index, const char *op, double gbps, double copy_gbps,
                              size_t payload),
                  void *arg);
+
+    /* Appended (a library checks base.size before it calls them; a table
+     * of this version too small for them is refused, as every table too
+     * small is): */
+    /* The bound of every wait of the module, in seconds (0: none; default
+     * 150).  Every wait is a poll (cuStreamQuery, cuEventQuery) that gives
+     * up after it with HP_GPU_ERR_DEVICE and a last_error() naming what
+     * it waited for; none is on the legacy default stream.  libhipress
+     * sets half of HIPRESS_TIMEOUT when it loads the module, so a stuck
+     * rank fails and its peers see that before their watchdog fires. */
+    int (*set_wait_bound)(double seconds);
+    /* Wait for the work queued on `stream` (the caller's, in its context),
+     * within the bound; `what` names the work in last_error() ("the
+     * encode of a compressed ncclAllReduce").  base.stream_sync is the same
+     * with a generic name. */
+    int (*stream_wait)(void *stream, const char *what);
 } hp_gpu_ops_v2_t;
 
 #ifndef HP_GPU_OPS_ONLY

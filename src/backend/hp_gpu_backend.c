@@ -77,11 +77,14 @@ int hp_gpu_compress_route(const hp_config_t *cfg, const hp_gpu_ptr_t kinds[2], c
 
 /* Page-locked memory per thread, grown on demand and kept: the message
  * slots of a device call (so the codec's copies are asynchronous) and the
- * host copies of the fallbacks.  Freed when the thread exits. */
+ * host copies of the fallbacks.  Freed when the thread exits, or when it
+ * grows, in the context it was allocated in (`where`: a thread may move
+ * between devices). */
 typedef struct {
-    void  *p[2];
-    size_t bytes[2];
-    int    pinned[2];
+    void        *p[2];
+    size_t       bytes[2];
+    int          pinned[2];
+    hp_gpu_ptr_t where[2];
 } arena_t;
 
 static pthread_key_t arena_key;
@@ -95,7 +98,7 @@ static void arena_free(void *v)
         if (a->p[i] == NULL)
             continue;
         if (a->pinned[i] && g != NULL)
-            g->base.host_free(a->p[i], NULL);
+            g->base.host_free(a->p[i], &a->where[i]);
         else
             free(a->p[i]);
     }
@@ -129,13 +132,14 @@ static void *arena(int which, size_t bytes, const hp_gpu_ptr_t *where)
     nb = (nb + 65535) & ~(size_t)65535;
     if (a->p[which] != NULL) {
         if (a->pinned[which] && g != NULL)
-            g->base.host_free(a->p[which], where);
+            g->base.host_free(a->p[which], &a->where[which]);
         else
             free(a->p[which]);
         a->p[which] = NULL;
         a->bytes[which] = 0;
     }
     a->pinned[which] = g != NULL && g->base.host_alloc(nb, where, &a->p[which]) == HP_GPU_OK;
+    a->where[which] = *where;
     if (!a->pinned[which])
         a->p[which] = hp_aligned_alloc(nb);
     if (a->p[which] != NULL)

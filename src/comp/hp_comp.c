@@ -99,16 +99,17 @@ int hp_sum_codec_q4(const hipress_comp_params_t *p)
     return HP_BUILTIN_q4;
 }
 
-int hp_unbiased_q2(const hipress_comp_params_t *p)
+int hp_unbiased_dense_q(const hipress_comp_params_t *p)
 {
     (void)p;
-    return HP_BUILTIN_q2;
+    return HP_FORM_DENSE_Q;
 }
 
-int hp_comp_unbiased_kind(int kind, const hipress_comp_params_t *p)
+int hp_comp_unbiased_kind(int kind, const hipress_comp_params_t *p, int dense_q)
 {
     const hp_comp_ext_t *x = hp_comp_ext(kind);
-    return hp_comp_get(kind) != NULL && x->unbiased != NULL ? x->unbiased(p) : kind;
+    int form = hp_comp_get(kind) != NULL && x->unbiased != NULL ? x->unbiased(p) : kind;
+    return form == HP_FORM_DENSE_Q ? dense_q : form;
 }
 
 void hp_comp_unbiased_params(const hipress_comp_params_t *p, hipress_comp_params_t *out)
@@ -178,9 +179,9 @@ hp_status_t hp_comp_register(hp_comp_t *c, char *err, size_t errlen)
         x->qclass = (c->flags & HIPRESS_COMP_LOSSLESS) ? HP_QCLASS_EXACT
                     : (c->flags & HIPRESS_COMP_SPARSE) ? HP_QCLASS_SPARSE : HP_QCLASS_QUANT;
         x->max_stages = hp_comp_default_budget(x->qclass);
-        /* a plugin that needs a residual runs q2 where none can be kept */
+        /* a plugin that needs a residual runs the dense q form where none can be kept */
         if (c->flags & (HIPRESS_COMP_EF | HIPRESS_COMP_MOMENTUM))
-            x->unbiased = hp_unbiased_q2;
+            x->unbiased = hp_unbiased_dense_q;
         registry_ext[registry_count] = x;
         registry[registry_count++] = c;
     }

@@ -276,17 +276,21 @@ size_t hp_comp_grain2(int kind, int sum_kind, const hipress_comp_params_t *p);
 int hp_sum_codec_q4(const hipress_comp_params_t *p);
 
 /* The residual-free form of compressor `kind` (hp_comp_ext_t.unbiased):
- * its own kind when it needs no residual.  Every element's expected result
- * is then the exact sum: E[decode(encode(v))] = v, stage after stage. */
-int hp_comp_unbiased_kind(int kind, const hipress_comp_params_t *p);
+ * its own kind when it needs no residual, `dense_q` (the kind of
+ * HIPRESS_STAGING_CODEC: q2, q4 or q8) where the compressor's form is a
+ * dense q codec (hp_unbiased_dense_q).  Every element's expected result is
+ * then the exact sum: E[decode(encode(v))] = v, stage after stage. */
+int hp_comp_unbiased_kind(int kind, const hipress_comp_params_t *p, int dense_q);
 
 /* The parameters of the residual-free form: p with stochastic rounding. */
 void hp_comp_unbiased_params(const hipress_comp_params_t *p, hipress_comp_params_t *out);
 
-/* q2 with stochastic rounding: the residual-free form of the biased
- * compressors (onebit, tbq, graddrop, dgc, powersgd; doc/compressors.md,
- * 'Staging buffers'). */
-int hp_unbiased_q2(const hipress_comp_params_t *p);
+/* A dense q codec with stochastic rounding (which one: HIPRESS_STAGING_CODEC,
+ * q4 by default): the residual-free form of the biased compressors
+ * (onebit, tbq, graddrop, dgc, powersgd; doc/compressors.md, 'Staging
+ * buffers').  Returns HP_FORM_DENSE_Q, which hp_comp_unbiased_kind resolves. */
+#define HP_FORM_DENSE_Q (-2)
+int hp_unbiased_dense_q(const hipress_comp_params_t *p);
 
 /* Built-in kinds that the algorithms refer to by name. */
 extern int hp_kind_none;

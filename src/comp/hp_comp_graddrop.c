@@ -58,5 +58,5 @@ const hp_comp_ext_t hp_compx_graddrop = {
     .max_stages = 2,   /* ps, tree and ring within the noise of the textbook form (doc/accuracy.md) */
     .grain = hp_sparse_grain,
     .gpu_fmt = hp_sparse_gpu_fmt,
-    .unbiased = hp_unbiased_q2,   /* staging buffers: as dgc's (doc/compressors.md, 'Staging buffers') */
+    .unbiased = hp_unbiased_dense_q,   /* staging buffers: as dgc's (doc/compressors.md, 'Staging buffers') */
 };

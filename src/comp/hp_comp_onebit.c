@@ -267,5 +267,5 @@ const hp_comp_ext_t hp_compx_onebit = {
     .grain = onebit_grain,
     .gpu_fmt = onebit_gpu_fmt,
     .sum_codec = hp_sum_codec_q4,   /* sign bits of a many-valued sum lose its magnitudes (doc/accuracy.md, 'Sum codecs') */
-    .unbiased = hp_unbiased_q2,   /* staging buffers: a 1-bit unbiased encode errs by about 4x the value: 2 bits, stochastic (doc/compressors.md, 'Staging buffers') */
+    .unbiased = hp_unbiased_dense_q,   /* staging buffers: a 1-bit unbiased encode errs by about 4x the value: a dense q codec, stochastic (doc/compressors.md, 'Staging buffers') */
 };

@@ -35,7 +35,8 @@
  * input must leave all of it untouched); then per block: v = in + r in
  * place of r, min/max, and, with the block in cache, the codes packed in
  * registers and the new residual in one pass (quant_near_pack,
- * quant_stoch_pack), while the next block's input and residual are
+ * quant_stoch_rng_pack: stochastic rounding draws its u in that pass,
+ * in registers too), while the next block's input and residual are
  * prefetched (the quantisation overlaps the memory reads of the next
  * block's min/max pass).
  *
@@ -117,7 +118,6 @@ static int q_encode(const hipress_encode_args_t *a, unsigned b, size_t *len_p, i
     uint8_t *out = (uint8_t *)a->out, *packed;
     float *res = a->residual;
     uint64_t key = 0;
-    float u[HP_OPS_CHUNK];
     uint8_t codes[HP_OPS_CHUNK];
 
     if (!block_ok(B) || (a->params != NULL && a->params->q_rounding > 1))
@@ -185,8 +185,8 @@ static int q_encode(const hipress_encode_args_t *a, unsigned b, size_t *len_p, i
                     ops->dequant(codes, k, pair[0], 0.0f, 0.0f, rout, HP_OUT_SUB);
                 ops->pack(codes, k, b, pk);
             } else if (stoch) {
-                ops->rng_unit(key, a->rng_offset + s + c, k, u);
-                ops->quant_stoch_pack(v + c, u, k, pair[0], inv, pair[1], levels, b, pk, rout);
+                ops->quant_stoch_rng_pack(v + c, key, a->rng_offset + s + c, k, pair[0], inv, pair[1], levels,
+                                          b, pk, rout);
             } else {
                 ops->quant_near_pack(v + c, k, pair[0], inv, pair[1], levels, b, pk, rout);
             }

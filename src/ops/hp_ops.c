@@ -407,6 +407,20 @@ static void g_quant_stoch_pack(const float *x, const float *u, size_t n, float l
     }
 }
 
+/* quant_stoch_pack with u drawn in pieces of 256 (whole bytes at any width) */
+static void g_quant_stoch_rng_pack(const float *x, uint64_t key, uint64_t counter0, size_t n, float lo,
+                                   float inv_gap, float gap, float levels, unsigned bits, uint8_t *packed,
+                                   float *rout)
+{
+    float u[256];
+    for (size_t c = 0; c < n; c += 256) {
+        size_t k = n - c < 256 ? n - c : 256;
+        g_rng_unit(key, counter0 + c, k, u);
+        g_quant_stoch_pack(x + c, u, k, lo, inv_gap, gap, levels, bits, packed + c * bits / 8,
+                           rout ? rout + c : NULL);
+    }
+}
+
 const hp_ops_t hp_ops_generic = {
     .name = "generic",
     .isa = HP_ISA_GENERIC,
@@ -436,6 +450,7 @@ const hp_ops_t hp_ops_generic = {
     .minmax_add = g_minmax_add,
     .quant_near_pack = g_quant_near_pack,
     .quant_stoch_pack = g_quant_stoch_pack,
+    .quant_stoch_rng_pack = g_quant_stoch_rng_pack,
 };
 
 /* ------------------------------------------------------------- dispatch */

@@ -207,6 +207,12 @@ typedef struct hp_ops {
      * and pack. */
     void (*quant_stoch_pack)(const float *x, const float *u, size_t n, float lo, float inv_gap, float gap,
                              float levels, unsigned bits, uint8_t *packed, float *rout);
+    /* quant_stoch_pack with u[i] = hp_rng_unit(key, counter0 + i) drawn in
+     * the same pass: the bytes of rng_unit then quant_stoch_pack, without
+     * the array of u in between (the q codecs' stochastic encode). */
+    void (*quant_stoch_rng_pack)(const float *x, uint64_t key, uint64_t counter0, size_t n, float lo,
+                                 float inv_gap, float gap, float levels, unsigned bits, uint8_t *packed,
+                                 float *rout);
 } hp_ops_t;
 
 /* Bytes of lr_recon's scratch for rank r (4 r vectors of 4 floats). */

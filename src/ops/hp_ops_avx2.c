@@ -346,37 +346,99 @@ AVX2 static void v_quant_stoch(const float *x, const float *u, size_t n, float l
     hp_ops_generic.quant_stoch(x + i, u + i, n - i, lo, inv_gap, levels, codes + i);
 }
 
-/* the q codecs' nearest rounding: stoch8 with u = 1/2 (hp_quant_near); t is
- * the clamped level as a float (an integer: (float)code exactly, and so is
- * (float)code + 0), so the residual v - (lo + ((float)code + 0) * gap) of
- * hp_dequant needs no conversion back */
-#define NEAR8(k) \
-    __m256 v##k = _mm256_loadu_ps(x + i + 8 * (k)); \
-    __m256 t##k = _mm256_add_ps(_mm256_mul_ps(_mm256_sub_ps(v##k, l), g), half); \
-    t##k = _mm256_min_ps(_mm256_max_ps(_mm256_round_ps(t##k, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC), \
-                                       zero), lv); \
-    __m256i c##k = _mm256_cvttps_epi32(t##k);
-#define NEAR_R(k) \
-    _mm256_storeu_ps(rout + i + 8 * (k), _mm256_sub_ps(v##k, _mm256_add_ps(l, _mm256_mul_ps(t##k, step))))
+/* Counter RNG (hp_rng_u32, hp_rng_unit) for 8 consecutive counters at a
+ * time.  The pre-mix values z = k + C*(counter+1) of counters c..c+7 sit in
+ * two vectors of 4 64-bit lanes, a = (c, c+1, c+4, c+5) and
+ * b = (c+2, c+3, c+6, c+7): then a float shuffle of a and b takes the low
+ * (or high) halves of all 8 in counter order. */
+#define GOLDEN 0x9E3779B97F4A7C15ULL
 
-AVX2 static INLINE void near_body(const float *x, size_t n32, float lo, float inv_gap, float gap,
-                                  float levels, uint8_t *codes, float *rout, int has_out)
+typedef struct {
+    __m256i a, b;
+} rng_z8_t;
+
+AVX2 static INLINE rng_z8_t rng_z8(uint64_t k, uint64_t counter0)
 {
-    const __m256 l = _mm256_set1_ps(lo), g = _mm256_set1_ps(inv_gap), lv = _mm256_set1_ps(levels);
-    const __m256 half = _mm256_set1_ps(0.5f), step = _mm256_set1_ps(gap), zero = _mm256_setzero_ps();
-    for (size_t i = 0; i < n32; i += 32) {
-        NEAR8(0)
-        NEAR8(1)
-        NEAR8(2)
-        NEAR8(3)
-        _mm256_storeu_si256((__m256i *)(codes + i), pack_i32x32_u8(c0, c1, c2, c3));
-        if (has_out) {
-            NEAR_R(0);
-            NEAR_R(1);
-            NEAR_R(2);
-            NEAR_R(3);
-        }
+    const uint64_t z = k + GOLDEN * (counter0 + 1);
+    rng_z8_t r;
+    r.a = _mm256_setr_epi64x((long long)z, (long long)(z + GOLDEN), (long long)(z + 4 * GOLDEN),
+                             (long long)(z + 5 * GOLDEN));
+    r.b = _mm256_add_epi64(r.a, _mm256_set1_epi64x((long long)(2 * GOLDEN)));
+    return r;
+}
+
+/* the same 8 lanes, counters advanced by 8 */
+AVX2 static INLINE rng_z8_t rng_z8_next(rng_z8_t z)
+{
+    const __m256i step = _mm256_set1_epi64x((long long)(8 * GOLDEN));
+    z.a = _mm256_add_epi64(z.a, step);
+    z.b = _mm256_add_epi64(z.b, step);
+    return z;
+}
+
+/* z * m mod 2^64 on 4 lanes, m = (mh << 32) | ml; mswap holds (mh, ml) in
+ * the (low, high) 32-bit halves of each lane */
+AVX2 static INLINE __m256i mul64c(__m256i z, __m256i ml, __m256i mswap)
+{
+    __m256i t = _mm256_mullo_epi32(z, mswap);                 /* zl*mh | zh*ml */
+    __m256i cross = _mm256_add_epi32(t, _mm256_slli_epi64(t, 32)); /* high half: zh*ml + zl*mh */
+    cross = _mm256_blend_epi32(_mm256_setzero_si256(), cross, 0xAA);
+    return _mm256_add_epi64(_mm256_mul_epu32(z, ml), cross);
+}
+
+#define SHUF_LO(a, b) _mm256_castps_si256(_mm256_shuffle_ps(_mm256_castsi256_ps(a), _mm256_castsi256_ps(b), 0x88))
+#define SHUF_HI(a, b) _mm256_castps_si256(_mm256_shuffle_ps(_mm256_castsi256_ps(a), _mm256_castsi256_ps(b), 0xDD))
+
+/* hp_rng_u32 of the 8 counters of z (full = 1), or without the last step
+ * of hp_mix64 (full = 0: z ^= z >> 31 changes bit 0 of the high half only,
+ * and hp_rng_unit keeps bits 8..31), in counter order.  hp_mix64's first
+ * product is needed whole (4 lanes at a time); of the second only the high
+ * 32 bits, hi(wl*ml) + wl*mh + wh*ml mod 2^32, taken for all 8 lanes at
+ * once from the halves in counter order. */
+AVX2 static INLINE __m256i rng8(rng_z8_t z, int full)
+{
+    const __m256i m1l = _mm256_set1_epi64x(0x1ce4e5b9), m1s = _mm256_set1_epi64x(0x1ce4e5b9bf58476dLL);
+    const __m256i m2l = _mm256_set1_epi64x(0x133111eb);
+    const __m256i m2l32 = _mm256_set1_epi32(0x133111eb), m2h32 = _mm256_set1_epi32((int)0x94d049bbu);
+    __m256i a = mul64c(_mm256_xor_si256(z.a, _mm256_srli_epi64(z.a, 30)), m1l, m1s);
+    __m256i b = mul64c(_mm256_xor_si256(z.b, _mm256_srli_epi64(z.b, 30)), m1l, m1s);
+    a = _mm256_xor_si256(a, _mm256_srli_epi64(a, 27));
+    b = _mm256_xor_si256(b, _mm256_srli_epi64(b, 27));
+    __m256i hi = SHUF_HI(_mm256_mul_epu32(a, m2l), _mm256_mul_epu32(b, m2l)); /* hi(wl*ml) */
+    __m256i cross = _mm256_add_epi32(_mm256_mullo_epi32(SHUF_LO(a, b), m2h32),  /* wl*mh */
+                                     _mm256_mullo_epi32(SHUF_HI(a, b), m2l32)); /* wh*ml */
+    __m256i r = _mm256_add_epi32(hi, cross);
+    if (full)
+        r = _mm256_xor_si256(r, _mm256_srli_epi32(r, 31));
+    return r;
+}
+
+/* hp_rng_unit of the 8 counters of z */
+AVX2 static INLINE __m256 rng8_unit(rng_z8_t z)
+{
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(rng8(z, 0), 8)), _mm256_set1_ps(1.0f / 16777216.0f));
+}
+
+AVX2 static void v_rng_u32(uint64_t k, uint64_t counter0, size_t n, uint32_t *out)
+{
+    rng_z8_t z = rng_z8(k, counter0);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        _mm256_storeu_si256((__m256i *)(out + i), rng8(z, 1));
+        z = rng_z8_next(z);
     }
+    hp_ops_generic.rng_u32(k, counter0 + i, n - i, out + i);
+}
+
+AVX2 static void v_rng_unit(uint64_t k, uint64_t counter0, size_t n, float *out)
+{
+    rng_z8_t z = rng_z8(k, counter0);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        _mm256_storeu_ps(out + i, rng8_unit(z));
+        z = rng_z8_next(z);
+    }
+    hp_ops_generic.rng_unit(k, counter0 + i, n - i, out + i);
 }
 
 /* 32 codes (one a byte, each < 2^bits) packed as v_pack packs them: 32, 16
@@ -397,103 +459,116 @@ AVX2 static INLINE void pack32(__m256i w, unsigned bits, uint8_t *out)
     }
 }
 
-/* near_body with the codes packed in registers (bits and has_out constants
- * in each instantiation) */
-AVX2 static INLINE void near_pack_body(const float *x, size_t n32, float lo, float inv_gap, float gap,
-                                       float levels, unsigned bits, uint8_t *packed, float *rout, int has_out)
+/* Where the q codecs' rounding offset u comes from: 1/2 (round to nearest,
+ * hp_quant_near), an array (hp_quant_stoch with the caller's u), or the
+ * counter RNG drawn in the same pass (u_i = hp_rng_unit(k, counter0 + i)). */
+enum { Q_NEAR, Q_U, Q_RNG };
+
+/* One level: t = clamp(floor((v - lo) * inv_gap + u), 0, levels), an
+ * integer as a float (so (float)code + 0 is t itself and the residual
+ * v - (lo + t * gap) of hp_dequant needs no conversion back); the code is
+ * its conversion.  Same operations and operand order as hp_quant_stoch. */
+#define Q8(k, U)                                                                                       \
+    __m256 v##k = _mm256_loadu_ps(x + i + 8 * (k));                                                    \
+    __m256 t##k = _mm256_add_ps(_mm256_mul_ps(_mm256_sub_ps(v##k, l), g), (U));                        \
+    t##k = _mm256_min_ps(_mm256_max_ps(_mm256_round_ps(t##k, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC), \
+                                       zero), lv);                                                     \
+    __m256i c##k = _mm256_cvttps_epi32(t##k);
+#define Q_R(k) \
+    _mm256_storeu_ps(rout + i + 8 * (k), _mm256_sub_ps(v##k, _mm256_add_ps(l, _mm256_mul_ps(t##k, step))))
+
+/* The q codecs' quantise loop, 32 elements at a time: codes stored a byte
+ * each (bits 0) or packed as v_pack packs them (bits 2, 4, 8), the new
+ * residual with has_out; src, bits and has_out are constants in each
+ * instantiation, so one body serves nearest and stochastic rounding. */
+AVX2 static INLINE void q_body(const float *x, const float *u, uint64_t key, uint64_t counter0, size_t n32,
+                               float lo, float inv_gap, float gap, float levels, unsigned bits, uint8_t *out,
+                               float *rout, int has_out, int src)
 {
     const __m256 l = _mm256_set1_ps(lo), g = _mm256_set1_ps(inv_gap), lv = _mm256_set1_ps(levels);
     const __m256 half = _mm256_set1_ps(0.5f), step = _mm256_set1_ps(gap), zero = _mm256_setzero_ps();
+    rng_z8_t z = rng_z8(key, counter0);
     for (size_t i = 0; i < n32; i += 32) {
-        NEAR8(0)
-        NEAR8(1)
-        NEAR8(2)
-        NEAR8(3)
-        pack32(pack_i32x32_u8(c0, c1, c2, c3), bits, packed + i * bits / 8);
+        __m256 u0 = half, u1 = half, u2 = half, u3 = half;
+        if (src == Q_U) {
+            u0 = _mm256_loadu_ps(u + i);
+            u1 = _mm256_loadu_ps(u + i + 8);
+            u2 = _mm256_loadu_ps(u + i + 16);
+            u3 = _mm256_loadu_ps(u + i + 24);
+        } else if (src == Q_RNG) {
+            u0 = rng8_unit(z);
+            z = rng_z8_next(z);
+            u1 = rng8_unit(z);
+            z = rng_z8_next(z);
+            u2 = rng8_unit(z);
+            z = rng_z8_next(z);
+            u3 = rng8_unit(z);
+            z = rng_z8_next(z);
+        }
+        Q8(0, u0)
+        Q8(1, u1)
+        Q8(2, u2)
+        Q8(3, u3)
+        if (bits == 0)
+            _mm256_storeu_si256((__m256i *)(out + i), pack_i32x32_u8(c0, c1, c2, c3));
+        else
+            pack32(pack_i32x32_u8(c0, c1, c2, c3), bits, out + i * bits / 8);
         if (has_out) {
-            NEAR_R(0);
-            NEAR_R(1);
-            NEAR_R(2);
-            NEAR_R(3);
+            Q_R(0);
+            Q_R(1);
+            Q_R(2);
+            Q_R(3);
         }
     }
 }
-/* the stochastic form: NEAR8 with u for 1/2 (stoch8's arithmetic) */
-#define STOCH8(k) \
-    __m256 v##k = _mm256_loadu_ps(x + i + 8 * (k)); \
-    __m256 t##k = _mm256_add_ps(_mm256_mul_ps(_mm256_sub_ps(v##k, l), g), _mm256_loadu_ps(u + i + 8 * (k))); \
-    t##k = _mm256_min_ps(_mm256_max_ps(_mm256_round_ps(t##k, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC), \
-                                       zero), lv); \
-    __m256i c##k = _mm256_cvttps_epi32(t##k);
+#undef Q8
+#undef Q_R
 
-AVX2 static INLINE void stoch_pack_body(const float *x, const float *u, size_t n32, float lo, float inv_gap,
-                                        float gap, float levels, unsigned bits, uint8_t *packed, float *rout,
-                                        int has_out)
+/* q_body for bits 2, 4 or 8 (packed), with or without the residual: the
+ * n32 elements it covers (0 for other widths, left to the caller) */
+AVX2 static INLINE size_t q_pack(const float *x, const float *u, uint64_t key, uint64_t counter0, size_t n,
+                                 float lo, float inv_gap, float gap, float levels, unsigned bits,
+                                 uint8_t *packed, float *rout, int src)
 {
-    const __m256 l = _mm256_set1_ps(lo), g = _mm256_set1_ps(inv_gap), lv = _mm256_set1_ps(levels);
-    const __m256 step = _mm256_set1_ps(gap), zero = _mm256_setzero_ps();
-    for (size_t i = 0; i < n32; i += 32) {
-        STOCH8(0)
-        STOCH8(1)
-        STOCH8(2)
-        STOCH8(3)
-        pack32(pack_i32x32_u8(c0, c1, c2, c3), bits, packed + i * bits / 8);
-        if (has_out) {
-            NEAR_R(0);
-            NEAR_R(1);
-            NEAR_R(2);
-            NEAR_R(3);
-        }
+    const size_t n32 = n & ~(size_t)31;
+#define QP(B_)                                                                                    \
+    if (bits == (B_)) {                                                                           \
+        if (rout)                                                                                 \
+            q_body(x, u, key, counter0, n32, lo, inv_gap, gap, levels, (B_), packed, rout, 1, src); \
+        else                                                                                      \
+            q_body(x, u, key, counter0, n32, lo, inv_gap, gap, levels, (B_), packed, rout, 0, src); \
+        return n32;                                                                               \
     }
-}
-#undef STOCH8
-#undef NEAR8
-#undef NEAR_R
-
-AVX2 static void v_quant_stoch_pack(const float *x, const float *u, size_t n, float lo, float inv_gap, float gap,
-                                    float levels, unsigned bits, uint8_t *packed, float *rout)
-{
-    size_t n32 = n & ~(size_t)31;
-    if (bits != 2 && bits != 4 && bits != 8) {
-        hp_ops_generic.quant_stoch_pack(x, u, n, lo, inv_gap, gap, levels, bits, packed, rout);
-        return;
-    }
-#define SP(B_)                                                                                \
-    if (bits == (B_)) {                                                                       \
-        if (rout)                                                                             \
-            stoch_pack_body(x, u, n32, lo, inv_gap, gap, levels, (B_), packed, rout, 1);      \
-        else                                                                                  \
-            stoch_pack_body(x, u, n32, lo, inv_gap, gap, levels, (B_), packed, rout, 0);      \
-    }
-    SP(2)
-    SP(4)
-    SP(8)
-#undef SP
-    hp_ops_generic.quant_stoch_pack(x + n32, u + n32, n - n32, lo, inv_gap, gap, levels, bits,
-                                    packed + n32 * bits / 8, rout ? rout + n32 : NULL);
+    QP(2)
+    QP(4)
+    QP(8)
+#undef QP
+    return 0;
 }
 
 AVX2 static void v_quant_near_pack(const float *x, size_t n, float lo, float inv_gap, float gap, float levels,
                                    unsigned bits, uint8_t *packed, float *rout)
 {
-    size_t n32 = n & ~(size_t)31;
-    if (bits != 2 && bits != 4 && bits != 8) {
-        hp_ops_generic.quant_near_pack(x, n, lo, inv_gap, gap, levels, bits, packed, rout);
-        return;
-    }
-#define NP(B_)                                                                            \
-    if (bits == (B_)) {                                                                   \
-        if (rout)                                                                         \
-            near_pack_body(x, n32, lo, inv_gap, gap, levels, (B_), packed, rout, 1);      \
-        else                                                                              \
-            near_pack_body(x, n32, lo, inv_gap, gap, levels, (B_), packed, rout, 0);      \
-    }
-    NP(2)
-    NP(4)
-    NP(8)
-#undef NP
-    hp_ops_generic.quant_near_pack(x + n32, n - n32, lo, inv_gap, gap, levels, bits, packed + n32 * bits / 8,
-                                   rout ? rout + n32 : NULL);
+    size_t d = q_pack(x, NULL, 0, 0, n, lo, inv_gap, gap, levels, bits, packed, rout, Q_NEAR);
+    hp_ops_generic.quant_near_pack(x + d, n - d, lo, inv_gap, gap, levels, bits, packed + d * bits / 8,
+                                   rout ? rout + d : NULL);
+}
+
+AVX2 static void v_quant_stoch_pack(const float *x, const float *u, size_t n, float lo, float inv_gap, float gap,
+                                    float levels, unsigned bits, uint8_t *packed, float *rout)
+{
+    size_t d = q_pack(x, u, 0, 0, n, lo, inv_gap, gap, levels, bits, packed, rout, Q_U);
+    hp_ops_generic.quant_stoch_pack(x + d, u + d, n - d, lo, inv_gap, gap, levels, bits, packed + d * bits / 8,
+                                    rout ? rout + d : NULL);
+}
+
+AVX2 static void v_quant_stoch_rng_pack(const float *x, uint64_t key, uint64_t counter0, size_t n, float lo,
+                                        float inv_gap, float gap, float levels, unsigned bits, uint8_t *packed,
+                                        float *rout)
+{
+    size_t d = q_pack(x, NULL, key, counter0, n, lo, inv_gap, gap, levels, bits, packed, rout, Q_RNG);
+    hp_ops_generic.quant_stoch_rng_pack(x + d, key, counter0 + d, n - d, lo, inv_gap, gap, levels, bits,
+                                        packed + d * bits / 8, rout ? rout + d : NULL);
 }
 
 AVX2 static void v_quant_near(const float *x, size_t n, float lo, float inv_gap, float gap,
@@ -501,9 +576,9 @@ AVX2 static void v_quant_near(const float *x, size_t n, float lo, float inv_gap,
 {
     size_t n32 = n & ~(size_t)31;
     if (rout)
-        near_body(x, n32, lo, inv_gap, gap, levels, codes, rout, 1);
+        q_body(x, NULL, 0, 0, n32, lo, inv_gap, gap, levels, 0, codes, rout, 1, Q_NEAR);
     else
-        near_body(x, n32, lo, inv_gap, gap, levels, codes, rout, 0);
+        q_body(x, NULL, 0, 0, n32, lo, inv_gap, gap, levels, 0, codes, rout, 0, Q_NEAR);
     hp_ops_generic.quant_near(x + n32, n - n32, lo, inv_gap, gap, levels, codes + n32,
                               rout ? rout + n32 : NULL);
 }
@@ -723,91 +798,6 @@ AVX2 static int v_bf16_to_f32(const uint8_t *in, size_t n, float *out, int mode)
     return hp_ops_generic.bf16_to_f32(in + 2 * i, n - i, out + i, mode) | !_mm256_testz_si256(bad, bad);
 }
 
-/* z * m mod 2^64 on 4 lanes, m = (mh << 32) | ml; mswap holds (mh, ml) in
- * the (low, high) 32-bit halves of each lane */
-AVX2 static inline __m256i mul64c(__m256i z, __m256i ml, __m256i mswap)
-{
-    __m256i t = _mm256_mullo_epi32(z, mswap);                 /* zl*mh | zh*ml */
-    __m256i cross = _mm256_add_epi32(t, _mm256_slli_epi64(t, 32)); /* high half: zh*ml + zl*mh */
-    cross = _mm256_blend_epi32(_mm256_setzero_si256(), cross, 0xAA);
-    return _mm256_add_epi64(_mm256_mul_epu32(z, ml), cross);
-}
-
-/* the high 32 bits of z * m (in the high half of each lane; the low half is
- * garbage) */
-AVX2 static inline __m256i mulhi64c(__m256i z, __m256i ml, __m256i mswap)
-{
-    __m256i t = _mm256_mullo_epi32(z, mswap);
-    __m256i cross = _mm256_add_epi32(t, _mm256_slli_epi64(t, 32));
-    return _mm256_add_epi32(_mm256_mul_epu32(z, ml), cross);
-}
-
-/* hp_mix64 on 4 lanes, up to its last step: returns z whose high 32-bit
- * halves are the high halves of the value before the final z ^= z >> 31
- * (which changes only bit 0 of the high half: bit 63 of z) */
-AVX2 static inline __m256i mix64hi(__m256i z)
-{
-    const __m256i m1l = _mm256_set1_epi64x(0x1ce4e5b9), m1s = _mm256_set1_epi64x(0x1ce4e5b9bf58476dLL);
-    const __m256i m2l = _mm256_set1_epi64x(0x133111eb), m2s = _mm256_set1_epi64x(0x133111eb94d049bbLL);
-    z = mul64c(_mm256_xor_si256(z, _mm256_srli_epi64(z, 30)), m1l, m1s);
-    return mulhi64c(_mm256_xor_si256(z, _mm256_srli_epi64(z, 27)), m2l, m2s);
-}
-
-/* hp_rng_u32 (full = 1) or its top 24 bits' source (full = 0: bit 0 left
- * out, unit values need bits 8..31 only) for 8 consecutive counters: the
- * even ones in za, the odd ones in zb (each the pre-mix value
- * k + C*(counter+1)) */
-AVX2 static inline __m256i rng8(__m256i za, __m256i zb, int full)
-{
-    __m256i a = _mm256_srli_epi64(mix64hi(za), 32); /* high halves of even elements, at even slots */
-    __m256i b = mix64hi(zb);                        /* high halves of odd elements, at odd slots */
-    __m256i r = _mm256_blend_epi32(a, b, 0xAA);
-    if (full) /* the final z ^= z >> 31: bit 63 into bit 32 */
-        r = _mm256_xor_si256(r, _mm256_srli_epi32(r, 31));
-    return r;
-}
-
-#define GOLDEN 0x9E3779B97F4A7C15ULL
-
-AVX2 static size_t rng_vec(uint64_t k, uint64_t counter0, size_t n, void *out, int unit)
-{
-    uint64_t z0 = k + GOLDEN * (counter0 + 1);
-    __m256i za = _mm256_setr_epi64x((long long)z0, (long long)(z0 + 2 * GOLDEN),
-                                    (long long)(z0 + 4 * GOLDEN), (long long)(z0 + 6 * GOLDEN));
-    __m256i zb = _mm256_add_epi64(za, _mm256_set1_epi64x((long long)GOLDEN));
-    const __m256i step = _mm256_set1_epi64x((long long)(8 * GOLDEN));
-    const __m256 scale = _mm256_set1_ps(1.0f / 16777216.0f);
-    size_t i = 0;
-    if (unit) {
-        for (; i + 8 <= n; i += 8) {
-            __m256i r = rng8(za, zb, 0);
-            _mm256_storeu_ps((float *)out + i,
-                             _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(r, 8)), scale));
-            za = _mm256_add_epi64(za, step);
-            zb = _mm256_add_epi64(zb, step);
-        }
-    } else {
-        for (; i + 8 <= n; i += 8) {
-            _mm256_storeu_si256((__m256i *)((uint32_t *)out + i), rng8(za, zb, 1));
-            za = _mm256_add_epi64(za, step);
-            zb = _mm256_add_epi64(zb, step);
-        }
-    }
-    return i;
-}
-
-AVX2 static void v_rng_u32(uint64_t k, uint64_t counter0, size_t n, uint32_t *out)
-{
-    size_t i = rng_vec(k, counter0, n, out, 0);
-    hp_ops_generic.rng_u32(k, counter0 + i, n - i, out + i);
-}
-
-AVX2 static void v_rng_unit(uint64_t k, uint64_t counter0, size_t n, float *out)
-{
-    size_t i = rng_vec(k, counter0, n, out, 1);
-    hp_ops_generic.rng_unit(k, counter0 + i, n - i, out + i);
-}
-
 const hp_ops_t hp_ops_avx2 = {
     .name = "avx2",
     .isa = HP_ISA_AVX2,
@@ -837,6 +827,7 @@ const hp_ops_t hp_ops_avx2 = {
     .minmax_add = v_minmax_add,
     .quant_near_pack = v_quant_near_pack,
     .quant_stoch_pack = v_quant_stoch_pack,
+    .quant_stoch_rng_pack = v_quant_stoch_rng_pack,
 };
 
 #else

@@ -92,6 +92,11 @@ hp_plan_t hp_plan_choose(const hp_plan_inputs_t *in, const hp_codecs_t *c, size_
             continue;
         if (sum_stages > 0 && c->sum_kind != c->kind)
             pl.sum = hp_comp_get(c->sum_kind)->name;
+        {
+            hp_algo_volume_t v;
+            desc->volume(c, n, N, &v);
+            pl.wire = v.wire;
+        }
         if (part_bytes > 0) {
             size_t pe = HP_MAX(part_bytes / 4, 1);
             pl.parts = (unit + pe - 1) / pe;

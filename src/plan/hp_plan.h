@@ -43,6 +43,7 @@ typedef struct {
     int    cost;       /* what the stages cost the quality budget (hp_plan_stage_cost) */
     const char *sum;   /* the sum codec's name where an owner stage re-encodes in
                         * another codec than the worker's, else NULL */
+    double wire;       /* modelled bytes the busiest rank puts on the wire (0 when plain) */
 } hp_plan_t;
 
 /*
@@ -94,6 +95,14 @@ double hp_plan_cost(const hp_plan_inputs_t *in, const hp_codecs_t *c, size_t n, 
 hp_plan_t hp_plan_choose(const hp_plan_inputs_t *in, const hp_codecs_t *c, size_t n, int N, int algo_fixed,
                          size_t part_bytes, int budget, int rank);
 
+/* The compressed candidate an exploration fixes, given the medians of its
+ * candidates' agreed times and `best`, the index of the lowest compressed
+ * median (-1: none, returned as it is): among the compressed candidates
+ * whose median is within HP_PLAN_MARGIN of best's, the fewest modelled wire
+ * bytes (hp_plan_t.wire), then the lower median.  Pure: the same on every
+ * rank. */
+int hp_plan_tie_break(const hp_plan_t *cand, const double *med, int n, int best);
+
 /* "ring K=4, 4 stages", "ps K=2, 2 stages, sum q4" etc. */
 const char *hp_plan_str(const hp_plan_t *plan, char *buf, size_t len);
 
@@ -108,7 +117,9 @@ const char *hp_plan_str(const hp_plan_t *plan, char *buf, size_t len);
 #define HP_PLAN_CANDIDATES 8
 #define HP_PLAN_PRUNE 3.0
 #define HP_PLAN_REPS 3
-#define HP_PLAN_MARGIN 0.1   /* plain's slowest call must beat compression's fastest by 10% */
+#define HP_PLAN_MARGIN 0.1   /* plain's slowest call must beat compression's fastest by 10%;
+                              * compressed candidates whose medians are within 10% of the
+                              * best's tie, and the fewest wire bytes among them wins */
 #define HP_PLAN_MEM_KINDS 2  /* host, device: plans and inputs are keyed by the buffer's memory */
 #define HP_PLAN_KEYS (2 * HP_PLAN_MEM_KINDS)   /* ... and by the form (hp_plan_comm_t.form) */
 typedef struct {

@@ -204,6 +204,18 @@ hp_status_t hp_plan_for(hp_planner_t *pl, const hp_plan_comm_t *pc, size_t count
     return HP_OK;
 }
 
+int hp_plan_tie_break(const hp_plan_t *cand, const double *med, int n, int best)
+{
+    int pick = best;
+    if (best < 0)
+        return best;
+    for (int k = 0; k < n; k++)
+        if (cand[k].compress && med[k] <= (1.0 + HP_PLAN_MARGIN) * med[best] &&
+            (cand[k].wire < cand[pick].wire || (cand[k].wire == cand[pick].wire && med[k] < med[pick])))
+            pick = k;
+    return pick;
+}
+
 _Static_assert(HP_PLAN_REPS == 3, "median3 takes three trials");
 static double median3(const double *v)
 {
@@ -218,7 +230,7 @@ void hp_plan_report(const hp_plan_comm_t *pc, hp_plan_slot_t *ps, double t, size
 {
     double tmax = t, med[HP_PLAN_CANDIDATES];
     int i = ps->trial / HP_PLAN_REPS;
-    int best = -1, plain = -1, comp;
+    int best = -1, plain = -1, comp, fastest;
     double lo_best = 0, hi_plain = 0;
     char a[48];
 
@@ -230,7 +242,12 @@ void hp_plan_report(const hp_plan_comm_t *pc, hp_plan_slot_t *ps, double t, size
         return;
     /* Among compressed candidates the lowest median of each one's calls
      * wins (robust to a first call that sets up connections and to a lucky
-     * one alike).  Plain wins over it only when it dominates: its slowest
+     * one alike), and among those within HP_PLAN_MARGIN of it the one that
+     * puts the fewest bytes on the wire: where the timings cannot tell two
+     * algorithms apart (two shared cores, or a wire that is not the
+     * bottleneck) the one that loads the network least is the better
+     * choice for the job and for its neighbours, and the same choice from
+     * run to run.  Plain wins over it only when it dominates: its slowest
      * call faster, by HP_PLAN_MARGIN, than the compressed candidate's
      * fastest.  Near a tie, or on a machine whose timings swing more than
      * the difference, the job stays compressed: the same job must not be
@@ -242,6 +259,8 @@ void hp_plan_report(const hp_plan_comm_t *pc, hp_plan_slot_t *ps, double t, size
         else if (best < 0 || med[k] < med[best])
             best = k;
     }
+    fastest = best;
+    best = hp_plan_tie_break(ps->cand, med, ps->ncand, best);
     comp = best;
     if (best >= 0 && plain >= 0) {
         lo_best = HP_MIN(HP_MIN(ps->t[best][0], ps->t[best][1]), ps->t[best][2]);
@@ -258,6 +277,14 @@ void hp_plan_report(const hp_plan_comm_t *pc, hp_plan_slot_t *ps, double t, size
     else
         snprintf(line, len, "%s (%.0f us; plain not allowed)", a, med[best] * 1e6);
     HP_INFO("plan for %zu bytes: %s", count * sizeof(float), line);
+    if (comp != fastest && comp >= 0) {
+        /* the tie-break chose: name what it set aside */
+        char f[48];
+        hp_plan_str(&ps->cand[fastest], f, sizeof(f));
+        HP_INFO("plan for %zu bytes: %s's median %.0f us is within %.0f%%; %s puts %.0f fewer bytes on the wire",
+                count * sizeof(float), f, med[fastest] * 1e6, HP_PLAN_MARGIN * 100, a,
+                ps->cand[fastest].wire - ps->chosen.wire);
+    }
 }
 
 void hp_plan_text(const hp_planner_t *pl, size_t bytes, char *buf, size_t len)
