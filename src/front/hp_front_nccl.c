@@ -19,9 +19,10 @@
  * stream, waits for it and copies the received messages back.  When the
  * call returns, the result is in recvbuff and nothing of hipress is left
  * on the stream; the caller's CPU thread was blocked for the whole
- * collective.  Every such host wait is registered with the no-progress
- * watchdog (HIPRESS_TIMEOUT ends the process naming it, as on the MPI
- * path).
+ * collective.  Every such host wait is bounded by the CUDA module's wait
+ * bound (half of HIPRESS_TIMEOUT: the wait fails, naming what it waited
+ * for, and so does the call) and registered with the no-progress watchdog
+ * (HIPRESS_TIMEOUT ends the process naming it, as on the MPI path).
  *
  * Non-blocking communicators: every enqueue of hipress' own (the
  * agreements, the transport's groups, a plain call of the plan) that NCCL
@@ -116,14 +117,19 @@ typedef struct {
     ncclResult_t           err;       /* NCCL's first error in this call */
 } tp_ctx_t;
 
-/* A host wait for the caller's stream, watched (HIPRESS_TIMEOUT). */
+/* A host wait for the caller's stream: within the module's bound (half of
+ * HIPRESS_TIMEOUT: stream_wait fails naming `what`), and watched by the
+ * watchdog too (HIPRESS_TIMEOUT ends the process naming it). */
 static int stream_wait(tp_ctx_t *t, const char *what)
 {
+    const hp_gpu_ops_v2_t *g = codec();
     hp_wd_wait_t w;
     int rc;
     hp_wd_enter(&w, what, -1);
-    rc = codec()->base.stream_sync(t->stream);
+    rc = g->stream_wait != NULL ? g->stream_wait(t->stream, what) : g->base.stream_sync(t->stream);
     hp_wd_leave(&w);
+    if (rc != HP_GPU_OK)
+        HP_WARN("nccl: %s failed: %s", what, g->base.last_error());
     return rc == HP_GPU_OK ? 0 : -1;
 }
 
