@@ -1,17 +1,20 @@
 /*
- * NCCL interposition: ncclAllReduce, the group calls, and the calls that end
- * a communicator.  Built when configure finds nccl.h.  The real functions
- * come from the next object that defines them (dlsym(RTLD_NEXT)), or, when
- * the NCCL library was loaded into a local scope (a Python extension's
- * dependency), from any loaded object that defines them; both are resolved at
- * the first call of each function.
+ * NCCL interposition: ncclAllReduce, the group calls, the calls that make a
+ * communicator with a configuration (ncclCommInitRankConfig, ncclCommSplit:
+ * whether it is non-blocking) and the calls that end one.  Built when
+ * configure finds nccl.h.  The real functions come from the next object
+ * that defines them (dlsym(RTLD_NEXT)), or, when the NCCL library was loaded
+ * into a local scope (a Python extension's dependency), from any loaded
+ * object that defines them; both are resolved at the first call of each
+ * function.
  *
  * ncclAllReduce calls are classified (hp_nccl.h) and counted.  By default
  * (HIPRESS_NCCL=pass) every call goes to the real function with its
  * arguments unchanged.  With HIPRESS_NCCL=compress, an eligible float32 call
- * outside the user's groups runs the experimental compressed allgather
- * (src/front/hp_front_nccl.c); one that opens a group is held back until
- * the group ends or grows (held_call_t).  Settings load at the first call when the
+ * outside the user's groups runs the experimental compressed path
+ * (src/front/hp_front_nccl.c: the MPI path's plan and algorithms over
+ * NCCL); one that opens a group is held back until the group ends or grows
+ * (held_call_t).  Settings load at the first call when the
  * process never called MPI_Init (torchrun).
  */
 #define _GNU_SOURCE
@@ -23,6 +26,7 @@
 #include <nccl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define HP_WRAP HP_EXPORT
 
@@ -130,6 +134,9 @@ HP_REAL_DECL(ncclSend);
 HP_REAL_DECL(ncclRecv);
 HP_REAL_DECL(ncclCommCount);
 HP_REAL_DECL(ncclCommUserRank);
+HP_REAL_DECL(ncclCommGetAsyncError);
+HP_REAL_DECL(ncclGetErrorString);
+HP_REAL_DECL(ncclCommInitRankConfig);
 /* A real function hipress does not wrap. */
 #define HP_REAL_PLAIN(fn) ((__typeof__(&fn))real_get(&real_##fn, NULL))
 
@@ -142,6 +149,7 @@ typedef struct comm_entry {
     ncclComm_t         comm;
     hp_config_t        cfg;       /* hp_g.cfg plus this communicator's overrides */
     hp_nccl_cstate_t  *cs;        /* the compressed path's state, or NULL */
+    int                nonblocking;   /* made with config->blocking == 0 (or split from one) */
     struct comm_entry *next;
 } comm_entry_t;
 
@@ -297,6 +305,31 @@ static __thread held_call_t tls_held;
 static int allreduce_compress(const void *sendbuff, void *recvbuff, size_t count, ncclRedOp_t op, ncclComm_t comm,
                               cudaStream_t stream, ncclResult_t *rc_p);
 
+/* Poll ncclCommGetAsyncError while comm answers ncclInProgress, at most
+ * HIPRESS_TIMEOUT seconds; its final answer (ncclSystemError after the
+ * timeout, with a warning naming `what`). */
+static ncclResult_t wait_async(ncclComm_t comm, const char *what)
+{
+    __typeof__(&ncclCommGetAsyncError) poll = HP_REAL_PLAIN(ncclCommGetAsyncError);
+    double t0 = hp_now(), timeout = hp_cfg_d(&hp_g.cfg, HP_S_TIMEOUT);
+    ncclResult_t st = ncclInProgress;
+    unsigned spins = 0;
+    if (poll == NULL)
+        return ncclSystemError;
+    while (poll(comm, &st) == ncclSuccess && st == ncclInProgress) {
+        if (timeout > 0 && hp_now() - t0 > timeout) {
+            HP_WARN("nccl: %s was still in progress after %.0f s (HIPRESS_TIMEOUT=%g s)", what, hp_now() - t0,
+                    timeout);
+            return ncclSystemError;
+        }
+        if (++spins > 64) {
+            struct timespec ts = {0, 20000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    return st;
+}
+
 /* Give call h to NCCL now; *rc_p its result. */
 static void held_release_as(const held_call_t *h, ncclResult_t *rc_p)
 {
@@ -357,7 +390,14 @@ HP_WRAP ncclResult_t ncclGroupEnd(void)
             held_call_t h = tls_held;
             ncclResult_t hrc = ncclSuccess;
             tls_held.valid = 0;
-            if (!allreduce_compress(h.sendbuff, h.recvbuff, h.count, h.op, h.comm, h.stream, &hrc))
+            /* a non-blocking communicator's (empty) group still in
+             * progress: nothing may be enqueued on it before it is done */
+            if (rc == ncclInProgress)
+                rc = wait_async(h.comm, "the user's ncclGroupEnd before a held ncclAllReduce");
+            /* (when the group failed, NCCL's error comes back and the held
+             * call is not run) */
+            if (rc == ncclSuccess &&
+                !allreduce_compress(h.sendbuff, h.recvbuff, h.count, h.op, h.comm, h.stream, &hrc))
                 held_release_as(&h, &hrc);
             if (rc == ncclSuccess)
                 rc = hrc;
@@ -454,7 +494,7 @@ static int allreduce_compress(const void *sendbuff, void *recvbuff, size_t count
     hp_nccl_xport_t x;
     comm_entry_t *e;
     hp_config_t cfg;
-    int avg = 0;
+    int avg = 0, nonblocking;
 
     pthread_mutex_lock(&reg.lock);
     e = atomic_load_explicit(&reg.count, memory_order_relaxed) ? comm_find(comm) : NULL;
@@ -464,6 +504,7 @@ static int allreduce_compress(const void *sendbuff, void *recvbuff, size_t count
         return 0;
     }
     cfg = e->cfg;
+    nonblocking = e->nonblocking;
     pthread_mutex_unlock(&reg.lock);
     /* the entry is this communicator's; NCCL's rules keep one thread on a
      * communicator's collectives, and its release at ncclCommDestroy */
@@ -480,9 +521,12 @@ static int allreduce_compress(const void *sendbuff, void *recvbuff, size_t count
     x.group_end = HP_REAL(ncclGroupEnd);
     x.count = HP_REAL_PLAIN(ncclCommCount);
     x.user_rank = HP_REAL_PLAIN(ncclCommUserRank);
+    x.async_error = HP_REAL_PLAIN(ncclCommGetAsyncError);
+    x.error_string = HP_REAL_PLAIN(ncclGetErrorString);
     if (x.allreduce == NULL || x.send == NULL || x.recv == NULL || x.group_start == NULL || x.group_end == NULL)
         return 0;
-    return hp_nccl_comp_allreduce(&e->cs, &cfg, &x, sendbuff, recvbuff, count, avg, comm, stream, rc_p);
+    return hp_nccl_comp_allreduce(&e->cs, &cfg, &x, sendbuff, recvbuff, count, avg, nonblocking, comm, stream,
+                                  rc_p);
 }
 
 HP_WRAP ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
@@ -615,19 +659,65 @@ HP_WRAP ncclResult_t ncclCommAbort(ncclComm_t comm)
     return real(comm);
 }
 
+/* A new communicator (from ncclCommInitRankConfig or ncclCommSplit, which
+ * may set it and answer ncclInProgress when non-blocking) starts from the
+ * job's settings, never from a communicator that had its address before;
+ * a non-blocking one is remembered (its entry made). */
+static void comm_made(ncclComm_t comm, int nonblocking)
+{
+    comm_entry_t *e;
+    comm_release(comm);
+    if (!nonblocking || comm == NULL)
+        return;
+    hp_settings_without_mpi();
+    pthread_mutex_lock(&reg.lock);
+    if ((e = comm_get(comm)) != NULL)
+        e->nonblocking = 1;
+    pthread_mutex_unlock(&reg.lock);
+    if (e == NULL)
+        HP_WARN("nccl: no memory to remember a non-blocking communicator (its ncclInProgress answers are "
+                "still polled out)");
+}
+
+/* Whether comm was made non-blocking (as hipress saw it). */
+static int comm_nonblocking(ncclComm_t comm)
+{
+    comm_entry_t *e;
+    int nb = 0;
+    if (atomic_load_explicit(&reg.count, memory_order_relaxed) == 0 || comm == NULL)
+        return 0;
+    pthread_mutex_lock(&reg.lock);
+    if ((e = comm_find(comm)) != NULL)
+        nb = e->nonblocking;
+    pthread_mutex_unlock(&reg.lock);
+    return nb;
+}
+
+HP_WRAP ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank,
+                                            ncclConfig_t *config)
+{
+    __typeof__(&ncclCommInitRankConfig) real = HP_REAL(ncclCommInitRankConfig);
+    ncclResult_t rc;
+    if (real == NULL)
+        return ncclSystemError;
+    rc = real(comm, nranks, commId, rank, config);
+    if ((rc == ncclSuccess || rc == ncclInProgress) && comm != NULL && *comm != NULL)
+        comm_made(*comm, config != NULL && config->blocking == 0);
+    return rc;
+}
+
 HP_WRAP ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
                                    ncclConfig_t *config)
 {
     __typeof__(&ncclCommSplit) real = HP_REAL(ncclCommSplit);
     ncclResult_t rc;
+    /* without a configuration the child inherits its parent's (nccl.h) */
+    int nonblocking = config != NULL ? config->blocking == 0 : comm_nonblocking(comm);
     if (real == NULL)
         return ncclSystemError;
     rc = real(comm, color, key, newcomm, config);
-    /* a child starts from the job's settings, never from its parent's or
-     * from a communicator that had its address before (a non-blocking
-     * split sets *newcomm and returns ncclInProgress) */
     if ((rc == ncclSuccess || rc == ncclInProgress) && newcomm != NULL && *newcomm != NULL)
-        comm_release(*newcomm);
+        comm_made(*newcomm, nonblocking);
     return rc;
 }
 

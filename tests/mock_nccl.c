@@ -16,8 +16,22 @@
  * point-to-point on MPI_COMM_WORLD matched in posting order per peer, and
  * the group end waits for them all (NCCL's rule: a group of sends and
  * receives completes as a whole); outside a group each completes at once.
- * Otherwise no data moves, and a communicator has one rank.  Operations
- * complete when called (streams are ignored).
+ * A receive that gets fewer bytes than it posted fails the group
+ * (ncclInvalidUsage): NCCL needs the counts of a send and its receive to
+ * match.  Otherwise no data moves, and a communicator has one rank.
+ * Operations complete when called (streams are ignored).
+ *
+ * Non-blocking communicators: one made by ncclCommInitRankConfig or
+ * ncclCommSplit with config->blocking == 0 (a split without a config
+ * inherits its parent's) answers ncclInProgress from its creation, from
+ * ncclAllReduce outside a group and from the ncclGroupEnd of a group it
+ * took part in; ncclCommGetAsyncError then answers ncclInProgress
+ * MOCK_NCCL_POLLS times (default 3) and ncclSuccess after, and only then
+ * does the operation happen (the data of its ncclAllReduce, or its group's
+ * sends and receives, moves at that last poll): a caller that reads the
+ * result before polling it out reads the old bytes.  Any operation on the
+ * communicator while one is in progress is ncclInvalidUsage, as NCCL
+ * requires ncclCommGetAsyncError to be polled out first.
  */
 #include <dlfcn.h>
 #include <mpi.h>
@@ -31,18 +45,28 @@
 #define API __attribute__((visibility("default")))
 
 
-#define MAX_CALLS 4096
-static mock_call_t calls[MAX_CALLS];
-static int ncalls;
+static mock_call_t *calls;
+static int ncalls, room;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static __thread int depth;
 
+/* (the record grows: a pointer from mock_nccl_call is valid until the
+ * next NCCL call) */
 static void record(const char *fn, const void *s, void *r, size_t count, int dt, int op, int root, void *comm,
                    void *stream)
 {
     pthread_mutex_lock(&lock);
-    if (ncalls < MAX_CALLS) {
+    if (ncalls == room) {
+        int nroom = room ? 2 * room : 4096;
+        mock_call_t *p = realloc(calls, (size_t)nroom * sizeof(mock_call_t));
+        if (p != NULL) {
+            calls = p;
+            room = nroom;
+        }
+    }
+    if (ncalls < room) {
         mock_call_t *c = &calls[ncalls++];
+        memset(c, 0, sizeof(*c));
         strncpy(c->fn, fn, sizeof(c->fn) - 1);
         c->sendbuf = s;
         c->recvbuf = r;
@@ -77,9 +101,60 @@ API int mock_nccl_depth(void)
     return depth;
 }
 
+/* A stand-in communicator. */
+typedef struct p2p p2p_t;
+typedef struct {
+    int          nonblocking;
+    int          pending;     /* polls of ncclCommGetAsyncError before the operation in progress happens */
+    int          op;          /* 0 none, 1 an allreduce, 2 a group's sends and receives */
+    const void  *sendbuff;
+    void        *recvbuff;
+    size_t       count;
+    ncclDataType_t dt;
+    ncclRedOp_t  redop;
+    p2p_t       *p2p;         /* op 2: the group's */
+    int          np2p;
+} mock_comm_t;
+
 API ncclComm_t mock_nccl_comm_new(void)
 {
-    return (ncclComm_t)calloc(1, 64);
+    return (ncclComm_t)calloc(1, sizeof(mock_comm_t));
+}
+
+/* Whether comm has an operation in progress (polls left). */
+API int mock_nccl_pending(ncclComm_t comm)
+{
+    return comm != NULL ? ((mock_comm_t *)comm)->pending : 0;
+}
+
+static int polls_set;
+
+/* The polls of the next operations in progress (0: MOCK_NCCL_POLLS). */
+API void mock_nccl_set_polls(int n)
+{
+    polls_set = n;
+}
+
+static int polls(void)
+{
+    const char *v = getenv("MOCK_NCCL_POLLS");
+    if (polls_set > 0)
+        return polls_set;
+    return v != NULL && atoi(v) > 0 ? atoi(v) : 3;
+}
+
+/* The communicator's next operation: ncclInvalidUsage while one is in
+ * progress. */
+static int busy(ncclComm_t comm)
+{
+    return comm != NULL && ((mock_comm_t *)comm)->pending > 0;
+}
+
+static void comm_free(ncclComm_t comm)
+{
+    if (comm != NULL)
+        free(((mock_comm_t *)comm)->p2p);
+    free(comm);
 }
 
 static ncclComm_t next_split;
@@ -144,12 +219,13 @@ static ncclResult_t replay_allgather(const void *sendbuff, void *recvbuff, size_
     return rc == MPI_SUCCESS ? ncclSuccess : ncclSystemError;
 }
 
-/* float32 sum, avg, max, min; int64 sum, max, min; other types move
- * nothing. */
+/* float32 sum, avg, max, min; int64 and float64 sum, max, min; other
+ * types move nothing. */
 static ncclResult_t replay_allreduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t dt,
                                      ncclRedOp_t op)
 {
-    MPI_Datatype mt = dt == ncclFloat32 ? MPI_FLOAT : dt == ncclInt64 ? MPI_LONG_LONG : MPI_DATATYPE_NULL;
+    MPI_Datatype mt = dt == ncclFloat32 ? MPI_FLOAT : dt == ncclInt64 ? MPI_LONG_LONG
+                    : dt == ncclFloat64 ? MPI_DOUBLE : MPI_DATATYPE_NULL;
     MPI_Op mo = op == ncclMax ? MPI_MAX : op == ncclMin ? MPI_MIN : MPI_SUM;
     size_t bytes = count * dt_size(dt);
     void *tmp;
@@ -162,7 +238,7 @@ static ncclResult_t replay_allreduce(const void *sendbuff, void *recvbuff, size_
     rc = PMPI_Allreduce(tmp, host_of(recvbuff), (int)count, mt, mo, MPI_COMM_WORLD);
     free(tmp);
     PMPI_Comm_size(MPI_COMM_WORLD, &n);
-    if (op == ncclAvg) {
+    if (op == ncclAvg && dt == ncclFloat32) {
         float *r = (float *)host_of(recvbuff);
         for (size_t i = 0; i < count; i++)
             r[i] = r[i] / (float)n;
@@ -189,41 +265,96 @@ API ncclResult_t ncclCommUserRank(const ncclComm_t comm, int *rank)
 }
 
 /* Sends and receives of the open group (replay mode), posted at its end. */
-#define MAX_P2P 1024
-typedef struct {
+struct p2p {
     int         send;
     void       *buf;
     size_t      bytes;
     int         peer;
-} p2p_t;
-static __thread p2p_t p2p[MAX_P2P];
-static __thread int np2p;
+};
+static __thread p2p_t *p2p;
+static __thread int np2p, room2p;
+/* a non-blocking communicator that took part in the open group */
+static __thread mock_comm_t *group_nb;
 
-static ncclResult_t p2p_flush(void)
+/* Post ops[0..n) as PMPI point-to-point and wait for them all. */
+static ncclResult_t p2p_run(p2p_t *ops, int n)
 {
-    MPI_Request rq[MAX_P2P];
-    int n = np2p, rc = MPI_SUCCESS;
-    np2p = 0;
+    MPI_Request *rq = malloc((size_t)(n > 0 ? n : 1) * sizeof(MPI_Request));
+    MPI_Status *sts = malloc((size_t)(n > 0 ? n : 1) * sizeof(MPI_Status));
+    int rc = MPI_SUCCESS, short_recv = 0;
+    if (rq == NULL || sts == NULL) {
+        free(rq);
+        free(sts);
+        return ncclSystemError;
+    }
     for (int i = 0; i < n && rc == MPI_SUCCESS; i++) {
-        p2p_t *p = &p2p[i];
+        p2p_t *p = &ops[i];
         rc = p->send ? PMPI_Isend(p->buf, (int)p->bytes, MPI_BYTE, p->peer, 7301, MPI_COMM_WORLD, &rq[i])
                      : PMPI_Irecv(p->buf, (int)p->bytes, MPI_BYTE, p->peer, 7301, MPI_COMM_WORLD, &rq[i]);
         if (rc != MPI_SUCCESS)
             n = i;
     }
-    if (n > 0 && PMPI_Waitall(n, rq, MPI_STATUSES_IGNORE) != MPI_SUCCESS)
+    if (n > 0 && PMPI_Waitall(n, rq, sts) != MPI_SUCCESS)
         rc = MPI_ERR_OTHER;
-    return rc == MPI_SUCCESS ? ncclSuccess : ncclSystemError;
+    for (int i = 0; i < n && rc == MPI_SUCCESS; i++) {
+        int got = 0;
+        if (!ops[i].send && (PMPI_Get_count(&sts[i], MPI_BYTE, &got) != MPI_SUCCESS || (size_t)got != ops[i].bytes))
+            short_recv = 1;
+    }
+    free(rq);
+    free(sts);
+    return rc != MPI_SUCCESS ? ncclSystemError : short_recv ? ncclInvalidUsage : ncclSuccess;
+}
+
+/* The thread's held sends and receives: run now, or handed to the
+ * non-blocking communicator of the group (run at its last poll). */
+static ncclResult_t p2p_flush(void)
+{
+    int n = np2p;
+    np2p = 0;
+    if (group_nb != NULL && n > 0) {
+        mock_comm_t *c = group_nb;
+        free(c->p2p);
+        c->p2p = malloc((size_t)n * sizeof(p2p_t));
+        if (c->p2p == NULL)
+            return ncclSystemError;
+        memcpy(c->p2p, p2p, (size_t)n * sizeof(p2p_t));
+        c->np2p = n;
+        c->op = 2;
+        return ncclSuccess;
+    }
+    return p2p_run(p2p, n);
 }
 
 static ncclResult_t p2p_post(int send, const void *buf, size_t count, ncclDataType_t dt, int peer)
 {
     if (!replay())
         return ncclSuccess;
-    if (np2p >= MAX_P2P)
-        return ncclInternalError;
+    if (np2p == room2p) {
+        int room = room2p ? 2 * room2p : 256;
+        p2p_t *p = realloc(p2p, (size_t)room * sizeof(p2p_t));
+        if (p == NULL)
+            return ncclInternalError;
+        p2p = p;
+        room2p = room;
+    }
     p2p[np2p++] = (p2p_t){send, host_of(buf), count * dt_size(dt), peer};
     return depth == 0 ? p2p_flush() : ncclSuccess;
+}
+
+/* An operation of comm enters the open group, or (outside groups) starts
+ * on a non-blocking communicator: 1 when it is then in progress. */
+static int nb_enter(ncclComm_t comm)
+{
+    mock_comm_t *c = (mock_comm_t *)comm;
+    if (c == NULL || !c->nonblocking)
+        return 0;
+    if (depth > 0) {
+        group_nb = c;
+        return 0;
+    }
+    c->pending = polls();
+    return 1;
 }
 
 API ncclResult_t ncclGroupStart(void)
@@ -235,11 +366,22 @@ API ncclResult_t ncclGroupStart(void)
 
 API ncclResult_t ncclGroupEnd(void)
 {
+    ncclResult_t rc = ncclSuccess;
     record("ncclGroupEnd", NULL, NULL, 0, -1, -1, -1, NULL, NULL);
     if (depth == 0)
         return ncclInvalidUsage;
     depth--;
-    return depth == 0 && np2p > 0 ? p2p_flush() : ncclSuccess;
+    if (depth > 0)
+        return ncclSuccess;
+    if (np2p > 0)
+        rc = p2p_flush();
+    if (group_nb != NULL && rc == ncclSuccess) {
+        /* the group's non-blocking communicator: in progress until polled */
+        group_nb->pending = polls();
+        rc = ncclInProgress;
+    }
+    group_nb = NULL;
+    return rc;
 }
 
 API ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
@@ -248,6 +390,19 @@ API ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t coun
     record("ncclAllReduce", sendbuff, recvbuff, count, datatype, op, -1, comm, stream);
     if (comm == NULL)
         return ncclInvalidArgument;
+    if (busy(comm))
+        return ncclInvalidUsage;
+    if (nb_enter(comm)) {
+        /* the data moves at the last poll */
+        mock_comm_t *c = (mock_comm_t *)comm;
+        c->op = 1;
+        c->sendbuff = sendbuff;
+        c->recvbuff = recvbuff;
+        c->count = count;
+        c->dt = datatype;
+        c->redop = op;
+        return ncclInProgress;
+    }
     return replay() ? replay_allreduce(sendbuff, recvbuff, count, datatype, op) : ncclSuccess;
 }
 
@@ -290,6 +445,10 @@ API ncclResult_t ncclSend(const void *sendbuff, size_t count, ncclDataType_t dat
                           cudaStream_t stream)
 {
     record("ncclSend", sendbuff, NULL, count, datatype, -1, peer, comm, stream);
+    if (busy(comm))
+        return ncclInvalidUsage;
+    if (depth > 0)
+        nb_enter(comm);
     return p2p_post(1, sendbuff, count, datatype, peer);
 }
 
@@ -297,6 +456,10 @@ API ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype,
                           cudaStream_t stream)
 {
     record("ncclRecv", NULL, recvbuff, count, datatype, -1, peer, comm, stream);
+    if (busy(comm))
+        return ncclInvalidUsage;
+    if (depth > 0)
+        nb_enter(comm);
     return p2p_post(0, recvbuff, count, datatype, peer);
 }
 
@@ -310,23 +473,72 @@ API ncclResult_t ncclCommFinalize(ncclComm_t comm)
 API ncclResult_t ncclCommDestroy(ncclComm_t comm)
 {
     record("ncclCommDestroy", NULL, NULL, 0, -1, -1, -1, comm, NULL);
-    free(comm);
+    comm_free(comm);
     return ncclSuccess;
 }
 
 API ncclResult_t ncclCommAbort(ncclComm_t comm)
 {
     record("ncclCommAbort", NULL, NULL, 0, -1, -1, -1, comm, NULL);
-    free(comm);
+    comm_free(comm);
     return ncclSuccess;
 }
 
 API ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm, ncclConfig_t *config)
 {
-    (void)config;
+    mock_comm_t *c;
     record("ncclCommSplit", NULL, NULL, 0, color, key, -1, comm, NULL);
+    if (busy(comm))
+        return ncclInvalidUsage;
     *newcomm = next_split != NULL ? next_split : mock_nccl_comm_new();
     next_split = NULL;
+    c = (mock_comm_t *)*newcomm;
+    /* without a configuration, the parent's */
+    c->nonblocking = config != NULL ? config->blocking == 0 : comm != NULL && ((mock_comm_t *)comm)->nonblocking;
+    if (c->nonblocking) {
+        c->pending = polls();
+        return ncclInProgress;
+    }
+    return ncclSuccess;
+}
+
+API ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank,
+                                        ncclConfig_t *config)
+{
+    mock_comm_t *c;
+    (void)commId;
+    record("ncclCommInitRankConfig", NULL, NULL, (size_t)nranks, -1, -1, rank, NULL, NULL);
+    if (comm == NULL || (c = (mock_comm_t *)mock_nccl_comm_new()) == NULL)
+        return ncclInvalidArgument;
+    *comm = (ncclComm_t)c;
+    c->nonblocking = config != NULL && config->blocking == 0;
+    if (c->nonblocking) {
+        c->pending = polls();
+        return ncclInProgress;
+    }
+    return ncclSuccess;
+}
+
+API ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError)
+{
+    mock_comm_t *c = (mock_comm_t *)comm;
+    ncclResult_t rc = ncclSuccess;
+    if (c == NULL || asyncError == NULL)
+        return ncclInvalidArgument;
+    if (c->pending > 0 && --c->pending > 0) {
+        *asyncError = ncclInProgress;
+        return ncclSuccess;
+    }
+    /* the operation in progress happens now */
+    if (c->op == 1 && replay())
+        rc = replay_allreduce(c->sendbuff, c->recvbuff, c->count, c->dt, c->redop);
+    else if (c->op == 2)
+        rc = p2p_run(c->p2p, c->np2p);
+    free(c->p2p);
+    c->p2p = NULL;
+    c->np2p = 0;
+    c->op = 0;
+    *asyncError = rc;
     return ncclSuccess;
 }
 

@@ -26,5 +26,9 @@ const mock_call_t *mock_nccl_call(int i);
 int mock_nccl_depth(void);
 ncclComm_t mock_nccl_comm_new(void);
 void mock_nccl_next_split(ncclComm_t c);
+/* Polls of ncclCommGetAsyncError before comm's operation in progress is done (0: none). */
+int mock_nccl_pending(ncclComm_t comm);
+/* The polls of the next operations in progress (0: MOCK_NCCL_POLLS, default 3). */
+void mock_nccl_set_polls(int n);
 
 #endif

@@ -13,7 +13,8 @@
  * graph capture through the stand-in driver MOCKDIR/libcuda.so.1, opt-out);
  * group depth is per thread; ncclCommDestroy/Abort/Finalize release a
  * communicator's state and ncclCommSplit children start clean; a
- * non-blocking communicator's ncclInProgress is passed back.
+ * non-blocking communicator's ncclInProgress is passed back, and one made
+ * by ncclCommInitRankConfig (or split from one) is remembered and released.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -249,6 +250,43 @@ static void run_all(const char *mockdir)
     ALLREDUCE(BIG, ncclFloat32, ncclSum, child, STREAM, "eligible");
     CHECK(stats().comms_tracked == 1, "after the splits %llu tracked (the parent only)", stats().comms_tracked);
     comm_set(comm, "HIPRESS_ENABLE", "1");
+
+    /* a non-blocking communicator (ncclCommInitRankConfig, blocking = 0):
+     * its creation's ncclInProgress comes back, hipress remembers it (an
+     * entry), and its split without a config (non-blocking too, nccl.h);
+     * a blocking one is not tracked; abort and destroy release them */
+    {
+        ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+        ncclUniqueId id;
+        ncclComm_t nb = NULL, nbc = NULL, bl = NULL;
+        ncclResult_t st = ncclInProgress;
+        memset(&id, 0, sizeof(id));
+        cfg.blocking = 0;
+        a = stats();
+        CHECK(ncclCommInitRankConfig(&nb, 1, id, 0, &cfg) == ncclInProgress && nb != NULL,
+              "ncclCommInitRankConfig(blocking = 0) must answer ncclInProgress");
+        CHECK(strcmp(mock_nccl_call(-1)->fn, "ncclCommInitRankConfig") == 0, "the creation did not reach NCCL");
+        CHECK(stats().comms_tracked == a.comms_tracked + 1, "a non-blocking communicator is not remembered");
+        for (int i = 0; i < 100 && st == ncclInProgress; i++)
+            CHECK(ncclCommGetAsyncError(nb, &st) == ncclSuccess, "ncclCommGetAsyncError");
+        CHECK(st == ncclSuccess, "the creation never completed");
+        CHECK(ncclCommSplit(nb, 0, 0, &nbc, NULL) == ncclInProgress && nbc != NULL,
+              "a split of a non-blocking communicator without a config must answer ncclInProgress");
+        CHECK(stats().comms_tracked == a.comms_tracked + 2, "the non-blocking split is not remembered");
+        for (int i = 0, done = 0; i < 100 && !done; i++)
+            done = ncclCommGetAsyncError(nbc, &st) == ncclSuccess && st != ncclInProgress;
+        cfg.blocking = 1;
+        CHECK(ncclCommInitRankConfig(&bl, 1, id, 0, &cfg) == ncclSuccess &&
+                  stats().comms_tracked == a.comms_tracked + 2,
+              "a blocking communicator made with a config");
+        CHECK(ncclCommAbort(nbc) == ncclSuccess && ncclCommDestroy(nb) == ncclSuccess &&
+                  ncclCommDestroy(bl) == ncclSuccess,
+              "abort and destroy");
+        b = stats();
+        CHECK(b.comms_tracked == a.comms_tracked && b.comms_released == a.comms_released + 2,
+              "abort and destroy of the non-blocking ones: tracked %llu, released %llu", b.comms_tracked,
+              b.comms_released - a.comms_released);
+    }
 
     /* graph capture, through the stand-in driver */
     snprintf(path, sizeof(path), "%s/libcuda.so.1", mockdir);

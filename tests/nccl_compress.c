@@ -15,17 +15,39 @@
  * it was); onebit, tbq and graddrop over four calls conserve the gradient
  * (sum of the results + every rank's held residual == sum of the inputs, up
  * to rounding) and terngrad stays within a bound; the calls the stand-in
- * records: at the first call of a communicator one ncclAllReduce of 5
+ * records, with the plan fixed to allgather with one message per rank
+ * (comm_with): at the first call of a communicator one ncclAllReduce of 5
  * int64 (the agreement), then per call one group of N-1 ncclSend and N-1
- * ncclRecv of uint8 on the caller's stream and communicator (the allgather
- * algorithm over the NCCL transport), each smaller than the data; pass-through (the user's call as
- * made, exact result) for HIPRESS_NCCL=pass on a communicator, a buffer
+ * ncclRecv of uint8 on the caller's stream and communicator, each smaller
+ * than the data, then the failure agreement; pass-through (the user's call
+ * as made, exact result) for HIPRESS_NCCL=pass on a communicator, a buffer
  * below HIPRESS_MIN_BYTES, a user's group of two calls (inside the group, in
  * order), a capturing stream, float16 data, and settings that differ
  * between ranks; a group of one (PyTorch's) compressed after the group; a
  * corrupted message (HIPRESS_TEST_CORRUPT) gives NaN on every rank and the
- * next call works again.  Rank 0 prints "nccl_compress: ok, C compressed
- * calls" or the program exits 1.
+ * next call works again.
+ *
+ * The MPI path's bits (case_mpi_bits): for every compressor (onebit, tbq,
+ * terngrad, dgc, graddrop, fp16, bf16, q2, q4, q8) and ring, ps, allgather
+ * and tree, with the same fixed plan (HIPRESS_ALGO, HIPRESS_PARTITION_BYTES,
+ * ... set alike on an MPI communicator with hipress_comm_set and on an NCCL
+ * one with hipress_nccl_comm_set), and for powersgd (its collective run),
+ * three calls (one with a NaN on one rank) through MPI_Allreduce on host
+ * buffers and through ncclAllReduce on stand-in device buffers give the
+ * same result bits and the same residuals after every call; each NCCL call
+ * makes its algorithm's groups (allgather 1, ps 2, ring 2(N-1)) of byte
+ * sends and receives on the caller's stream, then the failure agreement.
+ * Also on non-blocking communicators (ncclCommInitRankConfig with
+ * blocking = 0; the stand-in answers ncclInProgress and moves the data only
+ * when ncclCommGetAsyncError is polled out), alone and in groups of one: the
+ * same bits, and nothing of hipress' left in progress at return.  A split
+ * of a non-blocking communicator (non-blocking, its own settings and state),
+ * a passed-through call there (ncclInProgress back to the caller),
+ * ncclCommAbort and ncclCommDestroy releasing the state.  Under
+ * HIPRESS_ALGO=auto (case_auto): the cost model measures over NCCL, the
+ * first calls explore (plain among them), and every rank makes the same NCCL
+ * calls, call after call, with the same bits.  Rank 0 prints "nccl_compress:
+ * ok, C compressed calls" or the program exits 1.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -47,6 +69,9 @@ static int (*dread)(void *, const void *, size_t);
 static void (*set_capturing)(void *, int);
 static int (*comm_set)(void *, const char *, const char *);
 static int (*comm_residual)(void *, const void *, size_t, float *);
+static int (*mpi_comm_set)(MPI_Comm, const char *, const char *);
+static int (*mpi_comm_residual)(MPI_Comm, const void *, size_t, float *);
+static void (*nccl_stats)(hipress_nccl_stats_t *);
 
 static int rank, size, bad, compressed;
 
@@ -80,11 +105,16 @@ static float grad_val(int r, int t, size_t i)
     return (float)(0.01 * sin((double)i * 0.001 + t) + ((double)(z >> 40) / 16777216.0 - 0.5) * 0.003);
 }
 
+/* A communicator with `compressor` and the plan fixed to allgather with
+ * one message per rank (the recorded calls below are that algorithm's). */
 static ncclComm_t comm_with(const char *compressor)
 {
     ncclComm_t c = mock_nccl_comm_new();
     if (compressor != NULL)
         CHECK(comm_set(c, "HIPRESS_COMPRESSOR", compressor) == HIPRESS_OK, "comm_set %s", compressor);
+    CHECK(comm_set(c, "HIPRESS_ALGO", "allgather") == HIPRESS_OK &&
+              comm_set(c, "HIPRESS_PARTITION_BYTES", "1G") == HIPRESS_OK,
+          "comm_set HIPRESS_ALGO, HIPRESS_PARTITION_BYTES");
     return c;
 }
 
@@ -404,6 +434,367 @@ static void case_default(void)
     free(h);
 }
 
+/* ------------------------------------------- the MPI path's bits */
+
+/* The settings of one case, applied alike to an MPI communicator
+ * (hipress_comm_set) and an NCCL one (hipress_nccl_comm_set). */
+typedef struct {
+    const char *kv[24];
+} kv_t;
+
+static kv_t case_kv(const char *comp, const char *algo)
+{
+    kv_t k = {{"HIPRESS_COMPRESSOR", comp, "HIPRESS_ALGO", algo,
+               "HIPRESS_PARTITION_BYTES", strcmp(algo, "ring") == 0 ? "16K" : "64K",
+               "HIPRESS_HIERARCHICAL", "off", "HIPRESS_MIN_BYTES", "1K", "HIPRESS_SPARSE_RATIO", "0.01",
+               "HIPRESS_ONEBIT_BLOCK", "1024", "HIPRESS_SPARSE_BLOCK", "4096", "HIPRESS_DGC_MOMENTUM", "0.5",
+               "HIPRESS_DGC_WARMUP", "1", "HIPRESS_ALLOW_PLAIN", "0", NULL}};
+    return k;
+}
+
+static MPI_Comm mpi_comm(const kv_t *k)
+{
+    MPI_Comm c;
+    MPI_Comm_dup(MPI_COMM_WORLD, &c);
+    MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN);
+    for (int i = 0; k->kv[i] != NULL; i += 2)
+        CHECK(mpi_comm_set(c, k->kv[i], k->kv[i + 1]) == HIPRESS_OK, "hipress_comm_set %s", k->kv[i]);
+    return c;
+}
+
+static void nccl_apply(ncclComm_t c, const kv_t *k)
+{
+    for (int i = 0; k->kv[i] != NULL; i += 2)
+        CHECK(comm_set(c, k->kv[i], k->kv[i + 1]) == HIPRESS_OK, "hipress_nccl_comm_set %s", k->kv[i]);
+}
+
+/* Poll a non-blocking communicator's operation out, as its user must. */
+static ncclResult_t poll_out(ncclComm_t c, ncclResult_t rc)
+{
+    ncclResult_t st = rc;
+    for (int i = 0; st == ncclInProgress && i < 1000; i++)
+        if (ncclCommGetAsyncError(c, &st) != ncclSuccess)
+            return ncclSystemError;
+    return st;
+}
+
+/* The transport's groups hipress put on the communicator since call
+ * `from` (ncclGroupEnd calls; the user's own are not recorded there),
+ * checking that each of its sends and receives is of bytes on the
+ * caller's stream and communicator, inside the group. */
+static int groups_since(int from, ncclComm_t comm, const char *label)
+{
+    int groups = 0;
+    for (int i = from; i < mock_nccl_ncalls(); i++) {
+        const mock_call_t *c = mock_nccl_call(i);
+        if (strcmp(c->fn, "ncclGroupEnd") == 0)
+            groups++;
+        else if (strcmp(c->fn, "ncclSend") == 0 || strcmp(c->fn, "ncclRecv") == 0)
+            CHECK(c->datatype == ncclUint8 && c->stream == STREAM && c->comm == comm && c->depth == 1 &&
+                      c->root != rank && c->root >= 0 && c->root < size,
+                  "%s: %s of %zu bytes (datatype %d, stream %p, depth %d, peer %d)", label, c->fn, c->count,
+                  c->datatype, c->stream, c->depth, c->root);
+    }
+    return groups;
+}
+
+/* The groups algorithm `algo` puts on the communicator per call (its
+ * phases: HP_TP_PHASED); -1: not checked (tree's depend on the rank,
+ * powersgd's on the buffer's shape). */
+static int algo_groups(const char *algo)
+{
+    if (strcmp(algo, "allgather") == 0)
+        return 1;
+    if (strcmp(algo, "ps") == 0)
+        return 2;
+    if (strcmp(algo, "ring") == 0)
+        return 2 * (size - 1);
+    return -1;
+}
+
+/* The same calls through MPI_Allreduce on host buffers and through the
+ * compressed ncclAllReduce on stand-in device buffers, same settings and
+ * data: after every call the same result bits and the same residual on
+ * both paths, the same bits on every rank.  nb: the NCCL communicator is
+ * non-blocking (made by ncclCommInitRankConfig), every call in a group of
+ * one (PyTorch's) when it is 2. */
+static void mpi_bits(const char *comp, const char *algo, size_t n, int calls, int nan_call, int in_place, int nb)
+{
+    kv_t k = case_kv(comp, algo);
+    MPI_Comm mc = mpi_comm(&k);
+    ncclComm_t nc;
+    float *h = malloc(n * sizeof(float)), *hs = malloc(n * sizeof(float)), *back = malloc(n * sizeof(float));
+    float *rh = malloc(n * sizeof(float)), *rd = malloc(n * sizeof(float));
+    void *d = dev(n), *ds = dev(n);
+    char label[96];
+
+    if (nb) {
+        ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+        ncclUniqueId id;
+        ncclResult_t rc;
+        memset(&id, 0, sizeof(id));
+        cfg.blocking = 0;
+        rc = ncclCommInitRankConfig(&nc, size, id, rank, &cfg);
+        CHECK(rc == ncclInProgress, "ncclCommInitRankConfig with blocking=0: %d, want ncclInProgress", (int)rc);
+        CHECK(poll_out(nc, rc) == ncclSuccess, "the non-blocking communicator's creation");
+    } else {
+        nc = mock_nccl_comm_new();
+    }
+    nccl_apply(nc, &k);
+    for (int t = 0; t < calls; t++) {
+        int rcm, from, groups, want = algo_groups(algo);
+        ncclResult_t rcn;
+        size_t diff = n;
+        snprintf(label, sizeof(label), "%s/%s%s%s call %d", comp, algo, in_place ? "" : " out of place",
+                 nb == 2 ? " in a group of one, non-blocking" : nb ? " non-blocking" : "", t);
+        for (size_t i = 0; i < n; i++)
+            (in_place ? h : hs)[i] = grad_val(rank, t, i);
+        if (t == nan_call && rank == size - 1)
+            (in_place ? h : hs)[n / 3] = NAN;
+        dwrite(in_place ? d : ds, in_place ? h : hs, n * sizeof(float));
+        rcm = MPI_Allreduce(in_place ? MPI_IN_PLACE : hs, h, (int)n, MPI_FLOAT, MPI_SUM, mc);
+        from = mock_nccl_ncalls();
+        if (nb == 2) {
+            ncclGroupStart();
+            rcn = ncclAllReduce(in_place ? d : ds, d, n, ncclFloat32, ncclSum, nc, STREAM);
+            CHECK(rcn == ncclSuccess, "%s: ncclAllReduce in the group: %d", label, (int)rcn);
+            rcn = ncclGroupEnd();
+        } else {
+            rcn = ncclAllReduce(in_place ? d : ds, d, n, ncclFloat32, ncclSum, nc, STREAM);
+        }
+        compressed++;
+        CHECK(rcm == MPI_SUCCESS && rcn == ncclSuccess, "%s: MPI rc %d, NCCL rc %d", label, rcm, (int)rcn);
+        CHECK(mock_nccl_pending(nc) == 0, "%s: returned with an operation of its own in progress", label);
+        /* (a group of one: the user's own ncclGroupEnd is recorded too) */
+        groups = groups_since(from, nc, label) - (nb == 2);
+        CHECK(groups >= 1 && (want < 0 || groups == want), "%s: %d groups of sends and receives, want %d", label,
+              groups, want);
+        CHECK(strcmp(mock_nccl_call(-1)->fn, "ncclAllReduce") == 0 && mock_nccl_call(-1)->count == 1 &&
+                  mock_nccl_call(-1)->datatype == ncclInt64,
+              "%s: the last call is not the failure agreement", label);
+        dread(back, d, n * sizeof(float));
+        for (size_t i = 0; i < n && diff == n; i++)
+            if (bits(h[i]) != bits(back[i]))
+                diff = i;
+        CHECK(diff == n, "%s: result[%zu] MPI %a NCCL %a", label, diff, h[diff], back[diff]);
+        CHECK(same_everywhere(back, n), "%s: results differ between ranks", label);
+        if (!in_place) {
+            dread(back, ds, n * sizeof(float));
+            CHECK(memcmp(back, hs, n * sizeof(float)) == 0, "%s: sendbuff changed", label);
+        }
+        CHECK(mpi_comm_residual(mc, h, n, rh) == HIPRESS_OK && comm_residual(nc, d, n, rd) == HIPRESS_OK,
+              "%s: the residuals cannot be read", label);
+        diff = n;
+        for (size_t i = 0; i < n && diff == n; i++)
+            if (bits(rh[i]) != bits(rd[i]))
+                diff = i;
+        CHECK(diff == n, "%s: residual[%zu] MPI %a NCCL %a", label, diff, rh[diff], rd[diff]);
+    }
+    MPI_Comm_free(&mc);
+    if (nb) {
+        hipress_nccl_stats_t a, b;
+        nccl_stats(&a);
+        CHECK(ncclCommDestroy(nc) == ncclSuccess, "ncclCommDestroy of the non-blocking communicator");
+        nccl_stats(&b);
+        CHECK(b.comms_released == a.comms_released + 1 && b.comms_tracked == a.comms_tracked - 1,
+              "ncclCommDestroy did not release hipress' state");
+    }
+    free(h); free(hs); free(back); free(rh); free(rd);
+}
+
+static void case_mpi_bits(void)
+{
+    static const char *const comps[] = {"onebit", "tbq", "terngrad", "dgc", "graddrop", "fp16", "bf16",
+                                        "q2", "q4", "q8"};
+    static const char *const algos[] = {"ring", "ps", "allgather", "tree"};
+    for (size_t c = 0; c < sizeof(comps) / sizeof(comps[0]); c++)
+        for (size_t a = 0; a < sizeof(algos) / sizeof(algos[0]); a++)
+            mpi_bits(comps[c], algos[a], 40003, 3, 2, (int)(a + c) % 2, 0);
+    /* powersgd: its collective run (factors summed by the exact ring) */
+    mpi_bits("powersgd", "auto", 40003, 3, 2, 1, 0);
+    /* non-blocking communicators: the same bits, calls alone and in
+     * PyTorch's groups of one */
+    mpi_bits("onebit", "ps", 40003, 3, 1, 1, 1);
+    mpi_bits("q4", "ring", 40003, 2, -1, 0, 2);
+    mpi_bits("dgc", "allgather", 40003, 2, -1, 1, 1);
+}
+
+/* An operation of hipress' that stays in progress longer than
+ * HIPRESS_TIMEOUT: the call fails with ncclSystemError after about that
+ * long, naming what it waited for (run_nccl_compress.sh), and enqueues
+ * nothing more; the communicator is then aborted, releasing its state. */
+static void case_timeout(void)
+{
+    const size_t n = N_ELEM;
+    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+    ncclUniqueId id;
+    ncclComm_t c;
+    ncclResult_t rc;
+    void *d = dev(n);
+    float *h = calloc(n, sizeof(float));
+    int from;
+    double t0;
+
+    memset(&id, 0, sizeof(id));
+    cfg.blocking = 0;
+    rc = ncclCommInitRankConfig(&c, size, id, rank, &cfg);
+    CHECK(poll_out(c, rc) == ncclSuccess, "timeout: the communicator's creation");
+    CHECK(comm_set(c, "HIPRESS_COMPRESSOR", "onebit") == HIPRESS_OK &&
+              comm_set(c, "HIPRESS_TIMEOUT", "1") == HIPRESS_OK,
+          "timeout: comm_set");
+    dwrite(d, h, n * sizeof(float));
+    mock_nccl_set_polls(1 << 30);
+    from = mock_nccl_ncalls();
+    t0 = MPI_Wtime();
+    rc = ncclAllReduce(d, d, n, ncclFloat32, ncclSum, c, STREAM);
+    t0 = MPI_Wtime() - t0;
+    mock_nccl_set_polls(0);
+    CHECK(rc == ncclSystemError && t0 >= 0.9 && t0 < 30,
+          "timeout: ncclAllReduce returned %d after %.1f s, want ncclSystemError after about 1 s", (int)rc, t0);
+    CHECK(mock_nccl_ncalls() == from + 1 && strcmp(mock_nccl_call(-1)->fn, "ncclAllReduce") == 0 &&
+              mock_nccl_call(-1)->count == 5,
+          "timeout: want the agreement alone, then nothing more enqueued (%d calls)", mock_nccl_ncalls() - from);
+    CHECK(ncclCommAbort(c) == ncclSuccess, "timeout: ncclCommAbort");
+    free(h);
+}
+
+/* Under HIPRESS_ALGO=auto the cost model measures over NCCL and the first
+ * calls of a size class explore (plain, then the algorithms it keeps):
+ * every rank makes the same choice (the same NCCL calls, call after call)
+ * and gets the same bits. */
+static void case_auto(void)
+{
+    const size_t n = N_ELEM;
+    ncclComm_t c = mock_nccl_comm_new();
+    float *h = malloc(n * sizeof(float)), *back = malloc(n * sizeof(float));
+    void *d = dev(n);
+    int plain = 0, comp = 0;
+    CHECK(comm_set(c, "HIPRESS_COMPRESSOR", "onebit") == HIPRESS_OK, "comm_set");
+    for (int t = 0; t < 16; t++) {
+        int from = mock_nccl_ncalls(), sig[3], lo[3], hi[3];
+        for (size_t i = 0; i < n; i++)
+            h[i] = grad_val(rank, t, i);
+        dwrite(d, h, n * sizeof(float));
+        CHECK(ncclAllReduce(d, d, n, ncclFloat32, ncclSum, c, STREAM) == ncclSuccess, "auto call %d", t);
+        sig[0] = mock_nccl_ncalls() - from;
+        sig[1] = calls_since(from, "ncclSend");
+        sig[2] = groups_since(from, c, "auto");
+        for (int i = 0; i < 3; i++) {
+            lo[i] = -sig[i];
+            hi[i] = sig[i];
+        }
+        MPI_Allreduce(MPI_IN_PLACE, lo, 3, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+        MPI_Allreduce(MPI_IN_PLACE, hi, 3, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+        CHECK(-lo[0] == hi[0] && -lo[1] == hi[1] && -lo[2] == hi[2],
+              "auto call %d: the ranks made different NCCL calls (%d calls, %d sends, %d groups here)", t, sig[0],
+              sig[1], sig[2]);
+        dread(back, d, n * sizeof(float));
+        CHECK(same_everywhere(back, n), "auto call %d: results differ between ranks", t);
+        {
+            /* a plain call: the user's reduction given to NCCL (the first
+             * call's measurement sends too) */
+            int is_plain = 0;
+            for (int i = from; i < mock_nccl_ncalls(); i++) {
+                const mock_call_t *m = mock_nccl_call(i);
+                is_plain |= strcmp(m->fn, "ncclAllReduce") == 0 && m->count == n && m->datatype == ncclFloat32 &&
+                            m->recvbuf == d;
+            }
+            if (is_plain)
+                plain++;
+            else
+                comp++;
+        }
+    }
+    compressed += comp;
+    CHECK(plain >= 1 && comp >= 1, "auto: %d plain and %d compressed calls: not explored", plain, comp);
+    if (rank == 0)
+        printf("# auto: %d calls plain, %d compressed in 16\n", plain, comp);
+    free(h); free(back);
+}
+
+/* A split of a non-blocking communicator is non-blocking too and gets
+ * state of its own; ncclCommAbort and ncclCommDestroy release both. */
+static void case_split(void)
+{
+    const size_t n = N_ELEM;
+    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+    ncclUniqueId id;
+    ncclComm_t parent, child;
+    hipress_nccl_stats_t a, b;
+    float *h = malloc(n * sizeof(float)), *want = malloc(n * sizeof(float)), *back = malloc(n * sizeof(float));
+    void *d = dev(n);
+    ncclResult_t rc;
+    size_t diff = n;
+
+    memset(&id, 0, sizeof(id));
+    cfg.blocking = 0;
+    rc = ncclCommInitRankConfig(&parent, size, id, rank, &cfg);
+    CHECK(poll_out(parent, rc) == ncclSuccess, "split: the parent's creation");
+    CHECK(comm_set(parent, "HIPRESS_COMPRESSOR", "onebit") == HIPRESS_OK &&
+              comm_set(parent, "HIPRESS_ALGO", "ring") == HIPRESS_OK &&
+              comm_set(parent, "HIPRESS_PARTITION_BYTES", "64K") == HIPRESS_OK,
+          "split: comm_set");
+    rc = ncclCommSplit(parent, 0, rank, &child, NULL);
+    CHECK(rc == ncclInProgress, "a split of a non-blocking communicator without a config: %d, want ncclInProgress",
+          (int)rc);
+    CHECK(poll_out(child, rc) == ncclSuccess, "split: the child's creation");
+    /* the child: its own settings (fp16 with allgather, exact here), its
+     * own agreement */
+    CHECK(comm_set(child, "HIPRESS_COMPRESSOR", "fp16") == HIPRESS_OK &&
+              comm_set(child, "HIPRESS_ALGO", "allgather") == HIPRESS_OK &&
+              comm_set(child, "HIPRESS_PARTITION_BYTES", "1G") == HIPRESS_OK,
+          "split: comm_set on the child");
+    for (int t = 0; t < 2; t++) {
+        for (size_t i = 0; i < n; i++) {
+            float s = 0.0f;
+            for (int j = 0; j < size; j++)
+                s += exact_val(j, t, i);
+            want[i] = s;
+            h[i] = exact_val(rank, t, i);
+        }
+        dwrite(d, h, n * sizeof(float));
+        allreduce("split: the child", d, d, n, ncclFloat32, ncclSum, child, 1, t == 0);
+        dread(back, d, n * sizeof(float));
+        for (size_t i = 0; i < n && diff == n; i++)
+            if (bits(back[i]) != bits(want[i]))
+                diff = i;
+        CHECK(diff == n, "split: the child's fp16 sum [%zu] %a, want %a", diff, back[diff], want[diff]);
+        /* the parent, onebit with ring: the same bits everywhere */
+        dwrite(d, h, n * sizeof(float));
+        {
+            int from = mock_nccl_ncalls(), groups;
+            CHECK(ncclAllReduce(d, d, n, ncclFloat32, ncclSum, parent, STREAM) == ncclSuccess &&
+                      mock_nccl_pending(parent) == 0,
+                  "split: the parent's compressed call");
+            groups = groups_since(from, parent, "split: the parent");
+            CHECK(groups == 2 * (size - 1), "split: the parent's call made %d groups, want ring's %d", groups,
+                  2 * (size - 1));
+            compressed++;
+        }
+        dread(back, d, n * sizeof(float));
+        CHECK(same_everywhere(back, n), "split: the parent's results differ between ranks");
+    }
+    /* a pass-through on a non-blocking communicator: NCCL's ncclInProgress
+     * comes back to the caller, who polls it out: the exact sum */
+    CHECK(comm_set(parent, "HIPRESS_MIN_BYTES", "1G") == HIPRESS_OK, "comm_set HIPRESS_MIN_BYTES");
+    dwrite(d, h, n * sizeof(float));
+    rc = ncclAllReduce(d, d, n, ncclFloat32, ncclSum, parent, STREAM);
+    CHECK(rc == ncclInProgress && poll_out(parent, rc) == ncclSuccess,
+          "a passed-through call on a non-blocking communicator: %d, want ncclInProgress, then done", (int)rc);
+    dread(back, d, n * sizeof(float));
+    CHECK(memcmp(back, want, n * sizeof(float)) == 0, "the passed-through call: not the exact sum");
+    nccl_stats(&a);
+    CHECK(ncclCommAbort(child) == ncclSuccess, "ncclCommAbort of the child");
+    nccl_stats(&b);
+    CHECK(b.comms_released == a.comms_released + 1 && b.comms_tracked == a.comms_tracked - 1,
+          "ncclCommAbort did not release the child's state");
+    CHECK(ncclCommDestroy(parent) == ncclSuccess, "ncclCommDestroy of the parent");
+    nccl_stats(&a);
+    CHECK(a.comms_released == b.comms_released + 1 && a.comms_tracked == b.comms_tracked - 1,
+          "ncclCommDestroy did not release the parent's state");
+    free(h); free(want); free(back);
+}
+
 int main(int argc, char **argv)
 {
     void *cu;
@@ -424,7 +815,11 @@ int main(int argc, char **argv)
     }
     *(void **)&comm_set = dlsym(RTLD_DEFAULT, "hipress_nccl_comm_set");
     *(void **)&comm_residual = dlsym(RTLD_DEFAULT, "hipress_nccl_comm_residual");
-    if (!dmalloc || !dwrite || !dread || !set_capturing || !comm_set || !comm_residual) {
+    *(void **)&mpi_comm_set = dlsym(RTLD_DEFAULT, "hipress_comm_set");
+    *(void **)&mpi_comm_residual = dlsym(RTLD_DEFAULT, "hipress_comm_residual");
+    *(void **)&nccl_stats = dlsym(RTLD_DEFAULT, "hipress_nccl_stats_get");
+    if (!dmalloc || !dwrite || !dread || !set_capturing || !comm_set || !comm_residual || !mpi_comm_set ||
+        !mpi_comm_residual || !nccl_stats) {
         fprintf(stderr, "nccl_compress: the stand-in driver or hipress is missing (%s)\n", dlerror());
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
@@ -439,6 +834,10 @@ int main(int argc, char **argv)
         case_lossy("q4", 1);
         case_pass();
         case_corrupt();
+        case_mpi_bits();
+        case_split();
+        case_timeout();
+        case_auto();
     }
     MPI_Allreduce(&bad, &all, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     if (rank == 0 && !all)

@@ -4,7 +4,10 @@
 # replaying its collectives through MPI (MOCK_NCCL_MPI=1), the stand-in
 # driver's device memory and the emulated CUDA module.
 #   1. HIPRESS_NCCL=compress at 2, 3 and 4 ranks (one mpirun each): every
-#      case of nccl_compress; HIPRESS_STATS counts the compressed calls;
+#      case of nccl_compress (the MPI path's bits for every compressor and
+#      algorithm, non-blocking communicators, splits, abort, auto);
+#      HIPRESS_STATS counts the compressed calls; the corrupted call's,
+#      the differing settings' and the bounded poll's warnings;
 #   2. the default (HIPRESS_NCCL unset) at 2 ranks: nothing compressed.
 # Skipped (77) where the emulated module is not built (a build without CUDA).
 set -u
@@ -46,6 +49,9 @@ for np in 2 3 4; do
         { hp_fail "np $np: want one failure warning per rank"; cat "$err"; }
     [ "$(grep -c 'ncclAllReduce is passed through on this communicator: the ranks. settings differ' "$err")" -eq 1 ] ||
         { hp_fail "np $np: want one warning about differing settings"; cat "$err"; }
+    # the bounded poll of a non-blocking communicator: on every rank, naming the wait
+    [ "$(grep -c "nccl: an agreement's ncclAllReduce was still in progress after [0-9]* s (ncclCommGetAsyncError answers ncclInProgress; HIPRESS_TIMEOUT=1 s)" "$err")" -eq $np ] ||
+        { hp_fail "np $np: want one timeout warning per rank"; cat "$err"; }
 done
 
 hp_mpirun 2 -x LD_PRELOAD="$HP_PRELOAD" -x HIPRESS_STATS=1 -x HIPRESS_CUDA_MODULE="$emu" -x MOCK_NCCL_MPI=1 \

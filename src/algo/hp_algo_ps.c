@@ -18,6 +18,7 @@ hp_status_t hp_algo_ps_run(hp_call_t *call)
 {
     hp_transport_t *tp = call->tp;
     const size_t N = (size_t)tp->size, r = (size_t)tp->rank;
+    const int phased = (tp->ops->flags & HP_TP_PHASED) != 0;
     const size_t G = call->grain ? call->grain : 1;
     const size_t maxshard = hp_span_len(call->n, N, 0, G);
     const size_t P = hp_call_parts(call, maxshard);
@@ -50,13 +51,15 @@ hp_status_t hp_algo_ps_run(hp_call_t *call)
 #define PART_OFF(c, p) (SH_OFF(c) + hp_span_off(SH_LEN(c), P, (p), G))
 #define PART_LEN(c, p) hp_span_len(SH_LEN(c), P, (p), G)
 
-    /* receives in the order each peer sends: phase 1 parts, then phase 3 parts */
+    /* receives in the order each peer sends: phase 1 parts, then phase 3
+     * parts (on a phased transport, phase 3's once phase 2 has posted its
+     * sends: HP_TP_PHASED) */
     for (size_t k = 1; k < N; k++) {
         size_t j = (r + N - k) % N;
         for (size_t p = 0; p < P; p++)
             if (hp_tp_irecv(tp, r1[j * P + p].buf, cap1, (int)j, &r1[j * P + p].req) != HP_OK)
                 st = HP_ERR_MPI;
-        for (size_t p = 0; p < P; p++)
+        for (size_t p = 0; !phased && p < P; p++)
             if (hp_tp_irecv(tp, r3[j * P + p].buf, cap2, (int)j, &r3[j * P + p].req) != HP_OK)
                 st = HP_ERR_MPI;
     }
@@ -110,6 +113,12 @@ hp_status_t hp_algo_ps_run(hp_call_t *call)
                 st = HP_ERR_MPI;
         }
         hp_tp_progress(tp);
+    }
+    for (size_t k = 1; phased && k < N; k++) {
+        size_t j = (r + N - k) % N;
+        for (size_t p = 0; p < P; p++)
+            if (hp_tp_irecv(tp, r3[j * P + p].buf, cap2, (int)j, &r3[j * P + p].req) != HP_OK)
+                st = HP_ERR_MPI;
     }
     /* phase 3: decode the owners' messages */
     for (size_t p = 0; p < P; p++) {

@@ -13,6 +13,7 @@ hp_status_t hp_algo_tree_run(hp_call_t *call)
 {
     hp_transport_t *tp = call->tp;
     const int N = tp->size, r = tp->rank;
+    const int phased = (tp->ops->flags & HP_TP_PHASED) != 0;
     const size_t P = hp_call_parts(call, call->n);
     const size_t G = call->grain ? call->grain : 1;
     size_t cap = hp_call_msg_cap(call, hp_span_len(call->n, P, 0, G));
@@ -46,10 +47,11 @@ hp_status_t hp_algo_tree_run(hp_call_t *call)
         for (size_t p = 0; p < P; p++)
             if (hp_tp_irecv(tp, rc[c * P + p].buf, cap, children[c], &rc[c * P + p].req) != HP_OK)
                 st = HP_ERR_MPI;
-    if (parent >= 0)
-        for (size_t p = 0; p < P; p++)
-            if (hp_tp_irecv(tp, down[p].buf, cap, parent, &down[p].req) != HP_OK)
-                st = HP_ERR_MPI;
+    /* the root's message from the parent (on a phased transport once this
+     * rank's reduction is posted: HP_TP_PHASED) */
+    for (size_t p = 0; !phased && parent >= 0 && p < P; p++)
+        if (hp_tp_irecv(tp, down[p].buf, cap, parent, &down[p].req) != HP_OK)
+            st = HP_ERR_MPI;
 
     /* reduction */
     for (size_t p = 0; p < P; p++) {
@@ -82,6 +84,9 @@ hp_status_t hp_algo_tree_run(hp_call_t *call)
         }
         hp_tp_progress(tp);
     }
+    for (size_t p = 0; phased && parent >= 0 && p < P; p++)
+        if (hp_tp_irecv(tp, down[p].buf, cap, parent, &down[p].req) != HP_OK)
+            st = HP_ERR_MPI;
     /* broadcast: decode the root's message and forward the same bytes */
     if (parent >= 0) {
         for (size_t p = 0; p < P; p++) {

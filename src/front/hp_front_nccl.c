@@ -1,13 +1,16 @@
 /*
  * The NCCL front end's compressed ncclAllReduce (HIPRESS_NCCL=compress,
  * experimental): the same call set-up as the MPI front end
- * (hp_call_setup.h) and the same allgather algorithm (src/algo), over the
- * NCCL transport (src/transport/hp_tp_nccl.c: ncclSend/ncclRecv in groups on
- * the caller's stream, each message of the capacity both sides agreed).
- * Each rank encodes its data (plus the residual it holds for the buffer)
- * with the device codec once, every rank decodes the N messages in rank
- * order and adds them (the same bits on every rank; ncclAvg then divides
- * by N).  One lossy stage: within every compressor's quality budget.
+ * (hp_call_setup.h), the same plan (src/plan: HIPRESS_ALGO and
+ * HIPRESS_PARTITION_BYTES fix it, else the cost model's measurement and
+ * the exploration of the first calls of a size class choose, every input
+ * and time agreed across ranks) and the same algorithms (ring, tree, ps with
+ * the compressor's sum codec at the owner, allgather, and a collective
+ * compressor's own run: powersgd), over the NCCL transport
+ * (src/transport/hp_tp_nccl.c: ncclSend/ncclRecv in groups on the caller's
+ * stream, each message of the capacity both sides agreed).  So a call gives
+ * the MPI path's bits for the same plan, data, call number and residuals,
+ * and the same bits on every rank; ncclAvg then divides by N.
  *
  * Host-synchronous, NOT asynchronous as NCCL's contract asks: the device
  * backend's messages are in host memory (it was written for MPI), so a call
@@ -16,34 +19,52 @@
  * stream, waits for it and copies the received messages back.  When the
  * call returns, the result is in recvbuff and nothing of hipress is left
  * on the stream; the caller's CPU thread was blocked for the whole
- * collective.  The plan (ring, ps; the stream-ordered transport) is the
- * NCCL issue's.
+ * collective.  Every such host wait is bounded by the CUDA module's wait
+ * bound (half of HIPRESS_TIMEOUT: the wait fails, naming what it waited
+ * for, and so does the call) and registered with the no-progress watchdog
+ * (HIPRESS_TIMEOUT ends the process naming it, as on the MPI path).
+ *
+ * Non-blocking communicators: every enqueue of hipress' own (the
+ * agreements, the transport's groups, a plain call of the plan) that NCCL
+ * answers with ncclInProgress is waited out by polling
+ * ncclCommGetAsyncError until it is no longer ncclInProgress, at most
+ * HIPRESS_TIMEOUT seconds (then the call returns an error naming what it
+ * waited for and enqueues nothing more); the call then goes on, so on such
+ * a communicator too it returns with the result in recvbuff.
  *
  * A message the decoders reject, or a rank's local failure (which sends
  * error messages), fails the call on every rank alike (every rank decodes
  * the same messages): the result is NaN everywhere, the call returns
- * ncclSuccess, and a warning is printed.  The interposition itself is
- * mpi_wrappers/hp_nccl_wrap.c.
+ * ncclSuccess, and a warning is printed.  An error NCCL itself returns is
+ * returned to the caller (the result is then NaN on this rank).  The
+ * interposition itself is mpi_wrappers/hp_nccl_wrap.c.
  */
 #define _GNU_SOURCE
 #include "hp_front_nccl.h"
 #include "hp_algo.h"
 #include "hp_backend.h"
 #include "hp_call_setup.h"
+#include "hp_plan.h"
 #include "hp_state.h"
 #include "hp_tp_nccl.h"
+#include "hp_watchdog.h"
 #include <math.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 struct hp_nccl_cstate {
     int                  mode;       /* 0 not agreed yet, 1 compress, -1 pass through */
     int                  rank, size;
-    int                  kind;
+    int                  kind;       /* the compressor */
+    int                  sum_base;   /* its sum codec (HIPRESS_SUM_CODEC resolved) */
     int                  layout;
+    int                  nonblocking;
     hipress_comp_params_t params;
     hp_residual_store_t *res;
-    unsigned long long   ncalls;
+    hp_planner_t         planner;    /* this communicator's plans (keyed by the transport too) */
+    unsigned long long   ncalls;     /* compressed calls (the algorithms' call number) */
     hp_gpu_ptr_t         where;      /* device of dbuf */
     void                *dbuf;       /* device memory of the messages */
     size_t               dbytes;
@@ -82,6 +103,155 @@ static int dbuf_grow(hp_nccl_cstate_t *cs, const hp_gpu_ptr_t *where, size_t byt
     return 0;
 }
 
+/* ------------------------------------------------------ bounded waits */
+
+/* One call's view of NCCL: the caller's communicator and stream, NCCL's
+ * real calls, the bound of its waits, and NCCL's first error (after which
+ * nothing more is enqueued on the communicator). */
+typedef struct {
+    hp_nccl_cstate_t      *cs;
+    const hp_nccl_xport_t *x;
+    ncclComm_t             comm;
+    cudaStream_t           stream;
+    double                 timeout;   /* HIPRESS_TIMEOUT */
+    ncclResult_t           err;       /* NCCL's first error in this call */
+} tp_ctx_t;
+
+/* A host wait for the caller's stream: within the module's bound (half of
+ * HIPRESS_TIMEOUT: stream_wait fails naming `what`), and watched by the
+ * watchdog too (HIPRESS_TIMEOUT ends the process naming it). */
+static int stream_wait(tp_ctx_t *t, const char *what)
+{
+    const hp_gpu_ops_v2_t *g = codec();
+    hp_wd_wait_t w;
+    int rc;
+    hp_wd_enter(&w, what, -1);
+    rc = g->stream_wait != NULL ? g->stream_wait(t->stream, what) : g->base.stream_sync(t->stream);
+    hp_wd_leave(&w);
+    if (rc != HP_GPU_OK)
+        HP_WARN("nccl: %s failed: %s", what, g->base.last_error());
+    return rc == HP_GPU_OK ? 0 : -1;
+}
+
+/* The result of one enqueue on the communicator: ncclInProgress (a
+ * non-blocking communicator) is polled out with ncclCommGetAsyncError, at
+ * most t->timeout seconds; an error is kept in t->err.  0 when the
+ * operation is enqueued. */
+static int settle(tp_ctx_t *t, ncclResult_t rc, const char *what)
+{
+    double t0;
+    unsigned spins = 0;
+
+    if (rc == ncclInProgress) {
+        if (t->x->async_error == NULL) {
+            HP_WARN("nccl: %s answered ncclInProgress, and this NCCL has no ncclCommGetAsyncError to wait for it",
+                    what);
+            rc = ncclInvalidUsage;
+        }
+        t0 = hp_now();
+        while (rc == ncclInProgress) {
+            ncclResult_t st = ncclInProgress;
+            if (t->x->async_error(t->comm, &st) != ncclSuccess) {
+                rc = ncclInvalidUsage;
+                break;
+            }
+            rc = st;
+            if (rc != ncclInProgress)
+                break;
+            if (t->timeout > 0 && hp_now() - t0 > t->timeout) {
+                HP_WARN("nccl: %s was still in progress after %.0f s (ncclCommGetAsyncError answers "
+                        "ncclInProgress; HIPRESS_TIMEOUT=%g s): the compressed ncclAllReduce fails and enqueues "
+                        "nothing more on this communicator", what, hp_now() - t0, t->timeout);
+                rc = ncclSystemError;
+                break;
+            }
+            if (++spins > 64) {
+                struct timespec ts = {0, 20000};
+                nanosleep(&ts, NULL);
+            } else {
+                sched_yield();
+            }
+        }
+    }
+    if (rc != ncclSuccess && t->err == ncclSuccess)
+        t->err = rc;
+    return rc == ncclSuccess ? 0 : -1;
+}
+
+/* ------------------------------------------------ the NCCL transport */
+
+static int tp_group_start(void *c)
+{
+    tp_ctx_t *t = c;
+    /* (ncclGroupStart only opens the thread's group: nothing to wait for) */
+    return t->err == ncclSuccess && t->x->group_start() == ncclSuccess ? 0 : -1;
+}
+
+static int tp_group_end(void *c)
+{
+    tp_ctx_t *t = c;
+    /* the group is closed whatever failed inside it (NCCL counts the depth) */
+    return settle(t, t->x->group_end(), "the transport's group of ncclSend and ncclRecv");
+}
+
+static int tp_send(void *c, const void *dev, size_t bytes, int peer)
+{
+    tp_ctx_t *t = c;
+    if (t->err != ncclSuccess)
+        return -1;
+    return settle(t, t->x->send(dev, bytes, ncclUint8, peer, t->comm, t->stream), "an ncclSend of the transport");
+}
+
+static int tp_recv(void *c, void *dev, size_t bytes, int peer)
+{
+    tp_ctx_t *t = c;
+    if (t->err != ncclSuccess)
+        return -1;
+    return settle(t, t->x->recv(dev, bytes, ncclUint8, peer, t->comm, t->stream), "an ncclRecv of the transport");
+}
+
+static int tp_max(void *c, void *dev, size_t n, int is_double)
+{
+    tp_ctx_t *t = c;
+    if (t->err != ncclSuccess)
+        return -1;
+    return settle(t, t->x->allreduce(dev, dev, n, is_double ? ncclFloat64 : ncclInt64, ncclMax, t->comm, t->stream),
+                  "an agreement's ncclAllReduce");
+}
+
+static int tp_sync(void *c)
+{
+    return stream_wait(c, "a compressed ncclAllReduce's wait for its stream");
+}
+
+static int tp_h2d(void *c, void *dev, const void *host, size_t bytes)
+{
+    hp_wd_wait_t w;
+    int rc;
+    hp_wd_enter(&w, "a compressed ncclAllReduce's copy to the device", -1);
+    rc = codec()->base.memcpy_h2d(dev, host, bytes, &((tp_ctx_t *)c)->cs->where);
+    hp_wd_leave(&w);
+    return rc == HP_GPU_OK ? 0 : -1;
+}
+
+static int tp_d2h(void *c, void *host, const void *dev, size_t bytes)
+{
+    hp_wd_wait_t w;
+    int rc;
+    hp_wd_enter(&w, "a compressed ncclAllReduce's copy from the device", -1);
+    rc = codec()->base.memcpy_d2h(host, dev, bytes, &((tp_ctx_t *)c)->cs->where);
+    hp_wd_leave(&w);
+    return rc == HP_GPU_OK ? 0 : -1;
+}
+
+static void *tp_staging(void *c, size_t bytes)
+{
+    tp_ctx_t *t = c;
+    return dbuf_grow(t->cs, &t->cs->where, bytes) == 0 ? t->cs->dbuf : NULL;
+}
+
+/* ---------------------------------------------------------- agreement */
+
 /* The hash of every setting that must agree across ranks. */
 static uint64_t agreed_hash(const hp_config_t *cfg)
 {
@@ -94,30 +264,29 @@ static uint64_t agreed_hash(const hp_config_t *cfg)
 
 /* The first compressed call on the communicator: settings, codec and size
  * agreed over NCCL (max of [h, -h, !ok, N, -N], int64, on the caller's
- * stream).  Sets cs->mode to 1 or -1.  Returns the NCCL result. */
-static ncclResult_t agree(hp_nccl_cstate_t *cs, const hp_config_t *cfg, const hp_nccl_xport_t *x,
-                          const hp_gpu_ptr_t *where, ncclComm_t comm, cudaStream_t stream)
+ * stream).  Sets cs->mode to 1 or -1.  0, or -1 when NCCL failed (t->err). */
+static int agree(hp_nccl_cstate_t *cs, const hp_config_t *cfg, tp_ctx_t *t, const hp_gpu_ptr_t *where)
 {
     const hp_gpu_ops_v2_t *g = codec();
+    const hp_nccl_xport_t *x = t->x;
     const hp_comp_t *c;
     hp_gpu_ptr_t kinds[2] = {*where, *where};
     long long v[5], out[5];
     int ok, kind;
-    ncclResult_t rc;
     const char *why = NULL;
 
     cs->mode = -1;
-    if (x->count == NULL || x->user_rank == NULL || x->count(comm, &cs->size) != ncclSuccess ||
-        x->user_rank(comm, &cs->rank) != ncclSuccess) {
+    if (x->count == NULL || x->user_rank == NULL || x->count(t->comm, &cs->size) != ncclSuccess ||
+        x->user_rank(t->comm, &cs->rank) != ncclSuccess) {
         HP_WARN("nccl: cannot read the communicator's size and rank: ncclAllReduce is not compressed on it");
-        return ncclSuccess;
+        return 0;
     }
     /* without the module there is no device memory to agree in: this rank
      * passes through, and its peers' agreement waits for it (doc/gpu.md) */
     if (g == NULL || dbuf_grow(cs, where, sizeof(v)) != 0) {
         HP_WARN("nccl: HIPRESS_NCCL=compress needs the CUDA module's codec on every rank; this rank passes "
                 "ncclAllReduce through (its peers must too, or the job hangs)");
-        return ncclSuccess;
+        return 0;
     }
     kind = hp_comp_find(hp_cfg_s(cfg, HP_S_COMPRESSOR));
     ok = hp_gpu_compress_route(&hp_g.cfg, kinds, where, where);
@@ -126,13 +295,17 @@ static ncclResult_t agree(hp_nccl_cstate_t *cs, const hp_config_t *cfg, const hp
     v[2] = !ok;
     v[3] = cs->size;
     v[4] = -(long long)cs->size;
-    if (g->base.memcpy_h2d(cs->dbuf, v, sizeof(v), &cs->where) != HP_GPU_OK)
-        return ncclUnhandledCudaError;
-    rc = x->allreduce(cs->dbuf, cs->dbuf, 5, ncclInt64, ncclMax, comm, stream);
-    if (rc != ncclSuccess)
-        return rc;
-    if (g->base.stream_sync(stream) != HP_GPU_OK || g->base.memcpy_d2h(out, cs->dbuf, sizeof(out), &cs->where) != HP_GPU_OK)
-        return ncclUnhandledCudaError;
+    if (g->base.memcpy_h2d(cs->dbuf, v, sizeof(v), &cs->where) != HP_GPU_OK) {
+        t->err = ncclUnhandledCudaError;
+        return -1;
+    }
+    if (tp_max(t, cs->dbuf, 5, 0) != 0)
+        return -1;
+    if (stream_wait(t, "the settings agreement of a compressed ncclAllReduce") != 0 ||
+        g->base.memcpy_d2h(out, cs->dbuf, sizeof(out), &cs->where) != HP_GPU_OK) {
+        t->err = ncclUnhandledCudaError;
+        return -1;
+    }
     c = kind >= 0 ? hp_comp_get(kind) : NULL;
     if (out[0] != -out[1])
         why = "the ranks' settings differ (every HIPRESS_* setting that MPI_Init checks must be equal)";
@@ -140,28 +313,35 @@ static ncclResult_t agree(hp_nccl_cstate_t *cs, const hp_config_t *cfg, const hp
         why = "a rank cannot compress on its GPU (no CUDA module codec, or HIPRESS_GPU is not auto)";
     else if (out[3] != -out[4] || out[3] < 2)
         why = "the communicator has one rank";
-    else if (c == NULL || kind == hp_kind_none || (c->flags & HIPRESS_COMP_COLLECTIVE))
-        why = "the compressor has no allgather form (none, powersgd)";
+    else if (c == NULL || kind == hp_kind_none)
+        why = "the compressor is none";
     if (why != NULL) {
         if (cs->rank == 0)
             HP_WARN("nccl: ncclAllReduce is passed through on this communicator: %s", why);
-        return ncclSuccess;
+        return 0;
     }
     cs->kind = kind;
     cs->layout = (int)hp_cfg_i(cfg, HP_S_EF_LAYOUT);
     hp_params_from_config(cfg, &cs->params);
+    cs->sum_base = hp_comp_sum_kind(kind, (int)hp_cfg_i(cfg, HP_S_SUM_CODEC), &cs->params);
+    memset(&cs->planner, 0, sizeof(cs->planner));
     if (cs->res == NULL)
         cs->res = hp_residual_create((size_t)hp_cfg_i(cfg, HP_S_RESIDUAL_MAX_MB) << 20);
     else
         hp_residual_set_max(cs->res, (size_t)hp_cfg_i(cfg, HP_S_RESIDUAL_MAX_MB) << 20);
-    if (cs->res == NULL)
-        return ncclSystemError;   /* (only this rank: memory) */
+    if (cs->res == NULL) {
+        t->err = ncclSystemError;   /* (only this rank: memory) */
+        return -1;
+    }
     cs->mode = 1;
     if (cs->rank == 0)
-        HP_INFO("nccl: ncclAllReduce compressed on a communicator of %d ranks with %s (allgather, "
-                "host-synchronous)", cs->size, hp_cfg_s(cfg, HP_S_COMPRESSOR));
-    return ncclSuccess;
+        HP_INFO("nccl: ncclAllReduce compressed on a%s communicator of %d ranks with %s (HIPRESS_ALGO=%s, "
+                "host-synchronous)", cs->nonblocking ? " non-blocking" : "", cs->size,
+                hp_cfg_s(cfg, HP_S_COMPRESSOR), hp_algo_name((int)hp_cfg_i(cfg, HP_S_ALGO)));
+    return 0;
 }
+
+/* -------------------------------------------------------------- calls */
 
 /* NaN in recvbuff[0..count): the call failed on every rank. */
 static void fill_nan(hp_mem_t *m, float *recv, size_t count)
@@ -200,91 +380,132 @@ static hp_status_t divide(hp_mem_t *m, float *recv, size_t count, int N)
     return st;
 }
 
-/* The NCCL transport's view of one call: the caller's communicator and
- * stream, NCCL's real point-to-point calls, the device copies. */
-typedef struct {
-    hp_nccl_cstate_t      *cs;
-    const hp_nccl_xport_t *x;
-    ncclComm_t             comm;
-    cudaStream_t           stream;
-} tp_ctx_t;
-
-static int tp_group_start(void *c)
+/* One call's plan, as the MPI path plans (src/front/hp_call.c plan_comm):
+ * one flat communicator (the NCCL transport), device memory. */
+static void plan_comm(hp_nccl_cstate_t *cs, const hp_config_t *cfg, hp_transport_t *tp, hp_mem_t *mem,
+                      hp_plan_comm_t *pc)
 {
-    return ((tp_ctx_t *)c)->x->group_start() == ncclSuccess ? 0 : -1;
+    memset(pc, 0, sizeof(*pc));
+    pc->cfg = cfg;
+    pc->kind = cs->kind;
+    pc->sum_kind = cs->sum_base;
+    pc->params = &cs->params;
+    pc->form = 0;
+    pc->rank = cs->rank;
+    pc->size = cs->size;
+    pc->hier_avail = 0;
+    pc->node_size = pc->nodes = 1;
+    pc->mem_kind = 1;   /* NCCL's buffers: device memory on every rank */
+    pc->all = tp;
+    pc->algo[0] = tp;
+    pc->algo[1] = NULL;
+    pc->node = NULL;
+    pc->mem = mem;
 }
 
-static int tp_group_end(void *c)
+/* Record an exploration call's time (agreed across ranks by the plan). */
+static void report_plan(const hp_plan_comm_t *pc, hp_plan_slot_t *explore, double t0, size_t count)
 {
-    return ((tp_ctx_t *)c)->x->group_end() == ncclSuccess ? 0 : -1;
+    char line[96];
+    hp_plan_report(pc, explore, hp_now() - t0, count, line, sizeof(line));
+    if (line[0] != '\0')
+        HP_INFO("nccl: plan for %zu bytes: %s", count * sizeof(float), line);
 }
 
-static int tp_send(void *c, const void *dev, size_t bytes, int peer)
+/* A call the plan sends plain: the user's reduction on the caller's stream,
+ * with what this rank still owes for the buffer folded in (as the MPI
+ * path's plain_call), waited for. */
+static hp_status_t plain_call(hp_nccl_cstate_t *cs, tp_ctx_t *t, hp_mem_t *mem, const void *sendbuff,
+                              void *recvbuff, size_t count, int avg)
 {
-    tp_ctx_t *t = c;
-    return t->x->send(dev, bytes, ncclUint8, peer, t->comm, t->stream) == ncclSuccess ? 0 : -1;
+    hp_res_buf_t *rb = hp_call_buffer_state(cs->res, mem, recvbuff, count, 0, cs->layout, NULL);
+    float *r = hp_call_held_residual(rb, count);
+    ncclRedOp_t op = ncclSum;
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 10, 0)
+    if (avg)
+        op = ncclAvg;
+#else
+    (void)avg;
+#endif
+    if (r != NULL) {
+        if (sendbuff != recvbuff)
+            mem->ops->copy(mem, recvbuff, sendbuff, count * sizeof(float));
+        sendbuff = recvbuff;
+        if (mem->ops->fold(mem, (float *)recvbuff, r, count))
+            atomic_fetch_add_explicit(&hp_g.stats.res_folded, 1, memory_order_relaxed);
+    }
+    if (mem->ops->sync(mem) != HP_OK)
+        return HP_ERR_DEVICE;
+    if (settle(t, t->x->allreduce(sendbuff, recvbuff, count, ncclFloat32, op, t->comm, t->stream),
+               "an ncclAllReduce the plan sent plain") != 0)
+        return HP_ERR_MPI;
+    return stream_wait(t, "an ncclAllReduce the plan sent plain") == 0 ? HP_OK : HP_ERR_DEVICE;
 }
 
-static int tp_recv(void *c, void *dev, size_t bytes, int peer)
+/* One call, set up and planned as on the MPI path.  Returns 1 with *rc_p
+ * when it was taken, 0 when it goes to NCCL unchanged (the plan could not
+ * be made: on every rank alike, as the plan's failures are agreed). */
+static int run_call(hp_nccl_cstate_t *cs, const hp_config_t *cfg, tp_ctx_t *t, const void *sendbuff,
+                    void *recvbuff, size_t count, int avg, ncclResult_t *rc_p)
 {
-    tp_ctx_t *t = c;
-    return t->x->recv(dev, bytes, ncclUint8, peer, t->comm, t->stream) == ncclSuccess ? 0 : -1;
-}
-
-static int tp_max(void *c, void *dev, size_t n, int is_double)
-{
-    tp_ctx_t *t = c;
-    return t->x->allreduce(dev, dev, n, is_double ? ncclFloat64 : ncclInt64, ncclMax, t->comm, t->stream) ==
-                   ncclSuccess ? 0 : -1;
-}
-
-static int tp_sync(void *c)
-{
-    return codec()->base.stream_sync(((tp_ctx_t *)c)->stream) == HP_GPU_OK ? 0 : -1;
-}
-
-static int tp_h2d(void *c, void *dev, const void *host, size_t bytes)
-{
-    return codec()->base.memcpy_h2d(dev, host, bytes, &((tp_ctx_t *)c)->cs->where) == HP_GPU_OK ? 0 : -1;
-}
-
-static int tp_d2h(void *c, void *host, const void *dev, size_t bytes)
-{
-    return codec()->base.memcpy_d2h(host, dev, bytes, &((tp_ctx_t *)c)->cs->where) == HP_GPU_OK ? 0 : -1;
-}
-
-static void *tp_staging(void *c, size_t bytes)
-{
-    tp_ctx_t *t = c;
-    return dbuf_grow(t->cs, &t->cs->where, bytes) == 0 ? t->cs->dbuf : NULL;
-}
-
-static ncclResult_t run_call(hp_nccl_cstate_t *cs, const hp_config_t *cfg, const hp_nccl_xport_t *x,
-                             const void *sendbuff, void *recvbuff, size_t count, int avg, ncclComm_t comm,
-                             cudaStream_t stream)
-{
-    const hp_gpu_ops_v2_t *g = codec();
-    tp_ctx_t ctx = {cs, x, comm, stream};
-    const hp_tp_nccl_env_t tenv = {&ctx, tp_group_start, tp_group_end, tp_send, tp_recv, tp_max,
+    const hp_tp_nccl_env_t tenv = {t, tp_group_start, tp_group_end, tp_send, tp_recv, tp_max,
                                    tp_sync, tp_h2d, tp_d2h, tp_staging};
     hipress_comp_params_t cparams;
     hp_transport_t tp;
+    hp_plan_comm_t pc;
+    hp_plan_t plan;
+    hp_plan_slot_t *explore = NULL;
     hp_call_t call;
     hp_mem_t mem;
     hp_res_buf_t *rb;
     hp_status_t st, ms;
-    int staging = 0;
+    int staging = 0, sum_kind, agreed_ok = 0;
     double t0 = hp_now();
 
+    *rc_p = ncclSuccess;
     /* the producer of sendbuff is on the caller's stream */
-    if (g->base.stream_sync(stream) != HP_GPU_OK)
-        return ncclUnhandledCudaError;
+    if (stream_wait(t, "a compressed ncclAllReduce's wait for its input") != 0) {
+        *rc_p = ncclUnhandledCudaError;
+        return 1;
+    }
     /* (the transport's device staging, cs->dbuf, is in the context of the
      * buffers the agreement saw) */
-    if (hp_tp_nccl_init(&tp, &tenv, cs->rank, cs->size) != HP_OK)
-        return ncclSystemError;
+    if (hp_tp_nccl_init(&tp, &tenv, cs->rank, cs->size) != HP_OK) {
+        *rc_p = ncclSystemError;
+        return 1;
+    }
     hp_mem_begin(&mem, recvbuff);
-    rb = hp_call_buffer_state(cs->res, &mem, recvbuff, count, hp_call_keeps_state(cs->kind, cs->kind), cs->layout, &staging);
+    plan_comm(cs, cfg, &tp, &mem, &pc);
+    st = hp_plan_for(&cs->planner, &pc, count, &plan, &explore);
+    if (st != HP_OK) {
+        hp_mem_end(&mem);
+        hp_tp_fini(&tp);
+        if (t->err != ncclSuccess) {
+            *rc_p = t->err;
+            return 1;
+        }
+        if (!(cs->warned & 2) && cs->rank == 0)
+            HP_WARN("nccl: no plan for a compressed ncclAllReduce of %zu floats (%s): passed through", count,
+                    hipress_status_string(st));
+        cs->warned |= 2;
+        return 0;
+    }
+    if (!plan.compress) {
+        st = plain_call(cs, t, &mem, sendbuff, recvbuff, count, avg);
+        if (hp_mem_end(&mem) != HP_OK && st == HP_OK)
+            st = HP_ERR_DEVICE;
+        atomic_fetch_add_explicit(&hp_g.stats.plan_plain, 1, memory_order_relaxed);
+        if (explore != NULL && st == HP_OK)
+            report_plan(&pc, explore, t0, count);
+        hp_tp_fini(&tp);
+        *rc_p = t->err != ncclSuccess ? t->err : st == HP_OK ? ncclSuccess : ncclUnhandledCudaError;
+        return 1;
+    }
+    /* the sum codec where the algorithm has an owner stage (ps), else the
+     * worker's (as the MPI path) */
+    sum_kind = plan.sum != NULL ? cs->sum_base : cs->kind;
+    rb = hp_call_buffer_state(cs->res, &mem, recvbuff, count, hp_call_keeps_state(cs->kind, sum_kind), cs->layout,
+                              &staging);
     if (staging && !(cs->warned & 1)) {
         cs->warned |= 1;
         HP_WARN("nccl: the buffer at %p is reduced with more than one element count: error feedback is off "
@@ -297,22 +518,25 @@ static ncclResult_t run_call(hp_nccl_cstate_t *cs, const hp_config_t *cfg, const
         mem.ops->copy(&mem, recvbuff, sendbuff, count * sizeof(float));
     {
         hp_call_env_t env = {
-            .tp = &tp, .mem = &mem, .kind = cs->kind, .sum_kind = cs->kind /* allgather: no owner stage */, .params = &cparams, .res = cs->res, .rb = rb,
-            .seed = (uint64_t)hp_cfg_i(cfg, HP_S_SEED), .call_no = cs->ncalls,
+            .tp = &tp, .mem = &mem, .kind = cs->kind, .sum_kind = sum_kind, .params = &cparams, .res = cs->res,
+            .rb = rb, .seed = (uint64_t)hp_cfg_i(cfg, HP_S_SEED), .call_no = cs->ncalls,
             .corrupt = hp_cfg_i(cfg, HP_S_TEST_CORRUPT) == cs->rank,
         };
         hp_call_prepare(&call, &env, (float *)recvbuff, count, 0, count);
     }
+    call.part_elems = hp_plan_part_elems(&plan, count, cs->size, call.grain);
     call.scratch = hp_call_mem_scratch;
     call.scratch_ctx = &mem;
-    /* one message per rank for the whole buffer (no partitions: every
-     * message is one NCCL transfer of its capacity) */
-    call.part_elems = 0;
-    st = hp_algo_get(HP_ALGO_ALLGATHER)->run(&call);
+    {
+        const hp_algo_desc_t *a = hp_algo_get(plan.algo);
+        atomic_fetch_add_explicit(&hp_g.stats.algo_calls[a != NULL ? plan.algo : HP_ALGO_AUTO], 1,
+                                  memory_order_relaxed);
+        st = a != NULL ? a->run(&call) : hp_algo_collective(&call);
+    }
     ms = mem.ops->sync(&mem);
     if (st == HP_OK)
         st = call.err != HP_OK ? call.err : ms;
-    {
+    if (t->err == ncclSuccess) {
         /* the failure agreement: a rank that failed makes every rank's
          * result NaN, so the replicas stay identical (contract 1) */
         int64_t any = 0;
@@ -321,6 +545,9 @@ static ncclResult_t run_call(hp_nccl_cstate_t *cs, const hp_config_t *cfg, const
             any = 1;
         if (any && st == HP_OK)
             st = HP_ERR_PEER;
+        agreed_ok = st == HP_OK;   /* the same on every rank */
+    } else if (st == HP_OK) {
+        st = HP_ERR_MPI;
     }
     if (st == HP_OK && avg)
         st = divide(&mem, (float *)recvbuff, count, cs->size);
@@ -328,13 +555,18 @@ static ncclResult_t run_call(hp_nccl_cstate_t *cs, const hp_config_t *cfg, const
         fill_nan(&mem, (float *)recvbuff, count);
         mem.ops->sync(&mem);
         atomic_fetch_add_explicit(&hp_g.stats.errors, 1, memory_order_relaxed);
-        HP_WARN("nccl: compressed ncclAllReduce of %zu floats failed: %s; the result is NaN", count,
-                hipress_status_string(st));
+        HP_WARN("nccl: compressed ncclAllReduce of %zu floats failed: %s%s%s; the result is NaN", count,
+                hipress_status_string(st), t->err != ncclSuccess ? ", NCCL's error " : "",
+                t->err != ncclSuccess ? (t->x->error_string != NULL ? t->x->error_string(t->err) : "?") : "");
     }
     hp_mem_end(&mem);
     if (rb != NULL)
         rb->calls++;
     cs->ncalls++;
+    /* (the exploration's time agreement runs where the failure agreement
+     * said every rank succeeded: on every rank or none) */
+    if (explore != NULL && agreed_ok)
+        report_plan(&pc, explore, t0, count);
     atomic_fetch_add_explicit(&hp_g.stats.nccl_compressed, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&hp_g.stats.bytes_raw, count * sizeof(float), memory_order_relaxed);
     atomic_fetch_add_explicit(&hp_g.stats.bytes_wire, tp.bytes_sent, memory_order_relaxed);
@@ -342,15 +574,17 @@ static ncclResult_t run_call(hp_nccl_cstate_t *cs, const hp_config_t *cfg, const
     atomic_fetch_add_explicit(&hp_g.stats.ns_total, (unsigned long long)((hp_now() - t0) * 1e9),
                               memory_order_relaxed);
     hp_tp_fini(&tp);
-    return ncclSuccess;
+    *rc_p = t->err;
+    return 1;
 }
 
 int hp_nccl_comp_allreduce(hp_nccl_cstate_t **cs_p, const hp_config_t *cfg, const hp_nccl_xport_t *x,
-                           const void *sendbuff, void *recvbuff, size_t count, int avg, ncclComm_t comm,
-                           cudaStream_t stream, ncclResult_t *rc_p)
+                           const void *sendbuff, void *recvbuff, size_t count, int avg, int nonblocking,
+                           ncclComm_t comm, cudaStream_t stream, ncclResult_t *rc_p)
 {
     hp_nccl_cstate_t *cs = *cs_p;
     hp_gpu_ptr_t where;
+    tp_ctx_t t;
 
     *rc_p = ncclSuccess;
     if (cs != NULL && cs->mode < 0)
@@ -365,15 +599,19 @@ int hp_nccl_comp_allreduce(hp_nccl_cstate_t **cs_p, const hp_config_t *cfg, cons
             return 0;
         *cs_p = cs;
     }
+    cs->nonblocking = nonblocking;
+    /* every host wait below is watched, as on the MPI path */
+    hp_wd_start(hp_cfg_d(&hp_g.cfg, HP_S_TIMEOUT));
+    t = (tp_ctx_t){cs, x, comm, stream, hp_cfg_d(cfg, HP_S_TIMEOUT), ncclSuccess};
     if (cs->mode == 0) {
-        *rc_p = agree(cs, cfg, x, &where, comm, stream);
-        if (*rc_p != ncclSuccess)
+        if (agree(cs, cfg, &t, &where) != 0) {
+            *rc_p = t.err != ncclSuccess ? t.err : ncclInternalError;
             return 1;
+        }
         if (cs->mode < 0)
             return 0;
     }
-    *rc_p = run_call(cs, cfg, x, sendbuff, recvbuff, count, avg, comm, stream);
-    return 1;
+    return run_call(cs, cfg, &t, sendbuff, recvbuff, count, avg, rc_p);
 }
 
 void hp_nccl_comp_reset(hp_nccl_cstate_t *cs)

@@ -1,7 +1,7 @@
 /*
  * The NCCL front end's experimental compressed ncclAllReduce
- * (HIPRESS_NCCL=compress): the allgather algorithm over the NCCL transport
- * (src/transport/hp_tp_nccl.c), host-synchronous.  Used by
+ * (HIPRESS_NCCL=compress): the MPI path's plan and algorithms over the NCCL
+ * transport (src/transport/hp_tp_nccl.c), host-synchronous.  Used by
  * mpi_wrappers/hp_nccl_wrap.c, which decides eligibility and owns the
  * per-communicator registry; see doc/gpu.md, "Compressed ncclAllReduce
  * (experimental)".
@@ -27,6 +27,10 @@ typedef struct hp_nccl_xport {
     ncclResult_t (*group_end)(void);
     ncclResult_t (*count)(const ncclComm_t comm, int *count_p);
     ncclResult_t (*user_rank)(const ncclComm_t comm, int *rank_p);
+    /* ncclCommGetAsyncError: polled after an enqueue that answered
+     * ncclInProgress (a non-blocking communicator); may be NULL */
+    ncclResult_t (*async_error)(ncclComm_t comm, ncclResult_t *async_p);
+    const char *(*error_string)(ncclResult_t rc);   /* may be NULL */
 } hp_nccl_xport_t;
 
 /* The compressed path's state of one communicator (agreement, error
@@ -35,17 +39,22 @@ typedef struct hp_nccl_cstate hp_nccl_cstate_t;
 
 /*
  * An eligible float32 ncclSum/ncclAvg call outside the user's groups, not
- * captured, with HIPRESS_NCCL=compress.  The first such call on a communicator agrees
- * the settings over NCCL (one small ncclAllReduce on `stream`); a
- * disagreement, a compressor the allgather cannot run (none, powersgd), one
- * rank, or a rank without the CUDA module's codec makes every later call
- * pass through on every rank.  Returns 1 when the call was taken (*rc_p: its
- * result; on return the result is in recvbuff: host-synchronous), 0 when
- * it goes to NCCL unchanged.  *cs_p is created on first use.
+ * captured, with HIPRESS_NCCL=compress.  The first such call on a
+ * communicator agrees the settings over NCCL (one small ncclAllReduce on
+ * `stream`); a disagreement, the compressor none, one rank, or a rank
+ * without the CUDA module's codec makes every later call pass through on
+ * every rank.  Then each call is planned as on the MPI path (HIPRESS_ALGO,
+ * HIPRESS_PARTITION_BYTES, or the cost model's measurement and exploration
+ * over NCCL, agreed) and runs ring, tree, ps, allgather, a collective
+ * compressor's run, or plain.  `nonblocking`: the communicator was made
+ * non-blocking (informational: any ncclInProgress is polled out).  Returns
+ * 1 when the call was taken (*rc_p: its result; on return the result is in
+ * recvbuff: host-synchronous), 0 when it goes to NCCL unchanged.  *cs_p is
+ * created on first use.
  */
 int hp_nccl_comp_allreduce(hp_nccl_cstate_t **cs_p, const hp_config_t *cfg, const hp_nccl_xport_t *x,
-                           const void *sendbuff, void *recvbuff, size_t count, int avg, ncclComm_t comm,
-                           cudaStream_t stream, ncclResult_t *rc_p);
+                           const void *sendbuff, void *recvbuff, size_t count, int avg, int nonblocking,
+                           ncclComm_t comm, cudaStream_t stream, ncclResult_t *rc_p);
 
 /* The settings changed (hipress_nccl_comm_set): agree again at the next call. */
 void hp_nccl_comp_reset(hp_nccl_cstate_t *cs);

@@ -5,11 +5,17 @@
  * matching counts when it enqueues; the message carries its own length).
  * The messages live in host memory, as the algorithms and the device
  * backend keep them: a flush copies the sends into device staging, runs
- * the group, waits for the stream and copies the receives back.  Issuing a
- * rank's pending sends at its next wait keeps every algorithm that is
- * correct over MPI (whose TCP transport also moves data only inside MPI
- * calls) free of deadlock here.  The asynchronous form, on the stream with
- * no host wait, is the NCCL issue's (doc/gpu.md).
+ * the group, waits for the stream and copies the receives back.
+ *
+ * A flush completes as a whole: every receive in it must be matched by a
+ * send its peer issues without first waiting for this rank.  So the
+ * transport is HP_TP_PHASED: an algorithm posts each phase's receives with
+ * that phase's sends (ps its phase-3 receives after phase 2, tree its
+ * broadcast receive after its reduction; ring and allgather post that way
+ * anyway), and every rank's k-th flush of a call then holds the k-th phase
+ * of every rank: the groups match across ranks as a collective's would.
+ * The asynchronous form, on the stream with no host wait, is the NCCL
+ * issue's (doc/gpu.md).
  */
 #include "hp_tp_nccl.h"
 #include <stdlib.h>
@@ -170,6 +176,7 @@ static void nccl_fini(hp_transport_t *tp)
 
 const hp_tp_ops_t hp_tp_nccl_ops = {
     .name = "nccl",
+    .flags = HP_TP_PHASED,
     .isend = nccl_isend,
     .irecv = nccl_irecv,
     .wait = nccl_wait,

@@ -59,8 +59,18 @@ typedef enum { HP_TP_INT64, HP_TP_DOUBLE } hp_tp_type_t;
  * the hierarchy, the plan's measurement), left as they arrive. */
 #define HP_TP_MSG 0x1
 
+/* hp_tp_ops_t.flags.  HP_TP_PHASED: the transport holds every post and
+ * issues all it holds at the next wait, as one group that completes as a
+ * whole (NCCL, host-synchronous: src/transport/hp_tp_nccl.c).  A receive
+ * posted before it can be matched (one of a later phase, whose sender first
+ * needs this rank's results) would then block that wait for ever: an
+ * algorithm posts each phase's receives with that phase's sends.  The order
+ * in which a pair of ranks' messages match is the same either way. */
+#define HP_TP_PHASED 0x1u
+
 typedef struct hp_tp_ops {
     const char *name;
+    unsigned    flags;   /* HP_TP_* */
     /* Post a send of the message buf[0..len) to peer; cap (>= len) is the
      * capacity the receiver posted: MPI sends len bytes, a transport that
      * needs matching counts at enqueue time sends cap.  buf must stay
