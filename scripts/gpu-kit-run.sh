@@ -11,9 +11,11 @@
 # compute-sanitizer when one was carried, and the stand-ins.  Logs, at most
 # eight files, the summary first:
 #   0-summary.txt  one line per step (PASS, FAIL, SKIP) and the figures
-#   1-driver.log   nvidia-smi, the machine (glibc, Python, PyTorch), the kit
+#   1-driver.log   nvidia-smi, hipress_info --gpu, the machine (glibc,
+#                  Python, PyTorch), the kit, the relocated Open MPI
 #   2-kern.log     gpu_kern: every kernel bit for bit against the CPU
-#   3-sanitizer.log compute-sanitizer racecheck and memcheck on gpu_kern
+#   3-sanitizer.log compute-sanitizer racecheck, synccheck and memcheck on
+#                  gpu_kern --quick --small (the sparse select first)
 #   4-mpi.log      mpi_cuda_codec at 4 ranks on cudaMalloc'd buffers
 #   5-torch.log    PyTorch (nccl backend, world size 1) under the preload
 #   6-kernels.log  hipress-bench --kernels --gpu: the CSV and the targets
@@ -127,6 +129,8 @@ fi
 if [ $gpu = 1 ]; then
     step driver 1-driver.log 30 nvidia-smi
     say "#     $(nvidia-smi --query-gpu=name,compute_cap,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -n 1)"
+    # the module loads, finds the device and runs its kernel there
+    step info 1-driver.log 60 "$kit/bin/hipress_info" --gpu
 else
     say "SKIP  driver: skipped: needs a GPU ($(command -v nvidia-smi >/dev/null 2>&1 && echo 'nvidia-smi lists no GPU' || echo 'no nvidia-smi'))"
 fi
@@ -177,7 +181,8 @@ tlog=$out/5-torch.log
 torch_check() {
     local mode=$1 k n
     k=$(sed -n "s/^torch_check $mode: ok, \\([0-9]*\\) all_reduce calls.*/\\1/p" "$tlog" | tail -n 1)
-    n=$(awk -v m="## torch_$mode:" 'index($0, m) == 1 { on = 1 } on && /^  ncclAllReduce calls/ { v = $3 } END { print v }' "$tlog")
+    n=$(awk -v m="## torch_$mode:" 'index($0, "## torch_") == 1 { on = index($0, m) == 1 }
+        on && /^  ncclAllReduce calls/ { v = $3 } END { print v }' "$tlog")
     if [ -z "$k" ]; then
         say "FAIL  torch_$mode: no ok line"
         failed=1
@@ -253,13 +258,17 @@ if [ -z "$san" ]; then
 elif [ $gpu = 1 ]; then
     echo "## $san: $("$san" --version 2>&1 | tail -n 1)" >>"$slog"
     # the sparse select (k_sparse_select: graddrop, dgc) first: the race fix
-    for run in "racecheck graddrop,dgc 150" "racecheck none,onebit,tbq,terngrad,q2,q4,q8,fp16,bf16,ops 90" \
-               "memcheck none,onebit,tbq,terngrad,q2,q4,q8,graddrop,dgc,fp16,bf16,ops 120"; do
+    # (racecheck: shared-memory hazards; synccheck: barriers some threads
+    # of a block miss; memcheck: out-of-bounds and misaligned accesses)
+    all=none,onebit,tbq,terngrad,q2,q4,q8,graddrop,dgc,fp16,bf16,ops
+    for run in "racecheck graddrop,dgc 150" "synccheck graddrop,dgc 60" "memcheck $all 120" \
+               "racecheck none,onebit,tbq,terngrad,q2,q4,q8,fp16,bf16,ops 90"; do
         set -- $run
-        if step "$1($2)" 3-sanitizer.log "$3" "$san" --tool "$1" --error-exitcode 3 --print-limit 20 \
-            "$kit/bin/gpu_kern" --quick --small --only "$2"; then
-            say "#     $(grep 'ERROR SUMMARY\|RACECHECK SUMMARY' "$slog" | tail -n 1)"
-        fi
+        before=$(wc -l <"$slog")
+        step "$1($2)" 3-sanitizer.log "$3" "$san" --tool "$1" --error-exitcode 3 --print-limit 20 \
+            "$kit/bin/gpu_kern" --quick --small --only "$2"
+        line=$(tail -n +"$((before + 1))" "$slog" | grep 'ERROR SUMMARY\|RACECHECK SUMMARY' | tail -n 1)
+        [ -n "$line" ] && say "#     $line"
     done
 else
     if "$san" --version >>"$slog" 2>&1; then
