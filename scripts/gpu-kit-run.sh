@@ -88,9 +88,11 @@ if LD_LIBRARY_PATH=$libs ldd "$ompilib/libopen-pal.so.40" "$ompilib/libmpi.so.40
 fi
 base_ld=${LD_LIBRARY_PATH:-}
 export LD_LIBRARY_PATH=$kit/lib:$kit/cudart:$libs${base_ld:+:$base_ld}
-# single node, no network, as root: shared memory only, the launcher local
+# single node, no network, as root: shared memory only (its files in
+# $TMPDIR, not a container's small /dev/shm; no single-copy, which needs
+# ptrace rights), the launcher local
 mpirun="$ompi/bin/mpirun --oversubscribe --bind-to none --mca plm isolated --mca btl self,vader --mca pml ob1
-    --mca btl_vader_single_copy_mechanism none"
+    --mca btl_vader_single_copy_mechanism none --mca btl_vader_backing_directory ${TMPDIR:-/tmp}"
 for v in $(env | sed -n 's/^\(HIPRESS_[A-Za-z0-9_]*\)=.*/\1/p'); do unset "$v"; done
 export HIPRESS_CUDA_MODULE=$kit/lib/libhipress_cuda.so
 
