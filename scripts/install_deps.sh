@@ -7,6 +7,8 @@
 # CUDA module and the NCCL interception when it finds the toolkit in
 # $CUDA_HOME or /usr/local/cuda (where NVIDIA's installers put it, nccl.h
 # included on CI machines); no GPU is needed to build or test them.
+# patchelf: scripts/gpu-kit gives the device kit's binaries
+# $ORIGIN-relative library paths.
 #
 #   scripts/install_deps.sh            install what is missing
 #   scripts/install_deps.sh --list     print the package list and exit
@@ -18,6 +20,7 @@ libopenmpi-dev openmpi-bin libhwloc-dev check libopenblas-dev
 python3 python3-mpi4py python3-numpy python3-matplotlib python3-sklearn
 iproute2 util-linux procps coreutils iperf3
 valgrind clang-14 libclang-rt-14-dev
+patchelf
 "
 
 die() {

@@ -26,6 +26,9 @@
 #   run_gpu_device.sh on a machine with a GPU only (skipped elsewhere):
 #                     hipress_info --gpu, MPI collectives on cudaMalloc'd
 #                     memory (mpi_cuda), the real NCCL (nccl_cuda)
+#   run_gpu_kit.sh    the device kit (scripts/gpu-kit) made from this build
+#                     and its self-test: its command in a mount namespace
+#                     without Open MPI, hwloc, Check, CUDA (root only)
 
 HP_MOCK_LDFLAGS = $(AM_LDFLAGS) -rpath $(abs_builddir)/tests/mock/.libs -no-undefined
 
@@ -97,8 +100,12 @@ tests_nccl_cuda_CPPFLAGS = $(AM_CPPFLAGS) $(NCCL_CPPFLAGS) $(CUDA_CPPFLAGS)
 tests_nccl_cuda_LDFLAGS = $(AM_LDFLAGS) -L$(NCCL_LIBDIR) -L$(CUDA_LIBDIR) -Wl,-rpath,$(NCCL_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR)
 tests_nccl_cuda_LDADD = -lnccl -lcudart -ldl
 endif
+if HP_NCCL
+# the device kit carries the stand-in NCCL (libnccl_user, nccl_local)
+TESTS += tests/run_gpu_kit.sh
 endif
-EXTRA_DIST += tests/run_gpu_device.sh
+endif
+EXTRA_DIST += tests/run_gpu_device.sh tests/run_gpu_kit.sh
 
 # The GPU path's tests that need no GPU (scripts/test.sh runs them again in
 # its sanitizer and CUDA-less builds).

@@ -4,8 +4,14 @@
  * bytes on any machine).  Run by scripts/gpu-check and
  * tests/run_gpu_device.sh; exits 77 (skipped) where no GPU is usable.
  *
- *   gpu_kern [--quick]   the module from HIPRESS_CUDA_MODULE, else the
- *                        usual places (hp_gpu_module)
+ *   gpu_kern [--quick] [--small] [--only LIST]
+ *                        the module from HIPRESS_CUDA_MODULE, else the
+ *                        usual places (hp_gpu_module); --small leaves out
+ *                        the sizes of 4 Mi elements and more, --only runs
+ *                        the formats of LIST (comma-separated: none, onebit,
+ *                        tbq, terngrad, q2, q4, q8, graddrop, dgc, fp16,
+ *                        bf16, ops for the buffer operations): the short
+ *                        runs under compute-sanitizer (scripts/gpu-kit)
  *
  * Every format, many sizes (tails, partial blocks, several pieces and CTAs),
  * parameters and inputs (ties, signed zeros, NaN, Inf, residuals that
@@ -32,7 +38,10 @@ extern char **environ;
 static const hp_gpu_ops_v2_t *g;
 static hp_gpu_ptr_t where = {HP_MEM_DEVICE, 0, NULL};
 static void *cx;
-static int failures, cases, quick;
+static int failures, cases, quick, small_only;
+static const char *only;
+/* the sizes of 4 Mi elements and more (left out by --small) */
+static const size_t large[] = {(1u << 22) + 5, (1u << 24) + 3};
 
 #define FAILF(...) do { fprintf(stderr, "FAIL: " __VA_ARGS__); fprintf(stderr, "\n"); failures++; } while (0)
 
@@ -227,9 +236,24 @@ static kc_t kc(const char *name, int fmt)
     return t;
 }
 
+/* NAME is in --only's list (or there is no list) */
+static int selected(const char *name)
+{
+    size_t len = strlen(name);
+    for (const char *p = only; p != NULL; p = strchr(p, ',')) {
+        if (*p == ',')
+            p++;
+        if (strncmp(p, name, len) == 0 && (p[len] == ',' || p[len] == '\0'))
+            return 1;
+    }
+    return only == NULL;
+}
+
 static void sweep(kc_t t, const size_t *ns, size_t nn, int all)
 {
     const int halves = t.fmt == HP_GPU_FMT_FP16 || t.fmt == HP_GPU_FMT_BF16;
+    if (!selected(t.name) || (small_only && ns == large))
+        return;
     for (size_t s = 0; s < nn; s++)
         for (int d = 0; d < D_N; d++)
             if ((d < D_DENORM || halves) && (all || d == D_GRAD || d == D_NAN || d == D_WIDE || d == D_TIES))
@@ -276,13 +300,39 @@ static void buffer_ops(size_t n)
 int main(int argc, char **argv)
 {
     static const size_t small[] = {1, 31, 33, 2047, 2049, 4097, 16385, 65537, 100003};
-    static const size_t large[] = {(1u << 22) + 5, (1u << 24) + 3};
+    static const char *formats[] = {"none", "onebit", "tbq", "terngrad", "q2", "q4", "q8", "graddrop", "dgc",
+                                    "fp16", "bf16", "ops"};
     hp_config_t cfg;
     char err[600];
     hp_gpu_probe_t probe;
     const hp_gpu_ops_t *v1;
 
-    quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--quick") == 0) {
+            quick = 1;
+        } else if (strcmp(argv[i], "--small") == 0) {
+            small_only = 1;
+        } else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc) {
+            only = argv[++i];
+        } else {
+            fprintf(stderr, "usage: gpu_kern [--quick] [--small] [--only LIST]\n");
+            return 2;
+        }
+    }
+    for (const char *p = only; p != NULL; p = strchr(p, ',')) {
+        size_t len;
+        int known = 0;
+        if (*p == ',')
+            p++;
+        len = strcspn(p, ",");
+        for (size_t k = 0; k < sizeof(formats) / sizeof(formats[0]); k++)
+            known |= strlen(formats[k]) == len && strncmp(p, formats[k], len) == 0;
+        if (!known) {
+            fprintf(stderr, "gpu_kern: --only: unknown format '%.*s' (known: none, onebit, tbq, terngrad, q2, q4, "
+                    "q8, graddrop, dgc, fp16, bf16, ops)\n", (int)len, p);
+            return 2;
+        }
+    }
     if (hp_config_load(&cfg, environ, hp_comp_name_ok, err, sizeof(err)) != HP_OK) {
         fprintf(stderr, "gpu_kern: %s\n", err);
         return 1;
@@ -432,8 +482,11 @@ int main(int argc, char **argv)
         sweep(t, hsizes, 7, 1);
         sweep(t, large, quick ? 1 : 2, 0);
     }
-    buffer_ops(100003);
-    buffer_ops((1u << 22) + 1);
+    if (selected("ops")) {
+        buffer_ops(100003);
+        if (!small_only)
+            buffer_ops((1u << 22) + 1);
+    }
     {
         int bad = 0;
         g->call_end(cx, &bad);
