@@ -224,24 +224,28 @@ static int tp_sync(void *c)
     return stream_wait(c, "a compressed ncclAllReduce's wait for its stream");
 }
 
-static int tp_h2d(void *c, void *dev, const void *host, size_t bytes)
+/* A host copy of the transport, watched (HIPRESS_TIMEOUT names it). */
+static int watched_copy(void *c, void *dst, const void *src, size_t bytes, int to_device)
 {
+    const hp_gpu_ops_v2_t *g = codec();
+    const hp_gpu_ptr_t *where = &((tp_ctx_t *)c)->cs->where;
     hp_wd_wait_t w;
     int rc;
-    hp_wd_enter(&w, "a compressed ncclAllReduce's copy to the device", -1);
-    rc = codec()->base.memcpy_h2d(dev, host, bytes, &((tp_ctx_t *)c)->cs->where);
+    hp_wd_enter(&w, to_device ? "a compressed ncclAllReduce's copy to the device"
+                              : "a compressed ncclAllReduce's copy from the device", -1);
+    rc = to_device ? g->base.memcpy_h2d(dst, src, bytes, where) : g->base.memcpy_d2h(dst, src, bytes, where);
     hp_wd_leave(&w);
     return rc == HP_GPU_OK ? 0 : -1;
 }
 
+static int tp_h2d(void *c, void *dev, const void *host, size_t bytes)
+{
+    return watched_copy(c, dev, host, bytes, 1);
+}
+
 static int tp_d2h(void *c, void *host, const void *dev, size_t bytes)
 {
-    hp_wd_wait_t w;
-    int rc;
-    hp_wd_enter(&w, "a compressed ncclAllReduce's copy from the device", -1);
-    rc = codec()->base.memcpy_d2h(host, dev, bytes, &((tp_ctx_t *)c)->cs->where);
-    hp_wd_leave(&w);
-    return rc == HP_GPU_OK ? 0 : -1;
+    return watched_copy(c, host, dev, bytes, 0);
 }
 
 static void *tp_staging(void *c, size_t bytes)
