@@ -115,6 +115,10 @@ int hp_codec_decode_msg(hp_codec_t *cx, const hp_gpu_dec_t *d, uint32_t kind, co
 /* The device word of the sticky flag (HP_K_F_BAD once a decode rejected a
  * message; cleared by hp_codec_sync). */
 uint32_t *hp_codec_bad_word(hp_codec_t *cx);
+/* The end of a stream-ordered call: the sticky flag cleared on the device
+ * after everything queued (whoever read it on the device has), and on the
+ * host; no wait. */
+int hp_codec_release(hp_codec_t *cx);
 /* dst = NaN (n floats) when any of `bytes` bytes at flag (device memory)
  * is not zero, in stream order. */
 int hp_codec_nan_if(hp_codec_t *cx, float *dst, size_t n, const void *flag, uint32_t bytes);

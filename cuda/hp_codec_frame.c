@@ -294,6 +294,13 @@ uint32_t *hp_codec_bad_word(hp_codec_t *cx)
     return hp_codec_info(cx) + 2;
 }
 
+int hp_codec_release(hp_codec_t *cx)
+{
+    CK(cx->dev->memset(cx->self, hp_codec_bad_word(cx), 0, 4, HP_STREAM_COMPUTE));
+    cx->bad = 0;
+    return HP_GPU_OK;
+}
+
 int hp_codec_nan_if(hp_codec_t *cx, float *dst, size_t n, const void *flag, uint32_t bytes)
 {
     CK(hp_kl_nan_if(STREAM(cx), dst, n, (const uint8_t *)flag, bytes));

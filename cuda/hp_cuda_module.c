@@ -830,6 +830,31 @@ static int cuda_call_end(void *cx, int *bad_p)
     return st;
 }
 
+/* A stream-ordered call's end: no wait; the context goes back to the pool
+ * with its sticky flag's clear queued behind the call's work, so the next
+ * call on it (its streams are in order) starts clean. */
+static int cuda_call_release(void *cx)
+{
+    mod_cx_t *m = (mod_cx_t *)cx;
+    int st;
+    op_set("the end of a stream-ordered call");
+    {
+        scope_t sc_;
+        hp_gpu_ptr_t w_ = cx_where(m);
+        NEED_DRIVER();
+        if ((st = scope_enter(&w_, &sc_)) != HP_GPU_OK)
+            return st;
+        st = hp_codec_release(&m->codec);
+        scope_exit(&sc_);
+    }
+    if (st != HP_GPU_OK)
+        st = OP_FAIL(st, "cannot queue the clear of the sticky flag");
+    pthread_mutex_lock(&pool.lock);
+    m->busy = m->stuck || st != HP_GPU_OK;   /* a context that failed here is not reused */
+    pthread_mutex_unlock(&pool.lock);
+    return st;
+}
+
 static int cuda_encode(void *cx, const hp_gpu_enc_t *e, void *out, size_t cap, size_t *plen_p, int *nonfinite_p,
                        int *bad_p)
 {
@@ -1208,6 +1233,7 @@ static const hp_gpu_ops_v2_t ops2 = {
     .nan_if = cuda_nan_if,
     .stream_join = cuda_stream_join,
     .stream_release = cuda_stream_release,
+    .call_release = cuda_call_release,
 };
 
 /* The table with the device codec as well (HP_GPU_CODEC_SYMBOL:

@@ -367,6 +367,88 @@ static kc_t kc(const char *name, int fmt)
     return t;
 }
 
+/* call_release ends a call with no host wait: a rejected message's sticky
+ * flag, read on the device by nan_if, is cleared in stream order before the
+ * pool's next call on the same context, whose valid message must then
+ * decode to the CPU's bits, not NaN. */
+static void release_run(void)
+{
+    kc_t t = kc("q4", HP_GPU_FMT_Q);
+    const size_t n = 4097;
+    size_t cap = hp_msg_max_bytes(t.kind, n, &t.p) + 16, clen = 0, at = 0;
+    float *x = malloc(n * 4), *o0 = malloc(n * 4), *o = malloc(n * 4), *tmp = malloc(n * 4);
+    unsigned char *cm = calloc(1, cap), *bm;
+    hipress_encode_args_t a;
+    hp_gpu_enc_t e = enc_args(&t, n);
+    hp_gpu_dec_t d = {e.fmt, 0, n};
+    void *c1 = NULL, *c2 = NULL, *dgood, *dbad;
+    float *dout1, *dout2;
+    uint32_t *w1 = NULL, *w2 = NULL;
+    unsigned long long w0;
+    int nf = 0, bad = 0, ok;
+
+    cases++;
+    fill(x, n, D_GRAD, 31);
+    fill(o0, n, D_GRAD, 32);
+    memset(&a, 0, sizeof(a));
+    a.in = x;
+    a.n = n;
+    a.params = &t.p;
+    if (hp_msg_encode(t.kind, &a, cm, cap, &clen, &nf) != HP_OK || nf) {
+        FAILF("release: cpu encode failed");
+        goto out_free;
+    }
+    memcpy(o, o0, n * 4);
+    hp_msg_decode(t.kind, cm, clen, n, o, 0, &t.p);
+    bm = calloc(1, cap);
+    memcpy(bm, cm, clen);
+    bm[1] ^= 1;   /* another kind: rejected */
+    dgood = dev(cm, cap);
+    dbad = dev(bm, cap);
+    free(bm);
+    dout1 = dev(o0, n * 4);
+    dout2 = dev(o0, n * 4);
+    if (g->call_begin(&where, &c1) != HP_GPU_OK || g->bad_word(c1, &w1) != HP_GPU_OK) {
+        FAILF("release: call_begin: %s", g->base.last_error());
+        goto out;
+    }
+    w0 = host_waits();
+    ok = g->decode_msg(c1, &d, (uint32_t)t.kind, dbad, cap, dout1) == HP_GPU_OK &&
+         g->nan_if(c1, dout1, n, w1, 4) == HP_GPU_OK && g->call_release(c1) == HP_GPU_OK &&
+         g->call_begin(&where, &c2) == HP_GPU_OK && g->bad_word(c2, &w2) == HP_GPU_OK &&
+         g->decode_msg(c2, &d, (uint32_t)t.kind, dgood, cap, dout2) == HP_GPU_OK &&
+         g->nan_if(c2, dout2, n, w2, 4) == HP_GPU_OK;
+    if (!ok) {
+        FAILF("release: a stream-ordered call failed: %s", g->base.last_error());
+        goto out;
+    }
+    if (c2 != c1)
+        FAILF("release: the pool did not give the released context again");
+    if (host_waits() != w0)
+        FAILF("release: %llu host synchronisations or copies", host_waits() - w0);
+    if (g->call_end(c2, &bad) != HP_GPU_OK || bad)
+        FAILF("release: the next call on the context saw the sticky flag (bad %d)", bad);
+    c2 = NULL;
+    back(tmp, dout1, n * 4);
+    for (size_t i = 0; i < n; i++)
+        if (!isnan(tmp[i])) {
+            FAILF("release: a rejected message left element %zu not NaN", i);
+            break;
+        }
+    back(tmp, dout2, n * 4);
+    if (!same_bits(o, tmp, n, &at))
+        FAILF("release: decode[%zu] after a released call: cpu %a gpu %a", at, o[at], tmp[at]);
+out:
+    if (c2 != NULL)
+        g->call_end(c2, &bad);
+    g->dev_free(&where, dgood);
+    g->dev_free(&where, dbad);
+    g->dev_free(&where, dout1);
+    g->dev_free(&where, dout2);
+out_free:
+    free(x); free(o0); free(o); free(tmp); free(cm);
+}
+
 /* NAME is in --only's list (or there is no list) */
 static int selected(const char *name)
 {
@@ -623,6 +705,8 @@ int main(int argc, char **argv)
         sweep(t, hsizes, 7, 1);
         sweep(t, large, quick ? 1 : 2, 0);
     }
+    if (selected("q4"))
+        release_run();
     if (selected("ops")) {
         buffer_ops(100003);
         if (!small_only)

@@ -277,6 +277,12 @@ typedef struct hp_gpu_ops_v2 {
      * what the codec's streams have queued.  Events only, no host wait. */
     int (*stream_join)(void *cx, void *stream);
     int (*stream_release)(void *cx, void *stream);
+    /* The end of a stream-ordered call, in place of call_end: no wait; the
+     * sticky flag's clear is queued behind the call's work (after whatever
+     * read it on the device, nan_if) and the context goes back to the
+     * pool, whose next call on it runs after in stream order.  What failed
+     * on the device is then known only on the device. */
+    int (*call_release)(void *cx);
 } hp_gpu_ops_v2_t;
 
 #ifndef HP_GPU_OPS_ONLY
