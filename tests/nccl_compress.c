@@ -519,6 +519,22 @@ static int algo_groups(const char *algo)
     return -1;
 }
 
+/* The residuals the MPI communicator mc holds for host buffer h and the
+ * NCCL communicator nc for device buffer d (n floats each, read into rh,
+ * rd) are the same bits. */
+static void same_residuals(MPI_Comm mc, const void *h, ncclComm_t nc, const void *d, size_t n, float *rh, float *rd,
+                           const char *label)
+{
+    size_t diff = n;
+    CHECK(mpi_comm_residual(mc, h, n, rh) == HIPRESS_OK && comm_residual(nc, d, n, rd) == HIPRESS_OK,
+          "%s: the residuals cannot be read", label);
+    for (size_t i = 0; i < n && diff == n; i++)
+        if (bits(rh[i]) != bits(rd[i]))
+            diff = i;
+    CHECK(diff == n, "%s: residual[%zu] MPI %a NCCL %a", label, diff, diff < n ? rh[diff] : 0.0f,
+          diff < n ? rd[diff] : 0.0f);
+}
+
 /* The same calls through MPI_Allreduce on host buffers and through the
  * compressed ncclAllReduce on stand-in device buffers, same settings and
  * data: after every call the same result bits and the same residual on
@@ -589,13 +605,7 @@ static void mpi_bits(const char *comp, const char *algo, size_t n, int calls, in
             dread(back, ds, n * sizeof(float));
             CHECK(memcmp(back, hs, n * sizeof(float)) == 0, "%s: sendbuff changed", label);
         }
-        CHECK(mpi_comm_residual(mc, h, n, rh) == HIPRESS_OK && comm_residual(nc, d, n, rd) == HIPRESS_OK,
-              "%s: the residuals cannot be read", label);
-        diff = n;
-        for (size_t i = 0; i < n && diff == n; i++)
-            if (bits(rh[i]) != bits(rd[i]))
-                diff = i;
-        CHECK(diff == n, "%s: residual[%zu] MPI %a NCCL %a", label, diff, rh[diff], rd[diff]);
+        same_residuals(mc, h, nc, d, n, rh, rd, label);
     }
     MPI_Comm_free(&mc);
     if (nb) {
@@ -686,14 +696,7 @@ static void half_bits(const char *comp, const char *algo, ncclDataType_t dt, int
             CHECK(memcmp(sb, h0, n * 2) == 0, "%s: sendbuff changed", label);
             free(sb); free(h0);
         }
-        CHECK(mpi_comm_residual(mc, h, n, rh) == HIPRESS_OK && comm_residual(nc, d, n, rd) == HIPRESS_OK,
-              "%s: the residuals cannot be read", label);
-        diff = n;
-        for (size_t i = 0; i < n && diff == n; i++)
-            if (bits(rh[i]) != bits(rd[i]))
-                diff = i;
-        CHECK(diff == n, "%s: residual[%zu] MPI %a NCCL %a", label, diff, diff < n ? rh[diff] : 0.0f,
-              diff < n ? rd[diff] : 0.0f);
+        same_residuals(mc, h, nc, d, n, rh, rd, label);
     }
     MPI_Comm_free(&mc);
     free(h16); free(back); free(h); free(rh); free(rd);
