@@ -20,7 +20,8 @@ libhipress_la_SOURCES += mpi_wrappers/hp_wrap_gpu.h mpi_wrappers/hp_mpi_gpu.c
 # NCCL_CPPFLAGS is empty in a build without NCCL
 libhipress_la_CPPFLAGS = $(AM_CPPFLAGS) $(NCCL_CPPFLAGS)
 if HP_NCCL
-libhipress_la_SOURCES += mpi_wrappers/hp_nccl_wrap.c src/front/hp_front_nccl.h src/front/hp_front_nccl.c
+libhipress_la_SOURCES += mpi_wrappers/hp_nccl_wrap.c src/front/hp_front_nccl.h src/front/hp_front_nccl.c \
+	src/front/hp_nccl_elem.h src/front/hp_nccl_elem.c
 else
 libhipress_la_SOURCES += mpi_wrappers/hp_nccl_stub.c
 endif
