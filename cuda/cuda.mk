@@ -16,6 +16,7 @@ AM_CPPFLAGS += -DHP_PKGLIBDIR='"$(pkglibdir)"'
 
 libhpcore_la_SOURCES += src/backend/hp_gpu.h src/backend/hp_gpu.c src/comp/hp_gpu_fmt.h src/comp/hp_gpu_fmt.def src/backend/hp_backend.h src/backend/hp_gpu_backend.c \
 	src/front/hp_nccl.h src/front/hp_nccl.c
+libhpcore_la_SOURCES += src/backend/hp_gpu_devmsg.c
 libhipress_la_SOURCES += mpi_wrappers/hp_wrap_gpu.h mpi_wrappers/hp_mpi_gpu.c
 # NCCL_CPPFLAGS is empty in a build without NCCL
 libhipress_la_CPPFLAGS = $(AM_CPPFLAGS) $(NCCL_CPPFLAGS)
