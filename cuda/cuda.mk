@@ -23,6 +23,7 @@ libhipress_la_CPPFLAGS = $(AM_CPPFLAGS) $(NCCL_CPPFLAGS)
 if HP_NCCL
 libhipress_la_SOURCES += mpi_wrappers/hp_nccl_wrap.c src/front/hp_front_nccl.h src/front/hp_front_nccl.c \
 	src/front/hp_nccl_elem.h src/front/hp_nccl_elem.c
+libhipress_la_SOURCES += src/front/hp_nccl_async.h src/front/hp_nccl_async.c
 else
 libhipress_la_SOURCES += mpi_wrappers/hp_nccl_stub.c
 endif

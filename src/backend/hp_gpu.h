@@ -306,6 +306,8 @@ enum { HP_GPU_SETTING_AUTO, HP_GPU_SETTING_OFF, HP_GPU_SETTING_STAGE };
 enum { HP_GPU_AWARE_AUTO, HP_GPU_AWARE_YES, HP_GPU_AWARE_NO };
 /* HIPRESS_NCCL */
 enum { HP_NCCL_SETTING_PASS, HP_NCCL_SETTING_COMPRESS };
+/* HIPRESS_NCCL_ASYNC */
+enum { HP_NCCL_ASYNC_AUTO, HP_NCCL_ASYNC_OFF };
 
 /* ------------------------------------------------------------ the watch */
 
