@@ -744,7 +744,8 @@ static unsigned long long host_work(void)
  * run under MOCK_CUDA_DEFERRED=1 and 2 by run_nccl_compress.sh): the same
  * calls through MPI_Allreduce on host buffers and through ncclAllReduce on
  * device buffers give the same result bits and residuals, call after call
- * (call 1 with a NaN on the last rank); every call after a communicator's
+ * (call 1 with a NaN on the last rank, call 2 an ncclAvg: the MPI sum
+ * divided by N on the host); every call after a communicator's
  * first (agreement, plan, first memory) makes no host synchronisation and
  * no host copy (the stand-in's counters around ncclAllReduce), so the
  * result is there only once the caller's stream has run (waited for here
@@ -784,9 +785,12 @@ static void async_bits(const char *comp, const char *algo, const char *rounding,
         rcm = MPI_Allreduce(MPI_IN_PLACE, h, (int)n, MPI_FLOAT, MPI_SUM, mc);
         from = mock_nccl_ncalls();
         w0 = host_work();
-        rcn = ncclAllReduce(d, d, n, ncclFloat32, ncclSum, nc, STREAM);
+        rcn = ncclAllReduce(d, d, n, ncclFloat32, t == 2 ? ncclAvg : ncclSum, nc, STREAM);
         w = host_work() - w0;
         compressed++;
+        if (t == 2)
+            for (size_t j = 0; j < n; j++)
+                h[j] = h[j] / (float)size;
         CHECK(rcm == MPI_SUCCESS && rcn == ncclSuccess, "%s: MPI rc %d, NCCL rc %d", label, rcm, (int)rcn);
         CHECK(t == 0 || w == 0, "%s: %llu host synchronisations or copies in a steady-state call (%llu syncs, "
               "%llu d2h, %llu h2d in all so far)", label, w, mock_count("syncs"),

@@ -290,6 +290,9 @@ typedef struct hp_gpu_ops_v2 {
      * pool, whose next call on it runs after in stream order.  What failed
      * on the device is then known only on the device. */
     int (*call_release)(void *cx);
+    /* dst[i] = dst[i] / d (a float division: the host's ncclAvg divide,
+     * the same bits), in stream order. */
+    int (*divide)(void *cx, float *dst, size_t n, float d);
 } hp_gpu_ops_v2_t;
 
 /* hp_gpu_ops_v2_t.convert's directions. */

@@ -463,7 +463,7 @@ static int run_call(hp_nccl_cstate_t *cs, const hp_config_t *cfg, tp_ctx_t *t, c
     *rc_p = ncclSuccess;
     /* the producer of sendbuff is on the caller's stream: a host wait, or,
      * for a stream-ordered call, the codec's streams joined to it */
-    async = hp_nccl_async_candidate(cfg, elem, avg);
+    async = hp_nccl_async_candidate(cfg, elem);
     if (!async && stream_wait(t, INPUT_WAIT) != 0) {
         *rc_p = ncclUnhandledCudaError;
         return 1;
@@ -539,7 +539,7 @@ static int run_call(hp_nccl_cstate_t *cs, const hp_config_t *cfg, tp_ctx_t *t, c
             *rc_p = ncclUnhandledCudaError;
             return 1;
         }
-    } else if (hp_nccl_async_candidate(cfg, elem, avg) && stream_wait(t, INPUT_WAIT) != 0) {
+    } else if (hp_nccl_async_candidate(cfg, elem) && stream_wait(t, INPUT_WAIT) != 0) {
         hp_mem_end(&mem);
         hp_tp_fini(&tp);
         *rc_p = ncclUnhandledCudaError;
@@ -572,7 +572,7 @@ static int run_call(hp_nccl_cstate_t *cs, const hp_config_t *cfg, tp_ctx_t *t, c
         if (st == HP_OK)
             st = call.err;
         if (t->err == ncclSuccess &&
-            hp_nccl_async_end(&mem, &tp, cs->dbuf, st, (float *)recvbuff, count, t->stream, &agreed) == HP_OK)
+            hp_nccl_async_end(&mem, &tp, cs->dbuf, st, (float *)recvbuff, count, avg, t->stream, &agreed) == HP_OK)
             goto counted;
         if (st == HP_OK)
             st = t->err != ncclSuccess ? HP_ERR_MPI : HP_ERR_DEVICE;

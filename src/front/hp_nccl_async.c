@@ -52,11 +52,10 @@ hp_status_t hp_nccl_divide(hp_mem_t *m, float *recv, size_t count, int N)
     return st;
 }
 
-int hp_nccl_async_candidate(const hp_config_t *cfg, int elem, int avg)
+int hp_nccl_async_candidate(const hp_config_t *cfg, int elem)
 {
-    /* ncclAvg's divide has no kernel in the CUDA module yet (a host copy:
-     * host-synchronous); a 16-bit call's widening waits for its input */
-    return hp_cfg_i(cfg, HP_S_NCCL_ASYNC) == HP_NCCL_ASYNC_AUTO && elem == 0 && !avg;
+    /* (a 16-bit call's widening waits for its input) */
+    return hp_cfg_i(cfg, HP_S_NCCL_ASYNC) == HP_NCCL_ASYNC_AUTO && elem == 0;
 }
 
 int hp_nccl_async_plan(int algo, int explore, int kind, int sum_kind, const hipress_comp_params_t *p)
@@ -67,7 +66,7 @@ int hp_nccl_async_plan(int algo, int explore, int kind, int sum_kind, const hipr
 }
 
 hp_status_t hp_nccl_async_end(hp_mem_t *m, hp_transport_t *tp, void *dflag, hp_status_t st, float *recv,
-                              size_t count, void *stream, int *agreed_p)
+                              size_t count, int avg, void *stream, int *agreed_p)
 {
     const hp_gpu_ops_v2_t *g = codec();
     uint32_t *word = NULL;
@@ -89,7 +88,9 @@ hp_status_t hp_nccl_async_end(hp_mem_t *m, hp_transport_t *tp, void *dflag, hp_s
     if (hp_tp_iagree(tp, HP_TP_INT64, dflag, 1, "the failure agreement of a compressed allreduce", &rq) != HP_OK ||
         hp_tp_wait(tp, &rq) != HP_OK)
         return HP_ERR_MPI;
-    if (g->nan_if(m->cx, recv, count, dflag, 8) != HP_GPU_OK || g->stream_release(m->cx, stream) != HP_GPU_OK ||
+    /* (ncclAvg: the host's float division, then NaN where any rank failed) */
+    if ((avg && g->divide(m->cx, recv, count, (float)tp->size) != HP_GPU_OK) ||
+        g->nan_if(m->cx, recv, count, dflag, 8) != HP_GPU_OK || g->stream_release(m->cx, stream) != HP_GPU_OK ||
         g->call_release(m->cx) != HP_GPU_OK)
         return HP_ERR_DEVICE;
     m->cx = NULL;

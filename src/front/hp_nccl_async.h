@@ -17,9 +17,9 @@ void hp_nccl_fill_nan(hp_mem_t *m, float *recv, size_t count);
 hp_status_t hp_nccl_divide(hp_mem_t *m, float *recv, size_t count, int N);
 
 /* Whether a call may be stream-ordered before its plan is known, from
- * what every rank has alike (the agreed settings, the call's element type
- * and operation): HIPRESS_NCCL_ASYNC=auto, float32, ncclSum. */
-int hp_nccl_async_candidate(const hp_config_t *cfg, int elem, int avg);
+ * what every rank has alike (the agreed settings, the call's element
+ * type): HIPRESS_NCCL_ASYNC=auto, float32 (ncclSum or ncclAvg). */
+int hp_nccl_async_candidate(const hp_config_t *cfg, int elem);
 
 /* With its plan: compressed, not exploring, ring, ps or allgather, and the
  * worker's and the sum codec's formats with device messages. */
@@ -28,13 +28,14 @@ int hp_nccl_async_plan(int algo, int explore, int kind, int sum_kind, const hipr
 /* The end of a stream-ordered call on the device: the failure agreement
  * (this rank's local failure st and the codec's sticky flag, one int64 at
  * dflag, device memory, the max over the ranks through tp's iagree in
- * stream order), NaN in recv[0..count) where any rank failed (nan_if), the
+ * stream order), ncclAvg's divide by the ranks (avg: the module's divide,
+ * the host's bits), NaN in recv[0..count) where any rank failed (nan_if), the
  * caller's stream made to wait for the codec's work, and the codec context
  * released without a wait (m->cx NULL after).  HP_OK when all of it was
  * enqueued; an error leaves m->cx to the caller (which then ends the call
  * host-synchronously), *agreed_p 1 when the agreement was enqueued all the
  * same (the caller must not make another). */
 hp_status_t hp_nccl_async_end(hp_mem_t *m, hp_transport_t *tp, void *dflag, hp_status_t st, float *recv,
-                              size_t count, void *stream, int *agreed_p);
+                              size_t count, int avg, void *stream, int *agreed_p);
 
 #endif
