@@ -40,6 +40,11 @@ const char *hipress_status_string(int status);
 /* "0.1.0". */
 const char *hipress_version(void);
 
+/* Which library this is: "libhipress" (libhipress.so: MPI_Allreduce and,
+ * built with NCCL, ncclAllReduce; needs libmpi) or "libhipress_nccl"
+ * (libhipress_nccl.so: ncclAllReduce only, needs no MPI: for torchrun). */
+const char *hipress_library(void);
+
 /* Number of registered compressors (built-ins and loaded plugins), and the
  * name of the i-th one (NULL when i is out of range). */
 int hipress_compressor_count(void);

@@ -3,7 +3,7 @@
 # its unit tests (Check, with a micro benchmark behind --bench) and its
 # mpirun test.
 
-libhpcore_la_SOURCES += src/comp/hp_psgd.h src/comp/hp_comp_powersgd.c \
+libhpbase_la_SOURCES += src/comp/hp_psgd.h src/comp/hp_comp_powersgd.c \
 	src/algo/hp_algo_psgd.c src/algo/hp_algo_psgd_dev.c
 
 check_PROGRAMS += tests/check_comp_powersgd tests/mpi_powersgd
