@@ -369,8 +369,8 @@ int main(int argc, char **argv)
     if (strcmp(argv[1], "one") == 0) {
         ncclComm_t comm = mock_nccl_comm_new();
         const char *(*library)(void) = (const char *(*)(void))dlsym(RTLD_DEFAULT, "hipress_library");
-        printf("nccl_calls: library %s\n", library != NULL ? library() : "unknown");
         ncclResult_t rc = ncclAllReduce(S, R, BIG, ncclFloat32, ncclSum, comm, STREAM);
+        printf("nccl_calls: library %s\n", library != NULL ? library() : "unknown");
         s = stats();
         printf("nccl_calls: result %d, calls %llu eligible %llu passthrough %llu\n", (int)rc, s.calls, s.eligible,
                s.passthrough);
