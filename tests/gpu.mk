@@ -110,5 +110,5 @@ EXTRA_DIST += tests/run_gpu_device.sh tests/run_gpu_kit.sh
 # The GPU path's tests that need no GPU (scripts/test.sh runs them again in
 # its sanitizer and CUDA-less builds).
 print-gpu-tests:
-	@echo $(filter tests/check_gpu tests/run_gpu.sh tests/run_nccl.sh tests/run_gpu_info.sh tests/run_gpu_emu.sh tests/run_nccl_compress.sh,$(TESTS))
+	@echo $(filter tests/check_gpu tests/run_gpu.sh tests/run_nccl.sh tests/run_gpu_info.sh tests/run_gpu_emu.sh tests/run_nccl_compress.sh tests/run_nompi.sh,$(TESTS))
 .PHONY: print-gpu-tests

@@ -19,7 +19,8 @@
 #          emulated CUDA module: settings agreed over NCCL, then passed
 #          through, one rank), with HIPRESS_STATS's table at exit;
 #      elsewhere the same runs without the hiding, and ldd shows no libmpi;
-#   3. outside it, hipress_library() names each library.
+#   3. outside it, hipress_library() names each library, and hipress_info
+#      lists both and names the preloaded one.
 set -u
 . "${HP_SRCDIR:-$(dirname "$0")/..}/tests/hp_test_lib.sh"
 
@@ -146,4 +147,8 @@ libname() {
 }
 [ "$(libname "$HP_PRELOAD")" = libhipress ] || hp_fail "libhipress.so: hipress_library() is '$(libname "$HP_PRELOAD")'"
 [ "$(libname "$preload")" = libhipress_nccl ] || hp_fail "libhipress_nccl.so: hipress_library() is '$(libname "$preload")'"
+# hipress_info names the preloaded library (it needs libmpi itself: outside)
+env LD_PRELOAD="$preload" "$HP_BUILDDIR/hipress_info" >"$out" 2>"$err" || hp_fail "hipress_info under libhipress_nccl.so"
+grep -Eq '^  in this process +libhipress_nccl$' "$out" || { hp_fail "hipress_info: no 'in this process libhipress_nccl'"; cat "$out"; }
+grep -Eq '^  libhipress_nccl.so +ncclAllReduce only' "$out" || hp_fail "hipress_info: libhipress_nccl.so not listed"
 exit $status
