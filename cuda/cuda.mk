@@ -20,18 +20,20 @@ libhipress_la_SOURCES += mpi_wrappers/hp_wrap_gpu.h mpi_wrappers/hp_mpi_gpu.c
 # NCCL_CPPFLAGS is empty in a build without NCCL
 libhipress_la_CPPFLAGS = $(AM_CPPFLAGS) $(NCCL_CPPFLAGS)
 if HP_NCCL
-libhipress_la_SOURCES += mpi_wrappers/hp_nccl_wrap.c src/front/hp_front_nccl.h src/front/hp_front_nccl.c
+# the NCCL interposition and front end, in both libraries
+HP_NCCL_FRONT_SOURCES = mpi_wrappers/hp_nccl_wrap.c src/front/hp_front_nccl.h src/front/hp_front_nccl.c \
+	src/front/hp_nccl_elem.h src/front/hp_nccl_elem.c
+libhipress_la_SOURCES += $(HP_NCCL_FRONT_SOURCES)
 # The NCCL-only library for jobs without MPI (torchrun): the same NCCL
 # interposition and front end over libhpbase.la, the core without the MPI
 # layer, so that it needs neither libmpi nor libhwloc (--as-needed drops what
-# the MPI compiler wrapper adds; tests/run_nompi.sh checks it).  Only nccl*
-# and hipress_* are exported.
+# the MPI compiler wrapper adds; tests/run_nompi.sh checks it; -z defs: a
+# source missing here fails the link).  Only nccl* and hipress_* are exported.
 lib_LTLIBRARIES += libhipress_nccl.la
-libhipress_nccl_la_SOURCES = mpi_wrappers/hp_nccl_wrap.c mpi_wrappers/hp_nccl_lib.c src/front/hp_front_nccl.h \
-	src/front/hp_front_nccl.c
+libhipress_nccl_la_SOURCES = $(HP_NCCL_FRONT_SOURCES) mpi_wrappers/hp_nccl_lib.c
 libhipress_nccl_la_CPPFLAGS = $(AM_CPPFLAGS) $(NCCL_CPPFLAGS)
 libhipress_nccl_la_LIBADD = libhpbase.la
-libhipress_nccl_la_LDFLAGS = -version-info 0:0:0 -Wl,--as-needed -export-symbols-regex '^(hipress_|nccl)'
+libhipress_nccl_la_LDFLAGS = -version-info 0:0:0 -Wl,--as-needed -Wl,-z,defs -export-symbols-regex '^(hipress_|nccl)'
 else
 libhipress_la_SOURCES += mpi_wrappers/hp_nccl_stub.c
 endif

@@ -81,6 +81,8 @@ int hp_codec_decode(hp_codec_t *cx, const hp_gpu_dec_t *d, const void *payload, 
 int hp_codec_fill(hp_codec_t *cx, float *dst, float v, size_t n);
 int hp_codec_fold(hp_codec_t *cx, float *buf, float *r, size_t n);
 int hp_codec_add(hp_codec_t *cx, float *dst, const float *src, size_t n);
+/* dst = src converted (how: HP_KL_CVT_*, hp_kl_convert). */
+int hp_codec_convert(hp_codec_t *cx, void *dst, const void *src, size_t n, int how);
 int hp_codec_copy(hp_codec_t *cx, void *dst, const void *src, size_t bytes, int host_involved);
 int hp_codec_momentum(hp_codec_t *cx, float *u, float *buf, float m, size_t n, int *applied_p);
 int hp_codec_work(hp_codec_t *cx, size_t bytes, void **p_p);

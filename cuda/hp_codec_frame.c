@@ -253,6 +253,12 @@ int hp_codec_add(hp_codec_t *cx, float *dst, const float *src, size_t n)
     return HP_GPU_OK;
 }
 
+int hp_codec_convert(hp_codec_t *cx, void *dst, const void *src, size_t n, int how)
+{
+    CK(hp_kl_convert(STREAM(cx), dst, src, n, how));
+    return HP_GPU_OK;
+}
+
 int hp_codec_copy(hp_codec_t *cx, void *dst, const void *src, size_t bytes, int host_involved)
 {
     if (bytes == 0)

@@ -869,6 +869,20 @@ static int cuda_add(void *cx, float *dst, const float *src, size_t n)
     IN_CX(m, st_ = hp_codec_add(&m->codec, dst, src, n));
 }
 
+/* (the module's directions are the kernels') */
+_Static_assert((int)HP_GPU_CVT_F16_F32 == (int)HP_KL_CVT_F16_F32 && (int)HP_GPU_CVT_BF16_F32 == (int)HP_KL_CVT_BF16_F32 &&
+                   (int)HP_GPU_CVT_F32_F16 == (int)HP_KL_CVT_F32_F16 && (int)HP_GPU_CVT_F32_BF16 == (int)HP_KL_CVT_F32_BF16,
+               "convert directions");
+
+static int cuda_convert(void *cx, void *dst, const void *src, size_t n, int how)
+{
+    mod_cx_t *m = (mod_cx_t *)cx;
+    if (how < HP_GPU_CVT_F16_F32 || how > HP_GPU_CVT_F32_BF16)
+        return HP_GPU_ERR_INVALID;
+    op_set("a conversion of %zu elements", n);
+    IN_CX(m, st_ = hp_codec_convert(&m->codec, dst, src, n, how));
+}
+
 static int cuda_copy(void *cx, void *dst, const void *src, size_t bytes)
 {
     mod_cx_t *m = (mod_cx_t *)cx;
@@ -1149,6 +1163,7 @@ static const hp_gpu_ops_v2_t ops2 = {
     .bench = cuda_bench,
     .set_wait_bound = cuda_set_wait_bound,
     .stream_wait = cuda_stream_wait,
+    .convert = cuda_convert,
 };
 
 /* The table with the device codec as well (HP_GPU_CODEC_SYMBOL:

@@ -409,6 +409,22 @@ HP_KD int hp_k_f16_block_bad(uint32_t mx, int e)
 /* bf16: a decoder rejects a NaN or Inf value (bf16_to_f32). */
 HP_KD int hp_k_bf16_bad(uint16_t h) { return (h & 0x7fffu) >= 0x7f80u; }
 
+/* Element i of a 16-bit gradient widened to float, or of a float result
+ * narrowed back (round to nearest even, overflow to +-Inf, NaN kept):
+ * the conversions around a compressed ncclAllReduce of ncclFloat16 or
+ * ncclBfloat16 (hp_kl_convert). */
+enum { HP_KL_CVT_F16_F32, HP_KL_CVT_BF16_F32, HP_KL_CVT_F32_F16, HP_KL_CVT_F32_BF16 };
+
+HP_KD void hp_k_convert(void *dst, const void *src, size_t i, int how)
+{
+    switch (how) {
+    case HP_KL_CVT_F16_F32: ((float *)dst)[i] = hp_f16_to_f32(((const uint16_t *)src)[i]); break;
+    case HP_KL_CVT_BF16_F32: ((float *)dst)[i] = hp_bf16_to_f32(((const uint16_t *)src)[i]); break;
+    case HP_KL_CVT_F32_F16: ((uint16_t *)dst)[i] = hp_f32_to_f16(((const float *)src)[i]); break;
+    default: ((uint16_t *)dst)[i] = hp_f32_to_bf16(((const float *)src)[i]); break;
+    }
+}
+
 /* ---------------------------------------------------------- powersgd */
 
 /* The n floats as an m x c matrix, row i holding elements [i c, i c + len)

@@ -86,3 +86,12 @@ HP_EMU_KERNEL(bf16_dec, (const uint8_t *, in), (size_t, n), (float *, dst), (int
     }
     return 0;
 }
+
+HP_EMU_KERNEL(convert, (void *, dst), (const void *, src), (size_t, n), (int, how))
+{
+    dst = P(void *, dst);
+    src = P(const void *, src);
+    for (size_t i = 0; i < n; i++)
+        hp_k_convert(dst, src, i, how);
+    return 0;
+}

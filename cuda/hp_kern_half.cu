@@ -187,3 +187,18 @@ extern "C" int hp_kl_bf16_dec(void *stream, const uint8_t *in, size_t n, float *
     k_bf16_dec<<<grid_for(n, 4), TPB, 0, (cudaStream_t)stream>>>(in, n, dst, accumulate, bad);
     return launched();
 }
+
+/* 16-bit gradients to float and back: element-wise (hp_k_convert). */
+__global__ static void k_convert(void *dst, const void *src, size_t n, int how)
+{
+    GRID_STRIDE(i, n)
+        hp_k_convert(dst, src, i, how);
+}
+
+extern "C" int hp_kl_convert(void *stream, void *dst, const void *src, size_t n, int how)
+{
+    if (n == 0)
+        return 0;
+    k_convert<<<grid_for(n, 4), TPB, 0, (cudaStream_t)stream>>>(dst, src, n, how);
+    return launched();
+}

@@ -145,6 +145,10 @@ int hp_kl_bf16_enc(void *stream, const float *x, size_t n, uint8_t *out, uint32_
 /* bf16 decode; HP_K_F_BAD in *bad for a NaN or Inf value. */
 int hp_kl_bf16_dec(void *stream, const uint8_t *in, size_t n, float *dst, int accumulate, uint32_t *bad);
 
+/* dst[i] = src[i] converted (hp_k_convert), i < n; how: HP_KL_CVT_*
+ * (cuda/hp_kern.h).  The 16-bit side is 2-byte aligned. */
+int hp_kl_convert(void *stream, void *dst, const void *src, size_t n, int how);
+
 /* powersgd's passes over the m x c matrix M of n floats (the CPU's orders,
  * hp_kern.h): P (m x r) = M Q with Q^T (r x c) given, tiles of T columns;
  * Q^T = M^T P; and the reconstruction buf = P Qs^T, with res = M - P Ql^T

@@ -10,7 +10,7 @@
  *
  * ncclAllReduce calls are classified (hp_nccl.h) and counted.  By default
  * (HIPRESS_NCCL=pass) every call goes to the real function with its
- * arguments unchanged.  With HIPRESS_NCCL=compress, an eligible float32 call
+ * arguments unchanged.  With HIPRESS_NCCL=compress, an eligible call (float32, float16, bfloat16)
  * outside the user's groups runs the experimental compressed path
  * (src/front/hp_front_nccl.c: the MPI path's plan and algorithms over
  * NCCL); one that opens a group is held back until the group ends or grows
@@ -22,6 +22,7 @@
 #include "hp_gpu.h"
 #include "hp_comp.h"
 #include "hp_front_nccl.h"
+#include "hp_nccl_elem.h"
 #include <dlfcn.h>
 #include <link.h>
 #include <nccl.h>
@@ -285,7 +286,7 @@ static void count_nccl(hp_nccl_elig_t r)
     atomic_fetch_add_explicit(&hp_g.stats.nccl_reason[r], 1, memory_order_relaxed);
 }
 
-/* Under HIPRESS_NCCL=compress, a float32 ncclAllReduce that is the first
+/* Under HIPRESS_NCCL=compress, a float ncclAllReduce that is the first
  * operation of a depth-1 group (PyTorch's one-call group) is held back, not
  * given to NCCL: at the outermost ncclGroupEnd, if it was alone, it runs
  * compressed after the (then empty) group; when a second operation enters
@@ -296,6 +297,7 @@ typedef struct {
     const void  *sendbuff;
     void        *recvbuff;
     size_t       count;
+    ncclDataType_t datatype;
     ncclRedOp_t  op;
     ncclComm_t   comm;
     cudaStream_t stream;
@@ -303,8 +305,8 @@ typedef struct {
 } held_call_t;
 static __thread held_call_t tls_held;
 
-static int allreduce_compress(const void *sendbuff, void *recvbuff, size_t count, ncclRedOp_t op, ncclComm_t comm,
-                              cudaStream_t stream, ncclResult_t *rc_p);
+static int allreduce_compress(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+                              ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream, ncclResult_t *rc_p);
 
 /* Poll ncclCommGetAsyncError while comm answers ncclInProgress, at most
  * HIPRESS_TIMEOUT seconds; its final answer (ncclSystemError after the
@@ -335,7 +337,7 @@ static ncclResult_t wait_async(ncclComm_t comm, const char *what)
 static void held_release_as(const held_call_t *h, ncclResult_t *rc_p)
 {
     __typeof__(&ncclAllReduce) real = HP_REAL(ncclAllReduce);
-    *rc_p = real != NULL ? real(h->sendbuff, h->recvbuff, h->count, ncclFloat32, h->op, h->comm, h->stream)
+    *rc_p = real != NULL ? real(h->sendbuff, h->recvbuff, h->count, h->datatype, h->op, h->comm, h->stream)
                          : ncclSystemError;
 }
 
@@ -398,7 +400,7 @@ HP_WRAP ncclResult_t ncclGroupEnd(void)
             /* (when the group failed, NCCL's error comes back and the held
              * call is not run) */
             if (rc == ncclSuccess &&
-                !allreduce_compress(h.sendbuff, h.recvbuff, h.count, h.op, h.comm, h.stream, &hrc))
+                !allreduce_compress(h.sendbuff, h.recvbuff, h.count, h.datatype, h.op, h.comm, h.stream, &hrc))
                 held_release_as(&h, &hrc);
             if (rc == ncclSuccess)
                 rc = hrc;
@@ -487,11 +489,25 @@ static int compress_mode(ncclComm_t comm)
     return on;
 }
 
-/* HIPRESS_NCCL=compress: the experimental compressed path takes a float32
- * call.  Returns 1 when it did (*rc_p: the result). */
-static int allreduce_compress(const void *sendbuff, void *recvbuff, size_t count, ncclRedOp_t op, ncclComm_t comm,
-                              cudaStream_t stream, ncclResult_t *rc_p)
+/* The element types the compressed path takes (HP_NCCL_ELEM_*), or -1. */
+static int compress_elem(ncclDataType_t t)
 {
+    switch (t) {
+    case ncclFloat32: return HP_NCCL_ELEM_F32;
+    case ncclFloat16: return HP_NCCL_ELEM_F16;
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 10, 0)
+    case ncclBfloat16: return HP_NCCL_ELEM_BF16;
+#endif
+    default: return -1;
+    }
+}
+
+/* HIPRESS_NCCL=compress: the experimental compressed path takes a float32,
+ * float16 or bfloat16 call.  Returns 1 when it did (*rc_p: the result). */
+static int allreduce_compress(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+                              ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream, ncclResult_t *rc_p)
+{
+    const int elem = compress_elem(datatype);
     hp_nccl_xport_t x;
     comm_entry_t *e;
     hp_config_t cfg;
@@ -524,10 +540,11 @@ static int allreduce_compress(const void *sendbuff, void *recvbuff, size_t count
     x.user_rank = HP_REAL_PLAIN(ncclCommUserRank);
     x.async_error = HP_REAL_PLAIN(ncclCommGetAsyncError);
     x.error_string = HP_REAL_PLAIN(ncclGetErrorString);
-    if (x.allreduce == NULL || x.send == NULL || x.recv == NULL || x.group_start == NULL || x.group_end == NULL)
+    if (elem < 0 || x.allreduce == NULL || x.send == NULL || x.recv == NULL || x.group_start == NULL ||
+        x.group_end == NULL)
         return 0;
-    return hp_nccl_comp_allreduce(&e->cs, &cfg, &x, sendbuff, recvbuff, count, avg, nonblocking, comm, stream,
-                                  rc_p);
+    return hp_nccl_comp_allreduce(&e->cs, &cfg, &x, sendbuff, recvbuff, count, elem, avg, nonblocking, comm,
+                                  stream, rc_p);
 }
 
 HP_WRAP ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
@@ -539,11 +556,11 @@ HP_WRAP ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t 
     if (real == NULL)
         return ncclSystemError;
     cand = allreduce_classify(sendbuff, recvbuff, count, datatype, op, comm, stream);
-    if (cand == 1 && datatype == ncclFloat32 && allreduce_compress(sendbuff, recvbuff, count, op, comm, stream, &rc))
+    if (cand == 1 && allreduce_compress(sendbuff, recvbuff, count, datatype, op, comm, stream, &rc))
         return rc;
-    if (cand == 2 && datatype == ncclFloat32 && compress_mode(comm)) {
+    if (cand == 2 && compress_elem(datatype) >= 0 && compress_mode(comm)) {
         /* the first call of a group: held until the group ends or grows */
-        tls_held = (held_call_t){1, sendbuff, recvbuff, count, op, comm, stream, tls_held.err};
+        tls_held = (held_call_t){1, sendbuff, recvbuff, count, datatype, op, comm, stream, tls_held.err};
         return ncclSuccess;
     }
     return real(sendbuff, recvbuff, count, datatype, op, comm, stream);

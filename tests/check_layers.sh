@@ -21,7 +21,7 @@
 #  (e) the MPI layer stays apart (doc/architecture.md, "Two libraries"): no
 #      file of the NCCL-only library -- a file under src/ not named in
 #      Makefile.am's libhpcore_la_SOURCES, or one of cuda/cuda.mk's
-#      libhipress_nccl_la_SOURCES -- includes <mpi.h> or <hwloc.h> or
+#      libhipress_nccl_la_SOURCES and HP_NCCL_FRONT_SOURCES -- includes <mpi.h> or <hwloc.h> or
 #      reaches a header of libhpcore_la_SOURCES through its includes;
 #  and no two files of the include path share a name (which one an include
 #  finds would hang on the -I order).
@@ -95,7 +95,7 @@ mk_list() {
              if (!cont) on = 0 }' "$@" 2>/dev/null
 }
 HP_MPI_FILES=$(mk_list libhpcore_la_SOURCES Makefile.am)
-HP_NCCL_LIB_FILES=$(mk_list libhipress_nccl_la_SOURCES cuda/cuda.mk)
+HP_NCCL_LIB_FILES=$(mk_list libhipress_nccl_la_SOURCES cuda/cuda.mk; mk_list HP_NCCL_FRONT_SOURCES cuda/cuda.mk)
 export HP_LAYER_FILES HP_LAYER_TABLE HP_MPI_FILES HP_NCCL_LIB_FILES
 
 # shellcheck disable=SC2086 # the file names carry no blanks (find above)

@@ -297,6 +297,51 @@ static void buffer_ops(size_t n)
     free(b); free(r); free(u); free(t);
 }
 
+/* The 16-bit conversions of a compressed ncclAllReduce (convert): float to
+ * float16 and bfloat16 and back, against hp_elem.h's, on every kind of
+ * data (ties, overflow, subnormals, NaN, Inf included). */
+static void convert_ops(size_t n)
+{
+    float *x = malloc(n * 4), *w = malloc(n * 4);
+    uint16_t *h = malloc(n * 2), *t = malloc(n * 2);
+    size_t at = 0;
+    for (int dk = 0; dk < D_N; dk++)
+        for (int f16 = 0; f16 < 2; f16++) {
+            float *dx, *dw;
+            uint16_t *dh;
+            int bad = 0;
+            cases++;
+            fill(x, n, dk, 40 + (uint64_t)dk);
+            if (dk == D_HUGE)
+                for (size_t i = 0; i < n; i += 7)
+                    x[i] = 65519.0f + (float)(i % 3);   /* fp16's rounding edge to Inf */
+            dx = dev(x, n * 4);
+            dh = dev(NULL, n * 2);
+            dw = dev(NULL, n * 4);
+            g->convert(cx, dh, dx, n, f16 ? HP_GPU_CVT_F32_F16 : HP_GPU_CVT_F32_BF16);
+            g->convert(cx, dw, dh, n, f16 ? HP_GPU_CVT_F16_F32 : HP_GPU_CVT_BF16_F32);
+            g->sync(cx, &bad);
+            back(t, dh, n * 2);
+            back(w, dw, n * 4);
+            for (size_t i = 0; i < n; i++)
+                h[i] = f16 ? hp_f32_to_f16(x[i]) : hp_f32_to_bf16(x[i]);
+            for (at = 0; at < n && h[at] == t[at]; at++)
+                ;
+            if (at < n)
+                FAILF("convert %s %s n=%zu: [%zu] of %a: cpu 0x%04x gpu 0x%04x", f16 ? "f16" : "bf16", dname[dk], n,
+                      at, x[at], h[at], t[at]);
+            for (size_t i = 0; i < n; i++)
+                x[i] = f16 ? hp_f16_to_f32(h[i]) : hp_bf16_to_f32(h[i]);
+            if (!same_bits(x, w, n, &at))
+                FAILF("convert back %s %s n=%zu: [%zu] cpu %a gpu %a", f16 ? "f16" : "bf16", dname[dk], n, at, x[at],
+                      w[at]);
+            g->dev_free(&where, dx);
+            g->dev_free(&where, dh);
+            g->dev_free(&where, dw);
+        }
+    free(x); free(w); free(h); free(t);
+}
+
 int main(int argc, char **argv)
 {
     static const size_t small[] = {1, 31, 33, 2047, 2049, 4097, 16385, 65537, 100003};
@@ -484,6 +529,7 @@ int main(int argc, char **argv)
     }
     if (selected("ops")) {
         buffer_ops(100003);
+        convert_ops(100003);
         if (!small_only)
             buffer_ops((1u << 22) + 1);
     }

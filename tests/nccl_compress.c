@@ -22,7 +22,7 @@
  * than the data, then the failure agreement; pass-through (the user's call
  * as made, exact result) for HIPRESS_NCCL=pass on a communicator, a buffer
  * below HIPRESS_MIN_BYTES, a user's group of two calls (inside the group, in
- * order), a capturing stream, float16 data, and settings that differ
+ * order), a capturing stream, float64 data, and settings that differ
  * between ranks; a group of one (PyTorch's) compressed after the group; a
  * corrupted message (HIPRESS_TEST_CORRUPT) gives NaN on every rank and the
  * next call works again.
@@ -44,6 +44,12 @@
  * of a non-blocking communicator (non-blocking, its own settings and state),
  * a passed-through call there (ncclInProgress back to the caller),
  * ncclCommAbort and ncclCommDestroy releasing the state.  Under
+ * float16 and bfloat16 calls (case_half) are the float32 path's on the
+ * widened values, narrowed: for onebit/ps, q4/ring, fp16/allgather and
+ * tbq/tree, sum and avg, in place and out of place, a NaN and a value
+ * whose sum overflows the 16-bit format: the result bits are the MPI
+ * path's float result (on the widened inputs) rounded to the format on the
+ * host, and the residuals are the MPI path's, call after call.  Under
  * HIPRESS_ALGO=auto (case_auto): the cost model measures over NCCL, the
  * first calls explore (plain among them), and every rank makes the same NCCL
  * calls, call after call, with the same bits.  Rank 0 prints "nccl_compress:
@@ -56,6 +62,7 @@
 #include <mpi.h>
 #include <nccl.h>
 #include "mock_nccl.h"
+#include "hp_elem.h"
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -334,7 +341,7 @@ static void case_pass(void)
     CHECK(diff == n, "HIPRESS_NCCL=pass: not the exact sum at %zu", diff);
 
     allreduce("below HIPRESS_MIN_BYTES", d, d, 1000, ncclFloat32, ncclSum, c, 0, 0);
-    allreduce("float16", d, d, n, ncclFloat16, ncclSum, c, 0, 0);
+    allreduce("float64", d, d, n / 2, ncclFloat64, ncclSum, c, 0, 0);
     set_capturing(STREAM, 1);
     allreduce("capturing", d, d, n, ncclFloat32, ncclSum, c, 0, 0);
     set_capturing(STREAM, 0);
@@ -512,6 +519,22 @@ static int algo_groups(const char *algo)
     return -1;
 }
 
+/* The residuals the MPI communicator mc holds for host buffer h and the
+ * NCCL communicator nc for device buffer d (n floats each, read into rh,
+ * rd) are the same bits. */
+static void same_residuals(MPI_Comm mc, const void *h, ncclComm_t nc, const void *d, size_t n, float *rh, float *rd,
+                           const char *label)
+{
+    size_t diff = n;
+    CHECK(mpi_comm_residual(mc, h, n, rh) == HIPRESS_OK && comm_residual(nc, d, n, rd) == HIPRESS_OK,
+          "%s: the residuals cannot be read", label);
+    for (size_t i = 0; i < n && diff == n; i++)
+        if (bits(rh[i]) != bits(rd[i]))
+            diff = i;
+    CHECK(diff == n, "%s: residual[%zu] MPI %a NCCL %a", label, diff, diff < n ? rh[diff] : 0.0f,
+          diff < n ? rd[diff] : 0.0f);
+}
+
 /* The same calls through MPI_Allreduce on host buffers and through the
  * compressed ncclAllReduce on stand-in device buffers, same settings and
  * data: after every call the same result bits and the same residual on
@@ -582,13 +605,7 @@ static void mpi_bits(const char *comp, const char *algo, size_t n, int calls, in
             dread(back, ds, n * sizeof(float));
             CHECK(memcmp(back, hs, n * sizeof(float)) == 0, "%s: sendbuff changed", label);
         }
-        CHECK(mpi_comm_residual(mc, h, n, rh) == HIPRESS_OK && comm_residual(nc, d, n, rd) == HIPRESS_OK,
-              "%s: the residuals cannot be read", label);
-        diff = n;
-        for (size_t i = 0; i < n && diff == n; i++)
-            if (bits(rh[i]) != bits(rd[i]))
-                diff = i;
-        CHECK(diff == n, "%s: residual[%zu] MPI %a NCCL %a", label, diff, rh[diff], rd[diff]);
+        same_residuals(mc, h, nc, d, n, rh, rd, label);
     }
     MPI_Comm_free(&mc);
     if (nb) {
@@ -600,6 +617,97 @@ static void mpi_bits(const char *comp, const char *algo, size_t n, int calls, in
               "ncclCommDestroy did not release hipress' state");
     }
     free(h); free(hs); free(back); free(rh); free(rd);
+}
+
+/* A 16-bit call (dt ncclFloat16 or ncclBfloat16): the MPI path on the
+ * widened values, its float result narrowed on the host, gives the NCCL
+ * path's bits; the residuals (keyed by the user's 16-bit buffer) are the
+ * MPI path's.  Call 1 holds a NaN on the last rank, call 2 a value whose sum
+ * overflows the format on rank 0 (fp16: 60000 each, bf16: 3e38 each), call
+ * 3 is an ncclAvg. */
+static void half_bits(const char *comp, const char *algo, ncclDataType_t dt, int in_place)
+{
+    const size_t n = 40003;
+    const int f16 = dt == ncclFloat16;
+    kv_t k = case_kv(comp, algo);
+    MPI_Comm mc = mpi_comm(&k);
+    ncclComm_t nc = mock_nccl_comm_new();
+    uint16_t *h16 = malloc(n * 2), *back = malloc(n * 2);
+    float *h = malloc(n * sizeof(float)), *rh = malloc(n * sizeof(float)), *rd = malloc(n * sizeof(float));
+    void *d = dev(n), *ds = dev(n);
+    char label[96];
+
+    nccl_apply(nc, &k);
+    for (int t = 0; t < 4; t++) {
+        const int avg = t == 3;
+        int rcm, from;
+        ncclResult_t rcn;
+        size_t diff = n;
+        snprintf(label, sizeof(label), "%s/%s %s%s%s call %d", comp, algo, f16 ? "float16" : "bfloat16",
+                 avg ? " avg" : "", in_place ? "" : " out of place", t);
+        for (size_t i = 0; i < n; i++) {
+            float v = grad_val(rank, t, i) * 100.0f;
+            h16[i] = f16 ? hp_f32_to_f16(v) : hp_f32_to_bf16(v);
+        }
+        if (t == 1 && rank == size - 1)
+            h16[n / 3] = f16 ? 0x7e00u : 0x7fc0u;                     /* NaN */
+        if (t == 2)
+            h16[n / 5] = f16 ? hp_f32_to_f16(60000.0f) : hp_f32_to_bf16(3e38f);
+        for (size_t i = 0; i < n; i++)
+            h[i] = f16 ? hp_f16_to_f32(h16[i]) : hp_bf16_to_f32(h16[i]);
+        dwrite(in_place ? d : ds, h16, n * 2);
+        rcm = MPI_Allreduce(MPI_IN_PLACE, h, (int)n, MPI_FLOAT, MPI_SUM, mc);
+        from = mock_nccl_ncalls();
+        rcn = ncclAllReduce(in_place ? d : ds, d, n, dt, avg ? ncclAvg : ncclSum, nc, STREAM);
+        compressed++;
+        CHECK(rcm == MPI_SUCCESS && rcn == ncclSuccess, "%s: MPI rc %d, NCCL rc %d", label, rcm, (int)rcn);
+        CHECK(calls_since(from, "ncclSend") > 0 && groups_since(from, nc, label) >= 1,
+              "%s: not compressed (no sends of hipress')", label);
+        dread(back, d, n * 2);
+        for (size_t i = 0; i < n && diff == n; i++) {
+            float v = avg ? h[i] / (float)size : h[i];
+            uint16_t want = f16 ? hp_f32_to_f16(v) : hp_f32_to_bf16(v);
+            if (back[i] != want)
+                diff = i;
+        }
+        CHECK(diff == n, "%s: result[%zu] 0x%04x, want 0x%04x (the MPI path's %a narrowed)", label, diff,
+              diff < n ? back[diff] : 0, diff < n ? (f16 ? hp_f32_to_f16(h[diff]) : hp_f32_to_bf16(h[diff])) : 0,
+              diff < n ? h[diff] : 0.0f);
+        /* (fp16 keeps 60000 well enough that the sum of two overflows) */
+        if (t == 2 && size > 1 && strcmp(comp, "fp16") == 0)
+            CHECK((back[n / 5] & 0x7fffu) == (f16 ? 0x7c00u : 0x7f80u), "%s: the overflowed sum is 0x%04x, not Inf",
+                  label, back[n / 5]);
+        {
+            float *fb = malloc(n * sizeof(float));
+            for (size_t i = 0; i < n; i++)
+                fb[i] = (float)back[i];   /* the bits, compared as numbers */
+            CHECK(same_everywhere(fb, n), "%s: results differ between ranks", label);
+            free(fb);
+        }
+        if (!in_place) {
+            uint16_t *sb = malloc(n * 2), *h0 = malloc(n * 2);
+            dread(sb, ds, n * 2);
+            for (size_t i = 0; i < n; i++)
+                h0[i] = f16 ? hp_f32_to_f16(grad_val(rank, t, i) * 100.0f) : hp_f32_to_bf16(grad_val(rank, t, i) * 100.0f);
+            if (t == 1 && rank == size - 1)
+                h0[n / 3] = f16 ? 0x7e00u : 0x7fc0u;
+            if (t == 2)
+                h0[n / 5] = f16 ? hp_f32_to_f16(60000.0f) : hp_f32_to_bf16(3e38f);
+            CHECK(memcmp(sb, h0, n * 2) == 0, "%s: sendbuff changed", label);
+            free(sb); free(h0);
+        }
+        same_residuals(mc, h, nc, d, n, rh, rd, label);
+    }
+    MPI_Comm_free(&mc);
+    free(h16); free(back); free(h); free(rh); free(rd);
+}
+
+static void case_half(void)
+{
+    half_bits("onebit", "ps", ncclFloat16, 1);
+    half_bits("q4", "ring", ncclBfloat16, 0);
+    half_bits("fp16", "allgather", ncclFloat16, 0);
+    half_bits("tbq", "tree", ncclBfloat16, 1);
 }
 
 static void case_mpi_bits(void)
@@ -835,6 +943,7 @@ int main(int argc, char **argv)
         case_pass();
         case_corrupt();
         case_mpi_bits();
+        case_half();
         case_split();
         case_timeout();
         case_auto();

@@ -249,7 +249,17 @@ typedef struct hp_gpu_ops_v2 {
      * encode of a compressed ncclAllReduce").  base.stream_sync is the same
      * with a generic name. */
     int (*stream_wait)(void *stream, const char *what);
+    /* dst[0..n) = src[0..n) converted, in the call's stream order (how:
+     * HP_GPU_CVT_*): 16-bit gradients widened into float before a
+     * compressed ncclAllReduce of ncclFloat16 or ncclBfloat16, and its float
+     * result narrowed back (round to nearest even, overflow to +-Inf, NaN
+     * kept).  The 16-bit side is 2-byte aligned; pointers are device memory
+     * of the call's context. */
+    int (*convert)(void *cx, void *dst, const void *src, size_t n, int how);
 } hp_gpu_ops_v2_t;
+
+/* hp_gpu_ops_v2_t.convert's directions. */
+enum { HP_GPU_CVT_F16_F32, HP_GPU_CVT_BF16_F32, HP_GPU_CVT_F32_F16, HP_GPU_CVT_F32_BF16 };
 
 #ifndef HP_GPU_OPS_ONLY
 

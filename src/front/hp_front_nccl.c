@@ -10,7 +10,10 @@
  * (src/transport/hp_tp_nccl.c: ncclSend/ncclRecv in groups on the caller's
  * stream, each message of the capacity both sides agreed).  So a call gives
  * the MPI path's bits for the same plan, data, call number and residuals,
- * and the same bits on every rank; ncclAvg then divides by N.
+ * and the same bits on every rank; ncclAvg then divides by N.  A float16
+ * or bfloat16 call is widened into a float32 copy of the communicator's
+ * (src/front/hp_nccl_elem.c), reduced as a float32 call (residuals keyed by the user's buffer)
+ * and its result narrowed back, rounded to nearest even.
  *
  * Host-synchronous, NOT asynchronous as NCCL's contract asks: the device
  * backend's messages are in host memory (it was written for MPI), so a call
@@ -41,6 +44,7 @@
  */
 #define _GNU_SOURCE
 #include "hp_front_nccl.h"
+#include "hp_nccl_elem.h"
 #include "hp_algo.h"
 #include "hp_backend.h"
 #include "hp_call_setup.h"
@@ -69,6 +73,7 @@ struct hp_nccl_cstate {
     hp_gpu_ptr_t         where;      /* device of dbuf */
     void                *dbuf;       /* device memory of the messages */
     size_t               dbytes;
+    hp_nccl_dbuf_t       wide;       /* float32 copy of a 16-bit call's data */
     int                  warned;
 };
 
@@ -78,30 +83,14 @@ static const hp_gpu_ops_v2_t *codec(void)
     return hp_gpu_codec();
 }
 
-/* Device memory of at least `bytes` in where's context (kept, grown). */
 static int dbuf_grow(hp_nccl_cstate_t *cs, const hp_gpu_ptr_t *where, size_t bytes)
 {
-    const hp_gpu_ops_v2_t *g = codec();
-    void *p = NULL;
-    if (cs->dbuf != NULL && cs->dbytes >= bytes && cs->where.ctx == where->ctx && cs->where.device == where->device)
-        return 0;
-    if (g == NULL)
-        return -1;
-    if (cs->dbuf != NULL) {
-        g->dev_free(&cs->where, cs->dbuf);
-        cs->dbuf = NULL;
-        cs->dbytes = 0;
-    }
-    bytes = (bytes + 65535) & ~(size_t)65535;
-    if (g->dev_alloc(where, bytes, &p) != HP_GPU_OK) {
-        HP_WARN("nccl: no device memory for %zu bytes of compressed messages: %s", bytes, g->base.last_error());
-        return -1;
-    }
-    cs->dbuf = p;
-    cs->dbytes = bytes;
-    cs->where = *where;
-    cs->where.kind = HP_MEM_DEVICE;
-    return 0;
+    hp_nccl_dbuf_t b = {cs->where, cs->dbuf, cs->dbytes};
+    int rc = hp_nccl_dev_grow(&b, where, bytes, "compressed messages");
+    cs->where = b.where;
+    cs->dbuf = b.p;
+    cs->dbytes = b.bytes;
+    return rc;
 }
 
 /* ------------------------------------------------------ bounded waits */
@@ -421,9 +410,9 @@ static void report_plan(const hp_plan_comm_t *pc, hp_plan_slot_t *explore, doubl
  * with what this rank still owes for the buffer folded in (as the MPI
  * path's plain_call), waited for. */
 static hp_status_t plain_call(hp_nccl_cstate_t *cs, tp_ctx_t *t, hp_mem_t *mem, const void *sendbuff,
-                              void *recvbuff, size_t count, int avg)
+                              void *recvbuff, void *key, size_t count, int avg)
 {
-    hp_res_buf_t *rb = hp_call_buffer_state(cs->res, mem, recvbuff, count, 0, cs->layout, NULL);
+    hp_res_buf_t *rb = hp_call_buffer_state(cs->res, mem, key, count, 0, cs->layout, NULL);
     float *r = hp_call_held_residual(rb, count);
     ncclRedOp_t op = ncclSum;
 #if NCCL_VERSION_CODE >= NCCL_VERSION(2, 10, 0)
@@ -451,7 +440,7 @@ static hp_status_t plain_call(hp_nccl_cstate_t *cs, tp_ctx_t *t, hp_mem_t *mem, 
  * when it was taken, 0 when it goes to NCCL unchanged (the plan could not
  * be made: on every rank alike, as the plan's failures are agreed). */
 static int run_call(hp_nccl_cstate_t *cs, const hp_config_t *cfg, tp_ctx_t *t, const void *sendbuff,
-                    void *recvbuff, size_t count, int avg, ncclResult_t *rc_p)
+                    void *user_recv, size_t count, int elem, int avg, ncclResult_t *rc_p)
 {
     const hp_tp_nccl_env_t tenv = {t, tp_group_start, tp_group_end, tp_send, tp_recv, tp_max,
                                    tp_sync, tp_h2d, tp_d2h, tp_staging};
@@ -464,8 +453,12 @@ static int run_call(hp_nccl_cstate_t *cs, const hp_config_t *cfg, tp_ctx_t *t, c
     hp_mem_t mem;
     hp_res_buf_t *rb;
     hp_status_t st, ms;
-    int staging = 0, sum_kind, agreed_ok = 0;
+    int staging = 0, sum_kind, agreed_ok = 0, narrowed_bad;
     double t0 = hp_now();
+    /* the data the algorithms reduce (float32): the user's receive buffer,
+     * or for a 16-bit call a float copy that is narrowed into it at the
+     * end; the user's receive buffer is the residual's key either way */
+    void *recvbuff = user_recv;
 
     *rc_p = ncclSuccess;
     /* the producer of sendbuff is on the caller's stream */
@@ -479,7 +472,16 @@ static int run_call(hp_nccl_cstate_t *cs, const hp_config_t *cfg, tp_ctx_t *t, c
         *rc_p = ncclSystemError;
         return 1;
     }
-    hp_mem_begin(&mem, recvbuff);
+    hp_mem_begin(&mem, user_recv);
+    if (elem != HP_NCCL_ELEM_F32) {
+        if (hp_nccl_widen(&cs->wide, &mem, sendbuff, count, elem, &recvbuff) != 0) {
+            hp_mem_end(&mem);
+            hp_tp_fini(&tp);
+            *rc_p = ncclUnhandledCudaError;
+            return 1;
+        }
+        sendbuff = recvbuff;
+    }
     plan_comm(cs, cfg, &tp, &mem, &pc);
     st = hp_plan_for(&cs->planner, &pc, count, &plan, &explore);
     if (st != HP_OK) {
@@ -496,8 +498,8 @@ static int run_call(hp_nccl_cstate_t *cs, const hp_config_t *cfg, tp_ctx_t *t, c
         return 0;
     }
     if (!plan.compress) {
-        st = plain_call(cs, t, &mem, sendbuff, recvbuff, count, avg);
-        if (hp_mem_end(&mem) != HP_OK && st == HP_OK)
+        st = plain_call(cs, t, &mem, sendbuff, recvbuff, user_recv, count, avg);
+        if (hp_nccl_narrow_end(&mem, recvbuff, user_recv, count, elem) != 0 && st == HP_OK)
             st = HP_ERR_DEVICE;
         atomic_fetch_add_explicit(&hp_g.stats.plan_plain, 1, memory_order_relaxed);
         if (explore != NULL && st == HP_OK)
@@ -509,12 +511,12 @@ static int run_call(hp_nccl_cstate_t *cs, const hp_config_t *cfg, tp_ctx_t *t, c
     /* the sum codec where the algorithm has an owner stage (ps), else the
      * worker's (as the MPI path) */
     sum_kind = plan.sum != NULL ? cs->sum_base : cs->kind;
-    rb = hp_call_buffer_state(cs->res, &mem, recvbuff, count, hp_call_keeps_state(cs->kind, sum_kind), cs->layout,
+    rb = hp_call_buffer_state(cs->res, &mem, user_recv, count, hp_call_keeps_state(cs->kind, sum_kind), cs->layout,
                               &staging);
     if (staging && !(cs->warned & 1)) {
         cs->warned |= 1;
         HP_WARN("nccl: the buffer at %p is reduced with more than one element count: error feedback is off "
-                "for it (doc/usage.md, 'Error feedback and buffer layouts')", recvbuff);
+                "for it (doc/usage.md, 'Error feedback and buffer layouts')", user_recv);
     }
     hp_call_params_for(cs->kind, &cs->params, rb, &cparams);
     memset(&call, 0, sizeof(call));
@@ -564,7 +566,7 @@ static int run_call(hp_nccl_cstate_t *cs, const hp_config_t *cfg, tp_ctx_t *t, c
                 hipress_status_string(st), t->err != ncclSuccess ? ", NCCL's error " : "",
                 t->err != ncclSuccess ? (t->x->error_string != NULL ? t->x->error_string(t->err) : "?") : "");
     }
-    hp_mem_end(&mem);
+    narrowed_bad = hp_nccl_narrow_end(&mem, recvbuff, user_recv, count, elem) != 0 && elem != HP_NCCL_ELEM_F32;
     if (rb != NULL)
         rb->calls++;
     cs->ncalls++;
@@ -573,19 +575,20 @@ static int run_call(hp_nccl_cstate_t *cs, const hp_config_t *cfg, tp_ctx_t *t, c
     if (explore != NULL && agreed_ok)
         report_plan(&pc, explore, t0, count);
     atomic_fetch_add_explicit(&hp_g.stats.nccl_compressed, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&hp_g.stats.bytes_raw, count * sizeof(float), memory_order_relaxed);
+    atomic_fetch_add_explicit(&hp_g.stats.bytes_raw, count * (elem == HP_NCCL_ELEM_F32 ? 4 : 2),
+                              memory_order_relaxed);
     atomic_fetch_add_explicit(&hp_g.stats.bytes_wire, tp.bytes_sent, memory_order_relaxed);
     atomic_fetch_add_explicit(&hp_g.stats.nonfinite, call.nonfinite, memory_order_relaxed);
     atomic_fetch_add_explicit(&hp_g.stats.ns_total, (unsigned long long)((hp_now() - t0) * 1e9),
                               memory_order_relaxed);
     hp_tp_fini(&tp);
-    *rc_p = t->err;
+    *rc_p = t->err != ncclSuccess ? t->err : narrowed_bad ? ncclUnhandledCudaError : ncclSuccess;
     return 1;
 }
 
 int hp_nccl_comp_allreduce(hp_nccl_cstate_t **cs_p, const hp_config_t *cfg, const hp_nccl_xport_t *x,
-                           const void *sendbuff, void *recvbuff, size_t count, int avg, int nonblocking,
-                           ncclComm_t comm, cudaStream_t stream, ncclResult_t *rc_p)
+                           const void *sendbuff, void *recvbuff, size_t count, int elem, int avg,
+                           int nonblocking, ncclComm_t comm, cudaStream_t stream, ncclResult_t *rc_p)
 {
     hp_nccl_cstate_t *cs = *cs_p;
     hp_gpu_ptr_t where;
@@ -616,7 +619,7 @@ int hp_nccl_comp_allreduce(hp_nccl_cstate_t **cs_p, const hp_config_t *cfg, cons
         if (cs->mode < 0)
             return 0;
     }
-    return run_call(cs, cfg, &t, sendbuff, recvbuff, count, avg, rc_p);
+    return run_call(cs, cfg, &t, sendbuff, recvbuff, count, elem, avg, rc_p);
 }
 
 void hp_nccl_comp_reset(hp_nccl_cstate_t *cs)
@@ -649,5 +652,7 @@ void hp_nccl_comp_free(hp_nccl_cstate_t *cs)
         hp_residual_destroy(cs->res, HP_RES_DROP_FREED);
     if (cs->dbuf != NULL && g != NULL)
         g->dev_free(&cs->where, cs->dbuf);
+    if (cs->wide.p != NULL && g != NULL)
+        g->dev_free(&cs->wide.where, cs->wide.p);
     free(cs);
 }

@@ -33,12 +33,13 @@ typedef struct hp_nccl_xport {
     const char *(*error_string)(ncclResult_t rc);   /* may be NULL */
 } hp_nccl_xport_t;
 
+/* (elem: HP_NCCL_ELEM_*, src/front/hp_nccl_elem.h) */
 /* The compressed path's state of one communicator (agreement, error
  * feedback, device message memory); NULL until its first eligible call. */
 typedef struct hp_nccl_cstate hp_nccl_cstate_t;
 
 /*
- * An eligible float32 ncclSum/ncclAvg call outside the user's groups, not
+ * An eligible ncclSum/ncclAvg call outside the user's groups, not
  * captured, with HIPRESS_NCCL=compress.  The first such call on a
  * communicator agrees the settings over NCCL (one small ncclAllReduce on
  * `stream`); a disagreement, the compressor none, one rank, or a rank
@@ -53,8 +54,8 @@ typedef struct hp_nccl_cstate hp_nccl_cstate_t;
  * created on first use.
  */
 int hp_nccl_comp_allreduce(hp_nccl_cstate_t **cs_p, const hp_config_t *cfg, const hp_nccl_xport_t *x,
-                           const void *sendbuff, void *recvbuff, size_t count, int avg, int nonblocking,
-                           ncclComm_t comm, cudaStream_t stream, ncclResult_t *rc_p);
+                           const void *sendbuff, void *recvbuff, size_t count, int elem, int avg,
+                           int nonblocking, ncclComm_t comm, cudaStream_t stream, ncclResult_t *rc_p);
 
 /* The settings changed (hipress_nccl_comm_set): agree again at the next call. */
 void hp_nccl_comp_reset(hp_nccl_cstate_t *cs);
