@@ -1,6 +1,8 @@
 /*
- * Interposer state: initialisation and validation at MPI_Init, per-communicator
- * state objects, the compressed allreduce driver, statistics.
+ * The MPI front end's state: initialisation and validation at MPI_Init (the
+ * settings' cross-rank agreement), per-communicator state objects and their
+ * hierarchy and transports, hipress_comm_set, finalisation.  The settings'
+ * loading and the statistics, which need no MPI, are hp_global.c's.
  */
 #include "hp_state.h"
 #include "hp_tp_mpi.h"
