@@ -21,7 +21,12 @@
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+/* a program without MPI: hipress.h must not bring <mpi.h> in */
+#define HIPRESS_NO_MPI
 #include <hipress.h>
+#ifdef MPI_VERSION
+#error "hipress.h included <mpi.h> under HIPRESS_NO_MPI"
+#endif
 #include <nccl.h>
 #include "mock_nccl.h"
 #include <pthread.h>
