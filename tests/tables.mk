@@ -19,7 +19,8 @@ check_LTLIBRARIES += tests/libhipress_test.la
 tests_libhipress_test_la_SOURCES = $(libhipress_la_SOURCES) $(libhpcore_la_SOURCES) $(libhpbase_la_SOURCES) \
 	src/transport/hp_tp_delay.c src/algo/hp_algo_star.c
 tests_libhipress_test_la_CPPFLAGS = $(AM_CPPFLAGS) $(NCCL_CPPFLAGS) -DHP_TEST_TABLES
-tests_libhipress_test_la_LIBADD = $(libhpbase_la_LIBADD)
+# libhpcore.la's own LIBADD, less libhpbase.la (its sources are above)
+tests_libhipress_test_la_LIBADD = $(libhpbase_la_LIBADD) $(HWLOC_LIBS)
 tests_libhipress_test_la_LDFLAGS = $(AM_LDFLAGS) -rpath $(abs_builddir)/tests/.libs -avoid-version \
 	-export-symbols-regex '^(MPI_|hipress_|nccl)'
 TESTS += tests/run_tables.sh

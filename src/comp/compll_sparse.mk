@@ -40,7 +40,7 @@ tests/fuzz_decode$(EXEEXT): $(HP_FUZZ_SRCS:%=$(srcdir)/%) \
 	$(AM_V_CCLD)test -n "$(FUZZ_CC)" || { echo "tests/fuzz_decode: set FUZZ_CC (clang) or configure --enable-fuzz" >&2; exit 1; }; \
 	mpi_cflags=`$(MPICC) --showme:compile`; mpi_libs=`$(MPICC) --showme:link`; \
 	$(FUZZ_CC) $(HP_FUZZ_CFLAGS) -DHAVE_CONFIG_H -I$(top_builddir) -I$(top_srcdir)/include \
-		$(HP_SRC_INCLUDES) $$mpi_cflags -o $@ $(HP_FUZZ_SRCS:%=$(srcdir)/%) $$mpi_libs $(LIBS) -lm
+		$(HP_SRC_INCLUDES) $$mpi_cflags -o $@ $(HP_FUZZ_SRCS:%=$(srcdir)/%) $$mpi_libs $(HWLOC_LIBS) $(LIBS) -lm
 if HP_FUZZ
 check_SCRIPTS = tests/fuzz_decode$(EXEEXT)
 endif
