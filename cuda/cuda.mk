@@ -108,7 +108,7 @@ check_LTLIBRARIES += tests/mock/libhipress_cuda_emu.la
 tests_mock_libhipress_cuda_emu_la_SOURCES = cuda/hp_cuda_module.c $(HP_CODEC_SOURCES) $(HP_KERN_EMU_SOURCES)
 tests_mock_libhipress_cuda_emu_la_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS) -I$(top_srcdir)/cuda -DHP_KL_TRANSLATE
 tests_mock_libhipress_cuda_emu_la_CFLAGS = $(AM_CFLAGS) -Werror
-tests_mock_libhipress_cuda_emu_la_LDFLAGS = -module -avoid-version -shared -rpath $(abs_builddir)/tests/mock/.libs \
+tests_mock_libhipress_cuda_emu_la_LDFLAGS = -module -avoid-version -shared -Wl,--as-needed -rpath $(abs_builddir)/tests/mock/.libs \
 	-export-symbols-regex '^hipress_gpu_ops_v[13]$$'
 tests_mock_libhipress_cuda_emu_la_LIBADD = -ldl -lpthread -lm
 check_PROGRAMS += tests/mpi_gpu_codec

@@ -30,7 +30,10 @@
 #                     and its self-test: its command in a mount namespace
 #                     without Open MPI, hwloc, Check, CUDA (root only)
 
-HP_MOCK_LDFLAGS = $(AM_LDFLAGS) -rpath $(abs_builddir)/tests/mock/.libs -no-undefined
+# --as-needed: the stand-ins need no libmpi, which the MPI compiler wrapper
+# adds (tests/run_nompi.sh loads them where there is none; a sanitizer build
+# links without the toolchain's default --as-needed)
+HP_MOCK_LDFLAGS = $(AM_LDFLAGS) -rpath $(abs_builddir)/tests/mock/.libs -no-undefined -Wl,--as-needed
 
 check_LTLIBRARIES += tests/mock/libcuda.la tests/mock/libhpwatch.la
 tests_mock_libcuda_la_SOURCES = tests/mock_cuda.c
