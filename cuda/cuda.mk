@@ -44,9 +44,9 @@ endif
 # CUDA ones (the module) and their emulation on the host (the others).
 HP_CODEC_SOURCES = cuda/hp_codec.h cuda/hp_codec_frame.c cuda/hp_codec_fmt.h cuda/hp_codec_quant.c \
 	cuda/hp_codec_half.c cuda/hp_codec_sparse.c
-HP_KERN_CU_SOURCES = cuda/hp_kern.h cuda/hp_klaunch.h cuda/hp_kern_cu.cuh cuda/hp_kern.cu cuda/hp_kern_quant.cu \
+HP_KERN_CU_SOURCES = cuda/hp_kern.h cuda/hp_kern_msg.h cuda/hp_klaunch.h cuda/hp_kern_cu.cuh cuda/hp_kern.cu cuda/hp_kern_quant.cu \
 	cuda/hp_kern_half.cu cuda/hp_kern_sparse.cu
-HP_KERN_EMU_SOURCES = cuda/hp_kern.h cuda/hp_klaunch.h cuda/hp_kern_emu.h cuda/hp_kern_emu.c \
+HP_KERN_EMU_SOURCES = cuda/hp_kern.h cuda/hp_kern_msg.h cuda/hp_klaunch.h cuda/hp_kern_emu.h cuda/hp_kern_emu.c \
 	cuda/hp_kern_emu_quant.c cuda/hp_kern_emu_half.c cuda/hp_kern_emu_sparse.c
 
 EXTRA_DIST += cuda/nvcc_lt.sh cuda/hp_cuda_kernels.cu cuda/hp_cuda_kernels.h \

@@ -29,7 +29,10 @@ extern "C" {
 #endif
 
 enum { HP_STREAM_COMPUTE = 0, HP_STREAM_COPY = 1 };
-enum { HP_EV_PIECE = 0, HP_EV_DEC0, HP_EV_DEC1, HP_EV_FREE0, HP_EV_FREE1, HP_EV_COMPUTE, HP_EV_N };
+/* HP_EV_JOIN and HP_EV_REL0/1: the fork from and the join back to a
+ * caller's stream (the module's stream_join, stream_release). */
+enum { HP_EV_PIECE = 0, HP_EV_DEC0, HP_EV_DEC1, HP_EV_FREE0, HP_EV_FREE1, HP_EV_COMPUTE, HP_EV_JOIN, HP_EV_REL0,
+       HP_EV_REL1, HP_EV_N };
 
 /* Memory, copies and ordering for the codec.  Every function returns 0 or
  * -1 (with a reason the caller can read where it came from). */
@@ -70,6 +73,9 @@ typedef struct hp_codec {
 /* Info words on the device: [0] the encode's flags (HP_K_F_*), [1] its pair
  * count, [2] sticky decode errors, [3] a scratch flag (fold, momentum). */
 #define HP_INFO_WORDS 4
+/* Device-only words after them: [4..6] the status of the message a device
+ * decode is reading (hp_kl_msg_check, hp_kl_msg_fix). */
+#define HP_INFO_MSG 4
 
 int hp_codec_init(hp_codec_t *cx, const hp_dev_ops_t *dev, void *self);
 /* Frees the workspace (after a sync). */
@@ -90,6 +96,34 @@ int hp_codec_nonfinite(hp_codec_t *cx, const float *x, size_t n, int *nonfinite_
 /* Wait for everything queued; *bad_p: a malformed message was decoded since
  * the last sync (cleared). */
 int hp_codec_sync(hp_codec_t *cx, int *bad_p);
+
+/*
+ * Whole messages in device memory, stream-ordered (nothing waits on the
+ * host once the workspace has grown).  encode_msg writes the message
+ * hp_msg_encode writes (header and payload) at dmsg (device, cap bytes),
+ * kind its header's kind, for formats of fixed length only
+ * (HP_GPU_ERR_UNSUPPORTED otherwise: sparse formats); an input with NaN or
+ * Inf gives the NaN message (never one with exceptions: the host's
+ * hp_msg_except needs the host).  decode_msg checks the message at dmsg
+ * (cap bytes) on the device and decodes it into dst: the NaN message gives
+ * NaN; a rejected one (malformed, an error message, the dense fallback or
+ * exceptions, which the device does not decode) sets the sticky flag that
+ * hp_codec_sync reports and hp_codec_bad_word points at, and leaves dst
+ * unspecified.  HP_GPU_ERR_INVALID only for parameters the receiver gave.
+ */
+int hp_codec_encode_msg(hp_codec_t *cx, const hp_gpu_enc_t *e, uint32_t kind, void *dmsg, size_t cap);
+int hp_codec_decode_msg(hp_codec_t *cx, const hp_gpu_dec_t *d, uint32_t kind, const void *dmsg, size_t cap,
+                        float *dst);
+/* The device word of the sticky flag (HP_K_F_BAD once a decode rejected a
+ * message; cleared by hp_codec_sync). */
+uint32_t *hp_codec_bad_word(hp_codec_t *cx);
+/* The end of a stream-ordered call: the sticky flag cleared on the device
+ * after everything queued (whoever read it on the device has), and on the
+ * host; no wait. */
+int hp_codec_release(hp_codec_t *cx);
+/* dst = NaN (n floats) when any of `bytes` bytes at flag (device memory)
+ * is not zero, in stream order. */
+int hp_codec_nan_if(hp_codec_t *cx, float *dst, size_t n, const void *flag, uint32_t bytes);
 
 /* Host-side checks of a payload (the cheap ones; per-element checks run on
  * the device): 0 when acceptable. */

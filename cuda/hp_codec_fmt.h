@@ -18,6 +18,7 @@
 #include "hp_codec.h"
 #include "hp_kern.h"
 #include "hp_klaunch.h"
+#include "hp_kern_msg.h"
 
 #define CK(expr) do { if ((expr) != 0) return HP_GPU_ERR_DEVICE; } while (0)
 #define STREAM(cx) ((cx)->dev->stream((cx)->self, HP_STREAM_COMPUTE))
@@ -46,6 +47,10 @@ typedef struct hp_codec_fmt {
     /* 1: encode copies the input itself (no device message buffer, dmsg
      * NULL, except for a benchmark's device-only encode). */
     int direct;
+    /* The payload's checks as items (HP_K_CHK_*, hp_kern_msg.h): the host
+     * check runs them after its length and parameter checks, and a decode
+     * of a message in device memory runs them in a kernel. */
+    uint32_t dcheck;
 } hp_codec_fmt_t;
 
 #define HP_GPU_FMT_ROW(id, NAME, name) extern const hp_codec_fmt_t hp_codec_fmt_##name;
@@ -66,6 +71,28 @@ int hp_codec_put(hp_codec_t *cx, uint8_t *out, const uint8_t *dmsg, size_t lo, s
 static inline uint32_t *hp_codec_info(hp_codec_t *cx)
 {
     return (uint32_t *)cx->ws[HP_WS_INFO];
+}
+
+/* The payload-check items of a decode of d (hp_kern_msg.h). */
+static inline hp_k_msgfmt_t hp_codec_msgfmt(const hp_gpu_dec_t *d, uint32_t chk)
+{
+    hp_k_msgfmt_t f;
+    f.chk = chk;
+    f.n = (uint32_t)d->n;
+    f.B = d->fmt.block;
+    f.bits = d->fmt.iarg[0];
+    return f;
+}
+
+/* Every item of the payload check on the host: 0 when acceptable. */
+static inline int hp_codec_items_ok(const hp_gpu_dec_t *d, uint32_t chk, const uint8_t *p)
+{
+    hp_k_msgfmt_t f = hp_codec_msgfmt(d, chk);
+    size_t items = hp_k_msg_items(&f);
+    for (size_t j = 0; j < items; j++)
+        if (hp_k_msg_item(&f, p, j) != 0)
+            return -1;
+    return 0;
 }
 
 /* Whether B is a block size of the block formats: a power of two >= 32. */

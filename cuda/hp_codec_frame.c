@@ -230,6 +230,83 @@ int hp_codec_decode(hp_codec_t *cx, const hp_gpu_dec_t *d, const void *payload, 
     return HP_GPU_OK;
 }
 
+/* ------------------------------------------ messages in device memory */
+
+int hp_codec_encode_msg(hp_codec_t *cx, const hp_gpu_enc_t *e, uint32_t kind, void *dmsg, size_t cap)
+{
+    const hp_codec_fmt_t *f = fmt_row(e->fmt.id);
+    uint8_t *m = (uint8_t *)dmsg;
+    int st, devonly;
+
+    if (f == NULL || f->length != NULL)
+        return HP_GPU_ERR_UNSUPPORTED;
+    if (kind > 0xFE || cap < HP_K_MSG_HEADER || e->fmt.payload > cap - HP_K_MSG_HEADER || e->n > UINT32_MAX)
+        return HP_GPU_ERR_INVALID;
+    CK(cx->dev->memset(cx->self, hp_codec_info(cx), 0, 8, HP_STREAM_COMPUTE));
+    if (e->n > 0) {
+        if (f->enc_ok(e) != 0)
+            return HP_GPU_ERR_INVALID;
+        /* the row's kernels write the payload in place; nothing is copied
+         * to the host (the benchmark's device-only form) */
+        devonly = cx->devonly;
+        cx->devonly = 1;
+        st = f->encode(cx, e, NULL, m + HP_K_MSG_HEADER);
+        cx->devonly = devonly;
+        if (st != HP_GPU_OK)
+            return st;
+    }
+    CK(hp_kl_msg_header(STREAM(cx), m, kind, (uint32_t)e->n, e->n > 0 ? (uint32_t)e->fmt.payload : 0u,
+                        hp_codec_info(cx)));
+    return HP_GPU_OK;
+}
+
+int hp_codec_decode_msg(hp_codec_t *cx, const hp_gpu_dec_t *d, uint32_t kind, const void *dmsg, size_t cap,
+                        float *dst)
+{
+    const hp_codec_fmt_t *f = fmt_row(d->fmt.id);
+    const uint8_t *m = (const uint8_t *)dmsg;
+    uint32_t *status = hp_codec_info(cx) + HP_INFO_MSG;
+    hp_k_msgfmt_t mf;
+    int st;
+
+    if (f == NULL || f->length != NULL)
+        return HP_GPU_ERR_UNSUPPORTED;
+    if (kind > 0xFE || d->n > UINT32_MAX || cap < HP_K_MSG_HEADER || d->fmt.payload > cap - HP_K_MSG_HEADER)
+        return HP_GPU_ERR_INVALID;
+    /* the receiver's own parameters, which the host check refuses whatever
+     * the bytes: a block that is no block, a width that is none */
+    if (f->dcheck != HP_K_CHK_LEN && !hp_codec_block_ok(d->fmt.block))
+        return HP_GPU_ERR_INVALID;
+    if (f->dcheck == HP_K_CHK_TG && !(d->fmt.iarg[0] == 1 || d->fmt.iarg[0] == 2 || d->fmt.iarg[0] == 4 ||
+                                      d->fmt.iarg[0] == 8))
+        return HP_GPU_ERR_INVALID;
+    mf = hp_codec_msgfmt(d, d->n > 0 ? f->dcheck : HP_K_CHK_LEN);
+    CK(cx->dev->memset(cx->self, status + 1, 0, 8, HP_STREAM_COMPUTE));
+    CK(hp_kl_msg_check(STREAM(cx), m, cap, kind, (uint32_t)d->fmt.payload, mf, status));
+    if (d->n > 0 && (st = f->decode(cx, d, m + HP_K_MSG_HEADER, d->fmt.payload, dst, status + 2)) != HP_GPU_OK)
+        return st;
+    CK(hp_kl_msg_fix(STREAM(cx), dst, d->n, status, hp_codec_info(cx) + 2));
+    return HP_GPU_OK;
+}
+
+uint32_t *hp_codec_bad_word(hp_codec_t *cx)
+{
+    return hp_codec_info(cx) + 2;
+}
+
+int hp_codec_release(hp_codec_t *cx)
+{
+    CK(cx->dev->memset(cx->self, hp_codec_bad_word(cx), 0, 4, HP_STREAM_COMPUTE));
+    cx->bad = 0;
+    return HP_GPU_OK;
+}
+
+int hp_codec_nan_if(hp_codec_t *cx, float *dst, size_t n, const void *flag, uint32_t bytes)
+{
+    CK(hp_kl_nan_if(STREAM(cx), dst, n, (const uint8_t *)flag, bytes));
+    return HP_GPU_OK;
+}
+
 /* ---------------------------------------------------------- the rest */
 
 int hp_codec_fill(hp_codec_t *cx, float *dst, float v, size_t n)

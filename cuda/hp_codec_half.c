@@ -42,16 +42,9 @@ static int f16_check(const hp_gpu_dec_t *d, const uint8_t *p, size_t plen)
 {
     /* the exponents in range (the rule against the halves needs every
      * half: on the device) */
-    const size_t n = d->n, B = d->fmt.block ? d->fmt.block : 1;
-    const size_t nb = (n + B - 1) / B;
     if (!hp_codec_block_ok(d->fmt.block) || plen != d->fmt.payload)
         return -1;
-    for (size_t b = 0; b < nb; b++) {
-        int e = (int8_t)p[2 * n + b];
-        if (e < HP_F16_EMIN || e > HP_F16_EMAX)
-            return -1;
-    }
-    return 0;
+    return hp_codec_items_ok(d, HP_K_CHK_F16, p);
 }
 
 static int f16_decode(hp_codec_t *cx, const hp_gpu_dec_t *d, const uint8_t *dp, size_t plen, float *dst,
@@ -64,6 +57,7 @@ static int f16_decode(hp_codec_t *cx, const hp_gpu_dec_t *d, const uint8_t *dp, 
 
 const hp_codec_fmt_t hp_codec_fmt_fp16 = {
     .enc_ok = f16_enc_ok, .encode = f16_encode, .check = f16_check, .decode = f16_decode,
+    .dcheck = HP_K_CHK_F16,
 };
 
 /* ---------------------------------------------------------------- bf16 */

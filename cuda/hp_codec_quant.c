@@ -43,26 +43,11 @@ static int onebit_encode(hp_codec_t *cx, const hp_gpu_enc_t *e, uint8_t *out, ui
 
 static int onebit_check(const hp_gpu_dec_t *d, const uint8_t *p, size_t plen)
 {
-    const size_t n = d->n, B = d->fmt.block ? d->fmt.block : 1;
-    const size_t nb = (n + B - 1) / B, words = (n + 31) / 32;
-    const uint8_t *bits = p + 8 * nb;
+    /* padding, scales finite with the sign of their class (the empty-class
+     * rule needs the bits: on the device) */
     if (!hp_codec_block_ok(d->fmt.block) || plen != d->fmt.payload)
         return -1;
-    /* padding bits after element n-1 */
-    if ((n & 7) && (bits[n / 8] >> (n & 7)) != 0)
-        return -1;
-    for (size_t i = (n + 7) / 8; i < 4 * words; i++)
-        if (bits[i] != 0)
-            return -1;
-    /* scales finite, with the sign of their class (the empty-class rule
-     * needs the bits: on the device) */
-    for (size_t b = 0; b < nb; b++) {
-        float sc[2];
-        memcpy(sc, p + 8 * b, 8);
-        if (hp_nonfinite(sc[0]) || hp_nonfinite(sc[1]) || !(sc[0] >= 0.0f) || !(sc[1] <= 0.0f))
-            return -1;
-    }
-    return 0;
+    return hp_codec_items_ok(d, HP_K_CHK_ONEBIT, p);
 }
 
 static int onebit_decode(hp_codec_t *cx, const hp_gpu_dec_t *d, const uint8_t *dp, size_t plen, float *dst,
@@ -76,6 +61,7 @@ static int onebit_decode(hp_codec_t *cx, const hp_gpu_dec_t *d, const uint8_t *d
 
 const hp_codec_fmt_t hp_codec_fmt_onebit = {
     .enc_ok = block_enc_ok, .encode = onebit_encode, .check = onebit_check, .decode = onebit_decode,
+    .dcheck = HP_K_CHK_ONEBIT,
 };
 
 /* ---------------------------------------------------------------- tbq */
@@ -108,19 +94,10 @@ static int tbq_encode(hp_codec_t *cx, const hp_gpu_enc_t *e, uint8_t *out, uint8
 
 static int tbq_check(const hp_gpu_dec_t *d, const uint8_t *p, size_t plen)
 {
-    const size_t n = d->n, B = d->fmt.block ? d->fmt.block : 1;
-    const size_t nb = (n + B - 1) / B;
+    /* thresholds finite and not negative, the padding codes zero */
     if (!hp_codec_block_ok(d->fmt.block) || plen != d->fmt.payload)
         return -1;
-    for (size_t b = 0; b < nb; b++) {
-        float tau;
-        memcpy(&tau, p + 4 * b, 4);
-        if (hp_nonfinite(tau) || (hp_f2u(tau) >> 31) != 0)
-            return -1;
-    }
-    if ((n & 3) && (p[4 * nb + n / 4] >> (2 * (n & 3))) != 0)
-        return -1;
-    return 0;
+    return hp_codec_items_ok(d, HP_K_CHK_TBQ, p);
 }
 
 static int tbq_decode(hp_codec_t *cx, const hp_gpu_dec_t *d, const uint8_t *dp, size_t plen, float *dst,
@@ -134,6 +111,7 @@ static int tbq_decode(hp_codec_t *cx, const hp_gpu_dec_t *d, const uint8_t *dp, 
 
 const hp_codec_fmt_t hp_codec_fmt_tbq = {
     .enc_ok = block_enc_ok, .encode = tbq_encode, .check = tbq_check, .decode = tbq_decode,
+    .dcheck = HP_K_CHK_TBQ,
 };
 
 /* ----------------------------------------------------------- terngrad */
@@ -162,25 +140,12 @@ static int tg_encode(hp_codec_t *cx, const hp_gpu_enc_t *e, uint8_t *out, uint8_
 
 static int tg_check(const hp_gpu_dec_t *d, const uint8_t *p, size_t plen)
 {
-    const uint32_t b = d->fmt.iarg[0];
-    const size_t n = d->n, B = d->fmt.block ? d->fmt.block : 1;
-    const size_t nb = (n + B - 1) / B;
-    const double top = 0x1p127 * (1.0 + 0x1p-20);
-    if (!tg_bits_ok(b) || !hp_codec_block_ok(d->fmt.block) || plen != d->fmt.payload)
+    /* every block's (min, gap) in range, the padding bits after element
+     * n-1 zero (a block whose gap is 0 must have codes 0: checked on the
+     * device) */
+    if (!tg_bits_ok(d->fmt.iarg[0]) || !hp_codec_block_ok(d->fmt.block) || plen != d->fmt.payload)
         return -1;
-    for (size_t j = 0; j < nb; j++) {
-        float pr[2];
-        memcpy(pr, p + 8 * j, 8);
-        if (!((hp_f2u(pr[0]) & 0x7fffffffu) < HP_K_TG_LIMIT_BITS))
-            return -1;
-        if (hp_f2u(pr[1]) != 0 && !(pr[1] > 0.0f && (double)pr[1] * (double)((1u << b) - 1u) <= top))
-            return -1;
-    }
-    /* padding bits after element n-1 (a block whose gap is 0 must have
-     * codes 0: checked on the device) */
-    if (((n * b) & 7) && (p[8 * nb + n * b / 8] >> ((n * b) & 7)) != 0)
-        return -1;
-    return 0;
+    return hp_codec_items_ok(d, HP_K_CHK_TG, p);
 }
 
 static int tg_decode(hp_codec_t *cx, const hp_gpu_dec_t *d, const uint8_t *dp, size_t plen, float *dst,
@@ -195,6 +160,7 @@ static int tg_decode(hp_codec_t *cx, const hp_gpu_dec_t *d, const uint8_t *dp, s
 
 const hp_codec_fmt_t hp_codec_fmt_terngrad = {
     .enc_ok = tg_enc_ok, .encode = tg_encode, .check = tg_check, .decode = tg_decode,
+    .dcheck = HP_K_CHK_TG,
 };
 
 /* --------------------------------------------------------- q2, q4, q8 */
@@ -230,4 +196,5 @@ static int q_check(const hp_gpu_dec_t *d, const uint8_t *p, size_t plen)
 
 const hp_codec_fmt_t hp_codec_fmt_q = {
     .enc_ok = q_enc_ok, .encode = q_encode, .check = q_check, .decode = tg_decode,
+    .dcheck = HP_K_CHK_TG,
 };

@@ -830,6 +830,31 @@ static int cuda_call_end(void *cx, int *bad_p)
     return st;
 }
 
+/* A stream-ordered call's end: no wait; the context goes back to the pool
+ * with its sticky flag's clear queued behind the call's work, so the next
+ * call on it (its streams are in order) starts clean. */
+static int cuda_call_release(void *cx)
+{
+    mod_cx_t *m = (mod_cx_t *)cx;
+    int st;
+    op_set("the end of a stream-ordered call");
+    {
+        scope_t sc_;
+        hp_gpu_ptr_t w_ = cx_where(m);
+        NEED_DRIVER();
+        if ((st = scope_enter(&w_, &sc_)) != HP_GPU_OK)
+            return st;
+        st = hp_codec_release(&m->codec);
+        scope_exit(&sc_);
+    }
+    if (st != HP_GPU_OK)
+        st = OP_FAIL(st, "cannot queue the clear of the sticky flag");
+    pthread_mutex_lock(&pool.lock);
+    m->busy = m->stuck || st != HP_GPU_OK;   /* a context that failed here is not reused */
+    pthread_mutex_unlock(&pool.lock);
+    return st;
+}
+
 static int cuda_encode(void *cx, const hp_gpu_enc_t *e, void *out, size_t cap, size_t *plen_p, int *nonfinite_p,
                        int *bad_p)
 {
@@ -846,6 +871,59 @@ static int cuda_decode(void *cx, const hp_gpu_dec_t *d, const void *payload, siz
     op_set("the decode of %zu elements (%s)", d->n, fmt_name(d->fmt.id));
     IN_CX(m, st_ = hp_codec_decode(&m->codec, d, payload, plen, dst);
              if (st_ != HP_GPU_OK) OP_FAIL(st_, "decode of %zu elements (%s) failed", d->n, fmt_name(d->fmt.id)));
+}
+
+static int cuda_encode_msg(void *cx, const hp_gpu_enc_t *e, uint32_t kind, void *dmsg, size_t cap)
+{
+    mod_cx_t *m = (mod_cx_t *)cx;
+    op_set("the device-message encode of %zu elements (%s)", e->n, fmt_name(e->fmt.id));
+    IN_CX(m, st_ = hp_codec_encode_msg(&m->codec, e, kind, dmsg, cap);
+             if (st_ != HP_GPU_OK) OP_FAIL(st_, "device-message encode of %zu elements (%s) failed", e->n,
+                                           fmt_name(e->fmt.id)));
+}
+
+static int cuda_decode_msg(void *cx, const hp_gpu_dec_t *d, uint32_t kind, const void *dmsg, size_t cap, float *dst)
+{
+    mod_cx_t *m = (mod_cx_t *)cx;
+    op_set("the device-message decode of %zu elements (%s)", d->n, fmt_name(d->fmt.id));
+    IN_CX(m, st_ = hp_codec_decode_msg(&m->codec, d, kind, dmsg, cap, dst);
+             if (st_ != HP_GPU_OK) OP_FAIL(st_, "device-message decode of %zu elements (%s) failed", d->n,
+                                           fmt_name(d->fmt.id)));
+}
+
+static int cuda_bad_word(void *cx, uint32_t **word_p)
+{
+    *word_p = hp_codec_bad_word(&((mod_cx_t *)cx)->codec);
+    return HP_GPU_OK;
+}
+
+static int cuda_nan_if(void *cx, float *dst, size_t n, const void *flag, uint32_t bytes)
+{
+    mod_cx_t *m = (mod_cx_t *)cx;
+    op_set("a failure flag's NaN over %zu elements", n);
+    IN_CX(m, st_ = hp_codec_nan_if(&m->codec, dst, n, flag, bytes);
+             if (st_ != HP_GPU_OK) OP_FAIL(st_, "the NaN kernel over %zu elements failed", n));
+}
+
+static int cuda_stream_join(void *cx, void *stream)
+{
+    mod_cx_t *m = (mod_cx_t *)cx;
+    CUresult rc;
+    IN_CX(m, rc = drv.EventRecord(m->ev[HP_EV_JOIN], (CUstream)stream);
+             if (rc == CUDA_SUCCESS) rc = drv.StreamWaitEvent(m->s[HP_STREAM_COMPUTE], m->ev[HP_EV_JOIN], 0);
+             if (rc == CUDA_SUCCESS) rc = drv.StreamWaitEvent(m->s[HP_STREAM_COPY], m->ev[HP_EV_JOIN], 0);
+             st_ = rc == CUDA_SUCCESS ? HP_GPU_OK : CU_FAIL("cuEventRecord/cuStreamWaitEvent (join)", rc));
+}
+
+static int cuda_stream_release(void *cx, void *stream)
+{
+    mod_cx_t *m = (mod_cx_t *)cx;
+    CUresult rc;
+    IN_CX(m, rc = drv.EventRecord(m->ev[HP_EV_REL0], m->s[HP_STREAM_COMPUTE]);
+             if (rc == CUDA_SUCCESS) rc = drv.StreamWaitEvent((CUstream)stream, m->ev[HP_EV_REL0], 0);
+             if (rc == CUDA_SUCCESS) rc = drv.EventRecord(m->ev[HP_EV_REL1], m->s[HP_STREAM_COPY]);
+             if (rc == CUDA_SUCCESS) rc = drv.StreamWaitEvent((CUstream)stream, m->ev[HP_EV_REL1], 0);
+             st_ = rc == CUDA_SUCCESS ? HP_GPU_OK : CU_FAIL("cuEventRecord/cuStreamWaitEvent (release)", rc));
 }
 
 static int cuda_fill(void *cx, float *dst, float v, size_t n)
@@ -1164,6 +1242,13 @@ static const hp_gpu_ops_v2_t ops2 = {
     .set_wait_bound = cuda_set_wait_bound,
     .stream_wait = cuda_stream_wait,
     .convert = cuda_convert,
+    .encode_msg = cuda_encode_msg,
+    .decode_msg = cuda_decode_msg,
+    .bad_word = cuda_bad_word,
+    .nan_if = cuda_nan_if,
+    .stream_join = cuda_stream_join,
+    .stream_release = cuda_stream_release,
+    .call_release = cuda_call_release,
 };
 
 /* The table with the device codec as well (HP_GPU_CODEC_SYMBOL:

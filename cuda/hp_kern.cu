@@ -111,6 +111,77 @@ extern "C" int hp_kl_fill(void *stream, float *dst, float v, size_t n)
     return launched();
 }
 
+/* ------------------------------------------- messages in device memory */
+
+__global__ static void k_msg_header(uint8_t *m, uint32_t kind, uint32_t n, uint32_t payload, const uint32_t *flags)
+{
+    hp_k_msg_put_header(m, kind, (flags[0] & HP_K_F_NONFINITE) != 0, n, payload);
+}
+
+extern "C" int hp_kl_msg_header(void *stream, uint8_t *m, uint32_t kind, uint32_t n, uint32_t payload,
+                                const uint32_t *flags)
+{
+    k_msg_header<<<1, 1, 0, (cudaStream_t)stream>>>(m, kind, n, payload, flags);
+    return launched();
+}
+
+/* Thread 0 checks the header; a thread per item of the payload. */
+__global__ static void k_msg_check(const uint8_t *m, size_t cap, uint32_t kind, uint32_t payload, hp_k_msgfmt_t f,
+                                   uint32_t *status)
+{
+    const size_t items = hp_k_msg_items(&f);
+    int bad = 0;
+    if (blockIdx.x == 0 && threadIdx.x == 0)
+        status[0] = hp_k_msg_head(m, cap, kind, f.n, payload);
+    GRID_STRIDE(j, items)
+        bad |= hp_k_msg_item(&f, m + HP_K_MSG_HEADER, j);
+    if (__any_sync(FULL, bad) && (threadIdx.x & 31) == 0)
+        atomicOr(status + 1, 1u);
+}
+
+extern "C" int hp_kl_msg_check(void *stream, const uint8_t *m, size_t cap, uint32_t kind, uint32_t payload,
+                               hp_k_msgfmt_t f, uint32_t *status)
+{
+    k_msg_check<<<grid_for(hp_k_msg_items(&f), 1), TPB, 0, (cudaStream_t)stream>>>(m, cap, kind, payload, f, status);
+    return launched();
+}
+
+__global__ static void k_msg_fix(float *dst, size_t n, const uint32_t *status, uint32_t *sticky)
+{
+    const uint32_t head = status[0];
+    if (head == HP_K_MSG_NAN) {
+        GRID_STRIDE(i, n)
+            dst[i] = __int_as_float(0x7fc00000);
+    } else if ((head != HP_K_MSG_OK || status[1] != 0 || status[2] != 0) && blockIdx.x == 0 && threadIdx.x == 0) {
+        atomicOr(sticky, HP_K_F_BAD);
+    }
+}
+
+extern "C" int hp_kl_msg_fix(void *stream, float *dst, size_t n, const uint32_t *status, uint32_t *sticky)
+{
+    k_msg_fix<<<grid_for(n, 4), TPB, 0, (cudaStream_t)stream>>>(dst, n, status, sticky);
+    return launched();
+}
+
+__global__ static void k_nan_if(float *dst, size_t n, const uint8_t *flag, uint32_t bytes)
+{
+    int set = 0;
+    for (uint32_t i = 0; i < bytes; i++)
+        set |= flag[i] != 0;
+    if (!set)
+        return;
+    GRID_STRIDE(i, n)
+        dst[i] = __int_as_float(0x7fc00000);
+}
+
+extern "C" int hp_kl_nan_if(void *stream, float *dst, size_t n, const uint8_t *flag, uint32_t bytes)
+{
+    if (n == 0)
+        return 0;
+    k_nan_if<<<grid_for(n, 4), TPB, 0, (cudaStream_t)stream>>>(dst, n, flag, bytes);
+    return launched();
+}
+
 /* ----------------------------------------------------------- powersgd */
 
 /* One thread per (row, k), the CPU's order along the row (the row and a

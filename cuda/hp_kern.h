@@ -295,15 +295,16 @@ HP_KD float hp_k_q_v(const float *x, const float *r, size_t i)
 }
 
 /* The code of v in a block with pair (min, gap): 0 when gap is +0; else
- * rounded to nearest, or stochastically with the counter generator's u of
- * element ctr (rng_offset + i), as the CPU's quant_near and quant_stoch. */
+ * rounded to nearest, or stochastically with the q codecs' generator's u
+ * of element ctr (rng_offset + i, hp_rng_q_unit), as the CPU's quant_near
+ * and quant_stoch_rng_pack. */
 HP_KD uint32_t hp_k_q_code(float v, const float pair[2], uint32_t bits, uint32_t stoch, uint64_t key, uint64_t ctr)
 {
     const float levels = (float)((1u << bits) - 1u);
     if (hp_f2u(pair[1]) == 0)
         return 0;
     if (stoch)
-        return hp_quant_stoch(v, pair[0], 1.0f / pair[1], hp_rng_unit(key, ctr), levels);
+        return hp_quant_stoch(v, pair[0], 1.0f / pair[1], hp_rng_q_unit(key, ctr), levels);
     return hp_quant_near(v, pair[0], 1.0f / pair[1], levels);
 }
 

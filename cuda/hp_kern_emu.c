@@ -133,6 +133,58 @@ HP_EMU_KERNEL(fill, (float *, dst), (float, v), (size_t, n))
     return 0;
 }
 
+/* ------------------------------------------- messages in device memory */
+
+HP_EMU_KERNEL(msg_header, (uint8_t *, m), (uint32_t, kind), (uint32_t, n), (uint32_t, payload),
+              (const uint32_t *, flags))
+{
+    m = P(uint8_t *, m);
+    flags = P(const uint32_t *, flags);
+    hp_k_msg_put_header(m, kind, (flags[0] & HP_K_F_NONFINITE) != 0, n, payload);
+    return 0;
+}
+
+HP_EMU_KERNEL(msg_check, (const uint8_t *, m), (size_t, cap), (uint32_t, kind), (uint32_t, payload),
+              (hp_k_msgfmt_t, f), (uint32_t *, status))
+{
+    size_t items = hp_k_msg_items(&f);
+    m = P(const uint8_t *, m);
+    status = P(uint32_t *, status);
+    /* thread 0 the header; a thread per item (grid-stride) */
+    status[0] = hp_k_msg_head(m, cap, kind, f.n, payload);
+    for (size_t j = 0; j < items; j++)
+        if (hp_k_msg_item(&f, m + HP_K_MSG_HEADER, j) != 0)
+            status[1] |= 1u;
+    return 0;
+}
+
+HP_EMU_KERNEL(msg_fix, (float *, dst), (size_t, n), (const uint32_t *, status), (uint32_t *, sticky))
+{
+    dst = P(float *, dst);
+    status = P(const uint32_t *, status);
+    sticky = P(uint32_t *, sticky);
+    if (status[0] == HP_K_MSG_NAN) {
+        for (size_t i = 0; i < n; i++)
+            dst[i] = NAN;
+    } else if (status[0] != HP_K_MSG_OK || status[1] != 0 || status[2] != 0) {
+        sticky[0] |= HP_K_F_BAD;
+    }
+    return 0;
+}
+
+HP_EMU_KERNEL(nan_if, (float *, dst), (size_t, n), (const uint8_t *, flag), (uint32_t, bytes))
+{
+    int set = 0;
+    dst = P(float *, dst);
+    flag = P(const uint8_t *, flag);
+    for (uint32_t i = 0; i < bytes; i++)
+        set |= flag[i] != 0;
+    if (set)
+        for (size_t i = 0; i < n; i++)
+            dst[i] = NAN;
+    return 0;
+}
+
 /* ----------------------------------------------------------- powersgd */
 
 HP_EMU_KERNEL(psgd_mq, (const float *, M), (size_t, n), (size_t, m), (size_t, c), (size_t, r), (size_t, T),

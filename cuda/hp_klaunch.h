@@ -26,6 +26,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "hp_kern_msg.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -148,6 +149,30 @@ int hp_kl_bf16_dec(void *stream, const uint8_t *in, size_t n, float *dst, int ac
 /* dst[i] = src[i] converted (hp_k_convert), i < n; how: HP_KL_CVT_*
  * (cuda/hp_kern.h).  The 16-bit side is 2-byte aligned. */
 int hp_kl_convert(void *stream, void *dst, const void *src, size_t n, int how);
+
+/* Whole messages in device memory (cuda/hp_kern_msg.h: the header, the
+ * checks).  The header of the message at m whose encode's kernels ran
+ * before: kind, n, `payload` bytes, or the NaN message (no payload) when
+ * flags[0] has HP_K_F_NONFINITE -- hp_msg_put_header's bytes. */
+int hp_kl_msg_header(void *stream, uint8_t *m, uint32_t kind, uint32_t n, uint32_t payload, const uint32_t *flags);
+
+/* The checks of the message at m (a buffer of cap bytes >= 12 + payload)
+ * as a decoder of kind `kind` and a payload of `payload` bytes checked by
+ * f's items: status[0] = the header's HP_K_MSG_*; status[1] |= 1 when a
+ * payload item fails (the caller zeroed it; meaningful when status[0] is
+ * HP_K_MSG_OK). */
+int hp_kl_msg_check(void *stream, const uint8_t *m, size_t cap, uint32_t kind, uint32_t payload, hp_k_msgfmt_t f,
+                    uint32_t *status);
+
+/* The end of a device decode into dst (n floats): NaN everywhere when
+ * status[0] is HP_K_MSG_NAN; otherwise, when status[0] is HP_K_MSG_REJECT
+ * or status[1] or status[2] (the decode kernels' flag) is set, *sticky |=
+ * HP_K_F_BAD. */
+int hp_kl_msg_fix(void *stream, float *dst, size_t n, const uint32_t *status, uint32_t *sticky);
+
+/* dst[i] = NaN for all n when any of the `bytes` bytes at flag is not
+ * zero (a failure flag, or the failure agreement's result, on the device). */
+int hp_kl_nan_if(void *stream, float *dst, size_t n, const uint8_t *flag, uint32_t bytes);
 
 /* powersgd's passes over the m x c matrix M of n floats (the CPU's orders,
  * hp_kern.h): P (m x r) = M Q with Q^T (r x c) given, tiles of T columns;

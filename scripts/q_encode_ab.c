@@ -17,7 +17,9 @@
  * median GB/s and the median (range) of the ratio to the same repetition's
  * memcpy, and a warning when the libraries' last payloads or residuals
  * differ in any byte (they must not: same input, same calls).
- * HIPRESS_ISA=generic runs the portable kernels.
+ * HIPRESS_ISA=generic runs the portable kernels; Q_AB_RESIDUAL=0 encodes
+ * without a residual (the residual-free form a staging buffer runs, e.g.
+ * HIPRESS_STAGING_CODEC's q4 with STOCH 1).
  */
 #include "hipress.h"
 #include <dlfcn.h>
@@ -122,7 +124,8 @@ int main(int argc, char **argv)
         memset(res[l], 0, B);
         memset(&a[l], 0, sizeof a[l]);
         a[l].in = in;
-        a[l].residual = res[l];
+        const char *ra = getenv("Q_AB_RESIDUAL");
+        a[l].residual = ra && !strcmp(ra, "0") ? NULL : res[l];
         a[l].n = n;
         a[l].out = pl[l];
         a[l].out_cap = cap;
@@ -162,7 +165,7 @@ int main(int argc, char **argv)
         if (memcmp(pl[0], pl[l], cap) || memcmp(res[0], res[l], B))
             printf("WARNING: lib %d bytes differ from lib 0\n", l);
     }
-    printf("%s%s %zu B: memcpy %.2f GB/s", name, stoch ? "-stochastic" : "", B,
+    printf("%s%s%s %zu B: memcpy %.2f GB/s", name, stoch ? "-stochastic" : "", a[0].residual ? "" : " (no residual)", B,
            (double)B * inner / med(tm, reps) / 1e9);
     for (int l = 0; l < nl; l++)
         printf(" | L%d enc %.2f GB/s ratio %.3f (%.3f-%.3f)", l, (double)B * inner / med(te[l], reps) / 1e9,

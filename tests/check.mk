@@ -8,3 +8,11 @@ TESTS += tests/check_core
 tests_check_core_SOURCES = tests/check_core.c
 tests_check_core_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_check_core_LDADD = libhpcore.la $(CHECK_LIBS) -lm
+
+# The NCCL transport's two forms against a recording stand-in of NCCL and
+# the device (tests/check_tp_nccl.c).
+check_PROGRAMS += tests/check_tp_nccl
+TESTS += tests/check_tp_nccl
+tests_check_tp_nccl_SOURCES = tests/check_tp_nccl.c
+tests_check_tp_nccl_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_check_tp_nccl_LDADD = libhpcore.la $(CHECK_LIBS) -lm

@@ -134,6 +134,78 @@ static hp_codec_t *codec(size_t piece)
     return &cx;
 }
 
+/* A device message buffer: cap bytes, the bytes after what is written
+ * junk (a slot of fixed capacity holds the previous message's bytes). */
+static uint8_t *junk_slot(size_t cap, uint64_t seed)
+{
+    uint8_t *m = malloc(cap);
+    rs = seed;
+    for (size_t i = 0; i < cap; i++)
+        m[i] = (uint8_t)rnd();
+    return m;
+}
+
+/* The message in device memory (hp_codec_encode_msg) against the CPU's
+ * message cm (clen bytes; cnf: the NaN message), the residual and state it
+ * leaves against the CPU's (rc, uc), and hp_codec_decode_msg of the CPU's
+ * message against hp_msg_decode, in both modes. */
+static void compare_devmsg(const kcase_t *t, size_t n, const float *x, const float *r0, const float *u0,
+                           const float *rc, const float *uc, const uint8_t *cm, size_t clen, int cnf,
+                           const hp_gpu_enc_t *e0, const char *what, uint64_t seed)
+{
+    hp_comp_t *c = hp_comp_get(t->kind);
+    const size_t cap = HP_MSG_HEADER + e0->fmt.payload + 16;
+    hp_gpu_enc_t e = *e0;
+    float *rg = malloc(n * 4), *ug = malloc(n * 4), *oc = malloc(n * 4), *og = malloc(n * 4);
+    uint8_t *dm = junk_slot(cap, seed), *in = junk_slot(cap, seed + 1);
+    hp_gpu_dec_t d;
+    int st, bad = 0;
+
+    memcpy(rg, r0, n * 4);
+    memcpy(ug, u0, n * 4);
+    e.in = x;
+    e.residual = t->resid ? rg : NULL;
+    e.state = t->state ? ug : NULL;
+    st = hp_codec_encode_msg(codec(t->piece), &e, (uint32_t)t->kind, dm, cap);
+    if (t->fmt == HP_GPU_FMT_SPARSE) {
+        /* formats of varying length stay on the host path */
+        REQUIRE_MSG(st == HP_GPU_ERR_UNSUPPORTED, "%s: device message of a sparse format (%d)", c->name, st);
+        goto out;
+    }
+    REQUIRE_MSG(st == HP_GPU_OK, "%s n=%zu: device-message encode failed (%d)", c->name, n, st);
+    REQUIRE_MSG(hp_msg_len(dm, cap) == clen, "%s n=%zu %s: device message of %zu bytes, cpu %zu", c->name, n, what,
+                hp_msg_len(dm, cap), clen);
+    REQUIRE_MSG(cnf || clen == HP_MSG_HEADER + e.fmt.payload, "%s n=%zu: not of fixed length", c->name, n);
+    for (size_t i = 0; i < clen; i++)
+        REQUIRE_MSG(cm[i] == dm[i], "%s n=%zu %s block %u resid %d: device message byte %zu of %zu: cpu %02x gpu %02x",
+                    c->name, n, what, e.fmt.block, t->resid, i, clen, cm[i], dm[i]);
+    for (size_t i = 0; i < n; i++) {
+        REQUIRE_MSG(hp_f2u(rc[i]) == hp_f2u(rg[i]), "%s n=%zu %s: device message residual[%zu] cpu %a gpu %a",
+                    c->name, n, what, i, rc[i], rg[i]);
+        REQUIRE_MSG(hp_f2u(uc[i]) == hp_f2u(ug[i]), "%s n=%zu %s: device message state[%zu]", c->name, n, what, i);
+    }
+
+    /* the CPU's message, from a slot with junk after it, decoded on the device */
+    memcpy(in, cm, clen);
+    memset(&d, 0, sizeof(d));
+    d.fmt = e.fmt;
+    d.n = n;
+    for (int acc = 0; acc < 2; acc++) {
+        fill(oc, n, D_GRAD, seed + 9);
+        memcpy(og, oc, n * 4);
+        d.accumulate = acc;
+        ck_assert_int_eq(hp_msg_decode(t->kind, cm, clen, n, oc, acc, &t->p), HP_OK);
+        ck_assert_int_eq(hp_codec_decode_msg(codec(t->piece), &d, (uint32_t)t->kind, in, cap, og), HP_GPU_OK);
+        ck_assert_int_eq(hp_codec_sync(codec(t->piece), &bad), HP_GPU_OK);
+        REQUIRE_MSG(!bad, "%s n=%zu %s: a valid device message flagged bad", c->name, n, what);
+        for (size_t i = 0; i < n; i++)
+            REQUIRE_MSG(hp_f2u(oc[i]) == hp_f2u(og[i]), "%s n=%zu %s acc %d: device-message decode[%zu] cpu %a gpu %a",
+                        c->name, n, what, acc, i, oc[i], og[i]);
+    }
+out:
+    free(rg); free(ug); free(oc); free(og); free(dm); free(in);
+}
+
 /* Encode x on the CPU and through the codec; compare everything. */
 static void compare_encode(const kcase_t *t, size_t n, int dkind, uint64_t seed)
 {
@@ -196,6 +268,8 @@ static void compare_encode(const kcase_t *t, size_t n, int dkind, uint64_t seed)
         REQUIRE_MSG(hp_f2u(uc[i]) == hp_f2u(ug[i]), "%s n=%zu %s: state[%zu] cpu %a gpu %a", c->name, n, what,
                     i, uc[i], ug[i]);
     }
+
+    compare_devmsg(t, n, x, r0, u0, rc, uc, cm, clen, cnf, &e, what, seed);
 
     /* the CPU's message decoded through the codec, both modes */
     if (!cnf) {
@@ -563,6 +637,17 @@ static void compare_reject(const kcase_t *t, size_t n, uint64_t seed)
         ck_assert_int_eq(hp_codec_sync(codec(t->piece), &bad), HP_GPU_OK);
         gpu = gpu && !bad;
         REQUIRE_MSG(cpu == gpu, "n=%zu trial %d mode %d: cpu accepts %d, gpu accepts %d", n, trial, mode, cpu, gpu);
+        if (t->fmt != HP_GPU_FMT_SPARSE) {
+            /* the same message in device memory, checked on the device */
+            size_t dcap = (ml > HP_MSG_HEADER + d.fmt.payload ? ml : HP_MSG_HEADER + d.fmt.payload) + 8;
+            uint8_t *dm = junk_slot(dcap, seed + (uint64_t)trial);
+            memcpy(dm, mm, ml);
+            ck_assert_int_eq(hp_codec_decode_msg(codec(t->piece), &d, (uint32_t)t->kind, dm, dcap, o), HP_GPU_OK);
+            ck_assert_int_eq(hp_codec_sync(codec(t->piece), &bad), HP_GPU_OK);
+            REQUIRE_MSG(cpu == !bad, "n=%zu trial %d mode %d: cpu accepts %d, device message accepted %d", n, trial,
+                        mode, cpu, !bad);
+            free(dm);
+        }
         free(mm);
     }
     free(m);
@@ -587,6 +672,129 @@ START_TEST(test_reject)
         for (size_t s = 0; s < 4; s++)
             compare_reject(&t, ns[s], 77 + s);
     }
+}
+END_TEST
+
+/* The header of a message in device memory: every field mutated, against
+ * hp_msg_decode; the two forms the device does not decode (the dense
+ * fallback `none` and exceptions) rejected, as documented. */
+START_TEST(test_devmsg_header)
+{
+    kcase_t t = tc("q4", HP_GPU_FMT_Q);
+    const size_t n = 1000;
+    size_t cap = hp_msg_max_bytes(t.kind, n, &t.p), len = 0, nlen = 0;
+    uint8_t *m = malloc(cap), *nm = malloc(HP_MSG_HEADER + 4 * n);
+    float *x = malloc(n * 4), *o = malloc(n * 4);
+    hipress_encode_args_t a;
+    hp_gpu_enc_t e = enc_args(&t, n);
+    hp_gpu_dec_t d;
+    int nf = 0, bad = 0;
+
+    /* the constants hp_kern_msg.h spells for the module */
+    ck_assert_uint_eq(HP_K_MSG_HEADER, HP_MSG_HEADER);
+    ck_assert_uint_eq(HP_K_MSG_MAGIC, HP_MSG_MAGIC);
+    ck_assert_uint_eq(HP_K_MSG_VERSION, HP_MSG_VERSION);
+    ck_assert_uint_eq(HP_K_MSG_NONFINITE, HP_MSG_NONFINITE);
+    ck_assert_uint_eq(HP_K_MSG_EXCEPT, HP_MSG_EXCEPT);
+    ck_assert_uint_eq(HP_K_MSG_KIND_ERROR, HP_KIND_ERROR);
+
+    fill(x, n, D_GRAD, 5);
+    memset(&a, 0, sizeof(a));
+    a.in = x;
+    a.n = n;
+    a.params = &t.p;
+    ck_assert_int_eq(hp_msg_encode(t.kind, &a, m, cap, &len, &nf), HP_OK);
+    memset(&d, 0, sizeof(d));
+    d.fmt = e.fmt;
+    d.n = n;
+    for (int field = 0; field < 12; field++)
+        for (int v = 0; v < 256; v += (field < 4 ? 1 : 37)) {
+            uint8_t *mm = malloc(cap + 16);
+            int cpu;
+            uint32_t w;
+            memcpy(mm, m, len);
+            memset(mm + len, 0, cap + 16 - len);
+            if (field < 4) {
+                mm[field] = (uint8_t)v;
+            } else if (field < 8) {
+                w = (uint32_t)n + (uint32_t)(v - 111) * (field == 4 ? 1u : field == 5 ? 0x100u : field == 6 ? 0x10000u : 0x1000000u);
+                memcpy(mm + 4, &w, 4);
+            } else {
+                w = (uint32_t)(len - HP_MSG_HEADER) + (uint32_t)(v - 111) * (field == 8 ? 1u : field == 9 ? 0x100u : field == 10 ? 0x10000u : 0x1000000u);
+                memcpy(mm + 8, &w, 4);
+            }
+            if (mm[2] & HP_MSG_EXCEPT || (field == 1 && v == hp_kind_none)) {
+                free(mm);
+                continue;   /* below */
+            }
+            memcpy(&w, mm + 8, 4);
+            cpu = (size_t)w <= cap + 16 - HP_MSG_HEADER &&
+                  hp_msg_decode(t.kind, mm, HP_MSG_HEADER + w, n, o, 0, &t.p) == HP_OK;
+            ck_assert_int_eq(hp_codec_decode_msg(codec(HP_CODEC_PIECE), &d, (uint32_t)t.kind, mm, cap + 16, o),
+                             HP_GPU_OK);
+            ck_assert_int_eq(hp_codec_sync(codec(HP_CODEC_PIECE), &bad), HP_GPU_OK);
+            REQUIRE_MSG(cpu == !bad, "header byte field %d value %d: cpu accepts %d, device %d", field, v, cpu, !bad);
+            free(mm);
+        }
+    /* exceptions and `none`: the host decodes them, the device rejects them */
+    {
+        float *on = malloc(n * 4);
+        hipress_encode_args_t an = a;
+        ck_assert_int_eq(hp_msg_encode(hp_kind_none, &an, nm, HP_MSG_HEADER + 4 * n, &nlen, &nf), HP_OK);
+        ck_assert_int_eq(hp_msg_decode(t.kind, nm, nlen, n, on, 0, &t.p), HP_OK);
+        ck_assert_int_eq(hp_codec_decode_msg(codec(HP_CODEC_PIECE), &d, (uint32_t)t.kind, nm, nlen, on), HP_GPU_OK);
+        ck_assert_int_eq(hp_codec_sync(codec(HP_CODEC_PIECE), &bad), HP_GPU_OK);
+        ck_assert_int_eq(bad, 1);
+        free(on);
+    }
+    {
+        size_t xl = 0, ex = 0;
+        uint8_t *xm = malloc(cap + HP_MSG_EXCEPT_BYTES);
+        x[3] = 3e38f;
+        x[4] = 3e38f;
+        a.in = x;
+        ck_assert_int_eq(hp_msg_encode_x(t.kind, &a, xm, cap + HP_MSG_EXCEPT_BYTES, HP_SRC_INPUT, &xl, &nf, &ex), HP_OK);
+        ck_assert_uint_eq(ex, 2);
+        ck_assert_int_eq(hp_msg_decode(t.kind, xm, xl, n, o, 0, &t.p), HP_OK);
+        ck_assert_int_eq(hp_codec_decode_msg(codec(HP_CODEC_PIECE), &d, (uint32_t)t.kind, xm, cap + HP_MSG_EXCEPT_BYTES,
+                                             o), HP_GPU_OK);
+        ck_assert_int_eq(hp_codec_sync(codec(HP_CODEC_PIECE), &bad), HP_GPU_OK);
+        ck_assert_int_eq(bad, 1);
+        /* the same input encoded on the device: the NaN message */
+        e.in = x;
+        ck_assert_int_eq(hp_codec_encode_msg(codec(HP_CODEC_PIECE), &e, (uint32_t)t.kind, xm, cap), HP_GPU_OK);
+        ck_assert_uint_eq(hp_msg_len(xm, cap), HP_MSG_HEADER);
+        ck_assert_uint_eq(xm[2], HP_MSG_NONFINITE);
+        free(xm);
+    }
+    /* an error message (a peer's failure) is rejected: NaN follows */
+    hp_msg_error(nm, n);
+    ck_assert_int_eq(hp_codec_decode_msg(codec(HP_CODEC_PIECE), &d, (uint32_t)t.kind, nm, cap, o), HP_GPU_OK);
+    ck_assert_int_eq(hp_codec_sync(codec(HP_CODEC_PIECE), &bad), HP_GPU_OK);
+    ck_assert_int_eq(bad, 1);
+    free(m); free(nm); free(x); free(o);
+}
+END_TEST
+
+/* The failure flag turned into NaN on the device: any non-zero byte. */
+START_TEST(test_nan_if)
+{
+    float v[100];
+    uint8_t flag[8];
+    for (uint32_t bytes = 1; bytes <= 8; bytes *= 2)
+        for (int pos = -1; pos < (int)bytes; pos++) {
+            for (int i = 0; i < 100; i++)
+                v[i] = (float)i;
+            memset(flag, 0, sizeof(flag));
+            if (pos >= 0)
+                flag[pos] = (uint8_t)(1u << (pos % 8));
+            flag[bytes % 8] |= bytes < 8 ? 0x80 : 0;   /* beyond `bytes`: never read as set */
+            ck_assert_int_eq(hp_codec_nan_if(codec(HP_CODEC_PIECE), v, 100, flag, bytes), HP_GPU_OK);
+            for (int i = 0; i < 100; i++)
+                ck_assert(pos >= 0 ? isnan(v[i]) : v[i] == (float)i);
+        }
+    /* the sticky word is where the module says it is */
+    ck_assert_ptr_eq(hp_codec_bad_word(codec(HP_CODEC_PIECE)), (uint32_t *)codec(HP_CODEC_PIECE)->ws[HP_WS_INFO] + 2);
 }
 END_TEST
 
@@ -634,6 +842,8 @@ static Suite *suite(void)
     tcase_add_test(t, test_bf16);
     tcase_add_test(t, test_f16_block_rule);
     tcase_add_test(t, test_reject);
+    tcase_add_test(t, test_devmsg_header);
+    tcase_add_test(t, test_nan_if);
     tcase_add_test(t, test_radix_pick);
     suite_add_tcase(s, t);
     return s;

@@ -21,6 +21,7 @@
  * messages must be rejected exactly when the CPU rejects them; the buffer
  * operations (fold, momentum, add) must match the CPU's.
  */
+#include <dlfcn.h>
 #include <math.h>
 #include <float.h>
 #include <stdio.h>
@@ -121,12 +122,126 @@ static hp_gpu_enc_t enc_args(const kc_t *t, size_t n)
     return e;
 }
 
+/* The stand-in driver's counters (tests/mock_cuda.c), when it is the
+ * driver; NULL on a real one. */
+static unsigned long long (*mock_count)(const char *what);
+static void *cs;   /* the caller's stream of the device-message runs */
+static void *cx2;  /* a second codec context: the producer of their input */
+static unsigned devmsg_runs;
+
+static unsigned long long host_waits(void)
+{
+    return mock_count != NULL ? mock_count("syncs") + mock_count("d2h") + mock_count("h2d") : 0;
+}
+
+/* Whole messages in device memory (encode_msg, decode_msg, nan_if), forked
+ * from and joined back to a caller's stream, in one stream-ordered run that
+ * the host waits for only at its end, whose input another codec context
+ * copies in and hands over through the caller's stream (so a missing join
+ * reads the input before it is there, under MOCK_CUDA_DEFERRED=1): the message must be the CPU's bytes
+ * (cm, clen; cnf the NaN message) and leave the CPU's residual and state
+ * (r, u), the device decode of the CPU's message the CPU's decode (o, of
+ * `acc`), and a message that lies about its element count must give NaN
+ * through the sticky flag, all with no host synchronisation or host copy
+ * in between (counted by the stand-in driver). */
+static void devmsg(const kc_t *t, size_t n, const hp_gpu_enc_t *e0, float *dr, float *du, const unsigned char *cm,
+                   size_t clen, int cnf, const float *r, const float *u, const float *o, int acc, const float *o0)
+{
+    float *dxin = dev(NULL, n * 4);
+    const size_t cap = HP_MSG_HEADER + e0->fmt.payload + 16;
+    unsigned char *hm = calloc(1, cap), *bm = calloc(1, cap);
+    float *tmp = malloc(n * 4);
+    void *dm, *din, *dbad;
+    float *dout, *dnan;
+    uint32_t *word = NULL, hw = 0;
+    hp_gpu_enc_t e = *e0;
+    hp_gpu_dec_t d = {e0->fmt, acc, n};
+    unsigned long long w0;
+    size_t at = 0;
+    int bad = 0, ok = 1;
+
+    memcpy(hm, cm, clen);
+    memcpy(bm, cm, clen);
+    bm[4] ^= 1;   /* the element count: rejected whatever the payload */
+    dm = dev(NULL, cap);
+    din = dev(hm, cap);
+    dbad = dev(bm, cap);
+    dout = dev(o0, n * 4);
+    dnan = dev(o0, n * 4);
+    e.residual = t->resid ? dr : NULL;
+    e.state = t->state ? du : NULL;
+    if (g->bad_word(cx, &word) != HP_GPU_OK)
+        ok = 0;
+    w0 = host_waits();
+    e.in = dxin;
+    ok = ok && g->copy(cx2, dxin, e0->in, n * 4) == HP_GPU_OK && g->stream_release(cx2, cs) == HP_GPU_OK &&
+         g->stream_join(cx, cs) == HP_GPU_OK &&
+         g->encode_msg(cx, &e, (uint32_t)t->kind, dm, cap) == HP_GPU_OK &&
+         (cnf || g->decode_msg(cx, &d, (uint32_t)t->kind, din, cap, dout) == HP_GPU_OK) &&
+         g->decode_msg(cx, &d, (uint32_t)t->kind, dbad, cap, dnan) == HP_GPU_OK &&
+         g->nan_if(cx, dnan, n, word, 4) == HP_GPU_OK && g->stream_release(cx, cs) == HP_GPU_OK;
+    if (!ok) {
+        FAILF("%s n=%zu: a device-message call failed: %s", t->name, n, g->base.last_error());
+        goto out;
+    }
+    if (host_waits() != w0)
+        FAILF("%s n=%zu: %llu host synchronisations or copies in a device-message run", t->name, n,
+              host_waits() - w0);
+    /* the host's first wait alternates: the caller's stream (a missing
+     * release leaves the codec's work unrun under MOCK_CUDA_DEFERRED=1) or
+     * the codec's (a missing join runs it before its input is there) */
+    if (++devmsg_runs & 1) {
+        if (g->sync(cx, &bad) != HP_GPU_OK || !bad)
+            FAILF("%s n=%zu: sync did not report the rejected device message", t->name, n);
+    }
+    if (g->stream_wait(cs, "gpu_kern's caller stream") != HP_GPU_OK) {
+        FAILF("%s n=%zu: the caller's stream: %s", t->name, n, g->base.last_error());
+        goto out;
+    }
+    back(hm, dm, cap);
+    if (memcmp(hm, cm, clen) != 0)
+        FAILF("%s n=%zu: the device message differs from the cpu's (%zu bytes)", t->name, n, clen);
+    back(tmp, dr, n * 4);
+    if (t->resid && !same_bits(r, tmp, n, &at))
+        FAILF("%s n=%zu: device message residual[%zu] cpu %a gpu %a", t->name, n, at, r[at], tmp[at]);
+    back(tmp, du, n * 4);
+    if (t->state && !same_bits(u, tmp, n, &at))
+        FAILF("%s n=%zu: device message state[%zu]", t->name, n, at);
+    if (!cnf) {
+        back(tmp, dout, n * 4);
+        if (!same_bits(o, tmp, n, &at))
+            FAILF("%s n=%zu acc %d: device-message decode[%zu] cpu %a gpu %a", t->name, n, acc, at, o[at], tmp[at]);
+    }
+    back(tmp, dnan, n * 4);
+    for (size_t i = 0; i < n; i++)
+        if (!isnan(tmp[i])) {
+            FAILF("%s n=%zu: a rejected device message left element %zu not NaN", t->name, n, i);
+            break;
+        }
+    if (!(devmsg_runs & 1)) {
+        back(&hw, word, 4);
+        if (!(hw & 8u))
+            FAILF("%s n=%zu: the sticky flag is not set after a rejected message", t->name, n);
+        g->sync(cx, &bad);   /* clears it */
+        if (!bad)
+            FAILF("%s n=%zu: sync did not report the rejected device message", t->name, n);
+    }
+out:
+    g->dev_free(&where, dxin);
+    g->dev_free(&where, dm);
+    g->dev_free(&where, din);
+    g->dev_free(&where, dbad);
+    g->dev_free(&where, dout);
+    g->dev_free(&where, dnan);
+    free(hm); free(bm); free(tmp);
+}
+
 static void one(const kc_t *t, size_t n, int dk, uint64_t seed)
 {
     size_t cap = hp_msg_max_bytes(t->kind, n, &t->p), clen = 0, plen = 0, at = 0;
     float *x = malloc(n * 4), *r = malloc(n * 4), *u = malloc(n * 4), *tmp = malloc(n * 4), *o = malloc(n * 4);
     unsigned char *cm = malloc(cap), *gm = malloc(cap);
-    float *dx, *dr, *du, *dout;
+    float *dx, *dr, *du, *dout, *dr2, *du2;
     hipress_encode_args_t a;
     hp_gpu_enc_t e = enc_args(t, n);
     int cnf = 0, gnf = 0, bad = 0;
@@ -141,6 +256,8 @@ static void one(const kc_t *t, size_t n, int dk, uint64_t seed)
     dx = dev(x, n * 4);
     dr = dev(r, n * 4);
     du = dev(u, n * 4);
+    dr2 = dev(r, n * 4);
+    du2 = dev(u, n * 4);
     dout = dev(NULL, n * 4);
 
     memset(&a, 0, sizeof(a));
@@ -183,6 +300,18 @@ static void one(const kc_t *t, size_t n, int dk, uint64_t seed)
     back(tmp, du, n * 4);
     if (!same_bits(u, tmp, n, &at))
         FAILF("%s n=%zu %s: state[%zu] cpu %a gpu %a", t->name, n, dname[dk], at, u[at], tmp[at]);
+    /* the same encode as a whole message in device memory, and the CPU's
+     * message decoded there (fixed-length formats) */
+    if (t->fmt != HP_GPU_FMT_SPARSE) {
+        float *o0 = malloc(n * 4);
+        const int acc = (int)(seed & 1);
+        fill(o0, n, D_GRAD, seed + 6);
+        memcpy(o, o0, n * 4);
+        if (!cnf && hp_msg_decode(t->kind, cm, clen, n, o, acc, &t->p) != HP_OK)
+            FAILF("%s n=%zu: cpu decode failed", t->name, n);
+        devmsg(t, n, &e, dr2, du2, cm, clen, cnf, r, u, o, acc, o0);
+        free(o0);
+    }
     /* the CPU's message decoded on the device, both modes */
     if (!cnf) {
         hp_gpu_dec_t d = {e.fmt, 0, n};
@@ -222,6 +351,8 @@ out:
     g->dev_free(&where, dr);
     g->dev_free(&where, du);
     g->dev_free(&where, dout);
+    g->dev_free(&where, dr2);
+    g->dev_free(&where, du2);
     free(x); free(r); free(u); free(tmp); free(o); free(cm); free(gm);
 }
 
@@ -234,6 +365,88 @@ static kc_t kc(const char *name, int fmt)
     t.fmt = fmt;
     hipress_comp_params_default(&t.p);
     return t;
+}
+
+/* call_release ends a call with no host wait: a rejected message's sticky
+ * flag, read on the device by nan_if, is cleared in stream order before the
+ * pool's next call on the same context, whose valid message must then
+ * decode to the CPU's bits, not NaN. */
+static void release_run(void)
+{
+    kc_t t = kc("q4", HP_GPU_FMT_Q);
+    const size_t n = 4097;
+    size_t cap = hp_msg_max_bytes(t.kind, n, &t.p) + 16, clen = 0, at = 0;
+    float *x = malloc(n * 4), *o0 = malloc(n * 4), *o = malloc(n * 4), *tmp = malloc(n * 4);
+    unsigned char *cm = calloc(1, cap), *bm;
+    hipress_encode_args_t a;
+    hp_gpu_enc_t e = enc_args(&t, n);
+    hp_gpu_dec_t d = {e.fmt, 0, n};
+    void *c1 = NULL, *c2 = NULL, *dgood, *dbad;
+    float *dout1, *dout2;
+    uint32_t *w1 = NULL, *w2 = NULL;
+    unsigned long long w0;
+    int nf = 0, bad = 0, ok;
+
+    cases++;
+    fill(x, n, D_GRAD, 31);
+    fill(o0, n, D_GRAD, 32);
+    memset(&a, 0, sizeof(a));
+    a.in = x;
+    a.n = n;
+    a.params = &t.p;
+    if (hp_msg_encode(t.kind, &a, cm, cap, &clen, &nf) != HP_OK || nf) {
+        FAILF("release: cpu encode failed");
+        goto out_free;
+    }
+    memcpy(o, o0, n * 4);
+    hp_msg_decode(t.kind, cm, clen, n, o, 0, &t.p);
+    bm = calloc(1, cap);
+    memcpy(bm, cm, clen);
+    bm[1] ^= 1;   /* another kind: rejected */
+    dgood = dev(cm, cap);
+    dbad = dev(bm, cap);
+    free(bm);
+    dout1 = dev(o0, n * 4);
+    dout2 = dev(o0, n * 4);
+    if (g->call_begin(&where, &c1) != HP_GPU_OK || g->bad_word(c1, &w1) != HP_GPU_OK) {
+        FAILF("release: call_begin: %s", g->base.last_error());
+        goto out;
+    }
+    w0 = host_waits();
+    ok = g->decode_msg(c1, &d, (uint32_t)t.kind, dbad, cap, dout1) == HP_GPU_OK &&
+         g->nan_if(c1, dout1, n, w1, 4) == HP_GPU_OK && g->call_release(c1) == HP_GPU_OK &&
+         g->call_begin(&where, &c2) == HP_GPU_OK && g->bad_word(c2, &w2) == HP_GPU_OK &&
+         g->decode_msg(c2, &d, (uint32_t)t.kind, dgood, cap, dout2) == HP_GPU_OK &&
+         g->nan_if(c2, dout2, n, w2, 4) == HP_GPU_OK;
+    if (!ok) {
+        FAILF("release: a stream-ordered call failed: %s", g->base.last_error());
+        goto out;
+    }
+    if (c2 != c1)
+        FAILF("release: the pool did not give the released context again");
+    if (host_waits() != w0)
+        FAILF("release: %llu host synchronisations or copies", host_waits() - w0);
+    if (g->call_end(c2, &bad) != HP_GPU_OK || bad)
+        FAILF("release: the next call on the context saw the sticky flag (bad %d)", bad);
+    c2 = NULL;
+    back(tmp, dout1, n * 4);
+    for (size_t i = 0; i < n; i++)
+        if (!isnan(tmp[i])) {
+            FAILF("release: a rejected message left element %zu not NaN", i);
+            break;
+        }
+    back(tmp, dout2, n * 4);
+    if (!same_bits(o, tmp, n, &at))
+        FAILF("release: decode[%zu] after a released call: cpu %a gpu %a", at, o[at], tmp[at]);
+out:
+    if (c2 != NULL)
+        g->call_end(c2, &bad);
+    g->dev_free(&where, dgood);
+    g->dev_free(&where, dbad);
+    g->dev_free(&where, dout1);
+    g->dev_free(&where, dout2);
+out_free:
+    free(x); free(o0); free(o); free(tmp); free(cm);
 }
 
 /* NAME is in --only's list (or there is no list) */
@@ -399,6 +612,16 @@ int main(int argc, char **argv)
     }
     printf("# gpu_kern: device 0 %s (sm_%d%d), module %s\n", probe.dev[0].name, probe.dev[0].cc_major,
            probe.dev[0].cc_minor, v1->build);
+    if (g->base.stream_create(&where, &cs) != HP_GPU_OK || g->call_begin(&where, &cx2) != HP_GPU_OK) {
+        printf("gpu_kern: no stream: %s\n", g->base.last_error());
+        return 1;
+    }
+    {
+        void *h = dlopen(HP_CUDA_DRIVER_LIB, RTLD_NOW | RTLD_NOLOAD);
+        mock_count = h != NULL ? (unsigned long long (*)(const char *))dlsym(h, "mock_cuda_count") : NULL;
+        printf("# device messages: host synchronisations and copies %s\n",
+               mock_count != NULL ? "counted (the stand-in driver)" : "not counted (a real driver)");
+    }
     {
         kc_t t = kc("none", HP_GPU_FMT_NONE);
         sweep(t, small, 9, 1);
@@ -527,6 +750,8 @@ int main(int argc, char **argv)
         sweep(t, hsizes, 7, 1);
         sweep(t, large, quick ? 1 : 2, 0);
     }
+    if (selected("q4"))
+        release_run();
     if (selected("ops")) {
         buffer_ops(100003);
         convert_ops(100003);

@@ -256,6 +256,40 @@ typedef struct hp_gpu_ops_v2 {
      * kept).  The 16-bit side is 2-byte aligned; pointers are device memory
      * of the call's context. */
     int (*convert)(void *cx, void *dst, const void *src, size_t n, int how);
+
+    /* Appended: whole messages in device memory, stream-ordered (issue 15;
+     * doc/gpu.md "Messages in device memory").  Nothing here waits on the
+     * host once the codec context's workspace has grown.
+     * encode_msg: the message hp_msg_encode writes (header of kind `kind`,
+     * payload) at dmsg, device memory of cap bytes, for formats of fixed
+     * length (HP_GPU_ERR_UNSUPPORTED for graddrop, dgc); NaN or Inf in the
+     * input gives the NaN message (the residual and state untouched), never
+     * one with exceptions. */
+    int (*encode_msg)(void *cx, const hp_gpu_enc_t *e, uint32_t kind, void *dmsg, size_t cap);
+    /* decode_msg: check the message at dmsg (device, cap bytes) on the
+     * device and decode it into dst (added when d->accumulate): the NaN
+     * message gives NaN; a rejected one (malformed, an error message, the
+     * dense fallback `none`, exceptions) sets the sticky flag (bad_word;
+     * sync and call_end report it) and leaves dst unspecified. */
+    int (*decode_msg)(void *cx, const hp_gpu_dec_t *d, uint32_t kind, const void *dmsg, size_t cap, float *dst);
+    /* The device address of the sticky flag (a uint32, HP_K_F_BAD = 8 when
+     * set), valid for the call. */
+    int (*bad_word)(void *cx, uint32_t **word_p);
+    /* dst = NaN (n floats) when any of the `bytes` bytes at flag (device
+     * memory: bad_word, or the failure agreement's result) is not zero. */
+    int (*nan_if)(void *cx, float *dst, size_t n, const void *flag, uint32_t bytes);
+    /* Fork and join with a caller's stream (in the codec context's CUDA
+     * context): stream_join makes the codec's streams wait for what
+     * `stream` has queued so far; stream_release makes `stream` wait for
+     * what the codec's streams have queued.  Events only, no host wait. */
+    int (*stream_join)(void *cx, void *stream);
+    int (*stream_release)(void *cx, void *stream);
+    /* The end of a stream-ordered call, in place of call_end: no wait; the
+     * sticky flag's clear is queued behind the call's work (after whatever
+     * read it on the device, nan_if) and the context goes back to the
+     * pool, whose next call on it runs after in stream order.  What failed
+     * on the device is then known only on the device. */
+    int (*call_release)(void *cx);
 } hp_gpu_ops_v2_t;
 
 /* hp_gpu_ops_v2_t.convert's directions. */

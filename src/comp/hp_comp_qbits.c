@@ -9,7 +9,9 @@
  *   per block j:  L = 2^b - 1;  min_j, max_j of v;  gap_j = (max_j - min_j) / L
  *   nearest:     q = clamp(floor((v - min_j) * (1/gap_j) + 1/2), 0, L)
  *   stochastic:  q = clamp(floor((v - min_j) * (1/gap_j) + u_i), 0, L),
- *                u_i = hp_rng_unit(hp_rng_key(rng_key), rng_offset + i)
+ *                u_i = hp_rng_q_unit(hp_rng_key(rng_key), rng_offset + i)
+ *                (the q codecs' own generator, src/ops/hp_elem.h: two 32-bit
+ *                multiplies an element; terngrad keeps hp_rng_unit)
  *   decode min_j + q * gap_j;  new residual = v - decode
  * (1/gap once per block in float, as terngrad: a multiply per element.)
  * The two roundings share one format; the decoder does not need to know

@@ -442,8 +442,9 @@ static hp_status_t plain_call(hp_nccl_cstate_t *cs, tp_ctx_t *t, hp_mem_t *mem, 
 static int run_call(hp_nccl_cstate_t *cs, const hp_config_t *cfg, tp_ctx_t *t, const void *sendbuff,
                     void *user_recv, size_t count, int elem, int avg, ncclResult_t *rc_p)
 {
+    /* the host-synchronous form: no ordering hooks (order_in, order_out) */
     const hp_tp_nccl_env_t tenv = {t, tp_group_start, tp_group_end, tp_send, tp_recv, tp_max,
-                                   tp_sync, tp_h2d, tp_d2h, tp_staging};
+                                   tp_sync, tp_h2d, tp_d2h, tp_staging, NULL, NULL};
     hipress_comp_params_t cparams;
     hp_transport_t tp;
     hp_plan_comm_t pc;

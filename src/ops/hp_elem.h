@@ -183,6 +183,53 @@ HP_HD float hp_rng_unit(uint64_t k, uint64_t counter)
     return (float)(hp_rng_u32(k, counter) >> 8) * (1.0f / 16777216.0f);
 }
 
+/* The q codecs' stochastic-rounding generator, cheaper than hp_rng_unit:
+ * 32-bit multiplies only, which AVX2 has (vpmulld) and GPUs run at full
+ * rate.  Contract 3 as hp_rng_unit: a pure function of the folded key k
+ * and the absolute element counter.  k and the counter's high 32 bits (its
+ * page, 0 below 2^32 elements) are mixed once into a 64-bit page key kp
+ * (hp_rng_q_key: one 64-bit mix per call and page); per element, with c
+ * the counter's low 32 bits and ka, kb the low and high halves of kp:
+ *   x = ((c + ka) * 0x9e3779b9) ^ kb        (a Weyl sequence in c)
+ *   x ^= x >> 16;  x *= 0x7feb352d;  x ^= x >> 15;  x *= 0x846ca68b;
+ *   x ^= x >> 16                             (C. Wellons' lowbias32)
+ * The golden-ratio step spreads the counter's low bits before the hash
+ * (lowbias32 of c itself fails a pair test at lags 2^k); kb before both
+ * rounds keeps two keys' streams from being shifts of one another.  For
+ * one page key it is a bijection of c: within a page no two elements
+ * share their 32 bits.  The vector kernels keep (c + ka) * 0x9e3779b9 as
+ * a running sum, so the hash costs two 32-bit multiplies an element.
+ * Statistics: tests/check_comp_qbits (test_rng_q_stats). */
+HP_HD uint64_t hp_rng_q_key(uint64_t k, uint64_t counter)
+{
+    return hp_mix64(k ^ (0xD1B54A32D192ED03ULL * ((counter >> 32) + 1)));
+}
+
+HP_HD uint32_t hp_rng_q_hash(uint64_t kp, uint32_t c)
+{
+    uint32_t x = ((c + (uint32_t)kp) * 0x9e3779b9u) ^ (uint32_t)(kp >> 32);
+    x ^= x >> 16;
+    x *= 0x7feb352du;
+    x ^= x >> 15;
+    x *= 0x846ca68bu;
+    return x ^ (x >> 16);
+}
+
+/* u in [0, 1) from the top 24 bits of the hash (exact in float): u takes
+ * the values j / 2^24, so E[u] = 1/2 - 2^-25 and a stochastic rounding's
+ * mean is low by at most 2^-24 of a step (before float rounding of
+ * (x - lo) * inv_gap + u, which is coarser: 2^-16 of a step at level 255). */
+HP_HD float hp_rng_q_unit_k(uint64_t kp, uint32_t c)
+{
+    return (float)(hp_rng_q_hash(kp, c) >> 8) * (1.0f / 16777216.0f);
+}
+
+/* The same for one element from the folded key and the full counter. */
+HP_HD float hp_rng_q_unit(uint64_t k, uint64_t counter)
+{
+    return hp_rng_q_unit_k(hp_rng_q_key(k, counter), (uint32_t)counter);
+}
+
 /* Stochastic uniform quantisation of x to a level in [0, levels]:
  * floor((x - lo) * inv_gap + u), clamped; inv_gap = 1 / gap (a multiply is
  * several times cheaper than a divide; the bias it adds is float rounding,

@@ -352,6 +352,17 @@ static void g_rng_unit(uint64_t k, uint64_t counter0, size_t n, float *out)
         out[i] = hp_rng_unit(k, counter0 + i);
 }
 
+static void g_rng_q_unit(uint64_t k, uint64_t counter0, size_t n, float *out)
+{
+    uint64_t kp = hp_rng_q_key(k, counter0);
+    for (size_t i = 0; i < n; i++) {
+        const uint64_t c = counter0 + i;
+        if ((uint32_t)c == 0 && i > 0)
+            kp = hp_rng_q_key(k, c);   /* the next page */
+        out[i] = hp_rng_q_unit_k(kp, (uint32_t)c);
+    }
+}
+
 static void g_quant_near(const float *x, size_t n, float lo, float inv_gap, float gap, float levels,
                          uint8_t *codes, float *rout)
 {
@@ -415,7 +426,7 @@ static void g_quant_stoch_rng_pack(const float *x, uint64_t key, uint64_t counte
     float u[256];
     for (size_t c = 0; c < n; c += 256) {
         size_t k = n - c < 256 ? n - c : 256;
-        g_rng_unit(key, counter0 + c, k, u);
+        g_rng_q_unit(key, counter0 + c, k, u);
         g_quant_stoch_pack(x + c, u, k, lo, inv_gap, gap, levels, bits, packed + c * bits / 8,
                            rout ? rout + c : NULL);
     }
@@ -443,6 +454,7 @@ const hp_ops_t hp_ops_generic = {
     .bf16_to_f32 = g_bf16_to_f32,
     .rng_u32 = g_rng_u32,
     .rng_unit = g_rng_unit,
+    .rng_q_unit = g_rng_q_unit,
     .lr_dot = hp_ops_lr_dot_generic,
     .lr_axpy = hp_ops_lr_axpy_generic,
     .lr_recon = hp_ops_lr_recon_generic,

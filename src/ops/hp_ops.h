@@ -160,6 +160,8 @@ typedef struct hp_ops {
     /* Counter RNG: out[i] = hp_rng_u32 / hp_rng_unit (k, counter0 + i). */
     void (*rng_u32)(uint64_t k, uint64_t counter0, size_t n, uint32_t *out);
     void (*rng_unit)(uint64_t k, uint64_t counter0, size_t n, float *out);
+    /* The q codecs' generator: out[i] = hp_rng_q_unit(k, counter0 + i). */
+    void (*rng_q_unit)(uint64_t k, uint64_t counter0, size_t n, float *out);
 
     /* Low-rank products (powersgd's passes over its matrix M, in
      * src/comp/hp_comp_powersgd.c): one tile of rows at a time, P (m x r)
@@ -207,8 +209,8 @@ typedef struct hp_ops {
      * and pack. */
     void (*quant_stoch_pack)(const float *x, const float *u, size_t n, float lo, float inv_gap, float gap,
                              float levels, unsigned bits, uint8_t *packed, float *rout);
-    /* quant_stoch_pack with u[i] = hp_rng_unit(key, counter0 + i) drawn in
-     * the same pass: the bytes of rng_unit then quant_stoch_pack, without
+    /* quant_stoch_pack with u[i] = hp_rng_q_unit(key, counter0 + i) drawn
+     * in the same pass: the bytes of rng_q_unit then quant_stoch_pack, without
      * the array of u in between (the q codecs' stochastic encode). */
     void (*quant_stoch_rng_pack)(const float *x, uint64_t key, uint64_t counter0, size_t n, float lo,
                                  float inv_gap, float gap, float levels, unsigned bits, uint8_t *packed,

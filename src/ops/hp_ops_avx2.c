@@ -441,6 +441,59 @@ AVX2 static void v_rng_unit(uint64_t k, uint64_t counter0, size_t n, float *out)
     hp_ops_generic.rng_unit(k, counter0 + i, n - i, out + i);
 }
 
+/* The q codecs' generator (hp_rng_q_hash, hp_rng_q_unit_k) for 8
+ * consecutive counters of one page: w holds the Weyl terms (c + ka) *
+ * 0x9e3779b9 of counters c..c+7 (advanced by adding 8 steps), kb the page
+ * key's high half; two vpmulld per 8 elements. */
+#define RNGQ_G 0x9e3779b9u
+
+AVX2 static INLINE __m256i rngq_w8(uint64_t kp, uint64_t counter0)
+{
+    const uint32_t w = ((uint32_t)counter0 + (uint32_t)kp) * RNGQ_G;
+    return _mm256_setr_epi32((int)w, (int)(w + RNGQ_G), (int)(w + 2 * RNGQ_G), (int)(w + 3 * RNGQ_G),
+                             (int)(w + 4 * RNGQ_G), (int)(w + 5 * RNGQ_G), (int)(w + 6 * RNGQ_G),
+                             (int)(w + 7 * RNGQ_G));
+}
+
+AVX2 static INLINE __m256i rngq_next(__m256i w)
+{
+    return _mm256_add_epi32(w, _mm256_set1_epi32((int)(8 * RNGQ_G)));
+}
+
+AVX2 static INLINE __m256 rngq8_unit(__m256i w, __m256i kb)
+{
+    __m256i x = _mm256_xor_si256(w, kb);
+    x = _mm256_xor_si256(x, _mm256_srli_epi32(x, 16));
+    x = _mm256_mullo_epi32(x, _mm256_set1_epi32(0x7feb352d));
+    x = _mm256_xor_si256(x, _mm256_srli_epi32(x, 15));
+    x = _mm256_mullo_epi32(x, _mm256_set1_epi32((int)0x846ca68bu));
+    x = _mm256_xor_si256(x, _mm256_srli_epi32(x, 16));
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(x, 8)), _mm256_set1_ps(1.0f / 16777216.0f));
+}
+
+/* 1 when counters counter0 .. counter0 + n - 1 span two pages (the vector
+ * loops keep one page key; such a call, one in 2^32 elements at most, takes
+ * the generic path) */
+static INLINE int rngq_crosses(uint64_t counter0, size_t n)
+{
+    return n > 0 && (counter0 >> 32) != ((counter0 + n - 1) >> 32);
+}
+
+AVX2 static void v_rng_q_unit(uint64_t k, uint64_t counter0, size_t n, float *out)
+{
+    size_t i = 0;
+    if (!rngq_crosses(counter0, n)) {
+        const uint64_t kp = hp_rng_q_key(k, counter0);
+        const __m256i kb = _mm256_set1_epi32((int)(uint32_t)(kp >> 32));
+        __m256i w = rngq_w8(kp, counter0);
+        for (; i + 8 <= n; i += 8) {
+            _mm256_storeu_ps(out + i, rngq8_unit(w, kb));
+            w = rngq_next(w);
+        }
+    }
+    hp_ops_generic.rng_q_unit(k, counter0 + i, n - i, out + i);
+}
+
 /* 32 codes (one a byte, each < 2^bits) packed as v_pack packs them: 32, 16
  * or 8 bytes at out */
 AVX2 static INLINE void pack32(__m256i w, unsigned bits, uint8_t *out)
@@ -461,7 +514,8 @@ AVX2 static INLINE void pack32(__m256i w, unsigned bits, uint8_t *out)
 
 /* Where the q codecs' rounding offset u comes from: 1/2 (round to nearest,
  * hp_quant_near), an array (hp_quant_stoch with the caller's u), or the
- * counter RNG drawn in the same pass (u_i = hp_rng_unit(k, counter0 + i)). */
+ * q codecs' generator drawn in the same pass (u_i = hp_rng_q_unit(k,
+ * counter0 + i), with kp = hp_rng_q_key(k, counter0) one page key). */
 enum { Q_NEAR, Q_U, Q_RNG };
 
 /* One level: t = clamp(floor((v - lo) * inv_gap + u), 0, levels), an
@@ -481,13 +535,14 @@ enum { Q_NEAR, Q_U, Q_RNG };
  * each (bits 0) or packed as v_pack packs them (bits 2, 4, 8), the new
  * residual with has_out; src, bits and has_out are constants in each
  * instantiation, so one body serves nearest and stochastic rounding. */
-AVX2 static INLINE void q_body(const float *x, const float *u, uint64_t key, uint64_t counter0, size_t n32,
+AVX2 static INLINE void q_body(const float *x, const float *u, uint64_t kp, uint64_t counter0, size_t n32,
                                float lo, float inv_gap, float gap, float levels, unsigned bits, uint8_t *out,
                                float *rout, int has_out, int src)
 {
     const __m256 l = _mm256_set1_ps(lo), g = _mm256_set1_ps(inv_gap), lv = _mm256_set1_ps(levels);
     const __m256 half = _mm256_set1_ps(0.5f), step = _mm256_set1_ps(gap), zero = _mm256_setzero_ps();
-    rng_z8_t z = rng_z8(key, counter0);
+    const __m256i kb = _mm256_set1_epi32((int)(uint32_t)(kp >> 32));
+    __m256i w = rngq_w8(kp, counter0);
     for (size_t i = 0; i < n32; i += 32) {
         __m256 u0 = half, u1 = half, u2 = half, u3 = half;
         if (src == Q_U) {
@@ -496,14 +551,14 @@ AVX2 static INLINE void q_body(const float *x, const float *u, uint64_t key, uin
             u2 = _mm256_loadu_ps(u + i + 16);
             u3 = _mm256_loadu_ps(u + i + 24);
         } else if (src == Q_RNG) {
-            u0 = rng8_unit(z);
-            z = rng_z8_next(z);
-            u1 = rng8_unit(z);
-            z = rng_z8_next(z);
-            u2 = rng8_unit(z);
-            z = rng_z8_next(z);
-            u3 = rng8_unit(z);
-            z = rng_z8_next(z);
+            u0 = rngq8_unit(w, kb);
+            w = rngq_next(w);
+            u1 = rngq8_unit(w, kb);
+            w = rngq_next(w);
+            u2 = rngq8_unit(w, kb);
+            w = rngq_next(w);
+            u3 = rngq8_unit(w, kb);
+            w = rngq_next(w);
         }
         Q8(0, u0)
         Q8(1, u1)
@@ -526,7 +581,7 @@ AVX2 static INLINE void q_body(const float *x, const float *u, uint64_t key, uin
 
 /* q_body for bits 2, 4 or 8 (packed), with or without the residual: the
  * n32 elements it covers (0 for other widths, left to the caller) */
-AVX2 static INLINE size_t q_pack(const float *x, const float *u, uint64_t key, uint64_t counter0, size_t n,
+AVX2 static INLINE size_t q_pack(const float *x, const float *u, uint64_t kp, uint64_t counter0, size_t n,
                                  float lo, float inv_gap, float gap, float levels, unsigned bits,
                                  uint8_t *packed, float *rout, int src)
 {
@@ -534,9 +589,9 @@ AVX2 static INLINE size_t q_pack(const float *x, const float *u, uint64_t key, u
 #define QP(B_)                                                                                    \
     if (bits == (B_)) {                                                                           \
         if (rout)                                                                                 \
-            q_body(x, u, key, counter0, n32, lo, inv_gap, gap, levels, (B_), packed, rout, 1, src); \
+            q_body(x, u, kp, counter0, n32, lo, inv_gap, gap, levels, (B_), packed, rout, 1, src);  \
         else                                                                                      \
-            q_body(x, u, key, counter0, n32, lo, inv_gap, gap, levels, (B_), packed, rout, 0, src); \
+            q_body(x, u, kp, counter0, n32, lo, inv_gap, gap, levels, (B_), packed, rout, 0, src);  \
         return n32;                                                                               \
     }
     QP(2)
@@ -566,7 +621,9 @@ AVX2 static void v_quant_stoch_rng_pack(const float *x, uint64_t key, uint64_t c
                                         float inv_gap, float gap, float levels, unsigned bits, uint8_t *packed,
                                         float *rout)
 {
-    size_t d = q_pack(x, NULL, key, counter0, n, lo, inv_gap, gap, levels, bits, packed, rout, Q_RNG);
+    size_t d = rngq_crosses(counter0, n) ? 0
+               : q_pack(x, NULL, hp_rng_q_key(key, counter0), counter0, n, lo, inv_gap, gap, levels, bits,
+                        packed, rout, Q_RNG);
     hp_ops_generic.quant_stoch_rng_pack(x + d, key, counter0 + d, n - d, lo, inv_gap, gap, levels, bits,
                                         packed + d * bits / 8, rout ? rout + d : NULL);
 }
@@ -820,6 +877,7 @@ const hp_ops_t hp_ops_avx2 = {
     .bf16_to_f32 = v_bf16_to_f32,
     .rng_u32 = v_rng_u32,
     .rng_unit = v_rng_unit,
+    .rng_q_unit = v_rng_q_unit,
     .lr_dot = hp_ops_lr_dot_avx2,
     .lr_axpy = hp_ops_lr_axpy_avx2,
     .lr_recon = hp_ops_lr_recon_avx2,

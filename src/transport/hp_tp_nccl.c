@@ -14,8 +14,9 @@
  * broadcast receive after its reduction; ring and allgather post that way
  * anyway), and every rank's k-th flush of a call then holds the k-th phase
  * of every rank: the groups match across ranks as a collective's would.
- * The asynchronous form, on the stream with no host wait, is the NCCL
- * issue's (doc/gpu.md).
+ * The asynchronous form (hp_tp_nccl_init_async, its own ops table) moves
+ * messages that are device memory already: a flush enqueues the group on
+ * the stream and returns, with no staging and no host wait (doc/gpu.md).
  */
 #include "hp_tp_nccl.h"
 #include <stdlib.h>
@@ -34,6 +35,7 @@ typedef struct {
     op_t                   *ops;
     size_t                  n, room;
     uint64_t                gen;      /* batches flushed so far */
+    int                     async;    /* the asynchronous form: device messages, no wait */
     hp_status_t             failed;   /* the first failed batch's status (sticky) */
 } queue_t;
 
@@ -56,6 +58,33 @@ static hp_status_t post(hp_transport_t *tp, op_t op, hp_req_t *req)
     return HP_OK;
 }
 
+/* The asynchronous form: the held posts as one group on the stream, on the
+ * messages' own device memory, ordered after their producers and before
+ * their consumers; nothing waits. */
+static hp_status_t flush_async(hp_transport_t *tp)
+{
+    queue_t *q = Q(tp);
+    const hp_tp_nccl_env_t *e = q->env;
+    int bad = 0;
+    double t0 = hp_now();
+
+    bad |= e->order_in != NULL && e->order_in(e->ctx) != 0;
+    /* the whole group is issued, whatever fails inside it (as below) */
+    bad |= e->group_start(e->ctx) != 0;
+    for (size_t i = 0; i < q->n; i++) {
+        op_t *o = &q->ops[i];
+        bad |= (o->send ? e->send(e->ctx, o->src, o->cap, o->peer) : e->recv(e->ctx, o->dst, o->cap, o->peer)) != 0;
+    }
+    bad |= e->group_end(e->ctx) != 0;
+    bad |= e->order_out != NULL && e->order_out(e->ctx) != 0;
+    q->n = 0;
+    q->gen++;
+    tp->t_wait += hp_now() - t0;
+    if (bad && q->failed == HP_OK)
+        q->failed = HP_ERR_MPI;
+    return q->failed;
+}
+
 /* Issue every held post as one group and wait for it. */
 static hp_status_t flush(hp_transport_t *tp)
 {
@@ -68,6 +97,8 @@ static hp_status_t flush(hp_transport_t *tp)
 
     if (q->n == 0)
         return q->failed;
+    if (q->async)
+        return flush_async(tp);
     for (size_t i = 0; i < q->n; i++)
         total += ALIGN(q->ops[i].cap);
     dev = e->staging(e->ctx, HP_MAX(total, 16));
@@ -158,6 +189,24 @@ static hp_status_t nccl_iagree(hp_transport_t *tp, hp_tp_type_t type, void *valu
     return nccl_agree(tp, type, values, n, what);
 }
 
+/* The asynchronous form's: the max enqueued on device values after the
+ * held posts, complete in stream order. */
+static hp_status_t nccl_iagree_async(hp_transport_t *tp, hp_tp_type_t type, void *values, size_t n, const char *what,
+                                     hp_req_t *req)
+{
+    queue_t *q = Q(tp);
+    const hp_tp_nccl_env_t *e = q->env;
+    hp_status_t st = flush(tp);
+    (void)what;
+    req->active = 0;
+    if (st != HP_OK)
+        return st;
+    if ((e->order_in != NULL && e->order_in(e->ctx) != 0) || e->max(e->ctx, values, n, type == HP_TP_DOUBLE) != 0 ||
+        (e->order_out != NULL && e->order_out(e->ctx) != 0))
+        return HP_ERR_MPI;
+    return HP_OK;
+}
+
 static hp_status_t nccl_group(hp_transport_t *tp)
 {
     (void)tp;   /* every batch is a group already */
@@ -187,6 +236,30 @@ const hp_tp_ops_t hp_tp_nccl_ops = {
     .group_end = nccl_group,
     .fini = nccl_fini,
 };
+
+static const hp_tp_ops_t hp_tp_nccl_async_ops = {
+    .name = "nccl-async",
+    .flags = HP_TP_PHASED,
+    .isend = nccl_isend,
+    .irecv = nccl_irecv,
+    .wait = nccl_wait,
+    .progress = nccl_progress,
+    .agree = nccl_agree,
+    .iagree = nccl_iagree_async,
+    .group_begin = nccl_group,
+    .group_end = nccl_group,
+    .fini = nccl_fini,
+};
+
+hp_status_t hp_tp_nccl_init_async(hp_transport_t *tp, const hp_tp_nccl_env_t *env, int rank, int size)
+{
+    hp_status_t st = hp_tp_nccl_init(tp, env, rank, size);
+    if (st == HP_OK) {
+        Q(tp)->async = 1;
+        tp->ops = &hp_tp_nccl_async_ops;
+    }
+    return st;
+}
 
 hp_status_t hp_tp_nccl_init(hp_transport_t *tp, const hp_tp_nccl_env_t *env, int rank, int size)
 {

@@ -27,10 +27,27 @@ typedef struct hp_tp_nccl_env {
     /* device memory of at least `bytes` for the transport's staging, kept
      * until the next request of it (grown, never shrunk), or NULL */
     void *(*staging)(void *ctx, size_t bytes);
+    /* The asynchronous form only (hp_tp_nccl_init_async; NULL: nothing to
+     * order): before a group, make the call's stream wait for what produced
+     * its sends (the codec's streams: the module's stream_release); after
+     * it, make what consumes its receives wait for the stream (stream_join).
+     * 0 or -1. */
+    int (*order_in)(void *ctx);
+    int (*order_out)(void *ctx);
 } hp_tp_nccl_env_t;
 
 /* Build the NCCL transport of rank `rank` of `size` over env (kept by
  * pointer: it must outlive the transport).  Release with hp_tp_fini. */
 hp_status_t hp_tp_nccl_init(hp_transport_t *tp, const hp_tp_nccl_env_t *env, int rank, int size);
+
+/* The asynchronous form (issue 15's stream-ordered path; doc/gpu.md): the
+ * messages are device memory of their capacity, a wait issues the held
+ * posts as one group on the stream between order_in and order_out and
+ * returns without waiting for the stream (complete in stream order), with
+ * no staging copy and no host synchronisation; iagree enqueues its max on
+ * values in device memory (complete in stream order too).  agree, with
+ * values in host memory, stays host-synchronous (for a communicator's
+ * first calls).  Release with hp_tp_fini. */
+hp_status_t hp_tp_nccl_init_async(hp_transport_t *tp, const hp_tp_nccl_env_t *env, int rank, int size);
 
 #endif
