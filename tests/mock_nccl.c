@@ -21,6 +21,9 @@
  * match.  Otherwise no data moves, and a communicator has one rank.
  * Operations complete when called (streams are ignored).
  *
+ * Built with -DMOCK_NCCL_NO_MPI (tests/mock_nompi/libnccl.so.2) it names
+ * no MPI symbol and never replays (tests/run_nompi.sh).
+ *
  * Non-blocking communicators: one made by ncclCommInitRankConfig or
  * ncclCommSplit with config->blocking == 0 (a split without a config
  * inherits its parent's) answers ncclInProgress from its creation, from
@@ -34,7 +37,11 @@
  * requires ncclCommGetAsyncError to be polled out first.
  */
 #include <dlfcn.h>
+#ifdef MOCK_NCCL_NO_MPI
+#include "mock_nompi_mpi.h"   /* the build for a process without MPI: replay off */
+#else
 #include <mpi.h>
+#endif
 #include <nccl.h>
 #include <pthread.h>
 #include <stdint.h>

@@ -49,7 +49,8 @@
 #include "hp_backend.h"
 #include "hp_call_setup.h"
 #include "hp_plan.h"
-#include "hp_state.h"
+#include "hp_global.h"
+#include "hp_gpu.h"
 #include "hp_tp_nccl.h"
 #include "hp_watchdog.h"
 #include <math.h>
