@@ -14,16 +14,27 @@
 
 AM_CPPFLAGS += -DHP_PKGLIBDIR='"$(pkglibdir)"'
 
-libhpcore_la_SOURCES += src/backend/hp_gpu.h src/backend/hp_gpu.c src/comp/hp_gpu_fmt.h src/comp/hp_gpu_fmt.def src/backend/hp_backend.h src/backend/hp_gpu_backend.c \
+libhpbase_la_SOURCES += src/backend/hp_gpu.h src/backend/hp_gpu.c src/comp/hp_gpu_fmt.h src/comp/hp_gpu_fmt.def src/backend/hp_backend.h src/backend/hp_gpu_backend.c \
 	src/front/hp_nccl.h src/front/hp_nccl.c
-libhpcore_la_SOURCES += src/backend/hp_gpu_devmsg.c
+libhpbase_la_SOURCES += src/backend/hp_gpu_devmsg.c
 libhipress_la_SOURCES += mpi_wrappers/hp_wrap_gpu.h mpi_wrappers/hp_mpi_gpu.c
 # NCCL_CPPFLAGS is empty in a build without NCCL
 libhipress_la_CPPFLAGS = $(AM_CPPFLAGS) $(NCCL_CPPFLAGS)
 if HP_NCCL
-libhipress_la_SOURCES += mpi_wrappers/hp_nccl_wrap.c src/front/hp_front_nccl.h src/front/hp_front_nccl.c \
-	src/front/hp_nccl_elem.h src/front/hp_nccl_elem.c
-libhipress_la_SOURCES += src/front/hp_nccl_async.h src/front/hp_nccl_async.c
+# the NCCL interposition and front end, in both libraries
+HP_NCCL_FRONT_SOURCES = mpi_wrappers/hp_nccl_wrap.c src/front/hp_front_nccl.h src/front/hp_front_nccl.c \
+	src/front/hp_nccl_elem.h src/front/hp_nccl_elem.c src/front/hp_nccl_async.h src/front/hp_nccl_async.c
+libhipress_la_SOURCES += $(HP_NCCL_FRONT_SOURCES)
+# The NCCL-only library for jobs without MPI (torchrun): the same NCCL
+# interposition and front end over libhpbase.la, the core without the MPI
+# layer, so that it needs neither libmpi nor libhwloc (--as-needed drops what
+# the MPI compiler wrapper adds; tests/run_nompi.sh checks it; -z defs: a
+# source missing here fails the link).  Only nccl* and hipress_* are exported.
+lib_LTLIBRARIES += libhipress_nccl.la
+libhipress_nccl_la_SOURCES = $(HP_NCCL_FRONT_SOURCES) mpi_wrappers/hp_nccl_lib.c
+libhipress_nccl_la_CPPFLAGS = $(AM_CPPFLAGS) $(NCCL_CPPFLAGS)
+libhipress_nccl_la_LIBADD = libhpbase.la
+libhipress_nccl_la_LDFLAGS = -version-info 0:0:0 -Wl,--as-needed -Wl,-z,defs -export-symbols-regex '^(hipress_|nccl)'
 else
 libhipress_la_SOURCES += mpi_wrappers/hp_nccl_stub.c
 endif
@@ -98,7 +109,7 @@ check_LTLIBRARIES += tests/mock/libhipress_cuda_emu.la
 tests_mock_libhipress_cuda_emu_la_SOURCES = cuda/hp_cuda_module.c $(HP_CODEC_SOURCES) $(HP_KERN_EMU_SOURCES)
 tests_mock_libhipress_cuda_emu_la_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS) -I$(top_srcdir)/cuda -DHP_KL_TRANSLATE
 tests_mock_libhipress_cuda_emu_la_CFLAGS = $(AM_CFLAGS) -Werror
-tests_mock_libhipress_cuda_emu_la_LDFLAGS = -module -avoid-version -shared -rpath $(abs_builddir)/tests/mock/.libs \
+tests_mock_libhipress_cuda_emu_la_LDFLAGS = -module -avoid-version -shared -Wl,--as-needed -rpath $(abs_builddir)/tests/mock/.libs \
 	-export-symbols-regex '^hipress_gpu_ops_v[13]$$'
 tests_mock_libhipress_cuda_emu_la_LIBADD = -ldl -lpthread -lm
 check_PROGRAMS += tests/mpi_gpu_codec

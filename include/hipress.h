@@ -9,7 +9,12 @@
 #ifndef HIPRESS_H
 #define HIPRESS_H
 
+/* HIPRESS_NO_MPI, defined before this header: without <mpi.h> and the three
+ * calls that take an MPI communicator, for a program without MPI that uses
+ * libhipress_nccl.so (the NCCL-only library). */
+#ifndef HIPRESS_NO_MPI
 #include <mpi.h>
+#endif
 #include <stddef.h>
 #include "hipress_compressor.h"
 
@@ -40,6 +45,11 @@ const char *hipress_status_string(int status);
 /* "0.1.0". */
 const char *hipress_version(void);
 
+/* Which library this is: "libhipress" (libhipress.so: MPI_Allreduce and,
+ * built with NCCL, ncclAllReduce; needs libmpi) or "libhipress_nccl"
+ * (libhipress_nccl.so: ncclAllReduce only, needs no MPI: for torchrun). */
+const char *hipress_library(void);
+
 /* Number of registered compressors (built-ins and loaded plugins), and the
  * name of the i-th one (NULL when i is out of range). */
 int hipress_compressor_count(void);
@@ -52,6 +62,7 @@ const hipress_compressor_v1_t *hipress_compressor_find(const char *name);
 /* Compressor parameters from the HIPRESS_* defaults (environment ignored). */
 void hipress_comp_params_default(hipress_comp_params_t *params_p);
 
+#ifndef HIPRESS_NO_MPI
 /* Override one HIPRESS_* setting for communicator `comm` only, e.g.
  * hipress_comm_set(comm, "HIPRESS_COMPRESSOR", "fp16").  Every rank of comm
  * must make the same call before its next MPI_Allreduce on comm (the values
@@ -74,6 +85,7 @@ int hipress_comm_plan(MPI_Comm comm, size_t bytes, char *buf, size_t len);
  * buffer).  Local; for tests, checkpoints and diagnostics.  Returns
  * HIPRESS_OK or HIPRESS_ERR_INVALID (NULL pointer, MPI not initialised). */
 int hipress_comm_residual(MPI_Comm comm, const void *buf, size_t count, float *out);
+#endif
 
 /* Statistics of this process since MPI_Init (see doc/settings.md). */
 typedef struct hipress_stats {

@@ -8,22 +8,31 @@ AC_DEFUN([HP_CHECK_HWLOC], [
   AS_IF([test "x$with_hwloc" != xno], [
     AC_CHECK_HEADER([hwloc.h], [AC_CHECK_LIB([hwloc], [hwloc_topology_init], [hp_have_hwloc=yes])])])
   AS_IF([test "x$hp_have_hwloc" = xyes],
-        [LIBS="-lhwloc $LIBS"; AC_DEFINE([HP_HAVE_HWLOC], [1], [hwloc available])],
+        [HWLOC_LIBS=-lhwloc; AC_DEFINE([HP_HAVE_HWLOC], [1], [hwloc available])],
         [AC_MSG_ERROR([hwloc not found: apt-get install libhwloc-dev (or --with-hwloc=PATH)])])
+  dnl not in LIBS: only what links libhpcore.la (the MPI layer's topology)
+  dnl needs it; libhipress_nccl.so must not (doc/architecture.md)
+  AC_SUBST([HWLOC_LIBS])
 ])
 
 AC_DEFUN([HP_CHECK_BLAS], [
   AC_ARG_WITH([blas], [AS_HELP_STRING([--with-blas=LIB], [BLAS library to link, e.g. -lopenblas])], [], [with_blas=auto])
   hp_blas_name=none
   AC_CHECK_HEADER([cblas.h], [], [AC_MSG_ERROR([cblas.h not found: apt-get install libopenblas-dev])])
+  dnl BLAS_LIBS, not LIBS: only the tests that compare against BLAS link it
+  hp_blas_save_LIBS=$LIBS
   AS_IF([test "x$with_blas" != xauto], [
-    hp_save_LIBS=$LIBS; LIBS="$with_blas $LIBS"
+    LIBS="$with_blas $LIBS"
     AC_LINK_IFELSE([AC_LANG_CALL([], [cblas_sgemm])], [hp_blas_name="$with_blas"], [AC_MSG_ERROR([cannot link cblas_sgemm with $with_blas])])
+    BLAS_LIBS=$with_blas
   ], [
     AC_SEARCH_LIBS([cblas_sgemm], [openblas cblas blas], [hp_blas_name="${ac_cv_search_cblas_sgemm}"],
                    [AC_MSG_ERROR([no BLAS with cblas_sgemm: apt-get install libopenblas-dev])])
+    AS_IF([test "x$ac_cv_search_cblas_sgemm" = "xnone required"], [BLAS_LIBS=], [BLAS_LIBS=$ac_cv_search_cblas_sgemm])
   ])
   AC_CHECK_FUNCS([openblas_set_num_threads])
+  LIBS=$hp_blas_save_LIBS
+  AC_SUBST([BLAS_LIBS])
   AC_DEFINE_UNQUOTED([HP_BLAS_NAME], ["$hp_blas_name"], [BLAS linked])
 ])
 

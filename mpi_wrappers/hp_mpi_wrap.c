@@ -47,6 +47,11 @@ HP_WRAP int MPI_Finalize(void)
     return PMPI_Finalize();
 }
 
+HP_EXPORT const char *hipress_library(void)
+{
+    return "libhipress";
+}
+
 /* Everything that is not a plain float sum is decided here, off the fast path. */
 static __attribute__((noinline)) int allreduce_slow(const void *sendbuf, void *recvbuf, int count,
                                                     MPI_Datatype datatype, MPI_Op op, MPI_Comm comm)

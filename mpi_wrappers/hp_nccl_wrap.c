@@ -18,7 +18,8 @@
  * process never called MPI_Init (torchrun).
  */
 #define _GNU_SOURCE
-#include "hp_state.h"
+#include "hp_global.h"
+#include "hp_gpu.h"
 #include "hp_comp.h"
 #include "hp_front_nccl.h"
 #include "hp_nccl_elem.h"

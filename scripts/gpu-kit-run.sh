@@ -17,7 +17,8 @@
 #   3-sanitizer.log compute-sanitizer racecheck, synccheck and memcheck on
 #                  gpu_kern --quick --small (the sparse select first)
 #   4-mpi.log      mpi_cuda_codec at 4 ranks on cudaMalloc'd buffers
-#   5-torch.log    PyTorch (nccl backend, world size 1) under the preload
+#   5-torch.log    PyTorch (nccl backend, world size 1) under the preload:
+#                  libhipress.so, then libhipress_nccl.so without Open MPI
 #   6-kernels.log  hipress-bench --kernels --gpu: the CSV and the targets
 #   7-mpi_bench.log tests/mpi_cuda_bench at 4 ranks: device and host speedups
 # Without a GPU (nvidia-smi missing, failing or listing no GPU; or
@@ -177,30 +178,52 @@ else
 fi
 
 # -------------------------------------------------------------- torch
-# the preload in a process without MPI: only Open MPI's libraries on the
-# path (libhipress.so needs libmpi.so.40), not the kit's CUDA runtime
+# the preload in a process without MPI: libhipress.so with only Open MPI's
+# libraries on the path (it needs libmpi.so.40), not the kit's CUDA runtime;
+# then the NCCL-only libhipress_nccl.so with none of the kit's libraries on
+# the path (the machine's own only: no Open MPI), as under torchrun
 tlog=$out/5-torch.log
+# section STEP: the lines of STEP's run in the torch log
+section() {
+    awk -v m="## $1:" 'index($0, "## ") == 1 { on = index($0, m) == 1 } on' "$tlog"
+}
+# torch_check STEP MODE [LIBRARY]: the ok line, the preload saw every call,
+# and (LIBRARY) hipress_library() said LIBRARY and no libmpi was mapped
 torch_check() {
-    local mode=$1 k n
-    k=$(sed -n "s/^torch_check $mode: ok, \\([0-9]*\\) all_reduce calls.*/\\1/p" "$tlog" | tail -n 1)
-    n=$(awk -v m="## torch_$mode:" 'index($0, "## torch_") == 1 { on = index($0, m) == 1 }
-        on && /^  ncclAllReduce calls/ { v = $3 } END { print v }' "$tlog")
+    local name=$1 mode=$2 want=${3:-} k n
+    k=$(section "$name" | sed -n "s/^torch_check $mode: ok, \\([0-9]*\\) all_reduce calls.*/\\1/p" | tail -n 1)
+    n=$(section "$name" | awk '/^  ncclAllReduce calls/ { v = $3 } END { print v }')
     if [ -z "$k" ]; then
-        say "FAIL  torch_$mode: no ok line"
+        say "FAIL  $name: no ok line"
         failed=1
     elif [ -z "$n" ] || [ "$n" -lt "$k" ]; then
-        say "FAIL  torch_$mode: the preload saw ${n:-no} ncclAllReduce calls of PyTorch's $k (PyTorch binds NCCL past the preload, or skips NCCL with one rank)"
+        say "FAIL  $name: the preload saw ${n:-no} ncclAllReduce calls of PyTorch's $k (PyTorch binds NCCL past the preload, or skips NCCL with one rank)"
+        failed=1
+    elif [ -n "$want" ] && ! section "$name" | grep -q "^hipress library: $want\$"; then
+        say "FAIL  $name: hipress_library() is not $want"
+        failed=1
+    elif [ -n "$want" ] && ! section "$name" | grep -q '^libmpi mapped: none$'; then
+        say "FAIL  $name: a libmpi was mapped"
         failed=1
     else
-        say "#     torch_$mode: the preload saw $n ncclAllReduce calls ($k from the check), results exact"
+        say "#     $name: the preload saw $n ncclAllReduce calls ($k from the check), results exact${want:+, $want without libmpi}"
     fi
 }
+# the machine's own library path only (none of the kit's folders)
+if [ -n "$base_ld" ]; then nompi_env=(env LD_LIBRARY_PATH="$base_ld"); else nompi_env=(env -u LD_LIBRARY_PATH); fi
 if [ $gpu = 1 ]; then
     for mode in pass compress; do
         LD_LIBRARY_PATH="$libs${base_ld:+:$base_ld}" HIPRESS_STATS=1 HIPRESS_NCCL=$mode \
             MASTER_ADDR=127.0.0.1 MASTER_PORT=$((29500 + $$ % 1000)) RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 \
             step torch_$mode 5-torch.log 120 env LD_PRELOAD="$kit/lib/libhipress.so" python3 "$kit/torch_check.py" $mode &&
-            torch_check $mode
+            torch_check torch_$mode $mode
+    done
+    for mode in pass compress; do
+        HIPRESS_STATS=1 HIPRESS_NCCL=$mode \
+            MASTER_ADDR=127.0.0.1 MASTER_PORT=$((29600 + $$ % 1000)) RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 \
+            step torch_nompi_$mode 5-torch.log 120 "${nompi_env[@]}" LD_PRELOAD="$kit/lib/libhipress_nccl.so" \
+            python3 "$kit/torch_check.py" $mode &&
+            torch_check torch_nompi_$mode $mode libhipress_nccl
     done
     [ "$ngpu" -lt 2 ] && say "SKIP  nccl_ranks: one GPU cannot run multi-rank NCCL (a device per rank): the multi-rank NCCL figures wait for a machine with two or more GPUs"
 else
@@ -211,6 +234,17 @@ else
             say "#     the preload, with the kit's Open MPI libraries and no MPI_Init, saw ncclAllReduce from a local scope (the stand-in NCCL)"
         else
             say "FAIL  nccl_standin: no ok line or no ncclAllReduce calls counted"
+            failed=1
+        fi
+    # the NCCL-only library with none of the kit's folders on the path (no
+    # Open MPI), over the stand-in NCCL built without MPI
+    HIPRESS_STATS=1 step nompi_standin 5-torch.log 60 "${nompi_env[@]}" LD_PRELOAD="$kit/lib/libhipress_nccl.so" \
+        "$kit/standin_nompi/nompi_calls" all "$kit/standin" &&
+        if section nompi_standin | grep -q '^nccl_calls: ok' &&
+           section nompi_standin | grep -Eq '^  ncclAllReduce calls +[1-9]'; then
+            say "#     libhipress_nccl.so, without Open MPI on the library path, passed every nccl_calls case (the stand-in NCCL without MPI)"
+        else
+            say "FAIL  nompi_standin: no ok line or no ncclAllReduce calls counted"
             failed=1
         fi
     say "SKIP  nccl_ranks: one GPU cannot run multi-rank NCCL (a device per rank): the multi-rank NCCL figures wait for a machine with two or more GPUs"

@@ -37,9 +37,17 @@ prefix=$(sed -n 's/^prefix=//p' _build/hipress.pc)
 installed="lib/libhipress.so include/hipress.h include/hipress_compressor.h
            lib/pkgconfig/hipress.pc bin/hipress_info bin/hipress-bench"
 grep -q '^#define HP_HAVE_CUDA_MODULE 1' _build/config.h && installed="$installed lib/hipress/libhipress_cuda.so"
+# the NCCL-only library (torchrun), with NCCL: it must need no MPI or hwloc
+nccl_only=
+grep -q '^#define HP_HAVE_NCCL_INTERCEPT 1' _build/config.h && nccl_only=lib/libhipress_nccl.so &&
+    installed="$installed $nccl_only"
 for f in $installed; do
     [ -e "_stage$prefix/$f" ] || { echo "test.sh: make install did not install $f" >&2; exit 1; }
 done
+if [ -n "$nccl_only" ] && readelf -d "_stage$prefix/$nccl_only" | grep NEEDED | grep -Eq 'libmpi|libopen-|libhwloc'; then
+    echo "test.sh: the installed $nccl_only needs MPI or hwloc" >&2
+    exit 1
+fi
 LD_LIBRARY_PATH="$top/_stage$prefix/lib" "_stage$prefix/bin/hipress_info" --compressors >/dev/null ||
     { echo "test.sh: installed hipress_info does not run" >&2; exit 1; }
 echo "test.sh: make install ok ($prefix)"

@@ -65,7 +65,7 @@ for f in $docs; do
     for v in $(grep -oE 'HIPRESS_[A-Z0-9_]*[A-Z0-9](_?\*)?' "$f" | sort -u); do
         case "$v" in
         # C identifiers of the public headers, not environment settings
-        HIPRESS_COMP_*|HIPRESS_COMPRESSOR_ABI_VERSION|HIPRESS_OK|HIPRESS_ERR_*|HIPRESS_VERSION_*|HIPRESS_H) ;;
+        HIPRESS_COMP_*|HIPRESS_COMPRESSOR_ABI_VERSION|HIPRESS_OK|HIPRESS_ERR_*|HIPRESS_VERSION_*|HIPRESS_H|HIPRESS_NO_MPI) ;;
         *\*) printf '%s\n' "$known" | grep -q "^${v%\*}" || bad="$bad $v" ;;
         *) printf '%s\n' "$known" | grep -qx "$v" || bad="$bad $v" ;;
         esac

@@ -18,6 +18,11 @@
 #      `large:` and why (generated or kernel files);
 #  (d) every .c/.h under src/ opens with a comment (a /* in its first 3
 #      lines) saying its job;
+#  (e) the MPI layer stays apart (doc/architecture.md, "Two libraries"): no
+#      file of the NCCL-only library -- a file under src/ not named in
+#      Makefile.am's libhpcore_la_SOURCES, or one of cuda/cuda.mk's
+#      libhipress_nccl_la_SOURCES and HP_NCCL_FRONT_SOURCES -- includes <mpi.h> or <hwloc.h> or
+#      reaches a header of libhpcore_la_SOURCES through its includes;
 #  and no two files of the include path share a name (which one an include
 #  finds would hang on the -I order).
 # Each violation prints as `check_layers: <file>: <what>`, then a summary.
@@ -78,7 +83,20 @@ if [ -z "$files" ]; then
 fi
 HP_LAYER_FILES=$files
 HP_LAYER_TABLE=$LAYERS
-export HP_LAYER_FILES HP_LAYER_TABLE
+# The files a make variable names in these makefiles (its = and += lines,
+# with their continuations; $(...) references left out).
+mk_list() {
+    var=$1
+    shift
+    awk -v v="$var" '
+        !on && $1 == v && ($2 == "=" || $2 == "+=") { on = 1; $1 = ""; $2 = "" }
+        on { line = $0; cont = sub(/\\[ \t]*$/, "", line); n = split(line, w, /[ \t]+/)
+             for (i = 1; i <= n; i++) if (w[i] != "" && substr(w[i], 1, 1) != "$") print w[i]
+             if (!cont) on = 0 }' "$@" 2>/dev/null
+}
+HP_MPI_FILES=$(mk_list libhpcore_la_SOURCES Makefile.am)
+HP_NCCL_LIB_FILES=$(mk_list libhipress_nccl_la_SOURCES cuda/cuda.mk; mk_list HP_NCCL_FRONT_SOURCES cuda/cuda.mk)
+export HP_LAYER_FILES HP_LAYER_TABLE HP_MPI_FILES HP_NCCL_LIB_FILES
 
 # shellcheck disable=SC2086 # the file names carry no blanks (find above)
 LC_ALL=C awk -v mode="$mode" -v src_layers="$SRC_LAYERS" -v max_lines="$MAX_LINES" '
@@ -206,6 +224,7 @@ BEGIN {
         if (index(line, "*/") > 0) { line = substr(line, 1, index(line, "*/") - 1); ocstate[f] = 2 }
         if (line ~ /large:[ \t]*[^ \t*]/) large[f] = 1
     }
+    if ($0 ~ /^[ \t]*#[ \t]*include[ \t]*<(mpi|hwloc)\.h>/) sys_mpi[f] = ($0 ~ /hwloc/) ? "<hwloc.h>" : "<mpi.h>"
     if ($0 ~ /^[ \t]*#[ \t]*include[ \t]*"/) {
         s = substr($0, index($0, "\"") + 1)
         if (index(s, "\"") > 1) {
@@ -339,6 +358,22 @@ END {
         if (mcsize[a] > 2)
             for (b = 1; b <= M; b++) if (mcomp[b] == a) members = members " " mname[b]
         violation(mname[a], "module cycle" (members == "" ? "" : " among" members ", e.g.") ": " p " (" how ")")
+    }
+
+    # (e) the NCCL-only library reaches nothing of the MPI layer
+    nm = split(ENVIRON["HP_MPI_FILES"], tmp, "\n")
+    for (k = 1; k <= nm; k++) if (tmp[k] in id) is_mpi[id[tmp[k]]] = 1
+    nn = split(ENVIRON["HP_NCCL_LIB_FILES"], tmp, "\n")
+    for (k = 1; k <= nn; k++) if (tmp[k] in id) is_nccl_lib[id[tmp[k]]] = 1
+    if (nm > 0) {
+        for (i = 1; i <= N; i++) {
+            if (!((substr(fname[i], 1, 4) == "src/" && !(i in is_mpi)) || (i in is_nccl_lib))) continue
+            if (i in sys_mpi)
+                violation(fname[i], "includes " sys_mpi[i] " (a file of libhipress_nccl.so: the MPI layer is libhpcore_la_SOURCES)")
+            for (t = 1; t <= N; t++)
+                if ((t in is_mpi) && fname[t] ~ /\.h$/ && ((i, t) in freach))
+                    violation(fname[i], "reaches " fname[t] " (the MPI layer, libhpcore_la_SOURCES) through its includes; libhipress_nccl.so must not")
+        }
     }
 
     # (b) cycles among layers

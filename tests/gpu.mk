@@ -30,7 +30,10 @@
 #                     and its self-test: its command in a mount namespace
 #                     without Open MPI, hwloc, Check, CUDA (root only)
 
-HP_MOCK_LDFLAGS = $(AM_LDFLAGS) -rpath $(abs_builddir)/tests/mock/.libs -no-undefined
+# --as-needed: the stand-ins need no libmpi, which the MPI compiler wrapper
+# adds (tests/run_nompi.sh loads them where there is none; a sanitizer build
+# links without the toolchain's default --as-needed)
+HP_MOCK_LDFLAGS = $(AM_LDFLAGS) -rpath $(abs_builddir)/tests/mock/.libs -no-undefined -Wl,--as-needed
 
 check_LTLIBRARIES += tests/mock/libcuda.la tests/mock/libhpwatch.la
 tests_mock_libcuda_la_SOURCES = tests/mock_cuda.c
@@ -110,5 +113,5 @@ EXTRA_DIST += tests/run_gpu_device.sh tests/run_gpu_kit.sh
 # The GPU path's tests that need no GPU (scripts/test.sh runs them again in
 # its sanitizer and CUDA-less builds).
 print-gpu-tests:
-	@echo $(filter tests/check_gpu tests/run_gpu.sh tests/run_nccl.sh tests/run_gpu_info.sh tests/run_gpu_emu.sh tests/run_nccl_compress.sh,$(TESTS))
+	@echo $(filter tests/check_gpu tests/run_gpu.sh tests/run_nccl.sh tests/run_gpu_info.sh tests/run_gpu_emu.sh tests/run_nccl_compress.sh tests/run_nompi.sh,$(TESTS))
 .PHONY: print-gpu-tests

@@ -25,6 +25,9 @@
  * MOCK_CUDA_DEFERRED, orders them as a GPU would); nothing queued after it
  * runs before it.
  *
+ * Built with -DMOCK_NCCL_NO_MPI (tests/mock_nompi/libnccl.so.2) it names
+ * no MPI symbol and never replays (tests/run_nompi.sh).
+ *
  * Non-blocking communicators: one made by ncclCommInitRankConfig or
  * ncclCommSplit with config->blocking == 0 (a split without a config
  * inherits its parent's) answers ncclInProgress from its creation, from
@@ -38,7 +41,11 @@
  * requires ncclCommGetAsyncError to be polled out first.
  */
 #include <dlfcn.h>
+#ifdef MOCK_NCCL_NO_MPI
+#include "mock_nompi_mpi.h"   /* the build for a process without MPI: replay off */
+#else
 #include <mpi.h>
+#endif
 #include <nccl.h>
 #include <pthread.h>
 #include <stdint.h>

@@ -5,7 +5,10 @@
  *
  *   nccl_calls all MOCKDIR   every case below; "nccl_calls: ok" or exit 1
  *   nccl_calls one           one eligible-sized float32 sum; prints
- *                            "nccl_calls: calls C eligible E passthrough P"
+ *                            "nccl_calls: library L" (hipress_library())
+ *                            and "nccl_calls: calls C eligible E passthrough P"
+ *   nccl_calls device MOCKDIR  one in-place sum on the stand-in driver's
+ *                            device memory: the exact result (run_device)
  *
  * Checked: every call reaches the stand-in with identical arguments and its
  * result comes back; ncclAllReduce is classified as hp_nccl.h says (datatype,
@@ -18,7 +21,12 @@
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+/* a program without MPI: hipress.h must not bring <mpi.h> in */
+#define HIPRESS_NO_MPI
 #include <hipress.h>
+#ifdef MPI_VERSION
+#error "hipress.h included <mpi.h> under HIPRESS_NO_MPI"
+#endif
 #include <nccl.h>
 #include "mock_nccl.h"
 #include <pthread.h>
@@ -310,6 +318,49 @@ static void run_all(const char *mockdir)
           b.eligible, b.passthrough);
 }
 
+/* "device MOCKDIR": one in-place float32 sum on a buffer of the stand-in
+ * driver's device memory, as one rank of a torchrun job makes it.  The
+ * result must be the data, bit for bit (one rank: the exact sum is the
+ * data; hipress passes a one-rank communicator through, compressing or
+ * not); the stand-in must have got the call, with the same arguments, last.
+ * Prints "nccl_calls: device ok, N calls reached NCCL". */
+static int run_device(const char *mockdir)
+{
+    char path[4096];
+    void *cu, *d;
+    void *(*dmalloc)(size_t, int);
+    int (*dwrite)(void *, const void *, size_t), (*dread)(void *, const void *, size_t);
+    float *h = malloc(BIG * sizeof(float)), *back = malloc(BIG * sizeof(float));
+    ncclComm_t comm = mock_nccl_comm_new();
+    ncclResult_t rc;
+
+    snprintf(path, sizeof(path), "%s/libcuda.so.1", mockdir);
+    cu = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
+    CHECK(cu != NULL && h != NULL && back != NULL, "cannot load %s: %s", path, dlerror());
+    if (cu == NULL || h == NULL || back == NULL)
+        return 1;
+    *(void **)&dmalloc = dlsym(cu, "mock_cuda_malloc");
+    *(void **)&dwrite = dlsym(cu, "mock_cuda_write");
+    *(void **)&dread = dlsym(cu, "mock_cuda_read");
+    d = dmalloc != NULL ? dmalloc(BIG * sizeof(float), 0) : NULL;
+    CHECK(d != NULL && dwrite != NULL && dread != NULL, "the stand-in driver gives no device memory");
+    if (d == NULL || dwrite == NULL || dread == NULL)
+        return 1;
+    for (size_t i = 0; i < BIG; i++)
+        h[i] = (float)((int)(i % 2001) - 1000) * 0.37f;   /* mixed signs: onebit would change them */
+    dwrite(d, h, BIG * sizeof(float));
+    rc = ncclAllReduce(d, d, BIG, ncclFloat32, ncclSum, comm, STREAM);
+    CHECK(rc == ncclSuccess, "result %d", (int)rc);
+    expect_last(__LINE__, "ncclAllReduce", d, d, BIG, ncclFloat32, ncclSum, -1, comm, STREAM);
+    dread(back, d, BIG * sizeof(float));
+    CHECK(memcmp(back, h, BIG * sizeof(float)) == 0, "the one-rank sum is not the data, bit for bit");
+    if (failures == 0)
+        printf("nccl_calls: device ok, %d calls reached NCCL\n", mock_nccl_ncalls());
+    free(h);
+    free(back);
+    return failures == 0 ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
     hipress_nccl_stats_t s;
@@ -322,7 +373,9 @@ int main(int argc, char **argv)
     }
     if (strcmp(argv[1], "one") == 0) {
         ncclComm_t comm = mock_nccl_comm_new();
+        const char *(*library)(void) = (const char *(*)(void))dlsym(RTLD_DEFAULT, "hipress_library");
         ncclResult_t rc = ncclAllReduce(S, R, BIG, ncclFloat32, ncclSum, comm, STREAM);
+        printf("nccl_calls: library %s\n", library != NULL ? library() : "unknown");
         s = stats();
         printf("nccl_calls: result %d, calls %llu eligible %llu passthrough %llu\n", (int)rc, s.calls, s.eligible,
                s.passthrough);
@@ -330,6 +383,8 @@ int main(int argc, char **argv)
     }
     if (argc < 3)
         return 2;
+    if (strcmp(argv[1], "device") == 0)
+        return run_device(argv[2]);
     CHECK(stats().intercepted == 1 && stats().calls == 0, "hipress does not intercept NCCL in this build");
     run_all(argv[2]);
     if (failures == 0)

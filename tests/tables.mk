@@ -1,7 +1,7 @@
 # tests/tables.mk: the test library; appends to the variables of Makefile.am.
 #
 # tests/.libs/libhipress_test.so, never installed: libhipress.so's own
-# sources (mpi_wrappers/, and every source of libhpcore.la, with whatever
+# sources (mpi_wrappers/, and every source of libhpcore.la and libhpbase.la, with whatever
 # cuda/cuda.mk and the compressor fragments add) compiled again with
 # -DHP_TEST_TABLES, so that the rows of the tables that exist for tests only
 # are there (`#ifdef HP_TEST_TABLES` in a .def table: the delay transport
@@ -16,10 +16,11 @@
 #                  the transport promises; then once with the transport's
 #                  matching rule broken on purpose, which must fail
 check_LTLIBRARIES += tests/libhipress_test.la
-tests_libhipress_test_la_SOURCES = $(libhipress_la_SOURCES) $(libhpcore_la_SOURCES) \
+tests_libhipress_test_la_SOURCES = $(libhipress_la_SOURCES) $(libhpcore_la_SOURCES) $(libhpbase_la_SOURCES) \
 	src/transport/hp_tp_delay.c src/algo/hp_algo_star.c
 tests_libhipress_test_la_CPPFLAGS = $(AM_CPPFLAGS) $(NCCL_CPPFLAGS) -DHP_TEST_TABLES
-tests_libhipress_test_la_LIBADD = $(libhpcore_la_LIBADD)
+# libhpcore.la's own LIBADD, less libhpbase.la (its sources are above)
+tests_libhipress_test_la_LIBADD = $(libhpbase_la_LIBADD) $(HWLOC_LIBS)
 tests_libhipress_test_la_LDFLAGS = $(AM_LDFLAGS) -rpath $(abs_builddir)/tests/.libs -avoid-version \
 	-export-symbols-regex '^(MPI_|hipress_|nccl)'
 TESTS += tests/run_tables.sh

@@ -1,6 +1,7 @@
 /*
  * hipress_info: the build, the compressors and every setting.
- *   hipress_info               everything, with the values in effect
+ *   hipress_info               everything, with the values in effect (and
+ *                              which hipress library is preloaded, if one is)
  *   hipress_info --compressors one compressor name a line
  *   hipress_info --settings    NAME=default a line, then its help
  *   hipress_info --gpu         the GPU part only, and a kernel run on every
@@ -109,6 +110,26 @@ static int print_gpu(int selftest)
     return ok;
 }
 
+/* The libraries to preload, and the one in this process (a preload: this
+ * program links the core statically, so hipress_library() is found only in
+ * a preloaded library). */
+static void print_libraries(void)
+{
+    const char *(*library)(void) = (const char *(*)(void))dlsym(RTLD_DEFAULT, "hipress_library");
+    printf("libraries (in %s):\n", HP_LIBDIR);
+    printf("  libhipress.so       MPI_Allreduce%s: preload under mpirun (needs Open MPI)\n",
+#ifdef HP_HAVE_NCCL_INTERCEPT
+           " and ncclAllReduce"
+#else
+           ""
+#endif
+           );
+#ifdef HP_HAVE_NCCL_INTERCEPT
+    printf("  libhipress_nccl.so  ncclAllReduce only, no MPI: preload under torchrun (needs neither libmpi nor hwloc)\n");
+#endif
+    printf("  in this process     %s\n", library != NULL ? library() : "none (hipress_info itself is not interposed)");
+}
+
 int main(int argc, char **argv)
 {
     hp_config_t cfg;
@@ -169,6 +190,7 @@ int main(int argc, char **argv)
 #else
     printf("  MPI_Allreduce_c  not in this MPI\n");
 #endif
+    print_libraries();
     {
         hp_topo_t t;
         if (hp_topo_get(&t) == 0)

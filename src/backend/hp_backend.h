@@ -25,7 +25,6 @@
 #ifndef HP_BACKEND_H
 #define HP_BACKEND_H
 
-#include <mpi.h>
 #include "hp_config.h"
 #include "hp_comp.h"
 #include "hp_gpu.h"
@@ -150,11 +149,13 @@ static inline int hp_mem_is_device(const hp_mem_t *m) { return m->ops->id != HP_
  * fallback, or a dense sum codec re-encoding an owner's shard of dgc). */
 void hp_mask_sent(float *mom, int kind, const unsigned char *msg, size_t mlen, size_t len);
 
-/* Exact MPI operations on the call's buffer (count floats): PMPI directly on
- * host memory, through a host copy on device memory. */
-int hp_mem_pmpi_allreduce(hp_mem_t *m, const void *sendbuf, void *recvbuf, size_t count, MPI_Comm comm);
-int hp_mem_pmpi_reduce_root0(hp_mem_t *m, void *buf, size_t count, int rank, MPI_Comm comm);
-int hp_mem_pmpi_bcast_root0(hp_mem_t *m, void *buf, size_t count, MPI_Comm comm);
+/* Host copies of a device buffer of the call (count floats), for the exact
+ * MPI operations of hp_backend_mpi.h: hp_mem_stage_in gives a host copy of
+ * dev (uninitialised when dev is NULL) in the backend's staging arena, NULL
+ * after an error (m->err set); hp_mem_stage_out copies h back to dev, 0 or
+ * -1.  This header and the backends use no MPI (the NCCL-only library). */
+float *hp_mem_stage_in(hp_mem_t *m, const void *dev, size_t count);
+int hp_mem_stage_out(hp_mem_t *m, void *dev, const float *h, size_t count);
 
 /* Where the error-feedback vectors of the call's buffer live (NULL: host
  * memory), for hp_residual_bind. */

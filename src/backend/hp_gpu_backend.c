@@ -1,8 +1,10 @@
 /*
  * The device backend of hp_backend.h: compressed MPI_Allreduce on device
  * buffers through the CUDA module's codec (hp_gpu_ops_v2_t), the routing
- * decision, page-locked message memory, device residual vectors, and exact
- * MPI on device buffers through host copies.
+ * decision, page-locked message memory, device residual vectors, and the
+ * host copies through which exact MPI runs on device buffers
+ * (src/backend/hp_backend_mpi.c: this file uses no MPI, so that the NCCL-only
+ * library, libhipress_nccl.so, carries it).
  *
  * A compressor whose hp_comp_ext_t names no device format (a plugin) still
  * runs on a device buffer: its range, residual and state are copied to host
@@ -489,10 +491,9 @@ hp_status_t hp_mem_end(hp_mem_t *m)
     return st;
 }
 
-/* --------------------------------------------------------- exact MPI */
+/* ------------------------------------------- host copies (exact MPI) */
 
-/* A host copy of count floats of a device buffer (NULL after an error). */
-static float *stage_in(hp_mem_t *m, const void *dev, size_t count)
+float *hp_mem_stage_in(hp_mem_t *m, const void *dev, size_t count)
 {
     float *h = (float *)arena(ARENA_STAGE, count * sizeof(float) + 64, &m->where);
     if (h == NULL) {
@@ -505,64 +506,9 @@ static float *stage_in(hp_mem_t *m, const void *dev, size_t count)
     return h;
 }
 
-int hp_mem_pmpi_allreduce(hp_mem_t *m, const void *sendbuf, void *recvbuf, size_t count, MPI_Comm comm)
+int hp_mem_stage_out(hp_mem_t *m, void *dev, const float *h, size_t count)
 {
-    float *h;
-    int rc;
-    if (!hp_mem_is_device(m))
-        return PMPI_Allreduce(sendbuf, recvbuf, (int)count, MPI_FLOAT, MPI_SUM, comm);
-    /* an error here still calls MPI, on zeros, so no peer waits forever */
-    h = stage_in(m, sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf, count);
-    if (h == NULL) {
-        h = (float *)calloc(count ? count : 1, sizeof(float));
-        rc = PMPI_Allreduce(MPI_IN_PLACE, h, (int)count, MPI_FLOAT, MPI_SUM, comm);
-        free(h);
-        return rc == MPI_SUCCESS ? MPI_ERR_OTHER : rc;
-    }
-    rc = PMPI_Allreduce(MPI_IN_PLACE, h, (int)count, MPI_FLOAT, MPI_SUM, comm);
-    if (rc == MPI_SUCCESS && dev_xfer(m, recvbuf, h, count * sizeof(float)))
-        rc = MPI_ERR_OTHER;
-    return rc;
-}
-
-int hp_mem_pmpi_reduce_root0(hp_mem_t *m, void *buf, size_t count, int rank, MPI_Comm comm)
-{
-    float *h;
-    int rc;
-    if (!hp_mem_is_device(m))
-        return PMPI_Reduce(rank == 0 ? MPI_IN_PLACE : buf, rank == 0 ? buf : NULL, (int)count, MPI_FLOAT,
-                           MPI_SUM, 0, comm);
-    h = stage_in(m, buf, count);
-    if (h == NULL) {
-        h = (float *)calloc(count ? count : 1, sizeof(float));
-        rc = PMPI_Reduce(rank == 0 ? MPI_IN_PLACE : h, rank == 0 ? h : NULL, (int)count, MPI_FLOAT, MPI_SUM, 0, comm);
-        free(h);
-        return rc == MPI_SUCCESS ? MPI_ERR_OTHER : rc;
-    }
-    rc = PMPI_Reduce(rank == 0 ? MPI_IN_PLACE : h, rank == 0 ? h : NULL, (int)count, MPI_FLOAT, MPI_SUM, 0, comm);
-    if (rc == MPI_SUCCESS && rank == 0 && dev_xfer(m, buf, h, count * sizeof(float)))
-        rc = MPI_ERR_OTHER;
-    return rc;
-}
-
-int hp_mem_pmpi_bcast_root0(hp_mem_t *m, void *buf, size_t count, MPI_Comm comm)
-{
-    float *h;
-    int rc, rank = 0;
-    if (!hp_mem_is_device(m))
-        return PMPI_Bcast(buf, (int)count, MPI_FLOAT, 0, comm);
-    PMPI_Comm_rank(comm, &rank);
-    h = stage_in(m, rank == 0 ? buf : NULL, count);
-    if (h == NULL) {
-        h = (float *)calloc(count ? count : 1, sizeof(float));
-        rc = PMPI_Bcast(h, (int)count, MPI_FLOAT, 0, comm);
-        free(h);
-        return rc == MPI_SUCCESS ? MPI_ERR_OTHER : rc;
-    }
-    rc = PMPI_Bcast(h, (int)count, MPI_FLOAT, 0, comm);
-    if (rc == MPI_SUCCESS && rank != 0 && dev_xfer(m, buf, h, count * sizeof(float)))
-        rc = MPI_ERR_OTHER;
-    return rc;
+    return dev_xfer(m, dev, h, count * sizeof(float));
 }
 
 /* ------------------------------------------------- residual vectors */

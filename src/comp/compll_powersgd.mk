@@ -3,13 +3,13 @@
 # its unit tests (Check, with a micro benchmark behind --bench) and its
 # mpirun test.
 
-libhpcore_la_SOURCES += src/comp/hp_psgd.h src/comp/hp_comp_powersgd.c \
+libhpbase_la_SOURCES += src/comp/hp_psgd.h src/comp/hp_comp_powersgd.c \
 	src/algo/hp_algo_psgd.c src/algo/hp_algo_psgd_dev.c
 
 check_PROGRAMS += tests/check_comp_powersgd tests/mpi_powersgd
 tests_check_comp_powersgd_SOURCES = tests/check_comp_powersgd.c
 tests_check_comp_powersgd_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
-tests_check_comp_powersgd_LDADD = libhpcore.la $(CHECK_LIBS) -lm
+tests_check_comp_powersgd_LDADD = libhpcore.la $(CHECK_LIBS) $(BLAS_LIBS) -lm
 # links the core for its internal API: it drives hp_allreduce_compressed on
 # dup'd communicators and reads the residual store
 tests_mpi_powersgd_SOURCES = tests/mpi_powersgd.c

@@ -1,7 +1,7 @@
 # src/comp/compll_sparse.mk: sparse compressors (graddrop, dgc), their operators,
 # the decoder tests and fuzzers, and the plugin example.
 
-libhpcore_la_SOURCES += \
+libhpbase_la_SOURCES += \
 	src/ops/hp_ops_sparse.h src/ops/hp_ops_sparse.c src/ops/hp_ops_sparse_fmt.c \
 	src/comp/hp_comp_graddrop.c src/comp/hp_comp_dgc.c
 
@@ -31,7 +31,7 @@ tests_fuzz_replay_LDADD = libhpcore.la -lm
 # other fragments are instrumented too).  The rule exists in every build;
 # --enable-fuzz builds it with `make check`, and tests/run_fuzz.sh builds it
 # on demand with FUZZ_CC=clang-14 (or clang) otherwise.
-HP_FUZZ_SRCS = tests/fuzz_decode.c $(filter %.c,$(libhpcore_la_SOURCES))
+HP_FUZZ_SRCS = tests/fuzz_decode.c $(filter %.c,$(libhpbase_la_SOURCES) $(libhpcore_la_SOURCES))
 HP_FUZZ_CFLAGS = -std=gnu11 -ffp-contract=off -g -O1 -fno-omit-frame-pointer \
 	-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
 tests/fuzz_decode$(EXEEXT): $(HP_FUZZ_SRCS:%=$(srcdir)/%) \
@@ -40,7 +40,7 @@ tests/fuzz_decode$(EXEEXT): $(HP_FUZZ_SRCS:%=$(srcdir)/%) \
 	$(AM_V_CCLD)test -n "$(FUZZ_CC)" || { echo "tests/fuzz_decode: set FUZZ_CC (clang) or configure --enable-fuzz" >&2; exit 1; }; \
 	mpi_cflags=`$(MPICC) --showme:compile`; mpi_libs=`$(MPICC) --showme:link`; \
 	$(FUZZ_CC) $(HP_FUZZ_CFLAGS) -DHAVE_CONFIG_H -I$(top_builddir) -I$(top_srcdir)/include \
-		$(HP_SRC_INCLUDES) $$mpi_cflags -o $@ $(HP_FUZZ_SRCS:%=$(srcdir)/%) $$mpi_libs $(LIBS) -lm
+		$(HP_SRC_INCLUDES) $$mpi_cflags -o $@ $(HP_FUZZ_SRCS:%=$(srcdir)/%) $$mpi_libs $(HWLOC_LIBS) $(LIBS) -lm
 if HP_FUZZ
 check_SCRIPTS = tests/fuzz_decode$(EXEEXT)
 endif

@@ -8,6 +8,7 @@
  */
 #include "hp_state.h"
 #include "hp_call_setup.h"
+#include "hp_backend_mpi.h"
 #include "hp_algo.h"
 #include "hp_comp.h"
 #include "hp_ops.h"

@@ -48,7 +48,8 @@
 #include "hp_backend.h"
 #include "hp_call_setup.h"
 #include "hp_plan.h"
-#include "hp_state.h"
+#include "hp_global.h"
+#include "hp_gpu.h"
 #include "hp_tp_nccl.h"
 #include "hp_watchdog.h"
 #include <math.h>
@@ -438,10 +439,9 @@ static hp_status_t plain_call(hp_nccl_cstate_t *cs, tp_ctx_t *t, hp_mem_t *mem, 
 static int run_call(hp_nccl_cstate_t *cs, const hp_config_t *cfg, tp_ctx_t *t, const void *sendbuff,
                     void *user_recv, size_t count, int elem, int avg, ncclResult_t *rc_p)
 {
-    /* the host-synchronous form: no ordering hooks (order_in, order_out) */
+    /* the host-synchronous form (no ordering hooks), the stream-ordered one */
     const hp_tp_nccl_env_t tenv = {t, tp_group_start, tp_group_end, tp_send, tp_recv, tp_max,
                                    tp_sync, tp_h2d, tp_d2h, tp_staging, NULL, NULL};
-    /* the stream-ordered form: device messages, ordered by events */
     const hp_tp_nccl_env_t aenv = {t, tp_group_start, tp_group_end, tp_send, tp_recv, tp_max,
                                    tp_sync, tp_h2d, tp_d2h, tp_staging, tp_order_in, tp_order_out};
     hipress_comp_params_t cparams;
