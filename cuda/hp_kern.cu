@@ -184,8 +184,12 @@ extern "C" int hp_kl_nan_if(void *stream, float *dst, size_t n, const uint8_t *f
 
 __global__ static void k_divide(float *dst, size_t n, float d)
 {
-    GRID_STRIDE(i, n)
-        dst[i] = __fdiv_rn(dst[i], d);
+    /* (a NaN kept as it is: the GPU's division would give its canonical
+     * NaN, the host's keeps the payload) */
+    GRID_STRIDE(i, n) {
+        float v = dst[i];
+        dst[i] = v != v ? v : __fdiv_rn(v, d);
+    }
 }
 
 extern "C" int hp_kl_divide(void *stream, float *dst, size_t n, float d)
