@@ -16,13 +16,14 @@ AM_CPPFLAGS += -DHP_PKGLIBDIR='"$(pkglibdir)"'
 
 libhpbase_la_SOURCES += src/backend/hp_gpu.h src/backend/hp_gpu.c src/comp/hp_gpu_fmt.h src/comp/hp_gpu_fmt.def src/backend/hp_backend.h src/backend/hp_gpu_backend.c \
 	src/front/hp_nccl.h src/front/hp_nccl.c
+libhpbase_la_SOURCES += src/backend/hp_gpu_devmsg.c
 libhipress_la_SOURCES += mpi_wrappers/hp_wrap_gpu.h mpi_wrappers/hp_mpi_gpu.c
 # NCCL_CPPFLAGS is empty in a build without NCCL
 libhipress_la_CPPFLAGS = $(AM_CPPFLAGS) $(NCCL_CPPFLAGS)
 if HP_NCCL
 # the NCCL interposition and front end, in both libraries
 HP_NCCL_FRONT_SOURCES = mpi_wrappers/hp_nccl_wrap.c src/front/hp_front_nccl.h src/front/hp_front_nccl.c \
-	src/front/hp_nccl_elem.h src/front/hp_nccl_elem.c
+	src/front/hp_nccl_elem.h src/front/hp_nccl_elem.c src/front/hp_nccl_async.h src/front/hp_nccl_async.c
 libhipress_la_SOURCES += $(HP_NCCL_FRONT_SOURCES)
 # The NCCL-only library for jobs without MPI (torchrun): the same NCCL
 # interposition and front end over libhpbase.la, the core without the MPI

@@ -124,6 +124,8 @@ int hp_codec_release(hp_codec_t *cx);
 /* dst = NaN (n floats) when any of `bytes` bytes at flag (device memory)
  * is not zero, in stream order. */
 int hp_codec_nan_if(hp_codec_t *cx, float *dst, size_t n, const void *flag, uint32_t bytes);
+/* dst /= d on the compute stream (a stream-ordered ncclAvg). */
+int hp_codec_divide(hp_codec_t *cx, float *dst, size_t n, float d);
 
 /* Host-side checks of a payload (the cheap ones; per-element checks run on
  * the device): 0 when acceptable. */

@@ -301,6 +301,12 @@ int hp_codec_release(hp_codec_t *cx)
     return HP_GPU_OK;
 }
 
+int hp_codec_divide(hp_codec_t *cx, float *dst, size_t n, float d)
+{
+    CK(hp_kl_divide(STREAM(cx), dst, n, d));
+    return HP_GPU_OK;
+}
+
 int hp_codec_nan_if(hp_codec_t *cx, float *dst, size_t n, const void *flag, uint32_t bytes)
 {
     CK(hp_kl_nan_if(STREAM(cx), dst, n, (const uint8_t *)flag, bytes));

@@ -905,6 +905,14 @@ static int cuda_nan_if(void *cx, float *dst, size_t n, const void *flag, uint32_
              if (st_ != HP_GPU_OK) OP_FAIL(st_, "the NaN kernel over %zu elements failed", n));
 }
 
+static int cuda_divide(void *cx, float *dst, size_t n, float d)
+{
+    mod_cx_t *m = (mod_cx_t *)cx;
+    op_set("ncclAvg's divide of %zu elements", n);
+    IN_CX(m, st_ = hp_codec_divide(&m->codec, dst, n, d);
+             if (st_ != HP_GPU_OK) OP_FAIL(st_, "the divide kernel over %zu elements failed", n));
+}
+
 static int cuda_stream_join(void *cx, void *stream)
 {
     mod_cx_t *m = (mod_cx_t *)cx;
@@ -1249,6 +1257,7 @@ static const hp_gpu_ops_v2_t ops2 = {
     .stream_join = cuda_stream_join,
     .stream_release = cuda_stream_release,
     .call_release = cuda_call_release,
+    .divide = cuda_divide,
 };
 
 /* The table with the device codec as well (HP_GPU_CODEC_SYMBOL:

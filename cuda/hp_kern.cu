@@ -182,6 +182,24 @@ extern "C" int hp_kl_nan_if(void *stream, float *dst, size_t n, const uint8_t *f
     return launched();
 }
 
+__global__ static void k_divide(float *dst, size_t n, float d)
+{
+    /* (a NaN kept as it is: the GPU's division would give its canonical
+     * NaN, the host's keeps the payload) */
+    GRID_STRIDE(i, n) {
+        float v = dst[i];
+        dst[i] = v != v ? v : __fdiv_rn(v, d);
+    }
+}
+
+extern "C" int hp_kl_divide(void *stream, float *dst, size_t n, float d)
+{
+    if (n == 0)
+        return 0;
+    k_divide<<<grid_for(n, 4), TPB, 0, (cudaStream_t)stream>>>(dst, n, d);
+    return launched();
+}
+
 /* ----------------------------------------------------------- powersgd */
 
 /* One thread per (row, k), the CPU's order along the row (the row and a

@@ -172,6 +172,14 @@ HP_EMU_KERNEL(msg_fix, (float *, dst), (size_t, n), (const uint32_t *, status), 
     return 0;
 }
 
+HP_EMU_KERNEL(divide, (float *, dst), (size_t, n), (float, d))
+{
+    dst = P(float *, dst);
+    for (size_t i = 0; i < n; i++)
+        dst[i] = dst[i] / d;
+    return 0;
+}
+
 HP_EMU_KERNEL(nan_if, (float *, dst), (size_t, n), (const uint8_t *, flag), (uint32_t, bytes))
 {
     int set = 0;

@@ -174,6 +174,10 @@ int hp_kl_msg_fix(void *stream, float *dst, size_t n, const uint32_t *status, ui
  * zero (a failure flag, or the failure agreement's result, on the device). */
 int hp_kl_nan_if(void *stream, float *dst, size_t n, const uint8_t *flag, uint32_t bytes);
 
+/* dst[i] = dst[i] / d for all n (a float division, IEEE-rounded; a NaN
+ * keeps its bits, as the host's division does). */
+int hp_kl_divide(void *stream, float *dst, size_t n, float d);
+
 /* powersgd's passes over the m x c matrix M of n floats (the CPU's orders,
  * hp_kern.h): P (m x r) = M Q with Q^T (r x c) given, tiles of T columns;
  * Q^T = M^T P; and the reconstruction buf = P Qs^T, with res = M - P Ql^T

@@ -510,6 +510,33 @@ static void buffer_ops(size_t n)
     free(b); free(r); free(u); free(t);
 }
 
+/* ncclAvg's divide of a stream-ordered call (divide): the host's float
+ * division, bit for bit, on every kind of data and for 3 and 7 ranks. */
+static void divide_ops(size_t n)
+{
+    float *h = malloc(n * 4), *t = malloc(n * 4);
+    float *d;
+    size_t at = 0;
+    int bad = 0;
+    for (int k = 0; k < D_N; k++) {
+        const float by = k & 1 ? 7.0f : 3.0f;
+        cases++;
+        fill(h, n, k, 40 + (uint64_t)k);
+        d = dev(h, n * 4);
+        if (g->divide(cx, d, n, by) != HP_GPU_OK || g->sync(cx, &bad) != HP_GPU_OK) {
+            FAILF("divide n=%zu data %d: %s", n, k, g->base.last_error());
+        } else {
+            for (size_t i = 0; i < n; i++)
+                h[i] = h[i] / by;
+            back(t, d, n * 4);
+            if (!same_bits(h, t, n, &at))
+                FAILF("divide n=%zu data %d by %g: [%zu] cpu %a gpu %a", n, k, (double)by, at, h[at], t[at]);
+        }
+        g->dev_free(&where, d);
+    }
+    free(h); free(t);
+}
+
 /* The 16-bit conversions of a compressed ncclAllReduce (convert): float to
  * float16 and bfloat16 and back, against hp_elem.h's, on every kind of
  * data (ties, overflow, subnormals, NaN, Inf included). */
@@ -754,6 +781,7 @@ int main(int argc, char **argv)
         release_run();
     if (selected("ops")) {
         buffer_ops(100003);
+        divide_ops(100003);
         convert_ops(100003);
         if (!small_only)
             buffer_ops((1u << 22) + 1);

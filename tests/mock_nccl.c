@@ -19,7 +19,11 @@
  * A receive that gets fewer bytes than it posted fails the group
  * (ncclInvalidUsage): NCCL needs the counts of a send and its receive to
  * match.  Otherwise no data moves, and a communicator has one rank.
- * Operations complete when called (streams are ignored).
+ * Operations complete when called: in replay mode, what the stand-in
+ * driver has queued on the operation's stream before it runs first
+ * (mock_cuda_stream_flush, so the driver's deferred mode,
+ * MOCK_CUDA_DEFERRED, orders them as a GPU would); nothing queued after it
+ * runs before it.
  *
  * Built with -DMOCK_NCCL_NO_MPI (tests/mock_nompi/libnccl.so.2) it names
  * no MPI symbol and never replays (tests/run_nompi.sh).
@@ -203,6 +207,22 @@ static void *host_of(const void *p)
     return shadow != NULL ? shadow(p) : (void *)(uintptr_t)p;
 }
 
+/* Replay: run what the stand-in driver queued on `stream` so far (the
+ * operation reads its buffers now). */
+static void run_stream(cudaStream_t stream)
+{
+    static void (*flush)(void *);
+    if (flush == NULL) {
+        void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+        if (h != NULL) {
+            flush = (void (*)(void *))dlsym(h, "mock_cuda_stream_flush");
+            dlclose(h);
+        }
+    }
+    if (flush != NULL)
+        flush(stream);
+}
+
 static size_t dt_size(ncclDataType_t t)
 {
     switch (t) {
@@ -333,10 +353,12 @@ static ncclResult_t p2p_flush(void)
     return p2p_run(p2p, n);
 }
 
-static ncclResult_t p2p_post(int send, const void *buf, size_t count, ncclDataType_t dt, int peer)
+static ncclResult_t p2p_post(int send, const void *buf, size_t count, ncclDataType_t dt, int peer,
+                            cudaStream_t stream)
 {
     if (!replay())
         return ncclSuccess;
+    run_stream(stream);
     if (np2p == room2p) {
         int room = room2p ? 2 * room2p : 256;
         p2p_t *p = realloc(p2p, (size_t)room * sizeof(p2p_t));
@@ -410,6 +432,8 @@ API ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t coun
         c->redop = op;
         return ncclInProgress;
     }
+    if (replay())
+        run_stream(stream);
     return replay() ? replay_allreduce(sendbuff, recvbuff, count, datatype, op) : ncclSuccess;
 }
 
@@ -438,6 +462,8 @@ API ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t send
                                ncclComm_t comm, cudaStream_t stream)
 {
     record("ncclAllGather", sendbuff, recvbuff, sendcount, datatype, -1, -1, comm, stream);
+    if (replay())
+        run_stream(stream);
     return replay() ? replay_allgather(sendbuff, recvbuff, sendcount, datatype) : ncclSuccess;
 }
 
@@ -456,7 +482,7 @@ API ncclResult_t ncclSend(const void *sendbuff, size_t count, ncclDataType_t dat
         return ncclInvalidUsage;
     if (depth > 0)
         nb_enter(comm);
-    return p2p_post(1, sendbuff, count, datatype, peer);
+    return p2p_post(1, sendbuff, count, datatype, peer, stream);
 }
 
 API ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
@@ -467,7 +493,7 @@ API ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype,
         return ncclInvalidUsage;
     if (depth > 0)
         nb_enter(comm);
-    return p2p_post(0, recvbuff, count, datatype, peer);
+    return p2p_post(0, recvbuff, count, datatype, peer, stream);
 }
 
 API ncclResult_t ncclCommFinalize(ncclComm_t comm)

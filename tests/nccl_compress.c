@@ -73,6 +73,9 @@
 static void *(*dmalloc)(size_t, int);
 static int (*dwrite)(void *, const void *, size_t);
 static int (*dread)(void *, const void *, size_t);
+/* (async mode) the stand-in driver's counters and a wait for a stream */
+static unsigned long long (*mock_count)(const char *);
+static int (*stream_sync)(void *);
 static void (*set_capturing)(void *, int);
 static int (*comm_set)(void *, const char *, const char *);
 static int (*comm_residual)(void *, const void *, size_t, float *);
@@ -446,7 +449,7 @@ static void case_default(void)
 /* The settings of one case, applied alike to an MPI communicator
  * (hipress_comm_set) and an NCCL one (hipress_nccl_comm_set). */
 typedef struct {
-    const char *kv[24];
+    const char *kv[28];
 } kv_t;
 
 static kv_t case_kv(const char *comp, const char *algo)
@@ -727,6 +730,149 @@ static void case_mpi_bits(void)
     mpi_bits("dgc", "allgather", 40003, 2, -1, 1, 1);
 }
 
+/* ------------------------------------------- stream-ordered calls */
+
+/* What the stand-in driver counts as the host waiting for the device
+ * (stream, event and context synchronisations and completed queries) or
+ * copying between host and device memory. */
+static unsigned long long host_work(void)
+{
+    return mock_count("syncs") + mock_count("d2h") + mock_count("h2d");
+}
+
+/* Stream-ordered calls (HIPRESS_NCCL_ASYNC=auto, the default; `async` mode,
+ * run under MOCK_CUDA_DEFERRED=1 and 2 by run_nccl_compress.sh): the same
+ * calls through MPI_Allreduce on host buffers and through ncclAllReduce on
+ * device buffers give the same result bits and residuals, call after call
+ * (call 1 with a NaN on the last rank, call 2 an ncclAvg: the MPI sum
+ * divided by N on the host); every call after a communicator's
+ * first (agreement, plan, first memory) makes no host synchronisation and
+ * no host copy (the stand-in's counters around ncclAllReduce), so the
+ * result is there only once the caller's stream has run (waited for here
+ * before reading it; the deferred stand-in runs nothing before: a missing
+ * event gives wrong bits), with the same NCCL calls as the host-synchronous
+ * form: the algorithm's groups on the caller's stream, then the failure
+ * agreement (one int64). */
+static void async_bits(const char *comp, const char *algo, const char *rounding, size_t n, int calls)
+{
+    kv_t k = case_kv(comp, algo);
+    MPI_Comm mc;
+    ncclComm_t nc = mock_nccl_comm_new();
+    float *h = malloc(n * sizeof(float)), *back = malloc(n * sizeof(float));
+    float *rh = malloc(n * sizeof(float)), *rd = malloc(n * sizeof(float));
+    void *d = dev(n);
+    char label[96];
+    int i = 0;
+
+    while (k.kv[i] != NULL)
+        i += 2;
+    k.kv[i] = "HIPRESS_Q_ROUNDING";
+    k.kv[i + 1] = rounding;
+    k.kv[i + 2] = NULL;
+    mc = mpi_comm(&k);
+    nccl_apply(nc, &k);
+    for (int t = 0; t < calls; t++) {
+        int rcm, from, groups, want = algo_groups(algo);
+        unsigned long long w0, w;
+        ncclResult_t rcn;
+        size_t diff = n;
+        snprintf(label, sizeof(label), "stream-ordered %s/%s (%s) call %d", comp, algo, rounding, t);
+        for (size_t j = 0; j < n; j++)
+            h[j] = grad_val(rank, t, j);
+        if (t == 1 && rank == size - 1)
+            h[n / 3] = NAN;
+        dwrite(d, h, n * sizeof(float));
+        rcm = MPI_Allreduce(MPI_IN_PLACE, h, (int)n, MPI_FLOAT, MPI_SUM, mc);
+        from = mock_nccl_ncalls();
+        w0 = host_work();
+        rcn = ncclAllReduce(d, d, n, ncclFloat32, t == 2 ? ncclAvg : ncclSum, nc, STREAM);
+        w = host_work() - w0;
+        compressed++;
+        if (t == 2)
+            for (size_t j = 0; j < n; j++)
+                h[j] = h[j] / (float)size;
+        CHECK(rcm == MPI_SUCCESS && rcn == ncclSuccess, "%s: MPI rc %d, NCCL rc %d", label, rcm, (int)rcn);
+        CHECK(t == 0 || w == 0, "%s: %llu host synchronisations or copies in a steady-state call (%llu syncs, "
+              "%llu d2h, %llu h2d in all so far)", label, w, mock_count("syncs"),
+              mock_count("d2h"), mock_count("h2d"));
+        groups = groups_since(from, nc, label);
+        CHECK(groups == want, "%s: %d groups of sends and receives, want %d", label, groups, want);
+        CHECK(strcmp(mock_nccl_call(-1)->fn, "ncclAllReduce") == 0 && mock_nccl_call(-1)->count == 1 &&
+                  mock_nccl_call(-1)->datatype == ncclInt64,
+              "%s: the last call is not the failure agreement", label);
+        CHECK(stream_sync(STREAM) == 0, "%s: the caller's stream", label);
+        dread(back, d, n * sizeof(float));
+        for (size_t j = 0; j < n && diff == n; j++)
+            if (bits(h[j]) != bits(back[j]))
+                diff = j;
+        CHECK(diff == n, "%s: result[%zu] MPI %a NCCL %a", label, diff, diff < n ? h[diff] : 0.0f,
+              diff < n ? back[diff] : 0.0f);
+        CHECK(same_everywhere(back, n), "%s: results differ between ranks", label);
+        same_residuals(mc, h, nc, d, n, rh, rd, label);
+    }
+    MPI_Comm_free(&mc);
+    free(h); free(back); free(rh); free(rd);
+}
+
+/* A stream-ordered call whose message one rank corrupts
+ * (HIPRESS_TEST_CORRUPT): rejected on the device, NaN on every rank
+ * through the failure agreement on device values; the next calls (the
+ * knob off) are finite again, the second of them with no host wait. */
+static void async_corrupt(const char *comp, const char *algo)
+{
+    const size_t n = N_ELEM;
+    kv_t k = case_kv(comp, algo);
+    ncclComm_t c = mock_nccl_comm_new();
+    float *h = malloc(n * sizeof(float)), *back = malloc(n * sizeof(float));
+    void *d = dev(n);
+    char label[96];
+
+    nccl_apply(c, &k);
+    for (int t = 0; t < 4; t++) {
+        size_t finite = 0;
+        unsigned long long w0, w;
+        ncclResult_t rc;
+        snprintf(label, sizeof(label), "stream-ordered %s/%s, corrupted at call 1: call %d", comp, algo, t);
+        if (t == 1)
+            CHECK(comm_set(c, "HIPRESS_TEST_CORRUPT", size > 2 ? "2" : "1") == HIPRESS_OK, "comm_set TEST_CORRUPT");
+        if (t == 2)
+            CHECK(comm_set(c, "HIPRESS_TEST_CORRUPT", "-1") == HIPRESS_OK, "comm_set TEST_CORRUPT -1");
+        for (size_t j = 0; j < n; j++)
+            h[j] = grad_val(rank, t, j);
+        dwrite(d, h, n * sizeof(float));
+        w0 = host_work();
+        rc = ncclAllReduce(d, d, n, ncclFloat32, ncclSum, c, STREAM);
+        w = host_work() - w0;
+        compressed++;
+        CHECK(rc == ncclSuccess, "%s: rc %d", label, (int)rc);
+        CHECK(t != 3 || w == 0, "%s: %llu host synchronisations or copies", label, w);
+        CHECK(stream_sync(STREAM) == 0, "%s: the caller's stream", label);
+        dread(back, d, n * sizeof(float));
+        for (size_t j = 0; j < n; j++)
+            finite += isfinite(back[j]) != 0;
+        if (t == 1)
+            CHECK(finite == 0, "%s: %zu elements not NaN", label, finite);
+        else
+            CHECK(finite == n, "%s: %zu of %zu finite", label, finite, n);
+    }
+    free(h); free(back);
+}
+
+static void case_async(void)
+{
+    static const char *const comps[] = {"fp16", "bf16", "q2", "q4", "q8", "onebit", "tbq", "terngrad"};
+    static const char *const algos[] = {"ring", "ps", "allgather"};
+    for (size_t c = 0; c < sizeof(comps) / sizeof(comps[0]); c++)
+        for (size_t a = 0; a < sizeof(algos) / sizeof(algos[0]); a++) {
+            async_bits(comps[c], algos[a], "nearest", 40003, 3);
+            if (comps[c][0] == 'q')
+                async_bits(comps[c], algos[a], "stochastic", 40003, 3);
+        }
+    async_corrupt("onebit", "allgather");
+    async_corrupt("q4", "ring");
+    async_corrupt("fp16", "ps");
+}
+
 /* An operation of hipress' that stays in progress longer than
  * HIPRESS_TIMEOUT: the call fails with ncclSystemError after about that
  * long, naming what it waited for (run_nccl_compress.sh), and enqueues
@@ -908,7 +1054,7 @@ int main(int argc, char **argv)
     void *cu;
     int all;
     if (argc < 3) {
-        fprintf(stderr, "usage: nccl_compress compress|pass MOCKDIR/libcuda.so.1\n");
+        fprintf(stderr, "usage: nccl_compress compress|pass|async MOCKDIR/libcuda.so.1\n");
         return 2;
     }
     MPI_Init(&argc, &argv);
@@ -920,6 +1066,8 @@ int main(int argc, char **argv)
         *(void **)&dwrite = dlsym(cu, "mock_cuda_write");
         *(void **)&dread = dlsym(cu, "mock_cuda_read");
         *(void **)&set_capturing = dlsym(cu, "mock_cuda_set_capturing");
+        *(void **)&mock_count = dlsym(cu, "mock_cuda_count");
+        *(void **)&stream_sync = dlsym(cu, "cuStreamSynchronize");
     }
     *(void **)&comm_set = dlsym(RTLD_DEFAULT, "hipress_nccl_comm_set");
     *(void **)&comm_residual = dlsym(RTLD_DEFAULT, "hipress_nccl_comm_residual");
@@ -927,12 +1075,14 @@ int main(int argc, char **argv)
     *(void **)&mpi_comm_residual = dlsym(RTLD_DEFAULT, "hipress_comm_residual");
     *(void **)&nccl_stats = dlsym(RTLD_DEFAULT, "hipress_nccl_stats_get");
     if (!dmalloc || !dwrite || !dread || !set_capturing || !comm_set || !comm_residual || !mpi_comm_set ||
-        !mpi_comm_residual || !nccl_stats) {
+        !mpi_comm_residual || !nccl_stats || !mock_count || !stream_sync) {
         fprintf(stderr, "nccl_compress: the stand-in driver or hipress is missing (%s)\n", dlerror());
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     if (strcmp(argv[1], "pass") == 0) {
         case_default();
+    } else if (strcmp(argv[1], "async") == 0) {
+        case_async();
     } else {
         case_exact();
         case_lossy("onebit", 1);

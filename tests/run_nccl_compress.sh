@@ -6,9 +6,19 @@
 #   1. HIPRESS_NCCL=compress at 2, 3 and 4 ranks (one mpirun each): every
 #      case of nccl_compress (the MPI path's bits for every compressor and
 #      algorithm, non-blocking communicators, splits, abort, auto);
-#      HIPRESS_STATS counts the compressed calls; the corrupted call's,
-#      the differing settings' and the bounded poll's warnings;
-#   2. the default (HIPRESS_NCCL unset) at 2 ranks: nothing compressed.
+#      HIPRESS_STATS counts the compressed calls; the differing settings'
+#      and the bounded poll's warnings; at 2 ranks host-synchronously
+#      (HIPRESS_NCCL_ASYNC=off: the corrupted call's warning on every rank),
+#      at 3 and 4 with the default (auto: the eligible calls stream-ordered,
+#      so the corrupted call's failure is known on the device only: NaN, no
+#      warning);
+#   2. the stream-ordered calls (nccl_compress async) at 2, 3 and 4 ranks
+#      under the stand-in driver's deferred streams (MOCK_CUDA_DEFERRED=1
+#      and 2): the MPI path's bits and residuals for fp16, bf16, q2/q4/q8
+#      (both roundings), onebit, tbq, terngrad x ring, ps, allgather, no
+#      host synchronisation or copy in a steady-state call, a corrupted
+#      message NaN on every rank;
+#   3. the default (HIPRESS_NCCL unset) at 2 ranks: nothing compressed.
 # Skipped (77) where the emulated module is not built (a build without CUDA).
 set -u
 HP_MPI_TIMEOUT=${HP_MPI_TIMEOUT:-300}
@@ -32,11 +42,14 @@ row() {
 }
 
 for np in 2 3 4; do
+    async=auto
+    [ $np -eq 2 ] && async=off
     hp_mpirun $np -x LD_PRELOAD="$HP_PRELOAD" -x HIPRESS_STATS=1 -x HIPRESS_CUDA_MODULE="$emu" \
-        -x MOCK_NCCL_MPI=1 -x HIPRESS_NCCL=compress "$prog" compress "$mock/libcuda.so.1" >"$out" 2>"$err"
+        -x MOCK_NCCL_MPI=1 -x HIPRESS_NCCL=compress -x HIPRESS_NCCL_ASYNC=$async "$prog" compress \
+        "$mock/libcuda.so.1" >"$out" 2>"$err"
     rc=$?
     n=$(sed -n 's/^nccl_compress: ok, \([0-9]*\) compressed calls$/\1/p' "$out")
-    echo "# nccl_compress np $np: exit $rc, ${n:-?} compressed calls, $(row 'nccl compressed') counted"
+    echo "# nccl_compress np $np (HIPRESS_NCCL_ASYNC=$async): exit $rc, ${n:-?} compressed calls, $(row 'nccl compressed') counted"
     grep '^# ' "$out"
     if [ $rc -ne 0 ] || [ -z "$n" ]; then
         hp_fail "nccl_compress np $np"
@@ -44,14 +57,37 @@ for np in 2 3 4; do
         continue
     fi
     [ "$(row 'nccl compressed')" = "$n" ] || { hp_fail "np $np: 'nccl compressed' is not $n"; cat "$err"; }
-    # the corrupted call's warning on every rank, the differing settings' once
-    [ "$(grep -c 'compressed ncclAllReduce of [0-9]* floats failed: .*the result is NaN' "$err")" -eq $np ] ||
-        { hp_fail "np $np: want one failure warning per rank"; cat "$err"; }
+    # the corrupted call's warning on every rank (host-synchronous; none
+    # stream-ordered), the differing settings' once
+    want=$np
+    [ $async = auto ] && want=0
+    [ "$(grep -c 'compressed ncclAllReduce of [0-9]* floats failed: .*the result is NaN' "$err")" -eq $want ] ||
+        { hp_fail "np $np: want $want failure warnings"; cat "$err"; }
     [ "$(grep -c 'ncclAllReduce is passed through on this communicator: the ranks. settings differ' "$err")" -eq 1 ] ||
         { hp_fail "np $np: want one warning about differing settings"; cat "$err"; }
     # the bounded poll of a non-blocking communicator: on every rank, naming the wait
     [ "$(grep -c "nccl: an agreement's ncclAllReduce was still in progress after [0-9]* s (ncclCommGetAsyncError answers ncclInProgress; HIPRESS_TIMEOUT=1 s)" "$err")" -eq $np ] ||
         { hp_fail "np $np: want one timeout warning per rank"; cat "$err"; }
+done
+
+for np in 2 3 4; do
+    for d in 1 2; do
+        hp_mpirun $np -x LD_PRELOAD="$HP_PRELOAD" -x HIPRESS_STATS=1 -x HIPRESS_CUDA_MODULE="$emu" \
+            -x MOCK_NCCL_MPI=1 -x HIPRESS_NCCL=compress -x MOCK_CUDA_DEFERRED=$d "$prog" async \
+            "$mock/libcuda.so.1" >"$out" 2>"$err"
+        rc=$?
+        n=$(sed -n 's/^nccl_compress: ok, \([0-9]*\) compressed calls$/\1/p' "$out")
+        echo "# nccl_compress async np $np MOCK_CUDA_DEFERRED=$d: exit $rc, ${n:-?} compressed calls, $(row 'nccl compressed') counted"
+        if [ $rc -ne 0 ] || [ -z "$n" ]; then
+            hp_fail "nccl_compress async np $np MOCK_CUDA_DEFERRED=$d"
+            cat "$out" "$err"
+            continue
+        fi
+        [ "$(row 'nccl compressed')" = "$n" ] || { hp_fail "async np $np: 'nccl compressed' is not $n"; cat "$err"; }
+        # a device-side failure never reaches the host's warning
+        ! grep -q 'compressed ncclAllReduce of [0-9]* floats failed' "$err" ||
+            { hp_fail "async np $np: a host-side failure"; cat "$err"; }
+    done
 done
 
 hp_mpirun 2 -x LD_PRELOAD="$HP_PRELOAD" -x HIPRESS_STATS=1 -x HIPRESS_CUDA_MODULE="$emu" -x MOCK_NCCL_MPI=1 \

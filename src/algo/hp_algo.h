@@ -132,6 +132,14 @@ typedef struct {
 } hp_slot_t;
 hp_slot_t *hp_call_slots(hp_call_t *call, size_t count, size_t *cap_p, size_t extra_bytes,
                          void **extra_p);
+/* The message operations of the call's memory (hp_mem_ops_t): the length
+ * to decode a received message of a slot of cap bytes with (hp_msg_len on
+ * host messages), and an error message for len elements written into out
+ * (hp_msg_error), its length.  The algorithms never read or write message
+ * bytes themselves: the messages may be device memory. */
+size_t hp_call_msg_len(hp_call_t *call, const void *msg, size_t cap);
+size_t hp_call_msg_error(hp_call_t *call, void *out, size_t len);
+
 /* Wait for every request of `count` slots; HP_ERR_MPI if one failed. */
 hp_status_t hp_slots_wait(hp_call_t *call, hp_slot_t *slots, size_t count);
 

@@ -55,7 +55,7 @@ hp_status_t hp_algo_allgather_run(hp_call_t *call)
                     st = HP_ERR_MPI;
                     got = 0;
                 } else {
-                    got = hp_msg_len(in->buf, cap);
+                    got = hp_call_msg_len(call, in->buf, cap);
                 }
             }
             if (N <= HP_DECODE_MANY_MAX) {

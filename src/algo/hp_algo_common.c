@@ -10,7 +10,7 @@
 
 /* A call without memory of its own (tests, powersgd's sums of host vectors)
  * is on the host. */
-static hp_mem_t cpu_mem = {&hp_mem_cpu, NULL, {HP_MEM_HOST, -1, NULL}, HP_OK};
+static hp_mem_t cpu_mem = {&hp_mem_cpu, NULL, {HP_MEM_HOST, -1, NULL}, HP_OK, NULL, NULL};
 
 static hp_mem_t *mem_of(const hp_call_t *call)
 {
@@ -71,7 +71,7 @@ static size_t encode_as(hp_call_t *call, int kind, size_t off, size_t len, int h
     double t0 = hp_now();
 
     if (call->err != HP_OK)
-        return hp_msg_error(out, len);
+        return m->ops->msg_error(m, out, len);
     memset(&a, 0, sizeof(a));
     a.in = call->buf + off;
     a.n = len;
@@ -118,12 +118,12 @@ static size_t encode_as(hp_call_t *call, int kind, size_t off, size_t len, int h
     call->t_encode += hp_now() - t0;
     if (st != HP_OK) {
         call->err = st;
-        return hp_msg_error(out, len);
+        return m->ops->msg_error(m, out, len);
     }
     call->nonfinite += (unsigned long long)nonfinite;
     if (call->corrupt) {
         /* test knob: a message whose header lies about its payload */
-        ((unsigned char *)out)[8] ^= 0x5a;
+        m->ops->msg_corrupt(m, out);
         call->corrupt = 0;
     }
     return mlen;
@@ -169,8 +169,7 @@ static void decode_as(hp_call_t *call, int kind, const void *msg, size_t msg_len
         raise(SIGKILL);   /* test knob: this rank has sent messages and dies before the rest */
     if (call->err != HP_OK)
         return;
-    if (call->mg_state == 1 && msg_len >= HP_MSG_HEADER &&
-        (((const unsigned char *)msg)[2] & HP_MSG_NONFINITE))
+    if (call->mg_state == 1 && m->ops->msg_nonfinite(m, msg, msg_len))
         call->mg_state = 2;   /* the merge in progress received a non-finite message */
     st = m->ops->decode(m, kind, msg, msg_len, len, dst, accumulate, call->params);
     call->t_decode += hp_now() - t0;
@@ -234,6 +233,56 @@ void hp_call_decode_many(hp_call_t *call, void *const *msgs, const size_t *lens,
     }
 }
 
+size_t hp_call_msg_len(hp_call_t *call, const void *msg, size_t cap)
+{
+    hp_mem_t *m = mem_of(call);
+    return m->ops->msg_len(m, msg, cap);
+}
+
+size_t hp_call_msg_error(hp_call_t *call, void *out, size_t len)
+{
+    hp_mem_t *m = mem_of(call);
+    return m->ops->msg_error(m, out, len);
+}
+
+/* Slots whose messages are not in the host scratch (device messages): the
+ * slot structs and the extra bytes from the scratch, the messages from the
+ * backend. */
+static hp_slot_t *slots_apart(hp_call_t *call, hp_mem_t *m, size_t count, size_t *cap_p, size_t extra_bytes,
+                              void **extra_p)
+{
+    size_t head = (count * sizeof(hp_slot_t) + 63) & ~(size_t)63;
+    size_t ex = (extra_bytes + 63) & ~(size_t)63;
+    size_t cap = (*cap_p + 63) & ~(size_t)63;
+    unsigned char *mem = call->scratch(call->scratch_ctx, head + ex);
+    unsigned char *msgs = mem != NULL ? m->ops->msg_mem(m, count * cap) : NULL;
+    hp_slot_t *slots;
+
+    if (msgs == NULL) {
+        HP_WARN("out of memory for %zu message buffers of %zu bytes: this call fails on every rank",
+                count, cap);
+        if (call->err == HP_OK)
+            call->err = HP_ERR_NOMEM;
+        ex = 0;
+        cap = 64;    /* an error message */
+        if (mem == NULL)
+            mem = call->scratch(call->scratch_ctx, head);
+        msgs = mem != NULL ? m->ops->msg_mem(m, count * cap) : NULL;
+        if (msgs == NULL)
+            return NULL;
+    }
+    slots = (hp_slot_t *)mem;
+    for (size_t i = 0; i < count; i++) {
+        slots[i].buf = msgs + i * cap;
+        slots[i].len = 0;
+        slots[i].req = HP_REQ_NULL;
+    }
+    if (extra_p != NULL)
+        *extra_p = ex ? mem + head : NULL;
+    *cap_p = cap;
+    return slots;
+}
+
 hp_slot_t *hp_call_slots(hp_call_t *call, size_t count, size_t *cap_p, size_t extra_bytes,
                          void **extra_p)
 {
@@ -243,6 +292,8 @@ hp_slot_t *hp_call_slots(hp_call_t *call, size_t count, size_t *cap_p, size_t ex
     unsigned char *mem;
     hp_slot_t *slots;
 
+    if (mem_of(call)->ops->msg_mem != NULL)
+        return slots_apart(call, mem_of(call), count, cap_p, extra_bytes, extra_p);
     mem = call->scratch(call->scratch_ctx, head + ex + count * cap);
     if (mem == NULL) {
         HP_WARN("out of memory for %zu message buffers of %zu bytes: this call fails on every rank",

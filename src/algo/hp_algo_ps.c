@@ -93,7 +93,7 @@ hp_status_t hp_algo_ps_run(hp_call_t *call)
                 if (hp_tp_wait(tp, &in->req) != HP_OK)
                     st = HP_ERR_MPI;
                 else
-                    got = hp_msg_len(in->buf, cap1);
+                    got = hp_call_msg_len(call, in->buf, cap1);
                 hp_call_decode_to(call, in->buf, got, acc, len, j != 0);
             }
         }
@@ -102,7 +102,7 @@ hp_status_t hp_algo_ps_run(hp_call_t *call)
         s2[p].len = hp_call_encode_sum(call, off, len, 1, (int)N, s2[p].buf, cap2);
         hp_call_decode_sum(call, s2[p].buf, s2[p].len, off, len, 0);
         if (call->err != HP_OK)
-            s2[p].len = hp_msg_error(s2[p].buf, len);
+            s2[p].len = hp_call_msg_error(call, s2[p].buf, len);
         /* one message, N-1 sends of the same bytes */
         for (size_t k = 1; k < N; k++) {
             size_t c = (r + k) % N;
@@ -128,7 +128,7 @@ hp_status_t hp_algo_ps_run(hp_call_t *call)
             if (hp_tp_wait(tp, &in->req) != HP_OK)
                 st = HP_ERR_MPI;
             else
-                got = hp_msg_len(in->buf, cap2);
+                got = hp_call_msg_len(call, in->buf, cap2);
             hp_call_decode_sum(call, in->buf, got, PART_OFF(j, p), PART_LEN(j, p), 0);
         }
     }

@@ -74,7 +74,7 @@ hp_status_t hp_algo_ring_run(hp_call_t *call)
             if (hp_tp_wait(tp, &in->req) != HP_OK)
                 st = HP_ERR_MPI;
             else
-                got = hp_msg_len(in->buf, cap);
+                got = hp_call_msg_len(call, in->buf, cap);
             /* this slot's previous send (step s-1) must be done before reuse */
             if (!last && hp_tp_wait(tp, &out->req) != HP_OK)
                 st = HP_ERR_MPI;
@@ -100,7 +100,7 @@ hp_status_t hp_algo_ring_run(hp_call_t *call)
             if (!last) {
                 /* a failed rank keeps the protocol going with error messages */
                 if (call->err != HP_OK)
-                    out->len = hp_msg_error(out->buf, len);
+                    out->len = hp_call_msg_error(call, out->buf, len);
                 if (hp_tp_isend(tp, out->buf, out->len, cap, right, &out->req) != HP_OK)
                     st = HP_ERR_MPI;
                 if (s + 1 < steps &&

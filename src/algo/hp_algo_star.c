@@ -55,7 +55,7 @@ hp_status_t hp_algo_star_run(hp_call_t *call)
             if (hp_tp_wait(tp, &in[p].req) != HP_OK)
                 st = HP_ERR_MPI;
             else
-                got = hp_msg_len(in[p].buf, cap2);
+                got = hp_call_msg_len(call, in[p].buf, cap2);
             hp_call_decode_sum(call, in[p].buf, got, PART_OFF(p), PART_LEN(p), 0);
         }
         if (hp_slots_wait(call, out, P) != HP_OK)
@@ -80,7 +80,7 @@ hp_status_t hp_algo_star_run(hp_call_t *call)
                 if (hp_tp_wait(tp, &in->req) != HP_OK)
                     st = HP_ERR_MPI;
                 else
-                    got = hp_msg_len(in->buf, cap1);
+                    got = hp_call_msg_len(call, in->buf, cap1);
                 if (acc != NULL)
                     hp_call_decode_to(call, in->buf, got, acc, len, 1);
             }
@@ -89,7 +89,7 @@ hp_status_t hp_algo_star_run(hp_call_t *call)
             sum[p].len = hp_call_encode_sum(call, off, len, 1, (int)N, sum[p].buf, cap2);
             hp_call_decode_sum(call, sum[p].buf, sum[p].len, off, len, 0);
             if (call->err != HP_OK)
-                sum[p].len = hp_msg_error(sum[p].buf, len);
+                sum[p].len = hp_call_msg_error(call, sum[p].buf, len);
             for (size_t j = 1; j < N; j++)
                 if (hp_tp_isend(tp, sum[p].buf, sum[p].len, cap2, (int)j, &sreq[(j - 1) * P + p].req) != HP_OK)
                     st = HP_ERR_MPI;

@@ -64,7 +64,7 @@ hp_status_t hp_algo_tree_run(hp_call_t *call)
             if (hp_tp_wait(tp, &in->req) != HP_OK)
                 st = HP_ERR_MPI;
             else
-                got = hp_msg_len(in->buf, cap);
+                got = hp_call_msg_len(call, in->buf, cap);
             hp_call_decode(call, in->buf, got, off, len, 1);
         }
         if (parent >= 0) {
@@ -75,7 +75,7 @@ hp_status_t hp_algo_tree_run(hp_call_t *call)
             down[p].len = hp_call_encode(call, off, len, 1, N, down[p].buf, cap);
             hp_call_decode(call, down[p].buf, down[p].len, off, len, 0);
             if (call->err != HP_OK)
-                down[p].len = hp_msg_error(down[p].buf, len);
+                down[p].len = hp_call_msg_error(call, down[p].buf, len);
             /* the receive slots of the children are free now: reuse their
              * requests for the broadcast sends */
             for (int c = nchild - 1; c >= 0; c--)
@@ -94,11 +94,11 @@ hp_status_t hp_algo_tree_run(hp_call_t *call)
             if (hp_tp_wait(tp, &down[p].req) != HP_OK)
                 st = HP_ERR_MPI;
             else
-                got = hp_msg_len(down[p].buf, cap);
+                got = hp_call_msg_len(call, down[p].buf, cap);
             down[p].len = got;
             hp_call_decode(call, down[p].buf, got, PART_OFF(p), PART_LEN(p), 0);
             if (call->err != HP_OK)
-                down[p].len = hp_msg_error(down[p].buf, PART_LEN(p));
+                down[p].len = hp_call_msg_error(call, down[p].buf, PART_LEN(p));
             for (int c = nchild - 1; c >= 0; c--)
                 if (hp_tp_isend(tp, down[p].buf, down[p].len, cap, children[c], &rc[c * P + p].req) != HP_OK)
                     st = HP_ERR_MPI;

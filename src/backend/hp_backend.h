@@ -11,11 +11,16 @@
  * call works on is decided once per call (hp_mem_begin), never by a branch
  * in an algorithm.
  *
- * Messages always live in host memory (the MPI transport's); on the device
- * backend an encode produces them on the GPU and copies only the encoded
- * bytes to the (page-locked) message slot, and a decode copies them back
- * and decodes on the GPU.  Both backends produce the same bytes for the same
- * input, so a message decodes to the same bits wherever it was made.
+ * Messages live in host memory (the MPI transport's) on the CPU backend and
+ * on the device backend; there an encode produces them on the GPU and copies
+ * only the encoded bytes to the (page-locked) message slot, and a decode
+ * copies them back and decodes on the GPU.  The device backend's
+ * device-message mode (hp_mem_device_msgs, chosen once per call by the NCCL
+ * front end for its stream-ordered calls) keeps them in device memory: the
+ * module's encode_msg and decode_msg, no host wait, the message operations
+ * below answering without reading a message on the host.  Every form
+ * produces the same bytes for the same input, so a message decodes to the
+ * same bits wherever it was made.
  */
 #ifndef HP_BACKEND_H
 #define HP_BACKEND_H
@@ -66,6 +71,22 @@ typedef struct hp_mem_ops {
     /* Wait for the queued work; the first error since begin (a malformed
      * message found on the device: HP_ERR_MESSAGE). */
     hp_status_t (*sync)(hp_mem_t *m);
+    /* The algorithms' operations on message bytes (messages in host memory:
+     * hp_msg_len, hp_msg_error, the header's non-finite flag; device
+     * messages: see hp_mem_device_msgs).  msg_len: the length to decode a
+     * received message (cap bytes of slot) with; msg_error: write an error
+     * message for len elements, its length; msg_nonfinite: 1 when the
+     * message says it carries NaN or Inf (or that cannot be known), else 0;
+     * msg_corrupt: the corruption test knob (byte 8 of the header flipped: a
+     * message whose header lies about its payload, which every decoder
+     * rejects). */
+    size_t (*msg_len)(hp_mem_t *m, const void *msg, size_t cap);
+    size_t (*msg_error)(hp_mem_t *m, void *out, size_t len);
+    int (*msg_nonfinite)(hp_mem_t *m, const void *msg, size_t len);
+    void (*msg_corrupt)(hp_mem_t *m, void *msg);
+    /* Memory for the message slots when it is not the host scratch (device
+     * messages: the caller's, hp_mem_device_msgs), else NULL. */
+    void *(*msg_mem)(hp_mem_t *m, size_t bytes);
 } hp_mem_ops_t;
 
 struct hp_mem {
@@ -73,10 +94,23 @@ struct hp_mem {
     void               *cx;      /* device: the module's codec context, NULL when none */
     hp_gpu_ptr_t        where;   /* device: the buffer's allocation */
     hp_status_t         err;     /* first failure of an operation that returns none */
+    /* device messages (hp_mem_device_msgs): the caller's device memory for
+     * the call's message slots */
+    void             *(*msg_alloc)(void *ctx, size_t bytes);
+    void               *msg_ctx;
 };
 
-/* The CPU backend. */
+/* The host-message forms of hp_mem_ops_t's message operations (both
+ * backends' tables). */
+size_t hp_mem_host_msg_len(hp_mem_t *m, const void *msg, size_t cap);
+size_t hp_mem_host_msg_error(hp_mem_t *m, void *out, size_t len);
+int hp_mem_host_msg_nonfinite(hp_mem_t *m, const void *msg, size_t len);
+void hp_mem_host_msg_corrupt(hp_mem_t *m, void *msg);
+
+/* The CPU backend, and the device backend with its messages in host memory
+ * (hp_mem_begin's choice for a device buffer). */
 extern const hp_mem_ops_t hp_mem_cpu;
+extern const hp_mem_ops_t hp_mem_dev;
 
 /* The call's memory: the device backend when recvbuf is device or managed
  * memory (the caller routed it here: hp_gpu_compress_route), else the CPU.
@@ -86,6 +120,25 @@ extern const hp_mem_ops_t hp_mem_cpu;
 void hp_mem_begin(hp_mem_t *m, const void *recvbuf);
 /* Waits for the device; the call's first device error, or HP_OK. */
 hp_status_t hp_mem_end(hp_mem_t *m);
+/* The device-message mode of a call on the device backend (the NCCL
+ * front end's stream-ordered calls): from here on the call's messages are
+ * device memory from msg_alloc(ctx, bytes) (valid for the call; the
+ * algorithms' slots), written by the module's encode_msg and checked and
+ * decoded on the device by decode_msg, in stream order with no host wait: a
+ * rejected message only sets the codec's sticky flag (the caller turns it
+ * into NaN on the device: nan_if), an encode reports no non-finite count
+ * (the NaN message is made on the device), the own-data check of a merge is
+ * not made (the device encoder never writes exceptions), a received
+ * message's length is its slot's capacity (the device decoder reads the
+ * header), an empty range's message is neither written nor read.  Only the
+ * formats with a device message (hp_mem_device_msgs_format) may be encoded;
+ * any other fails the call (HP_ERR_UNSUPPORTED).  HP_OK, or an error (not
+ * the device backend, no codec context) with the call unchanged. */
+hp_status_t hp_mem_device_msgs(hp_mem_t *m, void *(*msg_alloc)(void *ctx, size_t bytes), void *ctx);
+/* Whether compressor `kind` with parameters p has a device message (the
+ * dense fixed-length formats): 1 or 0. */
+int hp_mem_device_msgs_format(int kind, const hipress_comp_params_t *p);
+
 /* 1 on the device backend. */
 static inline int hp_mem_is_device(const hp_mem_t *m) { return m->ops->id != HP_BACKEND_CPU; }
 

@@ -105,6 +105,32 @@ static hp_status_t cpu_sync(hp_mem_t *m)
     return m->err;
 }
 
+/* ----------------------------------------- messages in host memory */
+
+size_t hp_mem_host_msg_len(hp_mem_t *m, const void *msg, size_t cap)
+{
+    (void)m;
+    return hp_msg_len(msg, cap);
+}
+
+size_t hp_mem_host_msg_error(hp_mem_t *m, void *out, size_t len)
+{
+    (void)m;
+    return hp_msg_error(out, len);
+}
+
+int hp_mem_host_msg_nonfinite(hp_mem_t *m, const void *msg, size_t len)
+{
+    (void)m;
+    return len >= HP_MSG_HEADER && (((const unsigned char *)msg)[2] & HP_MSG_NONFINITE) != 0;
+}
+
+void hp_mem_host_msg_corrupt(hp_mem_t *m, void *msg)
+{
+    (void)m;
+    ((unsigned char *)msg)[8] ^= 0x5a;
+}
+
 const hp_mem_ops_t hp_mem_cpu = {
     .id = HP_BACKEND_CPU,
     .name = "cpu",
@@ -119,4 +145,9 @@ const hp_mem_ops_t hp_mem_cpu = {
     .momentum = cpu_momentum,
     .scratch = NULL,
     .sync = cpu_sync,
+    .msg_len = hp_mem_host_msg_len,
+    .msg_error = hp_mem_host_msg_error,
+    .msg_nonfinite = hp_mem_host_msg_nonfinite,
+    .msg_corrupt = hp_mem_host_msg_corrupt,
+    .msg_mem = NULL,
 };

@@ -290,6 +290,9 @@ typedef struct hp_gpu_ops_v2 {
      * pool, whose next call on it runs after in stream order.  What failed
      * on the device is then known only on the device. */
     int (*call_release)(void *cx);
+    /* dst[i] = dst[i] / d (a float division: the host's ncclAvg divide,
+     * the same bits), in stream order. */
+    int (*divide)(void *cx, float *dst, size_t n, float d);
 } hp_gpu_ops_v2_t;
 
 /* hp_gpu_ops_v2_t.convert's directions. */
@@ -306,6 +309,8 @@ enum { HP_GPU_SETTING_AUTO, HP_GPU_SETTING_OFF, HP_GPU_SETTING_STAGE };
 enum { HP_GPU_AWARE_AUTO, HP_GPU_AWARE_YES, HP_GPU_AWARE_NO };
 /* HIPRESS_NCCL */
 enum { HP_NCCL_SETTING_PASS, HP_NCCL_SETTING_COMPRESS };
+/* HIPRESS_NCCL_ASYNC */
+enum { HP_NCCL_ASYNC_AUTO, HP_NCCL_ASYNC_OFF };
 
 /* ------------------------------------------------------------ the watch */
 

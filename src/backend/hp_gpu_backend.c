@@ -432,7 +432,7 @@ static hp_status_t dev_sync(hp_mem_t *m)
     return m->err;
 }
 
-static const hp_mem_ops_t dev_ops = {
+const hp_mem_ops_t hp_mem_dev = {
     .id = HP_BACKEND_DEVICE,
     .name = "cuda",
     .encode = dev_encode,
@@ -446,6 +446,12 @@ static const hp_mem_ops_t dev_ops = {
     .momentum = dev_momentum,
     .scratch = dev_scratch,
     .sync = dev_sync,
+    /* the messages are host memory (page-locked slots) */
+    .msg_len = hp_mem_host_msg_len,
+    .msg_error = hp_mem_host_msg_error,
+    .msg_nonfinite = hp_mem_host_msg_nonfinite,
+    .msg_corrupt = hp_mem_host_msg_corrupt,
+    .msg_mem = NULL,
 };
 
 /* ------------------------------------------------------------ a call */
@@ -462,7 +468,7 @@ void hp_mem_begin(hp_mem_t *m, const void *recvbuf)
     hp_gpu_ptr_query(recvbuf, &m->where);
     if (m->where.kind == HP_MEM_HOST)
         return;
-    m->ops = &dev_ops;
+    m->ops = &hp_mem_dev;
     g = g2();
     if (g == NULL) {
         HP_WARN("gpu: a device buffer reached the compressed path without the cuda module's codec");

@@ -15,9 +15,10 @@
  * (src/front/hp_nccl_elem.c), reduced as a float32 call (residuals keyed by the user's buffer)
  * and its result narrowed back, rounded to nearest even.
  *
- * Host-synchronous, NOT asynchronous as NCCL's contract asks: the device
- * backend's messages are in host memory (it was written for MPI), so a call
- * waits for the caller's stream, encodes, and the transport copies each
+ * A steady-state call of a dense format is stream-ordered (hp_nccl_async.h).
+ * Every other call is host-synchronous, NOT asynchronous as NCCL's contract
+ * asks: the device backend's messages are in host memory, so a call waits
+ * for the caller's stream, encodes, and the transport copies each
  * batch of messages to device memory, runs its group on the caller's
  * stream, waits for it and copies the received messages back.  When the
  * call returns, the result is in recvbuff and nothing of hipress is left
@@ -27,24 +28,22 @@
  * for, and so does the call) and registered with the no-progress watchdog
  * (HIPRESS_TIMEOUT ends the process naming it, as on the MPI path).
  *
- * Non-blocking communicators: every enqueue of hipress' own (the
- * agreements, the transport's groups, a plain call of the plan) that NCCL
- * answers with ncclInProgress is waited out by polling
- * ncclCommGetAsyncError until it is no longer ncclInProgress, at most
- * HIPRESS_TIMEOUT seconds (then the call returns an error naming what it
- * waited for and enqueues nothing more); the call then goes on, so on such
- * a communicator too it returns with the result in recvbuff.
+ * Non-blocking communicators: every enqueue of hipress' own that NCCL
+ * answers with ncclInProgress is polled out with ncclCommGetAsyncError, at
+ * most HIPRESS_TIMEOUT seconds (then the call fails naming what it waited
+ * for and enqueues nothing more).
  *
  * A message the decoders reject, or a rank's local failure (which sends
- * error messages), fails the call on every rank alike (every rank decodes
- * the same messages): the result is NaN everywhere, the call returns
- * ncclSuccess, and a warning is printed.  An error NCCL itself returns is
- * returned to the caller (the result is then NaN on this rank).  The
- * interposition itself is mpi_wrappers/hp_nccl_wrap.c.
+ * error messages), fails the call on every rank alike: the result is NaN
+ * everywhere, the call returns ncclSuccess (a host-synchronous one with a
+ * warning).  An error NCCL itself returns is returned to the caller (the
+ * result is then NaN on this rank).  The interposition itself is
+ * mpi_wrappers/hp_nccl_wrap.c.
  */
 #define _GNU_SOURCE
 #include "hp_front_nccl.h"
 #include "hp_nccl_elem.h"
+#include "hp_nccl_async.h"
 #include "hp_algo.h"
 #include "hp_backend.h"
 #include "hp_call_setup.h"
@@ -105,6 +104,7 @@ typedef struct {
     cudaStream_t           stream;
     double                 timeout;   /* HIPRESS_TIMEOUT */
     ncclResult_t           err;       /* NCCL's first error in this call */
+    void                  *cx;        /* a stream-ordered call's codec context */
 } tp_ctx_t;
 
 /* A host wait for the caller's stream: within the module's bound (half of
@@ -244,6 +244,37 @@ static void *tp_staging(void *c, size_t bytes)
     return dbuf_grow(t->cs, &t->cs->where, bytes) == 0 ? t->cs->dbuf : NULL;
 }
 
+/* The asynchronous form's ordering hooks (events): the stream waits for
+ * the codec before a group, the codec for the stream after it. */
+static int tp_order_in(void *c)
+{
+    tp_ctx_t *t = c;
+    return codec()->stream_release(t->cx, t->stream) == HP_GPU_OK ? 0 : -1;
+}
+
+static int tp_order_out(void *c)
+{
+    tp_ctx_t *t = c;
+    return codec()->stream_join(t->cx, t->stream) == HP_GPU_OK ? 0 : -1;
+}
+
+/* A stream-ordered call's device memory (cs->dbuf): the failure agreement
+ * in its first 64 bytes, the messages after them (async_msgs); grown only
+ * after a wait for the stream (earlier calls may still use it). */
+static void *async_dbuf(tp_ctx_t *t, size_t bytes)
+{
+    if (t->cs->dbytes < bytes &&
+        stream_wait(t, "a compressed ncclAllReduce's wait before growing its device messages") != 0)
+        return NULL;
+    return dbuf_grow(t->cs, &t->cs->where, bytes) == 0 ? t->cs->dbuf : NULL;
+}
+
+static void *async_msgs(void *c, size_t bytes)
+{
+    char *p = async_dbuf(c, 64 + bytes);
+    return p != NULL ? p + 64 : NULL;
+}
+
 /* ---------------------------------------------------------- agreement */
 
 /* The hash of every setting that must agree across ranks. */
@@ -330,49 +361,13 @@ static int agree(hp_nccl_cstate_t *cs, const hp_config_t *cfg, tp_ctx_t *t, cons
     cs->mode = 1;
     if (cs->rank == 0)
         HP_INFO("nccl: ncclAllReduce compressed on a%s communicator of %d ranks with %s (HIPRESS_ALGO=%s, "
-                "host-synchronous)", cs->nonblocking ? " non-blocking" : "", cs->size,
-                hp_cfg_s(cfg, HP_S_COMPRESSOR), hp_algo_name((int)hp_cfg_i(cfg, HP_S_ALGO)));
+                "HIPRESS_NCCL_ASYNC=%s)", cs->nonblocking ? " non-blocking" : "", cs->size,
+                hp_cfg_s(cfg, HP_S_COMPRESSOR), hp_algo_name((int)hp_cfg_i(cfg, HP_S_ALGO)),
+                hp_cfg_i(cfg, HP_S_NCCL_ASYNC) == HP_NCCL_ASYNC_AUTO ? "auto" : "off");
     return 0;
 }
 
 /* -------------------------------------------------------------- calls */
-
-/* NaN in recvbuff[0..count): the call failed on every rank. */
-static void fill_nan(hp_mem_t *m, float *recv, size_t count)
-{
-    const hp_gpu_ops_v2_t *g = codec();
-    if (m->cx != NULL && g->fill(m->cx, recv, NAN, count) == HP_GPU_OK)
-        return;
-    /* no codec context: through host memory, in pieces */
-    {
-        float h[1024];
-        for (size_t i = 0; i < 1024; i++)
-            h[i] = NAN;
-        for (size_t off = 0; off < count; off += 1024) {
-            size_t len = count - off < 1024 ? count - off : 1024;
-            if (g->base.memcpy_h2d(recv + off, h, len * sizeof(float), &m->where) != HP_GPU_OK)
-                break;
-        }
-    }
-}
-
-/* recvbuff /= N through a host copy (ncclAvg). */
-static hp_status_t divide(hp_mem_t *m, float *recv, size_t count, int N)
-{
-    const hp_gpu_ops_v2_t *g = codec();
-    float *h = malloc(count * sizeof(float));
-    hp_status_t st = HP_OK;
-    if (h == NULL)
-        return HP_ERR_NOMEM;
-    if (g->base.memcpy_d2h(h, recv, count * sizeof(float), &m->where) != HP_GPU_OK)
-        st = HP_ERR_DEVICE;
-    for (size_t i = 0; st == HP_OK && i < count; i++)
-        h[i] = h[i] / (float)N;
-    if (st == HP_OK && g->base.memcpy_h2d(recv, h, count * sizeof(float), &m->where) != HP_GPU_OK)
-        st = HP_ERR_DEVICE;
-    free(h);
-    return st;
-}
 
 /* One call's plan, as the MPI path plans (src/front/hp_call.c plan_comm):
  * one flat communicator (the NCCL transport), device memory. */
@@ -436,15 +431,19 @@ static hp_status_t plain_call(hp_nccl_cstate_t *cs, tp_ctx_t *t, hp_mem_t *mem, 
     return stream_wait(t, "an ncclAllReduce the plan sent plain") == 0 ? HP_OK : HP_ERR_DEVICE;
 }
 
+#define INPUT_WAIT "a compressed ncclAllReduce's wait for its input"
+
 /* One call, set up and planned as on the MPI path.  Returns 1 with *rc_p
  * when it was taken, 0 when it goes to NCCL unchanged (the plan could not
  * be made: on every rank alike, as the plan's failures are agreed). */
 static int run_call(hp_nccl_cstate_t *cs, const hp_config_t *cfg, tp_ctx_t *t, const void *sendbuff,
                     void *user_recv, size_t count, int elem, int avg, ncclResult_t *rc_p)
 {
-    /* the host-synchronous form: no ordering hooks (order_in, order_out) */
+    /* the host-synchronous form (no ordering hooks), the stream-ordered one */
     const hp_tp_nccl_env_t tenv = {t, tp_group_start, tp_group_end, tp_send, tp_recv, tp_max,
                                    tp_sync, tp_h2d, tp_d2h, tp_staging, NULL, NULL};
+    const hp_tp_nccl_env_t aenv = {t, tp_group_start, tp_group_end, tp_send, tp_recv, tp_max,
+                                   tp_sync, tp_h2d, tp_d2h, tp_staging, tp_order_in, tp_order_out};
     hipress_comp_params_t cparams;
     hp_transport_t tp;
     hp_plan_comm_t pc;
@@ -454,7 +453,7 @@ static int run_call(hp_nccl_cstate_t *cs, const hp_config_t *cfg, tp_ctx_t *t, c
     hp_mem_t mem;
     hp_res_buf_t *rb;
     hp_status_t st, ms;
-    int staging = 0, sum_kind, agreed_ok = 0, narrowed_bad;
+    int staging = 0, sum_kind, agreed_ok = 0, narrowed_bad = 0, async, agreed = 0;
     double t0 = hp_now();
     /* the data the algorithms reduce (float32): the user's receive buffer,
      * or for a 16-bit call a float copy that is narrowed into it at the
@@ -462,8 +461,10 @@ static int run_call(hp_nccl_cstate_t *cs, const hp_config_t *cfg, tp_ctx_t *t, c
     void *recvbuff = user_recv;
 
     *rc_p = ncclSuccess;
-    /* the producer of sendbuff is on the caller's stream */
-    if (stream_wait(t, "a compressed ncclAllReduce's wait for its input") != 0) {
+    /* the producer of sendbuff is on the caller's stream: a host wait, or,
+     * for a stream-ordered call, the codec's streams joined to it */
+    async = hp_nccl_async_candidate(cfg, elem);
+    if (!async && stream_wait(t, INPUT_WAIT) != 0) {
         *rc_p = ncclUnhandledCudaError;
         return 1;
     }
@@ -499,7 +500,9 @@ static int run_call(hp_nccl_cstate_t *cs, const hp_config_t *cfg, tp_ctx_t *t, c
         return 0;
     }
     if (!plan.compress) {
-        st = plain_call(cs, t, &mem, sendbuff, recvbuff, user_recv, count, avg);
+        st = async && stream_wait(t, INPUT_WAIT) != 0 ? HP_ERR_DEVICE : HP_OK;
+        if (st == HP_OK)
+            st = plain_call(cs, t, &mem, sendbuff, recvbuff, user_recv, count, avg);
         if (hp_nccl_narrow_end(&mem, recvbuff, user_recv, count, elem) != 0 && st == HP_OK)
             st = HP_ERR_DEVICE;
         atomic_fetch_add_explicit(&hp_g.stats.plan_plain, 1, memory_order_relaxed);
@@ -520,6 +523,28 @@ static int run_call(hp_nccl_cstate_t *cs, const hp_config_t *cfg, tp_ctx_t *t, c
                 "for it (doc/usage.md, 'Error feedback and buffer layouts')", user_recv);
     }
     hp_call_params_for(cs->kind, &cs->params, rb, &cparams);
+    /* stream-ordered: a steady-state call of a dense format (the same
+     * choice on every rank: agreed settings and plan) */
+    async = async && mem.cx != NULL && mem.err == HP_OK &&
+            hp_nccl_async_plan(plan.algo, explore != NULL, cs->kind, sum_kind, &cparams);
+    if (async) {
+        t->cx = mem.cx;
+        hp_tp_fini(&tp);
+        if (codec()->stream_join(mem.cx, t->stream) != HP_GPU_OK || async_dbuf(t, 64) == NULL ||
+            hp_tp_nccl_init_async(&tp, &aenv, cs->rank, cs->size) != HP_OK ||
+            hp_mem_device_msgs(&mem, async_msgs, t) != HP_OK) {
+            /* (this rank cannot take part: no peer may wait for it) */
+            HP_WARN("nccl: cannot start a stream-ordered compressed ncclAllReduce: %s", codec()->base.last_error());
+            hp_mem_end(&mem);
+            *rc_p = ncclUnhandledCudaError;
+            return 1;
+        }
+    } else if (hp_nccl_async_candidate(cfg, elem) && stream_wait(t, INPUT_WAIT) != 0) {
+        hp_mem_end(&mem);
+        hp_tp_fini(&tp);
+        *rc_p = ncclUnhandledCudaError;
+        return 1;
+    }
     memset(&call, 0, sizeof(call));
     call.err = mem.err;
     if (call.err == HP_OK && sendbuff != recvbuff)
@@ -541,10 +566,23 @@ static int run_call(hp_nccl_cstate_t *cs, const hp_config_t *cfg, tp_ctx_t *t, c
                                   memory_order_relaxed);
         st = a != NULL ? a->run(&call) : hp_algo_collective(&call);
     }
+    if (async) {
+        /* agreed, NaN and released on the device, no wait: what failed is
+         * known there only (nothing more to do here) */
+        if (st == HP_OK)
+            st = call.err;
+        if (t->err == ncclSuccess &&
+            hp_nccl_async_end(&mem, &tp, cs->dbuf, st, (float *)recvbuff, count, avg, t->stream, &agreed) == HP_OK)
+            goto counted;
+        if (st == HP_OK)
+            st = t->err != ncclSuccess ? HP_ERR_MPI : HP_ERR_DEVICE;
+    }
     ms = mem.ops->sync(&mem);
     if (st == HP_OK)
         st = call.err != HP_OK ? call.err : ms;
-    if (t->err == ncclSuccess) {
+    if (agreed) {
+        /* (the device's agreement was made; what followed it failed here) */
+    } else if (t->err == ncclSuccess) {
         /* the failure agreement: a rank that failed makes every rank's
          * result NaN, so the replicas stay identical (contract 1) */
         int64_t any = 0;
@@ -558,9 +596,9 @@ static int run_call(hp_nccl_cstate_t *cs, const hp_config_t *cfg, tp_ctx_t *t, c
         st = HP_ERR_MPI;
     }
     if (st == HP_OK && avg)
-        st = divide(&mem, (float *)recvbuff, count, cs->size);
+        st = hp_nccl_divide(&mem, (float *)recvbuff, count, cs->size);
     if (st != HP_OK) {
-        fill_nan(&mem, (float *)recvbuff, count);
+        hp_nccl_fill_nan(&mem, (float *)recvbuff, count);
         mem.ops->sync(&mem);
         atomic_fetch_add_explicit(&hp_g.stats.errors, 1, memory_order_relaxed);
         HP_WARN("nccl: compressed ncclAllReduce of %zu floats failed: %s%s%s; the result is NaN", count,
@@ -568,6 +606,7 @@ static int run_call(hp_nccl_cstate_t *cs, const hp_config_t *cfg, tp_ctx_t *t, c
                 t->err != ncclSuccess ? (t->x->error_string != NULL ? t->x->error_string(t->err) : "?") : "");
     }
     narrowed_bad = hp_nccl_narrow_end(&mem, recvbuff, user_recv, count, elem) != 0 && elem != HP_NCCL_ELEM_F32;
+counted:
     if (rb != NULL)
         rb->calls++;
     cs->ncalls++;
@@ -611,7 +650,7 @@ int hp_nccl_comp_allreduce(hp_nccl_cstate_t **cs_p, const hp_config_t *cfg, cons
     cs->nonblocking = nonblocking;
     /* every host wait below is watched, as on the MPI path */
     hp_wd_start(hp_cfg_d(&hp_g.cfg, HP_S_TIMEOUT));
-    t = (tp_ctx_t){cs, x, comm, stream, hp_cfg_d(cfg, HP_S_TIMEOUT), ncclSuccess};
+    t = (tp_ctx_t){cs, x, comm, stream, hp_cfg_d(cfg, HP_S_TIMEOUT), ncclSuccess, NULL};
     if (cs->mode == 0) {
         if (agree(cs, cfg, &t, &where) != 0) {
             *rc_p = t.err != ncclSuccess ? t.err : ncclInternalError;
