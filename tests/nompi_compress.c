@@ -16,7 +16,10 @@
  * ncclCommInitRank.  One communicator per case, the compressor and
  * HIPRESS_ALGO fixed on it (hipress_nccl_comm_set); per case four device
  * buffers, float32 and float16, ncclSum and ncclAvg, each reduced in place
- * a few calls in a row.  After every call, with data each rank can compute
+ * a few calls in a row; two cases on non-blocking communicators
+ * (ncclCommInitRankConfig with blocking = 0: the stand-in answers
+ * ncclInProgress and moves the data when ncclCommGetAsyncError is polled
+ * out), where nothing of hipress' may be left in progress at return.  After every call, with data each rank can compute
  * for every rank (so it computes the exact sum itself, in double):
  *   - the result is the same bits on every rank (a hash of it compared
  *     through files in HP_RDZV, not through the stand-in);
@@ -149,18 +152,27 @@ static int same_everywhere(const void *p, size_t n)
     return same;
 }
 
-/* A communicator of every rank, as torchrun's users make one. */
-static ncclComm_t new_comm(void)
+/* A communicator of every rank, as torchrun's users make one; a
+ * non-blocking one (nb) with ncclCommInitRankConfig, polled out. */
+static ncclComm_t new_comm(int nb)
 {
     ncclUniqueId id, *all = malloc((size_t)size * sizeof(id));
+    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
     ncclComm_t c = NULL;
     ncclResult_t rc;
+    time_t t0 = time(NULL);
     memset(&id, 0, sizeof(id));
     if (rank == 0 && ncclGetUniqueId(&id) != ncclSuccess)
         die("ncclGetUniqueId");
     xchg(&id, sizeof(id), all);
-    rc = ncclCommInitRank(&c, size, all[0], rank);
+    cfg.blocking = 0;
+    rc = nb ? ncclCommInitRankConfig(&c, size, all[0], rank, &cfg) : ncclCommInitRank(&c, size, all[0], rank);
     free(all);
+    if (nb && rc != ncclInProgress)
+        die("a non-blocking ncclCommInitRankConfig did not answer ncclInProgress");
+    while (nb && rc == ncclInProgress && time(NULL) - t0 < 60)
+        if (ncclCommGetAsyncError(c, &rc) != ncclSuccess)
+            die("ncclCommGetAsyncError");
     if (rc != ncclSuccess)
         die("ncclCommInitRank failed");
     return c;
@@ -208,6 +220,7 @@ typedef struct {
     const char *comp, *algo;
     int         ef;      /* error feedback: conservation */
     int         exact;   /* lossless: the exact bits */
+    int         nb;      /* on a non-blocking communicator */
 } case_t;
 
 static int calls_since(int from, const char *fn, int dt)
@@ -242,8 +255,8 @@ static void run_buffer(const case_t *k, ncclComm_t c, int half, int avg)
         ncclResult_t rc;
         size_t diff = n;
 
-        snprintf(label, sizeof(label), "%s/%s %s %s call %d", k->comp, k->algo, half ? "float16" : "float32",
-                 avg ? "avg" : "sum", t);
+        snprintf(label, sizeof(label), "%s/%s%s %s %s call %d", k->comp, k->algo, k->nb ? " non-blocking" : "",
+                 half ? "float16" : "float32", avg ? "avg" : "sum", t);
         for (size_t i = 0; i < n; i++) {
             float v = input(k->exact, half, rank, t, i);
             if (half)
@@ -264,6 +277,7 @@ static void run_buffer(const case_t *k, ncclComm_t c, int half, int avg)
             fprintf(stderr, "nompi_compress rank %d: %s: NCCL failed, exiting\n", rank, label);
             exit(1);
         }
+        CHECK(mock_nccl_pending(c) == 0, "%s: an operation of hipress' left in progress", label);
         stream_sync(STREAM);   /* as the user waits for the stream before reading */
         dread(back, d, n * es);
         compressed++;
@@ -330,15 +344,15 @@ static void run_buffer(const case_t *k, ncclComm_t c, int half, int avg)
               k->algo, half ? "float16" : "float32", avg ? "avg" : "sum", wi, out_sum[wi], wr, in_sum[wi], tol[wi]);
     }
     if (rank == 0)
-        printf("# %s/%s %s %s: %s\n", k->comp, k->algo, half ? "float16" : "float32", avg ? "avg" : "sum",
-               bad ? "FAILED" : k->exact ? "exact" : k->ef ? "conserved" : "within the bound");
+        printf("# %s/%s%s %s %s: %s\n", k->comp, k->algo, k->nb ? " non-blocking" : "",
+               half ? "float16" : "float32", avg ? "avg" : "sum", bad ? "FAILED" : k->exact ? "exact" : k->ef ? "conserved" : "within the bound");
     bad |= bad0;
     free(h); free(back); free(res); free(all); free(in_sum); free(out_sum); free(tol);
 }
 
 static void run_case(const case_t *k)
 {
-    ncclComm_t c = new_comm();
+    ncclComm_t c = new_comm(k->nb);
     int cnt = 0;
     CHECK(ncclCommCount(c, &cnt) == ncclSuccess && cnt == size, "ncclCommCount %d, want %d", cnt, size);
     CHECK(comm_set(c, "HIPRESS_COMPRESSOR", k->comp) == HIPRESS_OK &&
@@ -358,9 +372,12 @@ static void run_case(const case_t *k)
 int main(int argc, char **argv)
 {
     static const case_t cases[] = {
-        {"fp16", "ring", 0, 1},     {"fp16", "tree", 0, 1},  {"fp16", "ps", 0, 1}, {"fp16", "allgather", 0, 1},
-        {"fp16", "ring", 0, 0},     {"onebit", "ring", 1, 0}, {"onebit", "ps", 1, 0},
-        {"tbq", "allgather", 1, 0}, {"q4", "tree", 1, 0},    {"q8", "ring", 1, 0},
+        {"fp16", "ring", 0, 1, 0},     {"fp16", "tree", 0, 1, 0},   {"fp16", "ps", 0, 1, 0},
+        {"fp16", "allgather", 0, 1, 0}, {"fp16", "ring", 0, 0, 0},  {"onebit", "ring", 1, 0, 0},
+        {"onebit", "ps", 1, 0, 0},     {"tbq", "allgather", 1, 0, 0}, {"q4", "tree", 1, 0, 0},
+        {"q8", "ring", 1, 0, 0},
+        /* non-blocking communicators (ncclInProgress polled out by hipress) */
+        {"fp16", "ring", 0, 1, 1},  {"onebit", "ps", 1, 0, 1},
     };
     const char *(*library)(void);
     const char *e;

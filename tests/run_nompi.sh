@@ -24,7 +24,7 @@
 #          memory (MOCK_NCCL_SHM=1): every case ok (the same bits on every
 #          rank, fp16 on the fp16 grid exact, fp16 within its bound, error
 #          feedback conserved, float32 and float16, sum and avg, HIPRESS_ALGO
-#          fixed per communicator), rank 0's HIPRESS_STATS counting every
+#          fixed per communicator, non-blocking communicators), rank 0's HIPRESS_STATS counting every
 #          call compressed; host-synchronous (HIPRESS_NCCL_ASYNC=off), and
 #          at 3 processes stream-ordered (auto, MOCK_CUDA_DEFERRED=1: some
 #          calls with no host synchronisation at all); the stand-in
