@@ -1018,6 +1018,43 @@ static int cuda_psgd_recon(void *cx, float *buf, float *res, size_t n, size_t c,
                    : fail(HP_GPU_ERR_DEVICE, "powersgd's reconstruction kernel failed"));
 }
 
+static int cuda_flag_nonfinite(void *cx, const float *x, size_t n, uint32_t *flag)
+{
+    mod_cx_t *m = (mod_cx_t *)cx;
+    IN_CX(m, st_ = hp_kl_finite(m->s[HP_STREAM_COMPUTE], x, n, flag) == 0 ? HP_GPU_OK
+                   : fail(HP_GPU_ERR_DEVICE, "the NaN and Inf flag kernel over %zu elements failed", n));
+}
+
+static int cuda_psgd_start_q(void *cx, float *qt, const float *warm, size_t r, size_t c, uint64_t key)
+{
+    mod_cx_t *m = (mod_cx_t *)cx;
+    IN_CX(m, st_ = hp_kl_psgd_start_q(m->s[HP_STREAM_COMPUTE], qt, warm, r, c, key) == 0 ? HP_GPU_OK
+                   : fail(HP_GPU_ERR_DEVICE, "powersgd's start Q kernel failed"));
+}
+
+static int cuda_psgd_orth(void *cx, float *p, size_t mr, size_t r, double *work, const void *flag, uint32_t bytes)
+{
+    mod_cx_t *m = (mod_cx_t *)cx;
+    IN_CX(m, st_ = hp_kl_psgd_orth(m->s[HP_STREAM_COMPUTE], p, mr, r, work, (const uint8_t *)flag, bytes) == 0
+                   ? HP_GPU_OK : fail(HP_GPU_ERR_DEVICE, "powersgd's orthonormalisation kernel failed"));
+}
+
+static int cuda_psgd_recon_if(void *cx, float *buf, float *res, size_t n, size_t c, size_t r, const float *p,
+                              const float *qs, const float *ql, const void *flag, uint32_t bytes)
+{
+    mod_cx_t *m = (mod_cx_t *)cx;
+    IN_CX(m, st_ = hp_kl_psgd_recon_if(m->s[HP_STREAM_COMPUTE], buf, res, n, c, r, p, qs, ql, (const uint8_t *)flag,
+                                       bytes) == 0
+                   ? HP_GPU_OK : fail(HP_GPU_ERR_DEVICE, "powersgd's reconstruction kernel failed"));
+}
+
+static int cuda_copy_if(void *cx, float *dst, const float *src, size_t n, const void *flag, uint32_t bytes)
+{
+    mod_cx_t *m = (mod_cx_t *)cx;
+    IN_CX(m, st_ = hp_kl_copy_if(m->s[HP_STREAM_COMPUTE], dst, src, n, (const uint8_t *)flag, bytes) == 0
+                   ? HP_GPU_OK : fail(HP_GPU_ERR_DEVICE, "a flagged copy of %zu elements failed", n));
+}
+
 static int cuda_work(void *cx, size_t bytes, void **p_p)
 {
     mod_cx_t *m = (mod_cx_t *)cx;
@@ -1258,6 +1295,11 @@ static const hp_gpu_ops_v2_t ops2 = {
     .stream_release = cuda_stream_release,
     .call_release = cuda_call_release,
     .divide = cuda_divide,
+    .flag_nonfinite = cuda_flag_nonfinite,
+    .psgd_start_q = cuda_psgd_start_q,
+    .psgd_orth = cuda_psgd_orth,
+    .psgd_recon_if = cuda_psgd_recon_if,
+    .copy_if = cuda_copy_if,
 };
 
 /* The table with the device codec as well (HP_GPU_CODEC_SYMBOL:

@@ -188,6 +188,20 @@ int hp_kl_psgd_mtp(void *stream, const float *M, size_t n, size_t m, size_t c, s
 int hp_kl_psgd_recon(void *stream, float *buf, float *res, size_t n, size_t c, size_t r, const float *p,
                      const float *qs, const float *ql);
 
+/* powersgd's stream-ordered steps (cuda/hp_kern_psgd.h; the flags are
+ * device memory, `bytes` bytes of which any set counts as set, as
+ * hp_kl_nan_if reads them):
+ * start_q: Q^T (r x c) from the warm start (NULL: none) or the RNG under
+ * key, one thread per row; orth: P (m x r) orthonormalised in place (work:
+ * m r doubles), one thread, nothing done when the flag is set;
+ * recon_if: hp_kl_psgd_recon with res written only when the flag is clear;
+ * copy_if: dst = src (n floats) only when the flag is clear. */
+int hp_kl_psgd_start_q(void *stream, float *qt, const float *warm, size_t r, size_t c, uint64_t key);
+int hp_kl_psgd_orth(void *stream, float *p, size_t m, size_t r, double *work, const uint8_t *flag, uint32_t bytes);
+int hp_kl_psgd_recon_if(void *stream, float *buf, float *res, size_t n, size_t c, size_t r, const float *p,
+                        const float *qs, const float *ql, const uint8_t *flag, uint32_t bytes);
+int hp_kl_copy_if(void *stream, float *dst, const float *src, size_t n, const uint8_t *flag, uint32_t bytes);
+
 #ifdef __cplusplus
 }
 #endif

@@ -293,6 +293,25 @@ typedef struct hp_gpu_ops_v2 {
     /* dst[i] = dst[i] / d (a float division: the host's ncclAvg divide,
      * the same bits), in stream order. */
     int (*divide)(void *cx, float *dst, size_t n, float d);
+
+    /* Appended: powersgd stream-ordered (doc/powersgd.md "Stream-ordered
+     * calls"), in the call's stream order, no host wait.  A flag is
+     * device memory, `bytes` bytes of which any set counts as set (as
+     * nan_if reads them).
+     * flag_nonfinite: flag[0] |= HP_K_F_NONFINITE (1) when x[0..n) holds
+     * NaN or Inf. */
+    int (*flag_nonfinite)(void *cx, const float *x, size_t n, uint32_t *flag);
+    /* hp_psgd_start_q's Q^T (r x c) into qt: from warm (device, NULL:
+     * none) or the counter RNG under key (hp_psgd_q_key), its bits. */
+    int (*psgd_start_q)(void *cx, float *qt, const float *warm, size_t r, size_t c, uint64_t key);
+    /* hp_psgd_orthonormalise of p (m x r) in place, its bits (work: m r
+     * doubles of device memory); nothing when the flag is set. */
+    int (*psgd_orth)(void *cx, float *p, size_t m, size_t r, double *work, const void *flag, uint32_t bytes);
+    /* psgd_recon, the residual written only when the flag is clear. */
+    int (*psgd_recon_if)(void *cx, float *buf, float *res, size_t n, size_t c, size_t r, const float *p,
+                         const float *qs, const float *ql, const void *flag, uint32_t bytes);
+    /* dst = src (n floats, device) only when the flag is clear. */
+    int (*copy_if)(void *cx, float *dst, const float *src, size_t n, const void *flag, uint32_t bytes);
 } hp_gpu_ops_v2_t;
 
 /* hp_gpu_ops_v2_t.convert's directions. */

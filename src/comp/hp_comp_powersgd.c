@@ -173,10 +173,15 @@ size_t hp_psgd_orthonormalise(float *p, size_t m, size_t r, double *work)
  * unit columns keep P = M Q from overflowing); rows that are zero, non-finite
  * or absent come from the counter RNG under a key without the rank, so every
  * rank draws the same.  Deterministic on identical warm starts. */
-void hp_psgd_start_q(float *qt, const float *warm, size_t r, size_t c, uint64_t seed, uint64_t call_no)
+uint64_t hp_psgd_q_key(uint64_t seed, uint64_t call_no)
 {
     const uint64_t key4[4] = {seed, 0, call_no, PSGD_RNG_TAG};
-    const uint64_t key = hp_rng_key(key4);
+    return hp_rng_key(key4);
+}
+
+void hp_psgd_start_q(float *qt, const float *warm, size_t r, size_t c, uint64_t seed, uint64_t call_no)
+{
+    const uint64_t key = hp_psgd_q_key(seed, call_no);
     for (size_t k = 0; k < r; k++) {
         float *q = qt + k * c;
         double ss = 0.0;

@@ -30,6 +30,9 @@ size_t hp_psgd_orthonormalise(float *p, size_t m, size_t r, double *work);
 /* The start Q^T (r x c) of a call from a warm start (or NULL), the same on
  * every rank for the same warm start. */
 void hp_psgd_start_q(float *qt, const float *warm, size_t r, size_t c, uint64_t seed, uint64_t call_no);
+/* The RNG key of that start Q (the same on every rank: no rank in it): what
+ * the device's start Q (hp_gpu_ops_v2_t.psgd_start_q) draws under. */
+uint64_t hp_psgd_q_key(uint64_t seed, uint64_t call_no);
 /* Columns per tile of the passes (the device passes use the same tiles). */
 size_t hp_psgd_tile_cols(size_t r, size_t c);
 
