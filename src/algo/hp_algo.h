@@ -261,6 +261,10 @@ typedef hp_status_t (*hp_collective_run_t)(hp_call_t *call);
  * through the CUDA module's passes (src/algo/hp_algo_psgd_dev.c). */
 hp_status_t hp_psgd_run_cpu(hp_call_t *call);
 hp_status_t hp_psgd_run_dev(hp_call_t *call);
+/* Its stream-ordered form (src/algo/hp_algo_psgd_async.c), which
+ * hp_psgd_run_dev takes when the call's messages are device memory (the
+ * backend's device-message mode): no host wait, copy or branch on data. */
+hp_status_t hp_psgd_run_stream(hp_call_t *call);
 /* What both runs do when this rank cannot run the call: take part in the
  * call's exchanges with error messages (and in its agreement), so no peer
  * hangs; returns st. */

@@ -63,6 +63,8 @@ hp_status_t hp_psgd_run_dev(hp_call_t *call)
 
     if (g == NULL || cx == NULL)   /* no codec context (hp_mem_begin said why) */
         return hp_psgd_run_failed(call, HP_ERR_DEVICE);
+    if (call->mem->msg_alloc != NULL)   /* device messages: nothing may wait */
+        return hp_psgd_run_stream(call);
     hp_psgd_shape(n, hp_psgd_rank(call->params), &m, &c, &r);
     if (hp_psgd_skip(n, m, c, r))
         return run_plain(call, g);

@@ -4,7 +4,8 @@
 # mpirun test.
 
 libhpbase_la_SOURCES += src/comp/hp_psgd.h src/comp/hp_comp_powersgd.c \
-	src/algo/hp_algo_psgd.c src/algo/hp_algo_psgd_dev.c
+	src/algo/hp_algo_psgd.c src/algo/hp_algo_psgd_dev.c \
+	src/algo/hp_algo_psgd_async.c
 
 check_PROGRAMS += tests/check_comp_powersgd tests/mpi_powersgd
 tests_check_comp_powersgd_SOURCES = tests/check_comp_powersgd.c

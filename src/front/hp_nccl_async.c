@@ -60,7 +60,13 @@ int hp_nccl_async_candidate(const hp_config_t *cfg, int elem)
 
 int hp_nccl_async_plan(int algo, int explore, int kind, int sum_kind, const hipress_comp_params_t *p)
 {
-    if (explore || (algo != HP_ALGO_RING && algo != HP_ALGO_PS && algo != HP_ALGO_ALLGATHER))
+    if (explore)
+        return 0;
+    /* a built-in collective compressor (powersgd): its device run is
+     * stream-ordered on device messages, its sums the `none` ring */
+    if (hp_comp_is_collective(kind))
+        return algo == HP_ALGO_AUTO && kind < HP_BUILTIN_COUNT && hp_mem_device_msgs_format(hp_kind_none, p);
+    if (algo != HP_ALGO_RING && algo != HP_ALGO_PS && algo != HP_ALGO_ALLGATHER)
         return 0;
     return hp_mem_device_msgs_format(kind, p) && (sum_kind == kind || hp_mem_device_msgs_format(sum_kind, p));
 }

@@ -22,7 +22,8 @@ hp_status_t hp_nccl_divide(hp_mem_t *m, float *recv, size_t count, int N);
 int hp_nccl_async_candidate(const hp_config_t *cfg, int elem);
 
 /* With its plan: compressed, not exploring, ring, ps or allgather, and the
- * worker's and the sum codec's formats with device messages. */
+ * worker's and the sum codec's formats with device messages; or a built-in
+ * collective compressor (powersgd: its sums need `none`'s device message). */
 int hp_nccl_async_plan(int algo, int explore, int kind, int sum_kind, const hipress_comp_params_t *p);
 
 /* The end of a stream-ordered call on the device: the failure agreement
