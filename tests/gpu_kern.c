@@ -573,7 +573,8 @@ static void psgd_ops(size_t m, size_t c, size_t r, uint64_t seed)
     if (r > 3)
         w[3 * c] = INFINITY;
     /* P: column 1 = 2 column 0 (dependent), column 2 zero, column 3 tiny,
-     * column 4 huge */
+     * column 4 huge, the others near column 0 (1e-3 off it: independent,
+     * and the second projection changes their bits) */
     fill(p, mr, D_GRAD, seed + 1);
     for (size_t i = 0; i < m; i++) {
         if (r > 1)
@@ -584,6 +585,8 @@ static void psgd_ops(size_t m, size_t c, size_t r, uint64_t seed)
             p[i * r + 3] *= 1e-30f;
         if (r > 4)
             p[i * r + 4] *= 1e30f;
+        for (size_t k = 5; k < r; k++)
+            p[i * r + k] = p[i * r] + 1e-3f * p[i * r + k];
     }
     fill(mm, n, D_GRAD, seed + 2);
     fill(res, n, D_WIDE, seed + 3);
@@ -647,7 +650,8 @@ static void psgd_ops(size_t m, size_t c, size_t r, uint64_t seed)
     if (!same_bits(out, t, n, &at))
         FAILF("psgd recon_if m=%zu c=%zu r=%zu: result[%zu] cpu %a gpu %a", m, c, r, at, out[at], t[at]);
 
-    /* flagged: the residual kept, the result written */
+    /* flagged: the residual kept (the one before), the result written */
+    fill(res, n, D_WIDE, seed + 3);
     g->copy(cx, dres, res, n * 4);
     g->copy(cx, dm, mm, n * 4);
     g->psgd_recon_if(cx, dm, dres, n, c, r, dp, dq, dql, dflag + 2, 8);
@@ -931,6 +935,7 @@ int main(int argc, char **argv)
         psgd_ops(1, 16, 1, 50);
         psgd_ops(157, 256, 4, 51);
         psgd_ops(40, 64, 8, 52);
+        psgd_ops(157, 256, 8, 54);
         psgd_ops(1024, 1024, 4, 53);
         if (!small_only)
             buffer_ops((1u << 22) + 1);
