@@ -818,13 +818,17 @@ static void async_bits(const char *comp, const char *algo, const char *key, cons
 /* A stream-ordered call whose message one rank corrupts
  * (HIPRESS_TEST_CORRUPT): rejected on the device, NaN on every rank
  * through the failure agreement on device values; the next calls (the
- * knob off) are finite again, the second of them with no host wait. */
+ * knob off) are finite again, the second of them with no host wait.
+ * powersgd: the failed call leaves the residual as it was (as its host
+ * path: the sticky flag predicates the write). */
 static void async_corrupt(const char *comp, const char *algo)
 {
     const size_t n = N_ELEM;
     kv_t k = case_kv(comp, algo);
     ncclComm_t c = mock_nccl_comm_new();
     float *h = malloc(n * sizeof(float)), *back = malloc(n * sizeof(float));
+    float *r0 = malloc(n * sizeof(float)), *r1 = malloc(n * sizeof(float));
+    const int keeps = strcmp(comp, "powersgd") == 0;
     void *d = dev(n);
     char label[96];
 
@@ -841,6 +845,8 @@ static void async_corrupt(const char *comp, const char *algo)
         for (size_t j = 0; j < n; j++)
             h[j] = grad_val(rank, t, j);
         dwrite(d, h, n * sizeof(float));
+        if (keeps && t == 1)
+            CHECK(comm_residual(c, d, n, r0) == HIPRESS_OK, "%s: the residual", label);
         w0 = host_work();
         rc = ncclAllReduce(d, d, n, ncclFloat32, ncclSum, c, STREAM);
         w = host_work() - w0;
@@ -848,6 +854,10 @@ static void async_corrupt(const char *comp, const char *algo)
         CHECK(rc == ncclSuccess, "%s: rc %d", label, (int)rc);
         CHECK(t != 3 || w == 0, "%s: %llu host synchronisations or copies", label, w);
         CHECK(stream_sync(STREAM) == 0, "%s: the caller's stream", label);
+        if (keeps && t == 1) {
+            CHECK(comm_residual(c, d, n, r1) == HIPRESS_OK, "%s: the residual", label);
+            CHECK(memcmp(r0, r1, n * sizeof(float)) == 0, "%s: the residual changed", label);
+        }
         dread(back, d, n * sizeof(float));
         for (size_t j = 0; j < n; j++)
             finite += isfinite(back[j]) != 0;
@@ -856,7 +866,7 @@ static void async_corrupt(const char *comp, const char *algo)
         else
             CHECK(finite == n, "%s: %zu of %zu finite", label, finite, n);
     }
-    free(h); free(back);
+    free(h); free(back); free(r0); free(r1);
 }
 
 static void case_async(void)
@@ -880,6 +890,7 @@ static void case_async(void)
     async_corrupt("onebit", "allgather");
     async_corrupt("q4", "ring");
     async_corrupt("fp16", "ps");
+    async_corrupt("powersgd", "auto");   /* P's sum: the sticky flag keeps the residual too */
 }
 
 /* An operation of hipress' that stays in progress longer than

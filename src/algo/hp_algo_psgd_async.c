@@ -11,6 +11,7 @@
  *   P = M Q, P's flag float = NaN if flag    psgd_mq, fill, nan_if
  *   P summed over ranks (ring of `none`)     device messages
  *   flag |= P's NaN/Inf; sticky copied       flag_nonfinite, copy of bad_word
+ *   failures agreed (the host's agreement)   int64 max in stream order
  *   P orthonormalised unless flagged         psgd_orth (hp_psgd_orthonormalise)
  *   Q_l^T = M^T P; Q summed over ranks       psgd_mtp; device messages
  *   flag |= Q's NaN/Inf; sticky copied       flag_nonfinite, copy of bad_word
@@ -22,18 +23,24 @@
  * for its partition), so the summed P, the same bits on every rank, is
  * non-finite on every rank exactly where the host path's flag or its test
  * of P is set; a sum that overflowed is non-finite on every rank alike.  The
- * result is then NaN, the residual and warm start are left as they were.  A
- * rejected message (the sticky flag) also keeps them.  There is no
- * agreement between the two sums: every rank runs both (a rank that failed
- * sends error messages in both), and the call's end agrees on the device
- * (hp_nccl_async_end).
+ * result is then NaN, the residual and warm start are left as they were.
+ * The host path's agreement after P's sum is the same one-int64 max, in
+ * stream order on device values (this rank's failure, the sticky flag of a
+ * rejected message): where any rank failed or rejected part of P no rank
+ * writes its residual or warm start, as on the host path; a rejected
+ * message of Q's sum keeps them on the rank that rejected it.  The host
+ * cannot branch on it: every rank runs both sums (a rank that failed sends
+ * error messages in both), and the call's end agrees again on the device
+ * and makes the result NaN (hp_nccl_async_end).
  */
 #include "hp_algo.h"
 #include "hp_psgd.h"
 #include <math.h>
 
-/* [0] the call's non-finite flag, [1] a copy of the codec's sticky flag */
-#define FLAG_BYTES 8
+/* [0] the call's non-finite flag, [1] a copy of the codec's sticky flag,
+ * [2, 3] the agreement after P's sum (an int64) */
+#define FLAG_WORDS 4
+#define FLAG_BYTES (4 * FLAG_WORDS)
 
 static void dev(hp_status_t *st, int rc)
 {
@@ -48,6 +55,28 @@ static void sticky(hp_status_t *st, const hp_gpu_ops_v2_t *g, void *cx, uint32_t
     dev(st, g->bad_word(cx, &word));
     if (*st == HP_OK)
         dev(st, g->copy(cx, flag + 1, word, 4));
+}
+
+/* The host path's agreement after P's sum, on the device: at a (an int64
+ * of device memory) this rank's failure (1.0f's bits, high half) and the
+ * sticky flag (low half), then their max over ranks in stream order.
+ * Every rank takes part, failed or not. */
+static void agree(hp_status_t *st, hp_call_t *call, const hp_gpu_ops_v2_t *g, void *cx, uint32_t *a)
+{
+    uint32_t *word = NULL;
+    hp_req_t rq = HP_REQ_NULL;
+    int bad = g->bad_word(cx, &word) != HP_GPU_OK;
+    if (a == NULL)
+        a = word;   /* (no workspace: this rank failed; its sticky pair, then unspecified) */
+    bad |= a == NULL || g->fill(cx, (float *)(void *)a, *st != HP_OK ? 1.0f : 0.0f, 2) != HP_GPU_OK;
+    bad |= a != word && g->copy(cx, a, word, 4) != HP_GPU_OK;
+    if (bad && *st == HP_OK)
+        *st = HP_ERR_DEVICE;
+    if (a == NULL)
+        return;
+    if ((hp_tp_iagree(call->tp, HP_TP_INT64, a, 1, "powersgd's failure agreement after the sum of P", &rq) != HP_OK ||
+         hp_tp_wait(call->tp, &rq) != HP_OK) && *st == HP_OK)
+        *st = HP_ERR_MPI;
 }
 
 /* A call that would not shrink: the plain ring, NaN as a whole where the
@@ -94,19 +123,19 @@ hp_status_t hp_psgd_run_stream(hp_call_t *call)
     /* device workspace: the orthonormalisation's m r doubles, the flag
      * words, P with its flag float, Q_l^T, the summed Q^T */
     pn = m * r + 1;
-    w = hp_call_work(call, NULL, 2 * m * r + 2 + pn + 2 * r * c);
+    w = hp_call_work(call, NULL, 2 * m * r + FLAG_WORDS + pn + 2 * r * c);
     if (w == NULL) {
         HP_WARN("powersgd: cannot allocate the device workspace for %zu elements", n);
         st = HP_ERR_NOMEM;
     } else {
         work = (double *)(void *)w;
         flag = (uint32_t *)(void *)(w + 2 * m * r);
-        dp = w + 2 * m * r + 2;
+        dp = w + 2 * m * r + FLAG_WORDS;
         dqt = dp + pn;
         dqs = dqt + r * c;
     }
     if (st == HP_OK) {
-        dev(&st, g->fill(cx, (float *)(void *)flag, 0.0f, 2));
+        dev(&st, g->fill(cx, (float *)(void *)flag, 0.0f, FLAG_WORDS));
         dev(&st, g->psgd_start_q(cx, dqt, q_new ? NULL : qwarm, r, c, hp_psgd_q_key(call->seed, call->call_no)));
         if (res != NULL)
             dev(&st, g->add(cx, call->buf, res, n));
@@ -123,9 +152,9 @@ hp_status_t hp_psgd_run_stream(hp_call_t *call)
     if (st == HP_OK)
         st = rs;
     t0 = hp_now();
+    agree(&st, call, g, cx, flag != NULL ? flag + 2 : NULL);
     if (st == HP_OK) {
         dev(&st, g->flag_nonfinite(cx, dp, pn, flag));
-        sticky(&st, g, cx, flag);
         dev(&st, g->psgd_orth(cx, dp, m, r, work, flag, FLAG_BYTES));
         dev(&st, g->psgd_mtp(cx, call->buf, n, m, c, r, dp, dqt));   /* Q_l^T */
         dev(&st, g->copy(cx, dqs, dqt, r * c * sizeof(float)));
