@@ -10,30 +10,13 @@
 #define HP_FRONT_NCCL_H
 
 #include "hp_config.h"
+#include "hp_nccl_ctx.h"
 #include <nccl.h>
 #include <stddef.h>
 
-/* The real NCCL functions the compressed path calls (never hipress' own
- * wrappers): the agreement's allreduce and the transport's point-to-point
- * calls and groups.  Every operation is enqueued on the caller's stream. */
-typedef struct hp_nccl_xport {
-    ncclResult_t (*allreduce)(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
-                              ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream);
-    ncclResult_t (*send)(const void *sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
-                         cudaStream_t stream);
-    ncclResult_t (*recv)(void *recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
-                         cudaStream_t stream);
-    ncclResult_t (*group_start)(void);
-    ncclResult_t (*group_end)(void);
-    ncclResult_t (*count)(const ncclComm_t comm, int *count_p);
-    ncclResult_t (*user_rank)(const ncclComm_t comm, int *rank_p);
-    /* ncclCommGetAsyncError: polled after an enqueue that answered
-     * ncclInProgress (a non-blocking communicator); may be NULL */
-    ncclResult_t (*async_error)(ncclComm_t comm, ncclResult_t *async_p);
-    const char *(*error_string)(ncclResult_t rc);   /* may be NULL */
-} hp_nccl_xport_t;
 
-/* (elem: HP_NCCL_ELEM_*, src/front/hp_nccl_elem.h) */
+/* (elem: HP_NCCL_ELEM_*, src/front/hp_nccl_elem.h; hp_nccl_xport_t:
+ * src/front/hp_nccl_ctx.h) */
 /* The compressed path's state of one communicator (agreement, error
  * feedback, device message memory); NULL until its first eligible call. */
 typedef struct hp_nccl_cstate hp_nccl_cstate_t;
