@@ -15,7 +15,8 @@
  * (src/front/hp_nccl_elem.c), reduced as a float32 call (residuals keyed by the user's buffer)
  * and its result narrowed back, rounded to nearest even.
  *
- * A steady-state call of a dense format is stream-ordered (hp_nccl_async.h).
+ * A steady-state call of a dense format (float32, float16 or bfloat16) is
+ * stream-ordered (hp_nccl_async.h).
  * Every other call is host-synchronous, NOT asynchronous as NCCL's contract
  * asks: the device backend's messages are in host memory, so a call waits
  * for the caller's stream, encodes, and the transport copies each
@@ -254,7 +255,7 @@ static int run_call(hp_nccl_cstate_t *cs, const hp_config_t *cfg, hp_nccl_ctx_t 
     hp_mem_t mem;
     hp_res_buf_t *rb;
     hp_status_t st, ms;
-    int staging = 0, sum_kind, agreed_ok = 0, narrowed_bad = 0, async, agreed = 0;
+    int staging = 0, sum_kind, agreed_ok = 0, narrowed_bad = 0, async, joined, agreed = 0;
     double t0 = hp_now();
     /* the data the algorithms reduce (float32): the user's receive buffer,
      * or for a 16-bit call a float copy that is narrowed into it at the
@@ -263,7 +264,8 @@ static int run_call(hp_nccl_cstate_t *cs, const hp_config_t *cfg, hp_nccl_ctx_t 
 
     *rc_p = ncclSuccess;
     /* the producer of sendbuff is on the caller's stream: a host wait, or,
-     * for a stream-ordered call, the codec's streams joined to it */
+     * for a call that may be stream-ordered, the codec's streams joined to
+     * it (below) */
     async = hp_nccl_async_candidate(cfg, elem);
     if (!async && hp_nccl_stream_wait(t, INPUT_WAIT) != 0) {
         *rc_p = ncclUnhandledCudaError;
@@ -276,6 +278,16 @@ static int run_call(hp_nccl_cstate_t *cs, const hp_config_t *cfg, hp_nccl_ctx_t 
         return 1;
     }
     hp_mem_begin(&mem, user_recv);
+    /* (what reads the input first is the codec's: a 16-bit call's widen,
+     * the copy of an out-of-place one; a join that fails is a host wait) */
+    joined = async && mem.cx != NULL && codec()->stream_join(mem.cx, t->stream) == HP_GPU_OK;
+    if (async && !joined && hp_nccl_stream_wait(t, INPUT_WAIT) != 0) {
+        hp_mem_end(&mem);
+        hp_tp_fini(&tp);
+        *rc_p = ncclUnhandledCudaError;
+        return 1;
+    }
+    async = joined;
     if (elem != HP_NCCL_ELEM_F32) {
         if (hp_nccl_widen(&cs->wide, &mem, sendbuff, count, elem, &recvbuff) != 0) {
             hp_mem_end(&mem);
@@ -331,7 +343,7 @@ static int run_call(hp_nccl_cstate_t *cs, const hp_config_t *cfg, hp_nccl_ctx_t 
     if (async) {
         t->cx = mem.cx;
         hp_tp_fini(&tp);
-        if (codec()->stream_join(mem.cx, t->stream) != HP_GPU_OK || hp_nccl_async_dbuf(t, 64) == NULL ||
+        if (hp_nccl_async_dbuf(t, 64) == NULL ||
             hp_tp_nccl_init_async(&tp, &t->aenv, cs->rank, cs->size) != HP_OK ||
             hp_mem_device_msgs(&mem, hp_nccl_async_msgs, t) != HP_OK) {
             /* (this rank cannot take part: no peer may wait for it) */
@@ -340,7 +352,7 @@ static int run_call(hp_nccl_cstate_t *cs, const hp_config_t *cfg, hp_nccl_ctx_t 
             *rc_p = ncclUnhandledCudaError;
             return 1;
         }
-    } else if (hp_nccl_async_candidate(cfg, elem) && hp_nccl_stream_wait(t, INPUT_WAIT) != 0) {
+    } else if (joined && hp_nccl_stream_wait(t, INPUT_WAIT) != 0) {
         hp_mem_end(&mem);
         hp_tp_fini(&tp);
         *rc_p = ncclUnhandledCudaError;
@@ -373,7 +385,8 @@ static int run_call(hp_nccl_cstate_t *cs, const hp_config_t *cfg, hp_nccl_ctx_t 
         if (st == HP_OK)
             st = call.err;
         if (t->err == ncclSuccess &&
-            hp_nccl_async_end(&mem, &tp, cs->msgs.p, st, (float *)recvbuff, count, avg, t->stream, &agreed) == HP_OK)
+            hp_nccl_async_end(&mem, &tp, cs->msgs.p, st, (float *)recvbuff, count, avg, user_recv, elem, t->stream,
+                              &agreed) == HP_OK)
             goto counted;
         if (st == HP_OK)
             st = t->err != ncclSuccess ? HP_ERR_MPI : HP_ERR_DEVICE;
