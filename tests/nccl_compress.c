@@ -513,11 +513,16 @@ static int groups_since(int from, ncclComm_t comm, const char *label)
     return groups;
 }
 
-/* The groups algorithm `algo` puts on the communicator per call (its
- * phases: HP_TP_PHASED); -1: not checked (tree's depend on the rank,
- * powersgd's on the buffer's shape). */
+/* The groups algorithm `algo` puts on the communicator per call on this
+ * rank (its phases: HP_TP_PHASED; tree: the receives from the children,
+ * then the sends up with the broadcast's receive, then the broadcast's
+ * sends: 3 groups on an inner rank, 2 at the root, 1 on a leaf, a rank
+ * with no child, of the binomial tree rooted at 0); -1: not checked
+ * (powersgd's depend on the buffer's shape). */
 static int algo_groups(const char *algo)
 {
+    if (strcmp(algo, "tree") == 0)
+        return !(rank % 2 == 0 && rank + 1 < size) ? 1 : rank == 0 ? 2 : 3;
     if (strcmp(algo, "allgather") == 0)
         return 1;
     if (strcmp(algo, "ps") == 0)
@@ -1003,7 +1008,7 @@ static void async_half(const char *comp, const char *algo, ncclDataType_t dt, in
 static void case_async(void)
 {
     static const char *const comps[] = {"fp16", "bf16", "q2", "q4", "q8", "onebit", "tbq", "terngrad"};
-    static const char *const algos[] = {"ring", "ps", "allgather"};
+    static const char *const algos[] = {"ring", "ps", "allgather", "tree"};
     for (size_t c = 0; c < sizeof(comps) / sizeof(comps[0]); c++)
         for (size_t a = 0; a < sizeof(algos) / sizeof(algos[0]); a++) {
             async_bits(comps[c], algos[a], "nearest", 40003, 3);
@@ -1013,6 +1018,7 @@ static void case_async(void)
     async_corrupt("onebit", "allgather");
     async_corrupt("q4", "ring");
     async_corrupt("fp16", "ps");
+    async_corrupt("q8", "tree");
     /* 16-bit calls, stream-ordered */
     async_half("fp16", "ring", ncclFloat16, 1);
     async_half("fp16", "ps", ncclFloat16, 0);
@@ -1021,6 +1027,9 @@ static void case_async(void)
     async_half("bf16", "allgather", ncclBfloat16, 1);
     async_half("tbq", "ps", ncclBfloat16, 0);
     async_half("q8", "allgather", ncclFloat16, 0);
+    async_half("fp16", "tree", ncclFloat16, 0);
+    async_half("terngrad", "tree", ncclBfloat16, 1);
+    async_half("q4", "tree", ncclBfloat16, 0);
 }
 
 /* An operation of hipress' that stays in progress longer than

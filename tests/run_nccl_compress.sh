@@ -15,9 +15,11 @@
 #   2. the stream-ordered calls (nccl_compress async) at 2, 3 and 4 ranks
 #      under the stand-in driver's deferred streams (MOCK_CUDA_DEFERRED=1
 #      and 2): the MPI path's bits and residuals for fp16, bf16, q2/q4/q8
-#      (both roundings), onebit, tbq, terngrad x ring, ps, allgather, no
-#      host synchronisation or copy in a steady-state call, a corrupted
-#      message NaN on every rank;
+#      (both roundings), onebit, tbq, terngrad x ring, ps, allgather, tree,
+#      float16 and bfloat16 calls the bits of a stream-ordered float32 call
+#      on the widened input narrowed (and the MPI path's), no host
+#      synchronisation or copy in a steady-state call, a corrupted message
+#      NaN on every rank;
 #   3. the default (HIPRESS_NCCL unset) at 2 ranks: nothing compressed.
 # Skipped (77) where the emulated module is not built (a build without CUDA).
 set -u

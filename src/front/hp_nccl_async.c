@@ -2,7 +2,7 @@
  * Device-side endings of the NCCL front end's compressed ncclAllReduce
  * (hp_nccl_async.h).  A stream-ordered call (HIPRESS_NCCL_ASYNC=auto, a
  * steady-state float32, float16 or bfloat16 call of a dense format with
- * ring, ps or allgather) ends
+ * ring, ps, allgather or tree) ends
  * without the host knowing its outcome: the failure agreement's value is
  * built on the device from this rank's local failure (known on the host)
  * and the codec's sticky flag (a message rejected on the device), reduced
@@ -64,7 +64,7 @@ int hp_nccl_async_candidate(const hp_config_t *cfg, int elem)
 
 int hp_nccl_async_plan(int algo, int explore, int kind, int sum_kind, const hipress_comp_params_t *p)
 {
-    if (explore || (algo != HP_ALGO_RING && algo != HP_ALGO_PS && algo != HP_ALGO_ALLGATHER))
+    if (explore || (algo != HP_ALGO_RING && algo != HP_ALGO_PS && algo != HP_ALGO_ALLGATHER && algo != HP_ALGO_TREE))
         return 0;
     return hp_mem_device_msgs_format(kind, p) && (sum_kind == kind || hp_mem_device_msgs_format(sum_kind, p));
 }

@@ -24,7 +24,10 @@ hp_status_t hp_nccl_divide(hp_mem_t *m, float *recv, size_t count, int N);
  * anything reads it (a 16-bit call's widen included). */
 int hp_nccl_async_candidate(const hp_config_t *cfg, int elem);
 
-/* With its plan: compressed, not exploring, ring, ps or allgather, and the
+/* With its plan: compressed, not exploring, ring, ps, allgather or tree
+ * (each algorithm's messages are the backend's and the transport's, so
+ * the device-message table and the asynchronous transport serve them
+ * unchanged: tree forwards a received message's bytes as they came), and the
  * worker's and the sum codec's formats with device messages. */
 int hp_nccl_async_plan(int algo, int explore, int kind, int sum_kind, const hipress_comp_params_t *p);
 
