@@ -433,6 +433,27 @@ static void case_corrupt(void)
     for (size_t i = 0; i < n; i++)
         finite += isfinite(back[i]) != 0;
     CHECK(finite == n, "after the corrupted call: %zu of %zu finite", finite, n);
+    /* a float16 call alike, host-synchronous: ncclSuccess and NaN on every
+     * rank, as for float32 (the rejected message is the call's failure,
+     * already NaN, not the narrowing's) */
+    {
+        ncclComm_t c16 = comm_with("onebit");
+        uint16_t *b16 = malloc(n * 2);
+        size_t nan16 = 0;
+        CHECK(comm_set(c16, "HIPRESS_NCCL_ASYNC", "off") == HIPRESS_OK &&
+                  comm_set(c16, "HIPRESS_MIN_BYTES", "1K") == HIPRESS_OK &&
+                  comm_set(c16, "HIPRESS_TEST_CORRUPT", size > 2 ? "2" : "1") == HIPRESS_OK,
+              "comm_set HIPRESS_NCCL_ASYNC, HIPRESS_MIN_BYTES, HIPRESS_TEST_CORRUPT");
+        for (size_t i = 0; i < n; i++)
+            b16[i] = hp_f32_to_f16(grad_val(rank, 0, i) * 100.0f);
+        dwrite(d, b16, n * 2);
+        allreduce("corrupted float16", d, d, n, ncclFloat16, ncclSum, c16, 1, 1);
+        dread(b16, d, n * 2);
+        for (size_t i = 0; i < n; i++)
+            nan16 += (b16[i] & 0x7fffu) > 0x7c00u;
+        CHECK(nan16 == n, "corrupted float16: %zu of %zu elements NaN", nan16, n);
+        free(b16);
+    }
     free(h); free(back);
 }
 

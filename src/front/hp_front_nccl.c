@@ -419,7 +419,12 @@ static int run_call(hp_nccl_cstate_t *cs, const hp_config_t *cfg, hp_nccl_ctx_t 
                 hipress_status_string(st), t->err != ncclSuccess ? ", NCCL's error " : "",
                 t->err != ncclSuccess ? (t->x->error_string != NULL ? t->x->error_string(t->err) : "?") : "");
     }
-    narrowed_bad = hp_nccl_narrow_end(&mem, recvbuff, user_recv, count, elem) != 0 && elem != HP_NCCL_ELEM_F32;
+    /* (a failed call's device error, a message the device rejected, is
+     * already its NaN on every rank: only a narrow that could not be made,
+     * or an error of the end's wait after a call that succeeded, is the
+     * narrowing's) */
+    narrowed_bad = hp_nccl_narrow(&mem, recvbuff, user_recv, count, elem) != 0;
+    narrowed_bad |= hp_mem_end(&mem) != HP_OK && st == HP_OK && elem != HP_NCCL_ELEM_F32;
 counted:
     if (rb != NULL)
         rb->calls++;
