@@ -1,7 +1,8 @@
 /*
  * The NCCL front end's experimental compressed ncclAllReduce
  * (HIPRESS_NCCL=compress): the MPI path's plan and algorithms over the NCCL
- * transport (src/transport/hp_tp_nccl.c), host-synchronous.  Used by
+ * transport (src/transport/hp_tp_nccl.c), stream-ordered in a steady
+ * state (src/front/hp_nccl_async.h), else host-synchronous.  Used by
  * mpi_wrappers/hp_nccl_wrap.c, which decides eligibility and owns the
  * per-communicator registry; see doc/gpu.md, "Compressed ncclAllReduce
  * (experimental)".
@@ -32,8 +33,9 @@ typedef struct hp_nccl_cstate hp_nccl_cstate_t;
  * over NCCL, agreed) and runs ring, tree, ps, allgather, a collective
  * compressor's run, or plain.  `nonblocking`: the communicator was made
  * non-blocking (informational: any ncclInProgress is polled out).  Returns
- * 1 when the call was taken (*rc_p: its result; on return the result is in
- * recvbuff: host-synchronous), 0 when it goes to NCCL unchanged.  *cs_p is
+ * 1 when the call was taken (*rc_p: its result; the result is in recvbuff
+ * on return, or once `stream` has run for a stream-ordered call), 0 when
+ * it goes to NCCL unchanged.  *cs_p is
  * created on first use.
  */
 int hp_nccl_comp_allreduce(hp_nccl_cstate_t **cs_p, const hp_config_t *cfg, const hp_nccl_xport_t *x,
