@@ -19,7 +19,9 @@
  * the state after an encode must be the CPU's bytes; decodes (overwrite and
  * accumulate) of the CPU's messages must give the CPU's bits; malformed
  * messages must be rejected exactly when the CPU rejects them; the buffer
- * operations (fold, momentum, add) must match the CPU's.
+ * operations (fold, momentum, add, divide, convert) and powersgd's
+ * stream-ordered steps (start Q, orthonormalisation, the flagged
+ * reconstruction and copy, the NaN/Inf flag) must match the CPU's.
  */
 #include <dlfcn.h>
 #include <math.h>
