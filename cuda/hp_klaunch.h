@@ -126,6 +126,24 @@ int hp_kl_sparse_dec(void *stream, const uint8_t *pairs, size_t m, size_t n, flo
 int hp_kl_sparse_mask(void *stream, const uint8_t *pairs, const uint32_t *count, float *v, size_t n,
                       const uint32_t *flags);
 
+/* A sparse message in device memory for n elements (m: cap bytes),
+ * decoded into dst on the device from what its header says:
+ * status[0] = hp_k_msg_head_sparse's HP_K_MSG_* (kind the format's, dense
+ * the fallback's, `none`), status[3] = 1 for the dense fallback; for
+ * pairs, status[2] |= HP_K_F_BAD when one breaks hp_k_sparse_pair_bad
+ * (order, range, a NaN or Inf value); then overwrite mode zero-fills dst
+ * and the pairs are scattered (or the dense values stored or added).
+ * Nothing is written to dst unless status[0] is HP_K_MSG_OK.  status is
+ * the codec's HP_INFO_MSG words, [1..3] zeroed by the caller. */
+int hp_kl_sparse_dec_msg(void *stream, const uint8_t *m, size_t cap, uint32_t kind, uint32_t dense, size_t n,
+                         float *dst, int accumulate, uint32_t *status);
+
+/* The header of a message of varying length whose encode's kernels ran
+ * before: as hp_kl_msg_header, with a payload of unit * count[0] bytes
+ * (count in device memory: the sparse encode's pair count, info word 1). */
+int hp_kl_msg_header_count(void *stream, uint8_t *m, uint32_t kind, uint32_t n, uint32_t unit, const uint32_t *count,
+                           const uint32_t *flags);
+
 /* fp16 encode of x, blocks of B (a power of two >= 32) from x[0]: n
  * binary16 values into halves (2n bytes) and one exponent byte per block
  * into exps; HP_K_F_NONFINITE when x holds NaN or Inf (a block with one is

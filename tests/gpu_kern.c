@@ -301,8 +301,9 @@ static void one(const kc_t *t, size_t n, int dk, uint64_t seed)
     if (!same_bits(u, tmp, n, &at))
         FAILF("%s n=%zu %s: state[%zu] cpu %a gpu %a", t->name, n, dname[dk], at, u[at], tmp[at]);
     /* the same encode as a whole message in device memory, and the CPU's
-     * message decoded there (fixed-length formats) */
-    if (t->fmt != HP_GPU_FMT_SPARSE) {
+     * message decoded there (every format: a sparse one's length, its
+     * pairs, is written into the header on the device) */
+    {
         float *o0 = malloc(n * 4);
         const int acc = (int)(seed & 1);
         fill(o0, n, D_GRAD, seed + 6);

@@ -261,16 +261,18 @@ typedef struct hp_gpu_ops_v2 {
      * doc/gpu.md "Messages in device memory").  Nothing here waits on the
      * host once the codec context's workspace has grown.
      * encode_msg: the message hp_msg_encode writes (header of kind `kind`,
-     * payload) at dmsg, device memory of cap bytes, for formats of fixed
-     * length (HP_GPU_ERR_UNSUPPORTED for graddrop, dgc); NaN or Inf in the
-     * input gives the NaN message (the residual and state untouched), never
-     * one with exceptions. */
+     * payload) at dmsg, device memory of cap bytes (at least the header and
+     * e->fmt.payload, the format's largest; graddrop's and dgc's length,
+     * their pair count, is written into the header on the device); NaN or
+     * Inf in the input gives the NaN message (the residual and state
+     * untouched), never one with exceptions. */
     int (*encode_msg)(void *cx, const hp_gpu_enc_t *e, uint32_t kind, void *dmsg, size_t cap);
     /* decode_msg: check the message at dmsg (device, cap bytes) on the
      * device and decode it into dst (added when d->accumulate): the NaN
-     * message gives NaN; a rejected one (malformed, an error message, the
-     * dense fallback `none`, exceptions) sets the sticky flag (bad_word;
-     * sync and call_end report it) and leaves dst unspecified. */
+     * message gives NaN; a rejected one (malformed, an error message,
+     * exceptions, the dense fallback `none` for a dense format: graddrop's
+     * and dgc's decoder takes it, as the host's does) sets the sticky flag
+     * (bad_word; sync and call_end report it) and leaves dst unspecified. */
     int (*decode_msg)(void *cx, const hp_gpu_dec_t *d, uint32_t kind, const void *dmsg, size_t cap, float *dst);
     /* The device address of the sticky flag (a uint32, HP_K_F_BAD = 8 when
      * set), valid for the call. */

@@ -31,16 +31,24 @@ int hp_mem_device_msgs_format(int kind, const hipress_comp_params_t *p)
 {
     hp_gpu_fmt_t f;
     const hp_comp_t *c = kind >= 0 ? hp_comp_get(kind) : NULL;
-    /* a sparse format's length depends on the data; a plugin has no
-     * device format; the dense fallback and dgc's mask need the host */
-    if (c == NULL || (c->flags & HIPRESS_COMP_SPARSE) || hp_comp_is_collective(kind))
+    const hp_comp_ext_t *x = c != NULL ? hp_comp_ext(kind) : NULL;
+    /* a plugin has no device format; a collective compressor no message.
+     * A sparse format's length is written on the device (its capacity, the
+     * format's largest, is the host's), and its dense fallback is the
+     * host's choice from the message's length and density.  dgc's momentum
+     * correction (HIPRESS_DGC_MOMENTUM > 0) is not: whether a rank applied
+     * it (its range finite) decides its masking, known after a wait only. */
+    if (c == NULL || hp_comp_is_collective(kind))
+        return 0;
+    if (x != NULL && x->momentum != NULL && x->momentum(p) > 0.0f)
         return 0;
     return hp_comp_gpu_fmt(kind, p, 1024, 0, &f) == HP_OK;
 }
 
 /* The message of a->in[0..n) at out (device memory, cap bytes); its length
- * is the format's, known on the host (the NaN message, shorter, is made on
- * the device and sent with the same capacity). */
+ * is the format's largest, known on the host (the NaN message and a sparse
+ * format's, shorter, are made on the device and sent with the same
+ * capacity). */
 static hp_status_t dm_encode(hp_mem_t *m, int kind, hipress_encode_args_t *a, hp_src_t src, float *mask,
                              void *out, size_t cap, size_t *len_p, int *nonfinite_p, size_t *except_p)
 {
@@ -54,7 +62,7 @@ static hp_status_t dm_encode(hp_mem_t *m, int kind, hipress_encode_args_t *a, hp
     if (m->cx == NULL)
         return m->err != HP_OK ? m->err : HP_ERR_DEVICE;
     if (mask != NULL)
-        return HP_ERR_UNSUPPORTED;   /* dgc: a sparse format, never here */
+        return HP_ERR_UNSUPPORTED;   /* dgc's momentum correction: never here */
     memset(&e, 0, sizeof(e));
     st = hp_comp_gpu_fmt(kind, a->params, a->n, a->k, &e.fmt);
     if (st != HP_OK) {
