@@ -77,6 +77,11 @@ typedef struct hp_codec {
  * decode is reading (hp_kl_msg_check, hp_kl_msg_fix), [7] whether it is a
  * sparse format's dense fallback (hp_kl_sparse_dec_msg). */
 #define HP_INFO_MSG 4
+/* [8]: whether the call's momentum (hp_codec_momentum, _q) was applied
+ * (HP_K_F_NONFINITE: not, the range held NaN or Inf), the gate of every
+ * mask an encode zeroes (dgc's momentum masking: none without momentum,
+ * as on the CPU); 0 from the context's start. */
+#define HP_INFO_MOM 8
 
 int hp_codec_init(hp_codec_t *cx, const hp_dev_ops_t *dev, void *self);
 /* Frees the workspace (after a sync). */
@@ -92,6 +97,9 @@ int hp_codec_add(hp_codec_t *cx, float *dst, const float *src, size_t n);
 int hp_codec_convert(hp_codec_t *cx, void *dst, const void *src, size_t n, int how);
 int hp_codec_copy(hp_codec_t *cx, void *dst, const void *src, size_t bytes, int host_involved);
 int hp_codec_momentum(hp_codec_t *cx, float *u, float *buf, float m, size_t n, int *applied_p);
+/* The same in stream order, with no wait: whether it was applied is known
+ * on the device only (HP_INFO_MOM), where the masks read it. */
+int hp_codec_momentum_q(hp_codec_t *cx, float *u, float *buf, float m, size_t n);
 int hp_codec_work(hp_codec_t *cx, size_t bytes, void **p_p);
 int hp_codec_nonfinite(hp_codec_t *cx, const float *x, size_t n, int *nonfinite_p);
 /* Wait for everything queued; *bad_p: a malformed message was decoded since

@@ -122,7 +122,7 @@ static int none_encode(hp_codec_t *cx, const hp_gpu_enc_t *e, uint8_t *out, uint
 {
     int st;
     if (e->mask != NULL)
-        CK(cx->dev->memset(cx->self, e->mask, 0, e->n * sizeof(float), HP_STREAM_COMPUTE));
+        CK(hp_kl_mask_zero(STREAM(cx), e->mask, e->n, NULL, hp_codec_info(cx) + HP_INFO_MOM));
     if (cx->devonly) {
         CK(cx->dev->copy(cx->self, dmsg, e->in, 4 * e->n, HP_STREAM_COMPUTE));
         return HP_GPU_OK;
@@ -369,16 +369,23 @@ int hp_codec_copy(hp_codec_t *cx, void *dst, const void *src, size_t bytes, int 
     return HP_GPU_OK;
 }
 
-int hp_codec_momentum(hp_codec_t *cx, float *u, float *buf, float m, size_t n, int *applied_p)
+int hp_codec_momentum_q(hp_codec_t *cx, float *u, float *buf, float m, size_t n)
 {
-    uint32_t *f = hp_codec_info(cx) + 3;
-    int st;
+    uint32_t *f = hp_codec_info(cx) + HP_INFO_MOM;
     CK(cx->dev->memset(cx->self, f, 0, 4, HP_STREAM_COMPUTE));
     CK(hp_kl_finite(STREAM(cx), buf, n, f));
     CK(hp_kl_momentum(STREAM(cx), u, buf, m, n, f));
-    if ((st = read_info(cx)) != HP_GPU_OK)
+    return HP_GPU_OK;
+}
+
+int hp_codec_momentum(hp_codec_t *cx, float *u, float *buf, float m, size_t n, int *applied_p)
+{
+    int st;
+    if ((st = hp_codec_momentum_q(cx, u, buf, m, n)) != HP_GPU_OK || (st = hp_codec_to_copy(cx)) != HP_GPU_OK)
         return st;
-    *applied_p = !(cx->hinfo[3] & HP_K_F_NONFINITE);
+    CK(cx->dev->copy(cx->self, cx->hinfo + HP_INFO_MOM, hp_codec_info(cx) + HP_INFO_MOM, 4, HP_STREAM_COPY));
+    CK(cx->dev->sync(cx->self, HP_STREAM_COPY));
+    *applied_p = !(cx->hinfo[HP_INFO_MOM] & HP_K_F_NONFINITE);
     return HP_GPU_OK;
 }
 

@@ -35,6 +35,7 @@ static int sparse_encode(hp_codec_t *cx, const hp_gpu_enc_t *e, uint8_t *out, ui
     a.u = e->state;
     a.m = e->fmt.farg[0];
     a.mask = e->mask;
+    a.gate = hp_codec_info(cx) + HP_INFO_MOM;
     a.n = e->n;
     a.G = e->fmt.block;
     a.k_full = e->fmt.iarg[0];

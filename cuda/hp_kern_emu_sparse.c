@@ -145,7 +145,7 @@ static int emu_sparse_enc(const hp_kl_sparse_t *a0)
             a.r[i] = 0.0f;
         if (a.u != NULL)
             a.u[i] = 0.0f;
-        if (a.mask != NULL)
+        if (a.mask != NULL && !(P(const uint32_t *, a.gate)[0] & HP_K_F_NONFINITE))
             a.mask[i] = 0.0f;
     }
     return 0;

@@ -281,10 +281,12 @@ __global__ static void k_sparse_pack(const uint8_t *slots, const uint32_t *count
 
 /* Zero r, u and mask at the sent indices. */
 __global__ static void k_sparse_zero_sent(const uint8_t *payload, const uint32_t *info, float *r, float *u,
-                                          float *mask)
+                                          float *mask, const uint32_t *gate)
 {
     if (info[0] & HP_K_F_NONFINITE)
         return;
+    if (mask != NULL && (gate[0] & HP_K_F_NONFINITE))
+        mask = NULL;   /* the call's momentum was not applied: no masking */
     GRID_STRIDE(j, (size_t)info[1]) {
         uint32_t i = hp_k_ld32(payload + 8 * j);
         if (r != NULL)
@@ -315,7 +317,7 @@ extern "C" int hp_kl_sparse_enc(void *stream, const hp_kl_sparse_t *a)
     k_sparse_pack<<<(unsigned)nb, 128, 0, s>>>(slots, counts, offs, a->G, a->k_full, a->payload, a->info);
     if (writes || a->mask != NULL)
         k_sparse_zero_sent<<<grid_for(nb * (size_t)a->k_full, 1), TPB, 0, s>>>(a->payload, a->info, a->r, a->u,
-                                                                                a->mask);
+                                                                                a->mask, a->gate);
     if (writes)
         k_sparse_reset<<<grid_for(a->n, 4), TPB, 0, s>>>(a->r, a->u, a->n, a->info);
     return launched();

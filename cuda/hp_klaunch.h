@@ -49,6 +49,11 @@ int hp_kl_fold(void *stream, float *buf, float *r, size_t n, const uint32_t *fla
  * HP_K_F_NONFINITE. */
 int hp_kl_momentum(void *stream, float *u, float *buf, float m, size_t n, const uint32_t *flags);
 
+/* mask[0..n) = 0 (the masking of dgc's momentum by a dense message),
+ * unless flags (the encode's, or NULL) or gate[0] (the call's momentum:
+ * not applied) has HP_K_F_NONFINITE. */
+int hp_kl_mask_zero(void *stream, float *mask, size_t n, const uint32_t *flags, const uint32_t *gate);
+
 /* dst += src (n floats). */
 int hp_kl_add(void *stream, float *dst, const float *src, size_t n);
 
@@ -105,6 +110,8 @@ typedef struct hp_kl_sparse {
     float       *u;        /* momentum state (u' stored), or NULL */
     float        m;        /* momentum factor when u is not NULL */
     float       *mask;     /* zeroed at the sent indices too, or NULL */
+    const uint32_t *gate;  /* with mask: unless gate[0] has HP_K_F_NONFINITE
+                            * (the call's momentum was not applied) */
     size_t       n;
     uint32_t     G;        /* elements per block */
     uint32_t     k_full;   /* kept per full block */

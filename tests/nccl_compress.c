@@ -884,10 +884,13 @@ static void case_async(void)
     /* the sparse formats: graddrop; graddrop dense enough that the ps
      * owner's sums (and ring's later hops) go as the dense fallback
      * (a density of N x 0.3); dgc with its warm-up (the first call at 25%)
-     * and no momentum correction (which stays host-synchronous) */
+     * and momentum correction (0.5: call 1's NaN leaves that rank's
+     * momentum unapplied and unmasked, which shows in calls 2 and 3), and
+     * without it */
     for (size_t a = 0; a < sizeof(algos) / sizeof(algos[0]); a++) {
         async_bits("graddrop", algos[a], "nearest", 40003, 3, NULL, NULL);
         async_bits("graddrop", algos[a], "nearest", 40003, 3, "HIPRESS_SPARSE_RATIO", "0.3");
+        async_bits("dgc", algos[a], "nearest", 40003, 4, NULL, NULL);
         async_bits("dgc", algos[a], "nearest", 40003, 4, "HIPRESS_DGC_MOMENTUM", "0");
     }
     async_corrupt("onebit", "allgather");

@@ -295,6 +295,13 @@ typedef struct hp_gpu_ops_v2 {
     /* dst[i] = dst[i] / d (a float division: the host's ncclAvg divide,
      * the same bits), in stream order. */
     int (*divide)(void *cx, float *dst, size_t n, float d);
+    /* Appended with the sparse formats' stream-ordered calls: momentum's
+     * u = m u + buf; buf = u, unless buf holds NaN or Inf, in stream
+     * order with no wait.  Whether it was applied stays on the device,
+     * where every later encode of the call that zeroes a mask (dgc's
+     * momentum masking) reads it: no masking where it was not, as the
+     * host's momentum (which answers *applied_p after a wait) gives. */
+    int (*momentum_q)(void *cx, float *u, float *buf, float m, size_t n);
 } hp_gpu_ops_v2_t;
 
 /* hp_gpu_ops_v2_t.convert's directions. */

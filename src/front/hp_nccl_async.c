@@ -2,7 +2,7 @@
  * Device-side endings of the NCCL front end's compressed ncclAllReduce
  * (hp_nccl_async.h).  A stream-ordered call (HIPRESS_NCCL_ASYNC=auto, a
  * steady-state call of a format with device messages -- the dense ones,
- * graddrop, dgc without momentum correction -- with ring, ps or allgather) ends
+ * graddrop, dgc -- with ring, ps or allgather) ends
  * without the host knowing its outcome: the failure agreement's value is
  * built on the device from this rank's local failure (known on the host)
  * and the codec's sticky flag (a message rejected on the device), reduced
