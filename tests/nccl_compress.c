@@ -805,9 +805,22 @@ static uint16_t narrow16(float v, int f16)
  * before reading it; the deferred stand-in runs nothing before: a missing
  * event gives wrong bits), with the same NCCL calls as the host-synchronous
  * form: the algorithm's groups on the caller's stream, then the failure
- * agreement (one int64).  key, val: one more setting (the q codecs'
- * rounding, powersgd's rank). */
-static void async_bits(const char *comp, const char *algo, const char *key, const char *val, size_t n, int calls)
+ * agreement (one int64). */
+/* k's value of key set to val (appended when k has none). */
+static void kv_set(kv_t *k, const char *key, const char *val)
+{
+    int i = 0;
+    while (k->kv[i] != NULL && strcmp(k->kv[i], key) != 0)
+        i += 2;
+    if (k->kv[i] == NULL)
+        k->kv[i + 2] = NULL;
+    k->kv[i] = key;
+    k->kv[i + 1] = val;
+}
+
+/* (key, val: one setting more, or NULL) */
+static void async_bits(const char *comp, const char *algo, const char *rounding, size_t n, int calls,
+                       const char *key, const char *val)
 {
     kv_t k = case_kv(comp, algo);
     MPI_Comm mc;
@@ -816,13 +829,10 @@ static void async_bits(const char *comp, const char *algo, const char *key, cons
     float *rh = malloc(n * sizeof(float)), *rd = malloc(n * sizeof(float));
     void *d = dev(n);
     char label[96];
-    int i = 0;
 
-    while (k.kv[i] != NULL)
-        i += 2;
-    k.kv[i] = key;
-    k.kv[i + 1] = val;
-    k.kv[i + 2] = NULL;
+    kv_set(&k, "HIPRESS_Q_ROUNDING", rounding);
+    if (key != NULL)
+        kv_set(&k, key, val);
     mc = mpi_comm(&k);
     nccl_apply(nc, &k);
     for (int t = 0; t < calls; t++) {
@@ -830,7 +840,9 @@ static void async_bits(const char *comp, const char *algo, const char *key, cons
         unsigned long long w0, w;
         ncclResult_t rcn;
         size_t diff = n;
-        snprintf(label, sizeof(label), "stream-ordered %s/%s (%s) call %d", comp, algo, val, t);
+        snprintf(label, sizeof(label), "stream-ordered %s/%s (%s%s%s%s%s) call %d", comp, algo, rounding,
+                 key != NULL ? ", " : "", key != NULL ? key + 8 : "", key != NULL ? "=" : "",
+                 key != NULL ? val : "", t);
         for (size_t j = 0; j < n; j++)
             h[j] = grad_val(rank, t, j);
         if (t == 1 && rank == size - 1)
@@ -1043,22 +1055,37 @@ static void case_async(void)
     static const char *const algos[] = {"ring", "ps", "allgather", "tree"};
     for (size_t c = 0; c < sizeof(comps) / sizeof(comps[0]); c++)
         for (size_t a = 0; a < sizeof(algos) / sizeof(algos[0]); a++) {
-            async_bits(comps[c], algos[a], "HIPRESS_Q_ROUNDING", "nearest", 40003, 3);
+            async_bits(comps[c], algos[a], "nearest", 40003, 3, NULL, NULL);
             if (comps[c][0] == 'q')
-                async_bits(comps[c], algos[a], "HIPRESS_Q_ROUNDING", "stochastic", 40003, 3);
+                async_bits(comps[c], algos[a], "stochastic", 40003, 3, NULL, NULL);
         }
+    /* the sparse formats: graddrop; graddrop dense enough that the ps
+     * owner's sums (and ring's later hops) go as the dense fallback
+     * (a density of N x 0.3); dgc with its warm-up (the first call at 25%)
+     * and momentum correction (0.5: call 1's NaN leaves that rank's
+     * momentum unapplied and unmasked, which shows in calls 2 and 3), and
+     * without it */
+    for (size_t a = 0; a < sizeof(algos) / sizeof(algos[0]); a++) {
+        async_bits("graddrop", algos[a], "nearest", 40003, 3, NULL, NULL);
+        async_bits("graddrop", algos[a], "nearest", 40003, 3, "HIPRESS_SPARSE_RATIO", "0.3");
+        async_bits("dgc", algos[a], "nearest", 40003, 4, NULL, NULL);
+        async_bits("dgc", algos[a], "nearest", 40003, 4, "HIPRESS_DGC_MOMENTUM", "0");
+    }
     /* powersgd (its collective run): four calls, so that the warm start the
      * stream-ordered call 2 writes (call 1, NaN, keeps call 0's) is what
      * call 3 starts from; 40003 floats (157 x 256, the last row short) at
      * rank 4, 1024 x 1024 at rank 8 (P: 8193 floats), and a buffer sent
      * plain (rank 16: 16 (19 + 16) >= 300) */
-    async_bits("powersgd", "auto", "HIPRESS_POWERSGD_RANK", "4", 40003, 4);
-    async_bits("powersgd", "auto", "HIPRESS_POWERSGD_RANK", "8", 1u << 20, 4);
-    async_bits("powersgd", "auto", "HIPRESS_POWERSGD_RANK", "16", 300, 4);
+    async_bits("powersgd", "auto", "nearest", 40003, 4, "HIPRESS_POWERSGD_RANK", "4");
+    async_bits("powersgd", "auto", "nearest", 1u << 20, 4, "HIPRESS_POWERSGD_RANK", "8");
+    async_bits("powersgd", "auto", "nearest", 300, 4, "HIPRESS_POWERSGD_RANK", "16");
     async_corrupt("onebit", "allgather");
     async_corrupt("q4", "ring");
     async_corrupt("fp16", "ps");
+    async_corrupt("graddrop", "ring");
+    async_corrupt("graddrop", "ps");
     async_corrupt("q8", "tree");
+    async_corrupt("graddrop", "tree");
     async_corrupt("powersgd", "auto");   /* in P's sum: no rank's residual written */
     /* 16-bit calls, stream-ordered */
     async_half("fp16", "ring", ncclFloat16, 1);
@@ -1071,6 +1098,8 @@ static void case_async(void)
     async_half("fp16", "tree", ncclFloat16, 0);
     async_half("terngrad", "tree", ncclBfloat16, 1);
     async_half("q4", "tree", ncclBfloat16, 0);
+    async_half("graddrop", "ring", ncclBfloat16, 1);
+    async_half("dgc", "tree", ncclFloat16, 0);
     async_half("powersgd", "auto", ncclBfloat16, 0);
 }
 
