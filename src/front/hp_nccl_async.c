@@ -54,8 +54,9 @@ hp_status_t hp_nccl_divide(hp_mem_t *m, float *recv, size_t count, int N)
 
 int hp_nccl_async_candidate(const hp_config_t *cfg, int elem)
 {
-    /* (a 16-bit call's widening waits for its input) */
-    return hp_cfg_i(cfg, HP_S_NCCL_ASYNC) == HP_NCCL_ASYNC_AUTO && elem == 0;
+    /* (a 16-bit call's widening waits for its input; a verified call,
+     * HIPRESS_VERIFY, compares on the host) */
+    return hp_cfg_i(cfg, HP_S_NCCL_ASYNC) == HP_NCCL_ASYNC_AUTO && elem == 0 && !hp_cfg_i(cfg, HP_S_VERIFY);
 }
 
 int hp_nccl_async_plan(int algo, int explore, int kind, int sum_kind, const hipress_comp_params_t *p)

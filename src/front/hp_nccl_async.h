@@ -18,7 +18,8 @@ hp_status_t hp_nccl_divide(hp_mem_t *m, float *recv, size_t count, int N);
 
 /* Whether a call may be stream-ordered before its plan is known, from
  * what every rank has alike (the agreed settings, the call's element
- * type): HIPRESS_NCCL_ASYNC=auto, float32 (ncclSum or ncclAvg). */
+ * type): HIPRESS_NCCL_ASYNC=auto, float32 (ncclSum or ncclAvg), not
+ * verified (HIPRESS_VERIFY). */
 int hp_nccl_async_candidate(const hp_config_t *cfg, int elem);
 
 /* With its plan: compressed, not exploring, ring, ps or allgather, and the
