@@ -19,7 +19,11 @@
  * differ in any byte (they must not: same input, same calls).
  * HIPRESS_ISA=generic runs the portable kernels; Q_AB_RESIDUAL=0 encodes
  * without a residual (the residual-free form a staging buffer runs, e.g.
- * HIPRESS_STAGING_CODEC's q4 with STOCH 1).
+ * HIPRESS_STAGING_CODEC's q4 with STOCH 1).  Q_AB_PIECE=P (bytes, a
+ * multiple of 2048 dividing BYTES) encodes the buffer as BYTES/P
+ * consecutive calls of P bytes each (input, residual and payload at the
+ * piece's offset, rng_offset the piece's first element), as an algorithm's
+ * partitions call it, while memcpy still copies BYTES in one call.
  */
 #include "hipress.h"
 #include <dlfcn.h>
@@ -81,6 +85,12 @@ int main(int argc, char **argv)
     int inner = B < tot ? (int)(tot / B) : 1;
     float *in = malloc(B), *md = malloc(B);
     float *res[8];
+    const char *pe = getenv("Q_AB_PIECE");
+    size_t piece = pe ? strtoull(pe, 0, 0) : B;
+    if (piece < 2048 || piece % 2048 || B % piece) {
+        fprintf(stderr, "q_encode_ab: Q_AB_PIECE must be a multiple of 2048 dividing BYTES\n");
+        return 2;
+    }
     uint64_t z = 0x243F6A8885A308D3ULL;
     for (size_t i = 0; i < n; i++) {
         double layer = (double)((i >> 18) % 7 + 1);
@@ -117,7 +127,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "q_encode_ab: %s: no compressor '%s'\n", argv[5 + l], name);
             return 2;
         }
-        size_t cap = c[l]->max_payload(n, &p[l]);
+        size_t cap = c[l]->max_payload(piece / 4, &p[l]) * (B / piece);
         pl[l] = malloc(cap + 64);
         memset(pl[l], 0, cap);
         res[l] = malloc(B);
@@ -126,9 +136,9 @@ int main(int argc, char **argv)
         a[l].in = in;
         const char *ra = getenv("Q_AB_RESIDUAL");
         a[l].residual = ra && !strcmp(ra, "0") ? NULL : res[l];
-        a[l].n = n;
+        a[l].n = piece / 4;
         a[l].out = pl[l];
-        a[l].out_cap = cap;
+        a[l].out_cap = cap / (B / piece);
         a[l].rng_key[0] = 12345;
         a[l].params = &p[l];
     }
@@ -142,12 +152,19 @@ int main(int argc, char **argv)
             int l = (q + (r < 0 ? 0 : r)) % nl;
             double t1 = now();
             for (int i = 0; i < inner; i++) {
-                size_t len;
-                int nf;
                 a[l].rng_key[2] = (uint64_t)((r + 1) * inner + i);
-                if (c[l]->encode(&a[l], &len, &nf) || nf) {
-                    fprintf(stderr, "fail\n");
-                    return 1;
+                for (size_t off = 0; off < n; off += piece / 4) {
+                    hipress_encode_args_t e = a[l];
+                    size_t len;
+                    int nf;
+                    e.in = in + off;
+                    e.residual = a[l].residual ? a[l].residual + off : NULL;
+                    e.out = pl[l] + off / (piece / 4) * a[l].out_cap;
+                    e.rng_offset = off;
+                    if (c[l]->encode(&e, &len, &nf) || nf) {
+                        fprintf(stderr, "fail\n");
+                        return 1;
+                    }
                 }
             }
             double t2 = now();
@@ -161,10 +178,12 @@ int main(int argc, char **argv)
     }
     /* same bytes across libraries (last encode) */
     for (int l = 1; l < nl; l++) {
-        size_t cap = c[0]->max_payload(n, &p[0]);
+        size_t cap = a[0].out_cap * (B / piece);
         if (memcmp(pl[0], pl[l], cap) || memcmp(res[0], res[l], B))
             printf("WARNING: lib %d bytes differ from lib 0\n", l);
     }
+    if (piece != B)
+        printf("[pieces of %zu B] ", piece);
     printf("%s%s%s %zu B: memcpy %.2f GB/s", name, stoch ? "-stochastic" : "", a[0].residual ? "" : " (no residual)", B,
            (double)B * inner / med(tm, reps) / 1e9);
     for (int l = 0; l < nl; l++)

@@ -53,7 +53,7 @@ EXTRA_DIST += tests/run_gpu.sh tests/run_gpu_info.sh tests/run_nccl.sh tests/run
 
 if HP_NCCL
 check_LTLIBRARIES += tests/mock/libnccl.la tests/libnccl_user.la
-tests_mock_libnccl_la_SOURCES = tests/mock_nccl.c
+tests_mock_libnccl_la_SOURCES = tests/mock_nccl.c tests/mock_nccl_shm.c
 tests_mock_libnccl_la_CPPFLAGS = $(AM_CPPFLAGS) $(NCCL_CPPFLAGS)
 tests_mock_libnccl_la_LDFLAGS = $(HP_MOCK_LDFLAGS) -version-info 2:0:0 -lpthread
 tests_libnccl_user_la_SOURCES = tests/nccl_user.c

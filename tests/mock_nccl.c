@@ -26,7 +26,19 @@
  * runs before it.
  *
  * Built with -DMOCK_NCCL_NO_MPI (tests/mock_nompi/libnccl.so.2) it names
- * no MPI symbol and never replays (tests/run_nompi.sh).
+ * no MPI symbol and never replays through MPI (tests/run_nompi.sh).
+ *
+ * Without MPI (MOCK_NCCL_SHM=1, tests/mock_nccl_shm.c): a communicator
+ * made by ncclCommInitRank or ncclCommInitRankConfig with an id of
+ * ncclGetUniqueId (the processes of a torchrun-like launcher,
+ * tests/nompi_launch.c) joins the id's shared-memory segment, and its
+ * ncclAllReduce, ncclAllGather, ncclBroadcast, ncclBcast, ncclSend and
+ * ncclRecv move the data between its ranks as the MPI form does through
+ * MPI (sends and receives held to the group's end, the stream flushed
+ * first, device pointers through their shadow; the reduction in rank
+ * order), and ncclCommCount and ncclCommUserRank answer its size and rank.
+ * Every wait is bounded (MOCK_NCCL_TIMEOUT).  Other communicators (made by
+ * mock_nccl_comm_new or ncclCommSplit) have one rank and move nothing.
  *
  * Non-blocking communicators: one made by ncclCommInitRankConfig or
  * ncclCommSplit with config->blocking == 0 (a split without a config
@@ -49,9 +61,11 @@
 #include <nccl.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "mock_nccl.h"
+#include "mock_nccl_shm.h"
 
 #define API __attribute__((visibility("default")))
 
@@ -125,6 +139,7 @@ typedef struct {
     ncclRedOp_t  redop;
     p2p_t       *p2p;         /* op 2: the group's */
     int          np2p;
+    mock_shm_t  *world;       /* MOCK_NCCL_SHM: the ranks it moves data between */
 } mock_comm_t;
 
 API ncclComm_t mock_nccl_comm_new(void)
@@ -163,9 +178,17 @@ static int busy(ncclComm_t comm)
 
 static void comm_free(ncclComm_t comm)
 {
-    if (comm != NULL)
+    if (comm != NULL) {
         free(((mock_comm_t *)comm)->p2p);
+        mock_shm_leave(((mock_comm_t *)comm)->world);
+    }
     free(comm);
+}
+
+/* The communicator's shared-memory ranks (MOCK_NCCL_SHM), or NULL. */
+static mock_shm_t *world_of(ncclComm_t comm)
+{
+    return comm != NULL ? ((mock_comm_t *)comm)->world : NULL;
 }
 
 static ncclComm_t next_split;
@@ -249,7 +272,7 @@ static ncclResult_t replay_allgather(const void *sendbuff, void *recvbuff, size_
 /* float32 sum, avg, max, min; int64 and float64 sum, max, min; other
  * types move nothing. */
 static ncclResult_t replay_allreduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t dt,
-                                     ncclRedOp_t op)
+                                     ncclRedOp_t op, mock_shm_t *w)
 {
     MPI_Datatype mt = dt == ncclFloat32 ? MPI_FLOAT : dt == ncclInt64 ? MPI_LONG_LONG
                     : dt == ncclFloat64 ? MPI_DOUBLE : MPI_DATATYPE_NULL;
@@ -257,6 +280,8 @@ static ncclResult_t replay_allreduce(const void *sendbuff, void *recvbuff, size_
     size_t bytes = count * dt_size(dt);
     void *tmp;
     int rc, n = 1;
+    if (w != NULL)
+        return (ncclResult_t)mock_shm_allreduce(w, host_of(sendbuff), host_of(recvbuff), count, dt, op);
     if (mt == MPI_DATATYPE_NULL || (op != ncclSum && op != ncclAvg && op != ncclMax && op != ncclMin))
         return ncclSuccess;
     if ((tmp = malloc(bytes ? bytes : 1)) == NULL)
@@ -278,7 +303,9 @@ static ncclResult_t replay_allreduce(const void *sendbuff, void *recvbuff, size_
 API ncclResult_t ncclCommCount(const ncclComm_t comm, int *count)
 {
     *count = 1;
-    if (replay())
+    if (world_of(comm) != NULL)
+        *count = mock_shm_size(world_of(comm));
+    else if (replay())
         PMPI_Comm_size(MPI_COMM_WORLD, count);
     return ncclSuccess;
 }
@@ -286,7 +313,9 @@ API ncclResult_t ncclCommCount(const ncclComm_t comm, int *count)
 API ncclResult_t ncclCommUserRank(const ncclComm_t comm, int *rank)
 {
     *rank = 0;
-    if (replay())
+    if (world_of(comm) != NULL)
+        *rank = mock_shm_rank(world_of(comm));
+    else if (replay())
         PMPI_Comm_rank(MPI_COMM_WORLD, rank);
     return ncclSuccess;
 }
@@ -297,11 +326,31 @@ struct p2p {
     void       *buf;
     size_t      bytes;
     int         peer;
+    mock_shm_t *world;        /* MOCK_NCCL_SHM: its communicator's, else MPI */
 };
 static __thread p2p_t *p2p;
 static __thread int np2p, room2p;
 /* a non-blocking communicator that took part in the open group */
 static __thread mock_comm_t *group_nb;
+
+/* ops[0..n) through shared memory: one communicator's. */
+static ncclResult_t p2p_run_shm(p2p_t *ops, int n)
+{
+    mock_shm_op_t *o = malloc((size_t)n * sizeof(*o));
+    int rc = ncclSuccess;
+    if (o == NULL)
+        return ncclSystemError;
+    for (int i = 0; i < n && rc == ncclSuccess; i++) {
+        o[i] = (mock_shm_op_t){ops[i].send, ops[i].buf, ops[i].bytes, ops[i].peer};
+        rc = ops[i].world == ops[0].world ? ncclSuccess : ncclInvalidUsage;
+    }
+    if (rc != ncclSuccess)
+        fprintf(stderr, "mock_nccl (shm): a group of sends and receives on more than one communicator\n");
+    else if ((rc = mock_shm_run(ops[0].world, o, n)) == ncclSuccess)
+        mock_shm_drop(ops[0].world, o, n);   /* (the mutation, when asked for) */
+    free(o);
+    return (ncclResult_t)rc;
+}
 
 /* Post ops[0..n) as PMPI point-to-point and wait for them all. */
 static ncclResult_t p2p_run(p2p_t *ops, int n)
@@ -309,6 +358,11 @@ static ncclResult_t p2p_run(p2p_t *ops, int n)
     MPI_Request *rq = malloc((size_t)(n > 0 ? n : 1) * sizeof(MPI_Request));
     MPI_Status *sts = malloc((size_t)(n > 0 ? n : 1) * sizeof(MPI_Status));
     int rc = MPI_SUCCESS, short_recv = 0;
+    if (n > 0 && ops[0].world != NULL) {
+        free(rq);
+        free(sts);
+        return p2p_run_shm(ops, n);
+    }
     if (rq == NULL || sts == NULL) {
         free(rq);
         free(sts);
@@ -354,9 +408,9 @@ static ncclResult_t p2p_flush(void)
 }
 
 static ncclResult_t p2p_post(int send, const void *buf, size_t count, ncclDataType_t dt, int peer,
-                            cudaStream_t stream)
+                            ncclComm_t comm, cudaStream_t stream)
 {
-    if (!replay())
+    if (world_of(comm) == NULL && !replay())
         return ncclSuccess;
     run_stream(stream);
     if (np2p == room2p) {
@@ -367,7 +421,7 @@ static ncclResult_t p2p_post(int send, const void *buf, size_t count, ncclDataTy
         p2p = p;
         room2p = room;
     }
-    p2p[np2p++] = (p2p_t){send, host_of(buf), count * dt_size(dt), peer};
+    p2p[np2p++] = (p2p_t){send, host_of(buf), count * dt_size(dt), peer, world_of(comm)};
     return depth == 0 ? p2p_flush() : ncclSuccess;
 }
 
@@ -432,23 +486,32 @@ API ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t coun
         c->redop = op;
         return ncclInProgress;
     }
-    if (replay())
-        run_stream(stream);
-    return replay() ? replay_allreduce(sendbuff, recvbuff, count, datatype, op) : ncclSuccess;
+    if (world_of(comm) == NULL && !replay())
+        return ncclSuccess;
+    run_stream(stream);
+    return replay_allreduce(sendbuff, recvbuff, count, datatype, op, world_of(comm));
 }
 
 API ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
                                int root, ncclComm_t comm, cudaStream_t stream)
 {
     record("ncclBroadcast", sendbuff, recvbuff, count, datatype, -1, root, comm, stream);
-    return ncclSuccess;
+    if (world_of(comm) == NULL)
+        return ncclSuccess;
+    run_stream(stream);
+    return (ncclResult_t)mock_shm_bcast(world_of(comm), host_of(sendbuff), host_of(recvbuff),
+                                        count * dt_size(datatype), root);
 }
 
 API ncclResult_t ncclBcast(void *buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
                            cudaStream_t stream)
 {
     record("ncclBcast", buff, buff, count, datatype, -1, root, comm, stream);
-    return ncclSuccess;
+    if (world_of(comm) == NULL)
+        return ncclSuccess;
+    run_stream(stream);
+    return (ncclResult_t)mock_shm_bcast(world_of(comm), host_of(buff), host_of(buff), count * dt_size(datatype),
+                                        root);
 }
 
 API ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
@@ -462,9 +525,13 @@ API ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t send
                                ncclComm_t comm, cudaStream_t stream)
 {
     record("ncclAllGather", sendbuff, recvbuff, sendcount, datatype, -1, -1, comm, stream);
-    if (replay())
-        run_stream(stream);
-    return replay() ? replay_allgather(sendbuff, recvbuff, sendcount, datatype) : ncclSuccess;
+    if (world_of(comm) == NULL && !replay())
+        return ncclSuccess;
+    run_stream(stream);
+    if (world_of(comm) != NULL)
+        return (ncclResult_t)mock_shm_allgather(world_of(comm), host_of(sendbuff), host_of(recvbuff),
+                                                sendcount * dt_size(datatype));
+    return replay_allgather(sendbuff, recvbuff, sendcount, datatype);
 }
 
 API ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount, ncclDataType_t datatype,
@@ -482,7 +549,7 @@ API ncclResult_t ncclSend(const void *sendbuff, size_t count, ncclDataType_t dat
         return ncclInvalidUsage;
     if (depth > 0)
         nb_enter(comm);
-    return p2p_post(1, sendbuff, count, datatype, peer, stream);
+    return p2p_post(1, sendbuff, count, datatype, peer, comm, stream);
 }
 
 API ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
@@ -493,7 +560,7 @@ API ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype,
         return ncclInvalidUsage;
     if (depth > 0)
         nb_enter(comm);
-    return p2p_post(0, recvbuff, count, datatype, peer, stream);
+    return p2p_post(0, recvbuff, count, datatype, peer, comm, stream);
 }
 
 API ncclResult_t ncclCommFinalize(ncclComm_t comm)
@@ -539,16 +606,43 @@ API ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUnique
                                         ncclConfig_t *config)
 {
     mock_comm_t *c;
-    (void)commId;
     record("ncclCommInitRankConfig", NULL, NULL, (size_t)nranks, -1, -1, rank, NULL, NULL);
     if (comm == NULL || (c = (mock_comm_t *)mock_nccl_comm_new()) == NULL)
         return ncclInvalidArgument;
+    if (mock_shm_on() && (c->world = mock_shm_join(commId.internal, nranks, rank)) == NULL) {
+        free(c);
+        return ncclSystemError;
+    }
     *comm = (ncclComm_t)c;
     c->nonblocking = config != NULL && config->blocking == 0;
     if (c->nonblocking) {
         c->pending = polls();
         return ncclInProgress;
     }
+    return ncclSuccess;
+}
+
+/* The id of a communicator: MOCK_NCCL_SHM's rendezvous name. */
+API ncclResult_t ncclGetUniqueId(ncclUniqueId *id)
+{
+    record("ncclGetUniqueId", NULL, NULL, 0, -1, -1, -1, NULL, NULL);
+    if (id == NULL)
+        return ncclInvalidArgument;
+    mock_shm_unique_id(id->internal, sizeof(id->internal));
+    return ncclSuccess;
+}
+
+API ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank)
+{
+    mock_comm_t *c;
+    record("ncclCommInitRank", NULL, NULL, (size_t)nranks, -1, -1, rank, NULL, NULL);
+    if (comm == NULL || (c = (mock_comm_t *)mock_nccl_comm_new()) == NULL)
+        return ncclInvalidArgument;
+    if (mock_shm_on() && (c->world = mock_shm_join(commId.internal, nranks, rank)) == NULL) {
+        free(c);
+        return ncclSystemError;
+    }
+    *comm = (ncclComm_t)c;
     return ncclSuccess;
 }
 
@@ -563,8 +657,8 @@ API ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError
         return ncclSuccess;
     }
     /* the operation in progress happens now */
-    if (c->op == 1 && replay())
-        rc = replay_allreduce(c->sendbuff, c->recvbuff, c->count, c->dt, c->redop);
+    if (c->op == 1 && (replay() || c->world != NULL))
+        rc = replay_allreduce(c->sendbuff, c->recvbuff, c->count, c->dt, c->redop, c->world);
     else if (c->op == 2)
         rc = p2p_run(c->p2p, c->np2p);
     free(c->p2p);

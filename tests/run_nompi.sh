@@ -18,6 +18,21 @@
 #          bit for bit, by default and with HIPRESS_NCCL=compress (the
 #          emulated CUDA module: settings agreed over NCCL, then passed
 #          through, one rank), with HIPRESS_STATS's table at exit;
+#        - multi-rank compressed ncclAllReduce: tests/nompi_compress at 2, 3
+#          and 4 processes of a torchrun-like launcher (tests/nompi_launch),
+#          the stand-in NCCL moving the data between them through shared
+#          memory (MOCK_NCCL_SHM=1): every case ok (the same bits on every
+#          rank, fp16 on the fp16 grid exact, fp16 within its bound, error
+#          feedback conserved, float32 and float16, sum and avg, HIPRESS_ALGO
+#          fixed per communicator, non-blocking communicators), rank 0's HIPRESS_STATS counting every
+#          call compressed; host-synchronous (HIPRESS_NCCL_ASYNC=off), and
+#          at 3 processes stream-ordered (auto, MOCK_CUDA_DEFERRED=1: some
+#          calls with no host synchronisation at all); the stand-in
+#          dropping one rank's messages (MOCK_NCCL_SHM_DROP=1: NaN) or
+#          flipping a bit in each (MOCK_NCCL_SHM_FLIP=1: each check of the
+#          values sees it) fails the test;
+#          a rank that dies before its first call ends its peer's wait at
+#          once, naming it (no hang: the launcher's bound is not reached);
 #      elsewhere the same runs without the hiding, and ldd shows no libmpi;
 #   3. outside it, hipress_library() names each library, and hipress_info
 #      lists both and names the preloaded one.
@@ -139,6 +154,76 @@ if [ -e "$emu" ]; then
     fi
 else
     echo "# no emulated CUDA module (a build without CUDA): HIPRESS_NCCL=compress not run"
+fi
+
+# multi-rank: launch LABEL NP ENV... (nompi_compress under nompi_launch, in
+# the namespace); exit status in $rc, outputs in $out and $err
+launch() {
+    label=$1 np=$2
+    shift 2
+    inside env LD_PRELOAD="$preload" MOCK_NCCL_SHM=1 MOCK_CUDA_DEVICES=$np HIPRESS_NCCL=compress \
+        HIPRESS_CUDA_MODULE="$emu" HIPRESS_MIN_BYTES=16K HIPRESS_STATS=1 HIPRESS_DEBUG=WARN "$@" \
+        "$HP_BUILDDIR/tests/nompi_launch" $np 600 "$HP_BUILDDIR/tests/nompi_compress" "$mock/libcuda.so.1" \
+        >"$out" 2>"$err"
+    rc=$?
+    n=$(sed -n 's/^nompi_compress: ok, \([0-9]*\) compressed calls, \([0-9]*\) of them.*/\1 \2/p' "$out")
+    echo "# $label: exit $rc, ${n:-no ok line} (compressed calls, with no host synchronisation)"
+}
+if [ -e "$emu" ] && [ -e "$HP_BUILDDIR/tests/nompi_compress" ]; then
+    for np in 2 3 4; do
+        for mode in off auto; do
+            [ $mode = auto ] && [ $np -ne 3 ] && continue
+            if [ $mode = auto ]; then
+                launch "np $np, HIPRESS_NCCL_ASYNC=auto, MOCK_CUDA_DEFERRED=1" $np HIPRESS_NCCL_ASYNC=auto \
+                    MOCK_CUDA_DEFERRED=1
+            else
+                launch "np $np, HIPRESS_NCCL_ASYNC=off" $np HIPRESS_NCCL_ASYNC=off
+            fi
+            set -- $n
+            if [ $rc -ne 0 ] || [ $# -ne 2 ]; then
+                hp_fail "nompi_compress np $np ($mode)"
+                cat "$out" "$err"
+                continue
+            fi
+            grep '^# ' "$out" | head -3
+            # rank 0's table (RANK 0 prints it): every call compressed
+            rows=$(sed -n 's/^  nccl compressed  *\([0-9][0-9]*\)$/\1/p' "$err" | tr '\n' ' ')
+            [ "$rows" = "$1 " ] || { hp_fail "np $np ($mode): 'nccl compressed' is '$rows', want $1"; cat "$err"; }
+            if [ $mode = auto ]; then
+                [ "$2" -gt 0 ] || hp_fail "np $np: no call stream-ordered (every one synchronised the host)"
+            fi
+            ! grep -q 'compressed ncclAllReduce of [0-9]* floats failed' "$err" ||
+                { hp_fail "np $np: a failed call"; cat "$err"; }
+        done
+    done
+    # the mutations: the stand-in drops rank 1's messages (the decoders
+    # reject them: NaN on every rank), or flips one bit in each (decoded:
+    # the checks of the values must see it)
+    launch "np 2, MOCK_NCCL_SHM_DROP=1 (must fail)" 2 MOCK_NCCL_SHM_DROP=1 HIPRESS_NCCL_ASYNC=off
+    if [ $rc -eq 0 ] || ! grep -q '^nompi_compress rank [0-9]*:[0-9]*: .*not finite' "$err"; then
+        hp_fail "MOCK_NCCL_SHM_DROP=1: the test did not fail (exit $rc)"
+        cat "$out" "$err"
+    fi
+    launch "np 3, MOCK_NCCL_SHM_FLIP=1 (must fail)" 3 MOCK_NCCL_SHM_FLIP=1 HIPRESS_NCCL_ASYNC=off HP_RDZV_TIMEOUT=20
+    for what in 'the results differ between ranks' 'is not the exact sum' 'off by .*, bound' 'conservation at'; do
+        grep -q "^nompi_compress rank [0-9]*:[0-9]*: .*$what" "$err" ||
+            hp_fail "MOCK_NCCL_SHM_FLIP=1: no '$what' failure (exit $rc)"
+    done
+    [ $rc -ne 0 ] || hp_fail "MOCK_NCCL_SHM_FLIP=1: the test did not fail"
+    # a dead peer: rank 1 exits before its first call; rank 0's wait ends
+    # by itself (the stand-in sees the process gone), well before the
+    # launcher's bound
+    t0=$(date +%s)
+    launch "np 2, rank 1 dies" 2 NOMPI_COMPRESS_DIE=1 HP_RDZV_TIMEOUT=20 MOCK_NCCL_TIMEOUT=20
+    t=$(( $(date +%s) - t0 ))
+    echo "# (in $t s)"
+    if [ $rc -eq 0 ] || [ $rc -eq 124 ] || ! grep -q 'mock_nccl (shm) rank 0: rank 1 (pid [0-9]*) has exited' "$err" ||
+        ! grep -q '^nompi_launch: rank 0 (pid [0-9]*) exited with 1$' "$err"; then
+        hp_fail "a dead peer: exit $rc, want rank 0 to fail naming rank 1"
+        cat "$out" "$err"
+    fi
+else
+    echo "# no emulated CUDA module (a build without CUDA): multi-rank compression not run"
 fi
 
 # 3.

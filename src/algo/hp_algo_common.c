@@ -245,33 +245,21 @@ size_t hp_call_msg_error(hp_call_t *call, void *out, size_t len)
     return m->ops->msg_error(m, out, len);
 }
 
-/* Slots whose messages are not in the host scratch (device messages): the
- * slot structs and the extra bytes from the scratch, the messages from the
- * backend. */
-static hp_slot_t *slots_apart(hp_call_t *call, hp_mem_t *m, size_t count, size_t *cap_p, size_t extra_bytes,
-                              void **extra_p)
+/* No memory for a call's messages: said once here, and the call fails on
+ * every rank (its slots shrink to one error message each). */
+static void slots_short(hp_call_t *call, size_t count, size_t cap)
 {
-    size_t head = (count * sizeof(hp_slot_t) + 63) & ~(size_t)63;
-    size_t ex = (extra_bytes + 63) & ~(size_t)63;
-    size_t cap = (*cap_p + 63) & ~(size_t)63;
-    unsigned char *mem = call->scratch(call->scratch_ctx, head + ex);
-    unsigned char *msgs = mem != NULL ? m->ops->msg_mem(m, count * cap) : NULL;
-    hp_slot_t *slots;
+    HP_WARN("out of memory for %zu message buffers of %zu bytes: this call fails on every rank", count, cap);
+    if (call->err == HP_OK)
+        call->err = HP_ERR_NOMEM;
+}
 
-    if (msgs == NULL) {
-        HP_WARN("out of memory for %zu message buffers of %zu bytes: this call fails on every rank",
-                count, cap);
-        if (call->err == HP_OK)
-            call->err = HP_ERR_NOMEM;
-        ex = 0;
-        cap = 64;    /* an error message */
-        if (mem == NULL)
-            mem = call->scratch(call->scratch_ctx, head);
-        msgs = mem != NULL ? m->ops->msg_mem(m, count * cap) : NULL;
-        if (msgs == NULL)
-            return NULL;
-    }
-    slots = (hp_slot_t *)mem;
+/* The slot structs at mem (head bytes), the extra bytes after them (ex),
+ * the messages at msgs, cap bytes each. */
+static hp_slot_t *slots_lay(unsigned char *mem, size_t head, size_t ex, unsigned char *msgs, size_t count,
+                            size_t cap, size_t *cap_p, void **extra_p)
+{
+    hp_slot_t *slots = (hp_slot_t *)mem;
     for (size_t i = 0; i < count; i++) {
         slots[i].buf = msgs + i * cap;
         slots[i].len = 0;
@@ -283,6 +271,31 @@ static hp_slot_t *slots_apart(hp_call_t *call, hp_mem_t *m, size_t count, size_t
     return slots;
 }
 
+/* Slots whose messages are not in the host scratch (device messages): the
+ * slot structs and the extra bytes from the scratch, the messages from the
+ * backend. */
+static hp_slot_t *slots_apart(hp_call_t *call, hp_mem_t *m, size_t count, size_t *cap_p, size_t extra_bytes,
+                              void **extra_p)
+{
+    size_t head = (count * sizeof(hp_slot_t) + 63) & ~(size_t)63;
+    size_t ex = (extra_bytes + 63) & ~(size_t)63;
+    size_t cap = (*cap_p + 63) & ~(size_t)63;
+    unsigned char *mem = call->scratch(call->scratch_ctx, head + ex);
+    unsigned char *msgs = mem != NULL ? m->ops->msg_mem(m, count * cap) : NULL;
+
+    if (msgs == NULL) {
+        slots_short(call, count, cap);
+        ex = 0;
+        cap = 64;    /* an error message */
+        if (mem == NULL)
+            mem = call->scratch(call->scratch_ctx, head);
+        msgs = mem != NULL ? m->ops->msg_mem(m, count * cap) : NULL;
+        if (msgs == NULL)
+            return NULL;
+    }
+    return slots_lay(mem, head, ex, msgs, count, cap, cap_p, extra_p);
+}
+
 hp_slot_t *hp_call_slots(hp_call_t *call, size_t count, size_t *cap_p, size_t extra_bytes,
                          void **extra_p)
 {
@@ -290,32 +303,19 @@ hp_slot_t *hp_call_slots(hp_call_t *call, size_t count, size_t *cap_p, size_t ex
     size_t ex = (extra_bytes + 63) & ~(size_t)63;
     size_t cap = (*cap_p + 63) & ~(size_t)63;
     unsigned char *mem;
-    hp_slot_t *slots;
 
     if (mem_of(call)->ops->msg_mem != NULL)
         return slots_apart(call, mem_of(call), count, cap_p, extra_bytes, extra_p);
     mem = call->scratch(call->scratch_ctx, head + ex + count * cap);
     if (mem == NULL) {
-        HP_WARN("out of memory for %zu message buffers of %zu bytes: this call fails on every rank",
-                count, cap);
-        if (call->err == HP_OK)
-            call->err = HP_ERR_NOMEM;
+        slots_short(call, count, cap);
         ex = 0;
         cap = 64;    /* an error message */
         mem = call->scratch(call->scratch_ctx, head + count * cap);
         if (mem == NULL)
             return NULL;
     }
-    slots = (hp_slot_t *)mem;
-    for (size_t i = 0; i < count; i++) {
-        slots[i].buf = mem + head + ex + i * cap;
-        slots[i].len = 0;
-        slots[i].req = HP_REQ_NULL;
-    }
-    if (extra_p != NULL)
-        *extra_p = ex ? mem + head : NULL;
-    *cap_p = cap;
-    return slots;
+    return slots_lay(mem, head, ex, mem + head + ex, count, cap, cap_p, extra_p);
 }
 
 hp_status_t hp_slots_wait(hp_call_t *call, hp_slot_t *slots, size_t count)

@@ -126,7 +126,7 @@ int hp_gpu_driver_loaded(void)
     if (find_driver()) {
         atomic_store(&g.loaded, 1);
         atomic_store(&hp_gpu_watch, &fire_node);
-        HP_INFO("gpu: %s is loaded in this process: MPI buffers are checked for device memory from now on",
+        HP_INFO("gpu: %s is loaded in this process: the reductions' buffers are checked for device memory from now on",
                 HP_CUDA_DRIVER_LIB);
     } else if (pin != NULL) {
         atomic_store(&hp_gpu_watch, pin);

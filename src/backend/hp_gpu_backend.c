@@ -51,7 +51,7 @@ static int codec_usable(const hp_gpu_ops_v2_t *g, const hp_gpu_ptr_t *where)
             HP_INFO("gpu: device buffers are not compressed on device %d: %s", where->device,
                     g->base.last_error());
         else
-            HP_INFO("gpu: MPI_Allreduce on device %d's buffers is compressed on the GPU", where->device);
+            HP_INFO("gpu: the allreduce of device %d's buffers is compressed on the GPU", where->device);
         if (probed.n < PROBED_MAX) {
             probed.e[probed.n].ctx = where->ctx;
             probed.e[probed.n].device = where->device;
