@@ -31,7 +31,7 @@ typedef enum {
     HIPRESS_OK             = 0,
     HIPRESS_ERR_INVALID    = -1, /* bad argument or setting */
     HIPRESS_ERR_NOMEM      = -2,
-    HIPRESS_ERR_MPI        = -3, /* an MPI call failed */
+    HIPRESS_ERR_MPI        = -3, /* the transport failed: an MPI call, or an NCCL call of the NCCL transport */
     HIPRESS_ERR_MESSAGE    = -4, /* a received message failed validation */
     HIPRESS_ERR_PEER       = -5, /* another rank failed inside the collective */
     HIPRESS_ERR_UNSUPPORTED= -6,

@@ -46,7 +46,7 @@ HP_EXPORT const char *hipress_status_string(int status)
     case HIPRESS_OK:              return "success";
     case HIPRESS_ERR_INVALID:     return "invalid argument";
     case HIPRESS_ERR_NOMEM:       return "out of memory";
-    case HIPRESS_ERR_MPI:         return "mpi error";
+    case HIPRESS_ERR_MPI:         return "transport error (an MPI or NCCL call failed)";
     case HIPRESS_ERR_MESSAGE:     return "malformed compressed message";
     case HIPRESS_ERR_PEER:        return "failure on another rank";
     case HIPRESS_ERR_UNSUPPORTED: return "unsupported";
