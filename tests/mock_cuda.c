@@ -27,7 +27,9 @@
  * old bytes, and so does work on a stream that runs first and reads what
  * another produces without an event between them.  MOCK_CUDA_DEFERRED=2
  * makes that order likely: a host wait for one stream runs every other
- * stream's queued work first.  A copy reads its host source when it runs,
+ * stream's queued work first, and the stand-in NCCL's run of one
+ * (mock_cuda_stream_flush) the other streams' work that does not wait for
+ * it.  A copy reads its host source when it runs,
  * as a copy from page-locked memory does.
  *
  * MOCK_CUDA_HANG=N: from the N-th wait on (1: all), nothing completes --
@@ -331,6 +333,28 @@ static void others_first(const mstream_t *s)
             run_to(o, o->queued);
 }
 
+/* Run x's entries up to number `upto` as far as they go without what s has
+ * queued and not yet run (an event wait on s beyond it, directly or through
+ * another stream's waits): 1 when x got there, 0 when it stopped at such a
+ * wait (under qlock). */
+static int run_before(mstream_t *x, unsigned long long upto, const mstream_t *s, int depth)
+{
+    while (x->done < upto && x->head != NULL) {
+        op_t *o = x->head;
+        if (o->kind == OP_WAIT &&
+            (o->ws == s ? o->wseq > s->done : depth >= 16 || !run_before(o->ws, o->wseq, s, depth + 1)))
+            return 0;
+        x->head = o->next;
+        if (x->head == NULL)
+            x->tail = NULL;
+        exec(o);
+        x->done++;
+        __atomic_sub_fetch(&n_pending, 1, __ATOMIC_RELAXED);
+        free(o);
+    }
+    return 1;
+}
+
 static void sync_stream(mstream_t *s)
 {
     pthread_mutex_lock(&qlock);
@@ -463,13 +487,20 @@ API unsigned long long mock_cuda_count(const char *what)
 /* Run what is queued on `stream` now, as a GPU may at any time (for the
  * stand-in NCCL: its collectives read their buffers at once, so the work
  * queued before them on their stream must have run; not a host
- * synchronisation, not counted). */
+ * synchronisation, not counted).  Under MOCK_CUDA_DEFERRED=2 the other
+ * streams' queued work that is not ordered after what `stream` has queued
+ * (no event wait on it) runs first, as a GPU may schedule it: work that
+ * reads what `stream` produces without such a wait reads the old bytes. */
 API void mock_cuda_stream_flush(void *stream)
 {
     mstream_t *m;
     pthread_mutex_lock(&qlock);
     m = stream == NULL || stream == STREAM_LEGACY ? &legacy_s
         : stream == STREAM_PER_THREAD ? &per_thread_s : queue_of(stream);
+    if (deferred() == 2)
+        for (mstream_t *o = all_streams; o != NULL; o = o->next_all)
+            if (o != m)
+                run_before(o, o->queued, m, 0);
     run_to(m, m->queued);
     pthread_mutex_unlock(&qlock);
 }

@@ -8,6 +8,8 @@
  *
  *   nccl_compress compress MOCKDIR/libcuda.so.1   HIPRESS_NCCL=compress
  *   nccl_compress pass MOCKDIR/libcuda.so.1       the default: nothing compressed
+ *   nccl_compress async MOCKDIR/libcuda.so.1      stream-ordered calls, float32 and
+ *                                                 16-bit (case_async, under MOCK_CUDA_DEFERRED)
  *
  * Checked (compress): the results are the same bits on every rank; fp16 on
  * data it represents exactly gives the exact sum (ncclSum) and the exact
@@ -44,8 +46,9 @@
  * of a non-blocking communicator (non-blocking, its own settings and state),
  * a passed-through call there (ncclInProgress back to the caller),
  * ncclCommAbort and ncclCommDestroy releasing the state.  Under
- * float16 and bfloat16 calls (case_half) are the float32 path's on the
- * widened values, narrowed: for onebit/ps, q4/ring, fp16/allgather and
+ * float16 and bfloat16 calls (case_half, host-synchronous:
+ * HIPRESS_NCCL_ASYNC=off) are the float32 path's on the widened values,
+ * narrowed: for onebit/ps, q4/ring, fp16/allgather and
  * tbq/tree, sum and avg, in place and out of place, a NaN and a value
  * whose sum overflows the 16-bit format: the result bits are the MPI
  * path's float result (on the widened inputs) rounded to the format on the
@@ -87,6 +90,8 @@ static int (*dread)(void *, const void *, size_t);
 /* (async mode) the stand-in driver's counters and a wait for a stream */
 static unsigned long long (*mock_count)(const char *);
 static int (*stream_sync)(void *);
+static int (*htod_async)(unsigned long long, const void *, size_t, void *);
+static void (*set_current)(int);
 static void (*set_capturing)(void *, int);
 static int (*comm_set)(void *, const char *, const char *);
 static int (*comm_residual)(void *, const void *, size_t, float *);
@@ -439,6 +444,27 @@ static void case_corrupt(void)
     for (size_t i = 0; i < n; i++)
         finite += isfinite(back[i]) != 0;
     CHECK(finite == n, "after the corrupted call: %zu of %zu finite", finite, n);
+    /* a float16 call alike, host-synchronous: ncclSuccess and NaN on every
+     * rank, as for float32 (the rejected message is the call's failure,
+     * already NaN, not the narrowing's) */
+    {
+        ncclComm_t c16 = comm_with("onebit");
+        uint16_t *b16 = malloc(n * 2);
+        size_t nan16 = 0;
+        CHECK(comm_set(c16, "HIPRESS_NCCL_ASYNC", "off") == HIPRESS_OK &&
+                  comm_set(c16, "HIPRESS_MIN_BYTES", "1K") == HIPRESS_OK &&
+                  comm_set(c16, "HIPRESS_TEST_CORRUPT", size > 2 ? "2" : "1") == HIPRESS_OK,
+              "comm_set HIPRESS_NCCL_ASYNC, HIPRESS_MIN_BYTES, HIPRESS_TEST_CORRUPT");
+        for (size_t i = 0; i < n; i++)
+            b16[i] = hp_f32_to_f16(grad_val(rank, 0, i) * 100.0f);
+        dwrite(d, b16, n * 2);
+        allreduce("corrupted float16", d, d, n, ncclFloat16, ncclSum, c16, 1, 1);
+        dread(b16, d, n * 2);
+        for (size_t i = 0; i < n; i++)
+            nan16 += (b16[i] & 0x7fffu) > 0x7c00u;
+        CHECK(nan16 == n, "corrupted float16: %zu of %zu elements NaN", nan16, n);
+        free(b16);
+    }
     free(h); free(back);
 }
 
@@ -519,11 +545,16 @@ static int groups_since(int from, ncclComm_t comm, const char *label)
     return groups;
 }
 
-/* The groups algorithm `algo` puts on the communicator per call (its
- * phases: HP_TP_PHASED); -1: not checked (tree's depend on the rank,
- * powersgd's on the buffer's shape). */
+/* The groups algorithm `algo` puts on the communicator per call on this
+ * rank (its phases: HP_TP_PHASED; tree: the receives from the children,
+ * then the sends up with the broadcast's receive, then the broadcast's
+ * sends: 3 groups on an inner rank, 2 at the root, 1 on a leaf, a rank
+ * with no child, of the binomial tree rooted at 0); -1: not checked
+ * (powersgd's depend on the buffer's shape). */
 static int algo_groups(const char *algo)
 {
+    if (strcmp(algo, "tree") == 0)
+        return !(rank % 2 == 0 && rank + 1 < size) ? 1 : rank == 0 ? 2 : 3;
     if (strcmp(algo, "allgather") == 0)
         return 1;
     if (strcmp(algo, "ps") == 0)
@@ -633,7 +664,8 @@ static void mpi_bits(const char *comp, const char *algo, size_t n, int calls, in
     free(h); free(hs); free(back); free(rh); free(rd);
 }
 
-/* A 16-bit call (dt ncclFloat16 or ncclBfloat16): the MPI path on the
+/* A host-synchronous 16-bit call (dt ncclFloat16 or ncclBfloat16;
+ * HIPRESS_NCCL_ASYNC=off on its communicator): the MPI path on the
  * widened values, its float result narrowed on the host, gives the NCCL
  * path's bits; the residuals (keyed by the user's 16-bit buffer) are the
  * MPI path's.  Call 1 holds a NaN on the last rank, call 2 a value whose sum
@@ -652,6 +684,9 @@ static void half_bits(const char *comp, const char *algo, ncclDataType_t dt, int
     char label[96];
 
     nccl_apply(nc, &k);
+    /* the host-synchronous 16-bit path (its sums beyond a format carried as
+     * exceptions, as on MPI); the stream-ordered one is async_half's */
+    CHECK(comm_set(nc, "HIPRESS_NCCL_ASYNC", "off") == HIPRESS_OK, "comm_set HIPRESS_NCCL_ASYNC off");
     for (int t = 0; t < 4; t++) {
         const int avg = t == 3;
         int rcm, from;
@@ -751,6 +786,21 @@ static unsigned long long host_work(void)
     return mock_count("syncs") + mock_count("d2h") + mock_count("h2d");
 }
 
+/* The bytes of h written to device memory d on the caller's stream
+ * (cuMemcpyHtoDAsync: under MOCK_CUDA_DEFERRED they are there only once the
+ * stream has run to the copy, which reads h then). */
+static void stream_write(void *d, const void *h, size_t bytes)
+{
+    set_current(0);
+    CHECK(htod_async((unsigned long long)(uintptr_t)d, h, bytes, STREAM) == 0,
+          "cuMemcpyHtoDAsync on the caller's stream");
+}
+
+static uint16_t narrow16(float v, int f16)
+{
+    return f16 ? hp_f32_to_f16(v) : hp_f32_to_bf16(v);
+}
+
 /* Stream-ordered calls (HIPRESS_NCCL_ASYNC=auto, the default; `async` mode,
  * run under MOCK_CUDA_DEFERRED=1 and 2 by run_nccl_compress.sh): the same
  * calls through MPI_Allreduce on host buffers and through ncclAllReduce on
@@ -758,7 +808,10 @@ static unsigned long long host_work(void)
  * (call 1 with a NaN on the last rank, call 2 an ncclAvg: the MPI sum
  * divided by N on the host); every call after a communicator's
  * first (agreement, plan, first memory) makes no host synchronisation and
- * no host copy (the stand-in's counters around ncclAllReduce), so the
+ * no host copy (the stand-in's counters around ncclAllReduce; the input is
+ * written on the caller's stream, stream_write, so an encode the codec's
+ * streams do not order after it reads the last call's bytes under
+ * MOCK_CUDA_DEFERRED=2), so the
  * result is there only once the caller's stream has run (waited for here
  * before reading it; the deferred stand-in runs nothing before: a missing
  * event gives wrong bits), with the same NCCL calls as the host-synchronous
@@ -769,7 +822,7 @@ static void async_bits(const char *comp, const char *algo, const char *rounding,
     kv_t k = case_kv(comp, algo);
     MPI_Comm mc;
     ncclComm_t nc = mock_nccl_comm_new();
-    float *h = malloc(n * sizeof(float)), *back = malloc(n * sizeof(float));
+    float *h = malloc(n * sizeof(float)), *back = malloc(n * sizeof(float)), *hin = malloc(n * sizeof(float));
     float *rh = malloc(n * sizeof(float)), *rd = malloc(n * sizeof(float));
     void *d = dev(n);
     char label[96];
@@ -792,7 +845,8 @@ static void async_bits(const char *comp, const char *algo, const char *rounding,
             h[j] = grad_val(rank, t, j);
         if (t == 1 && rank == size - 1)
             h[n / 3] = NAN;
-        dwrite(d, h, n * sizeof(float));
+        memcpy(hin, h, n * sizeof(float));
+        stream_write(d, hin, n * sizeof(float));
         rcm = MPI_Allreduce(MPI_IN_PLACE, h, (int)n, MPI_FLOAT, MPI_SUM, mc);
         from = mock_nccl_ncalls();
         w0 = host_work();
@@ -822,7 +876,7 @@ static void async_bits(const char *comp, const char *algo, const char *rounding,
         same_residuals(mc, h, nc, d, n, rh, rd, label);
     }
     MPI_Comm_free(&mc);
-    free(h); free(back); free(rh); free(rd);
+    free(h); free(back); free(hin); free(rh); free(rd);
 }
 
 /* A stream-ordered call whose message one rank corrupts
@@ -869,10 +923,124 @@ static void async_corrupt(const char *comp, const char *algo)
     free(h); free(back);
 }
 
+/* Stream-ordered 16-bit calls (dt ncclFloat16 or ncclBfloat16), their input
+ * written on the caller's stream (stream_write: a widen not ordered after
+ * it reads the last call's bytes, under MOCK_CUDA_DEFERRED=2 whose run of a
+ * stream runs the codec's first): the result bits are those of a
+ * stream-ordered float32 call on the widened input (a twin communicator,
+ * the same settings, call after call) narrowed on the host, and the
+ * residuals (keyed by the user's 16-bit buffer) the twin's; in calls 0 to
+ * 2 they are the MPI path's on the widened input too (as half_bits).  Call
+ * 1 holds a NaN on the last rank, call 2 is an ncclAvg, call 3 a value on
+ * every rank whose sum is beyond the 16-bit format (float16 60000: +Inf
+ * with fp16, as NCCL's own float16 sum) or that the compressor cannot
+ * carry although finite (bfloat16 3e38, q4 and tbq: NaN on the device, the
+ * stream-ordered float32 path's rule, where the host-synchronous path's
+ * exceptions carry it).  Every call after the first makes no host
+ * synchronisation and no host copy; the result is read after a wait for the
+ * caller's stream (a narrow the stream is not made to wait for is not run
+ * then under MOCK_CUDA_DEFERRED=1). */
+static void async_half(const char *comp, const char *algo, ncclDataType_t dt, int in_place)
+{
+    const size_t n = 40003;
+    const int f16 = dt == ncclFloat16;
+    kv_t k = case_kv(comp, algo);
+    MPI_Comm mc = mpi_comm(&k);
+    ncclComm_t nc = mock_nccl_comm_new(), nf = mock_nccl_comm_new();
+    uint16_t *h16 = malloc(n * 2), *back = malloc(n * 2), *sb = malloc(n * 2);
+    float *h = malloc(n * sizeof(float)), *hf = malloc(n * sizeof(float)), *fb = malloc(n * sizeof(float));
+    float *rh = malloc(n * sizeof(float)), *rd = malloc(n * sizeof(float));
+    void *d = dev(n), *ds = dev(n), *df = dev(n);
+    char label[112];
+
+    nccl_apply(nc, &k);
+    nccl_apply(nf, &k);
+    for (int t = 0; t < 4; t++) {
+        const ncclRedOp_t op = t == 2 ? ncclAvg : ncclSum;
+        int rcm = MPI_SUCCESS, from, groups, want = algo_groups(algo);
+        unsigned long long w0, w;
+        ncclResult_t rcn, rcf;
+        size_t diff = n, dmpi = n;
+        snprintf(label, sizeof(label), "stream-ordered %s/%s %s%s%s call %d", comp, algo,
+                 f16 ? "float16" : "bfloat16", t == 2 ? " avg" : "", in_place ? "" : " out of place", t);
+        for (size_t i = 0; i < n; i++)
+            h16[i] = narrow16(grad_val(rank, t, i) * 100.0f, f16);
+        if (t == 1 && rank == size - 1)
+            h16[n / 3] = f16 ? 0x7e00u : 0x7fc0u;   /* NaN */
+        if (t == 3)
+            h16[n / 5] = narrow16(f16 ? 60000.0f : 3e38f, f16);
+        for (size_t i = 0; i < n; i++)
+            h[i] = f16 ? hp_f16_to_f32(h16[i]) : hp_bf16_to_f32(h16[i]);
+        /* the float32 twin on the widened input */
+        dwrite(df, h, n * sizeof(float));
+        rcf = ncclAllReduce(df, df, n, ncclFloat32, op, nf, STREAM);
+        CHECK(rcf == ncclSuccess && stream_sync(STREAM) == 0, "%s: the float32 twin: rc %d", label, (int)rcf);
+        dread(hf, df, n * sizeof(float));
+        /* the 16-bit call */
+        stream_write(in_place ? d : ds, h16, n * 2);
+        from = mock_nccl_ncalls();
+        w0 = host_work();
+        rcn = ncclAllReduce(in_place ? d : ds, d, n, dt, op, nc, STREAM);
+        w = host_work() - w0;
+        compressed += 2;
+        if (t < 3)
+            rcm = MPI_Allreduce(MPI_IN_PLACE, h, (int)n, MPI_FLOAT, MPI_SUM, mc);
+        CHECK(rcm == MPI_SUCCESS && rcn == ncclSuccess, "%s: MPI rc %d, NCCL rc %d", label, rcm, (int)rcn);
+        CHECK(t == 0 || w == 0, "%s: %llu host synchronisations or copies in a steady-state call", label, w);
+        groups = groups_since(from, nc, label);
+        CHECK(groups >= 1 && (want < 0 || groups == want), "%s: %d groups of sends and receives, want %d", label,
+              groups, want);
+        CHECK(strcmp(mock_nccl_call(-1)->fn, "ncclAllReduce") == 0 && mock_nccl_call(-1)->count == 1 &&
+                  mock_nccl_call(-1)->datatype == ncclInt64,
+              "%s: the last call is not the failure agreement", label);
+        CHECK(stream_sync(STREAM) == 0, "%s: the caller's stream", label);
+        dread(back, d, n * 2);
+        for (size_t i = 0; i < n; i++) {
+            if (diff == n && back[i] != narrow16(hf[i], f16))
+                diff = i;
+            if (t < 3 && dmpi == n && back[i] != narrow16(t == 2 ? h[i] / (float)size : h[i], f16))
+                dmpi = i;
+        }
+        CHECK(diff == n, "%s: result[%zu] 0x%04x, want 0x%04x (the stream-ordered float32 call's %a narrowed)",
+              label, diff, diff < n ? back[diff] : 0, diff < n ? narrow16(hf[diff], f16) : 0,
+              diff < n ? hf[diff] : 0.0f);
+        CHECK(t == 3 || dmpi == n, "%s: result[%zu] 0x%04x, not the MPI path's %a narrowed", label, dmpi,
+              dmpi < n ? back[dmpi] : 0, dmpi < n ? h[dmpi] : 0.0f);
+        /* (fp16 carries 60000 N, beyond float16: +Inf; q4 and tbq cannot
+         * carry 3e38 although finite: NaN on the device) */
+        if (t == 3 && f16 && strcmp(comp, "fp16") == 0)
+            CHECK(back[n / 5] == 0x7c00u, "%s: the sum beyond float16 is 0x%04x, not +Inf", label, back[n / 5]);
+        if (t == 3 && !f16 && (strcmp(comp, "q4") == 0 || strcmp(comp, "tbq") == 0))
+            CHECK((back[n / 5] & 0x7fffu) > 0x7f80u, "%s: the value %s cannot carry gives 0x%04x, not NaN", label,
+                  comp, back[n / 5]);
+        for (size_t i = 0; i < n; i++)
+            fb[i] = (float)back[i];   /* the bits, compared as numbers */
+        CHECK(same_everywhere(fb, n), "%s: results differ between ranks", label);
+        if (!in_place) {
+            dread(sb, ds, n * 2);
+            CHECK(memcmp(sb, h16, n * 2) == 0, "%s: sendbuff changed", label);
+        }
+        {
+            size_t at = n;
+            CHECK(comm_residual(nf, df, n, rh) == HIPRESS_OK && comm_residual(nc, d, n, rd) == HIPRESS_OK,
+                  "%s: the residuals cannot be read", label);
+            for (size_t i = 0; i < n && at == n; i++)
+                if (bits(rh[i]) != bits(rd[i]))
+                    at = i;
+            CHECK(at == n, "%s: residual[%zu] float32 twin %a 16-bit %a", label, at, at < n ? rh[at] : 0.0f,
+                  at < n ? rd[at] : 0.0f);
+        }
+        if (t < 3)
+            same_residuals(mc, h, nc, d, n, rh, rd, label);
+    }
+    MPI_Comm_free(&mc);
+    free(h16); free(back); free(sb); free(h); free(hf); free(fb); free(rh); free(rd);
+}
+
 static void case_async(void)
 {
     static const char *const comps[] = {"fp16", "bf16", "q2", "q4", "q8", "onebit", "tbq", "terngrad"};
-    static const char *const algos[] = {"ring", "ps", "allgather"};
+    static const char *const algos[] = {"ring", "ps", "allgather", "tree"};
     for (size_t c = 0; c < sizeof(comps) / sizeof(comps[0]); c++)
         for (size_t a = 0; a < sizeof(algos) / sizeof(algos[0]); a++) {
             async_bits(comps[c], algos[a], "nearest", 40003, 3);
@@ -882,6 +1050,18 @@ static void case_async(void)
     async_corrupt("onebit", "allgather");
     async_corrupt("q4", "ring");
     async_corrupt("fp16", "ps");
+    async_corrupt("q8", "tree");
+    /* 16-bit calls, stream-ordered */
+    async_half("fp16", "ring", ncclFloat16, 1);
+    async_half("fp16", "ps", ncclFloat16, 0);
+    async_half("onebit", "ps", ncclFloat16, 1);
+    async_half("q4", "ring", ncclBfloat16, 0);
+    async_half("bf16", "allgather", ncclBfloat16, 1);
+    async_half("tbq", "ps", ncclBfloat16, 0);
+    async_half("q8", "allgather", ncclFloat16, 0);
+    async_half("fp16", "tree", ncclFloat16, 0);
+    async_half("terngrad", "tree", ncclBfloat16, 1);
+    async_half("q4", "tree", ncclBfloat16, 0);
 }
 
 /* ------------------------------------------- staging buffers */
@@ -952,6 +1132,40 @@ static void form_bits(const char *comp, const char *algo, const char *form, int 
               diff < n ? back[diff] : 0.0f);
         CHECK(same_everywhere(back, n), "%s: results differ between ranks", label);
         same_residuals(mc, h, nc, d, n, rh, rd, label);
+    }
+    if (steady) {
+        /* a stream-ordered call of the first count, and with no wait a call
+         * of a third count (its agreement stages in the device memory the
+         * first may still use): both the MPI path's bits */
+        const size_t n3 = 20011;
+        float *h3 = malloc(n3 * sizeof(float)), *b3 = malloc(n3 * sizeof(float));
+        void *d3 = dev(n3);
+        size_t diff = cnt[0], diff3 = n3;
+        for (size_t j = 0; j < cnt[0]; j++)
+            hb[0][j] = grad_val(rank, 6, j);
+        for (size_t j = 0; j < n3; j++)
+            h3[j] = grad_val(rank, 7, j);
+        dwrite(db[0], hb[0], cnt[0] * sizeof(float));
+        dwrite(d3, h3, n3 * sizeof(float));
+        CHECK(MPI_Allreduce(MPI_IN_PLACE, hb[0], (int)cnt[0], MPI_FLOAT, MPI_SUM, mc) == MPI_SUCCESS &&
+                  MPI_Allreduce(MPI_IN_PLACE, h3, (int)n3, MPI_FLOAT, MPI_SUM, mc) == MPI_SUCCESS &&
+                  ncclAllReduce(db[0], db[0], cnt[0], ncclFloat32, ncclSum, nc, STREAM) == ncclSuccess &&
+                  ncclAllReduce(d3, d3, n3, ncclFloat32, ncclSum, nc, STREAM) == ncclSuccess &&
+                  stream_sync(STREAM) == 0,
+              "staging form %s, %s/%s: a call then a new count's: failed", form, comp, algo);
+        compressed += 2;
+        dread(back, db[0], cnt[0] * sizeof(float));
+        dread(b3, d3, n3 * sizeof(float));
+        for (size_t j = 0; j < cnt[0] && diff == cnt[0]; j++)
+            if (bits(hb[0][j]) != bits(back[j]))
+                diff = j;
+        for (size_t j = 0; j < n3 && diff3 == n3; j++)
+            if (bits(h3[j]) != bits(b3[j]))
+                diff3 = j;
+        CHECK(diff == cnt[0] && diff3 == n3,
+              "staging form %s, %s/%s: a stream-ordered call then, with no wait, a new count's: result[%zu] and "
+              "[%zu] of the new count's not the MPI path's", form, comp, algo, diff, diff3);
+        free(h3); free(b3);
     }
     MPI_Comm_free(&mc);
     if (split)
@@ -1359,6 +1573,8 @@ int main(int argc, char **argv)
         *(void **)&set_capturing = dlsym(cu, "mock_cuda_set_capturing");
         *(void **)&mock_count = dlsym(cu, "mock_cuda_count");
         *(void **)&stream_sync = dlsym(cu, "cuStreamSynchronize");
+        *(void **)&htod_async = dlsym(cu, "cuMemcpyHtoDAsync_v2");
+        *(void **)&set_current = dlsym(cu, "mock_cuda_set_current");
     }
     *(void **)&comm_set = dlsym(RTLD_DEFAULT, "hipress_nccl_comm_set");
     *(void **)&comm_residual = dlsym(RTLD_DEFAULT, "hipress_nccl_comm_residual");
@@ -1366,7 +1582,7 @@ int main(int argc, char **argv)
     *(void **)&mpi_comm_residual = dlsym(RTLD_DEFAULT, "hipress_comm_residual");
     *(void **)&nccl_stats = dlsym(RTLD_DEFAULT, "hipress_nccl_stats_get");
     if (!dmalloc || !dwrite || !dread || !set_capturing || !comm_set || !comm_residual || !mpi_comm_set ||
-        !mpi_comm_residual || !nccl_stats || !mock_count || !stream_sync) {
+        !mpi_comm_residual || !nccl_stats || !mock_count || !stream_sync || !htod_async || !set_current) {
         fprintf(stderr, "nccl_compress: the stand-in driver or hipress is missing (%s)\n", dlerror());
         MPI_Abort(MPI_COMM_WORLD, 2);
     }

@@ -210,6 +210,10 @@ if [ -e "$emu" ] && [ -e "$HP_BUILDDIR/tests/nompi_compress" ]; then
             hp_fail "MOCK_NCCL_SHM_FLIP=1: no '$what' failure (exit $rc)"
     done
     [ $rc -ne 0 ] || hp_fail "MOCK_NCCL_SHM_FLIP=1: the test did not fail"
+    # a message the device decoders reject fails the call, NaN and
+    # ncclSuccess, for float16 as for float32 (not an error of its narrowing)
+    ! grep -q '^nompi_compress rank [0-9]*:[0-9]*: .*ncclAllReduce returned' "$err" ||
+        hp_fail "MOCK_NCCL_SHM_FLIP=1: a call returned an error"
     # a dead peer: rank 1 exits before its first call; rank 0's wait ends
     # by itself (the stand-in sees the process gone), well before the
     # launcher's bound

@@ -15,7 +15,8 @@
  * (src/front/hp_nccl_elem.c), reduced as a float32 call (residuals keyed by the user's buffer)
  * and its result narrowed back, rounded to nearest even.
  *
- * A steady-state call of a dense format is stream-ordered (hp_nccl_async.h).
+ * A steady-state call of a dense format (float32, float16 or bfloat16) is
+ * stream-ordered (hp_nccl_async.h).
  * Every other call is host-synchronous, NOT asynchronous as NCCL's contract
  * asks: the device backend's messages are in host memory, so a call waits
  * for the caller's stream, encodes, and the transport copies each
@@ -26,15 +27,28 @@
  * collective.  Every such host wait is bounded by the CUDA module's wait
  * bound (half of HIPRESS_TIMEOUT: the wait fails, naming what it waited
  * for, and so does the call) and registered with the no-progress watchdog
- * (HIPRESS_TIMEOUT ends the process naming it, as on the MPI path).
+ * (HIPRESS_TIMEOUT ends the process naming it, as on the MPI path): the
+ * call's view of NCCL, its waits and the transport's hooks are
+ * src/front/hp_nccl_ctx.c.
  *
- * Non-blocking communicators, failures (NaN everywhere), staging buffers
- * (hp_nccl_form.h), HIPRESS_VERIFY: doc/gpu.md; the interposition: hp_nccl_wrap.c.
+ * Non-blocking communicators: every enqueue of hipress' own that NCCL
+ * answers with ncclInProgress is polled out with ncclCommGetAsyncError, at
+ * most HIPRESS_TIMEOUT seconds (then the call fails naming what it waited
+ * for and enqueues nothing more).
+ *
+ * A message the decoders reject, or a rank's local failure (which sends
+ * error messages), fails the call on every rank alike: the result is NaN
+ * everywhere, the call returns ncclSuccess (a host-synchronous one with a
+ * warning).  An error NCCL itself returns is returned to the caller (the
+ * result is then NaN on this rank).  Staging buffers' form:
+ * hp_nccl_form.h; HIPRESS_VERIFY: hp_nccl_verify.h.  The interposition
+ * itself is mpi_wrappers/hp_nccl_wrap.c.
  */
 #define _GNU_SOURCE
 #include "hp_front_nccl.h"
 #include "hp_nccl_elem.h"
 #include "hp_nccl_async.h"
+#include "hp_nccl_ctx.h"
 #include "hp_nccl_form.h"
 #include "hp_nccl_verify.h"
 #include "hp_algo.h"
@@ -46,10 +60,8 @@
 #include "hp_tp_nccl.h"
 #include "hp_watchdog.h"
 #include <math.h>
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 struct hp_nccl_cstate {
     int                  mode;       /* 0 not agreed yet, 1 compress, -1 pass through */
@@ -62,9 +74,7 @@ struct hp_nccl_cstate {
     hp_residual_store_t *res;
     hp_planner_t         planner;    /* this communicator's plans (keyed by the transport too) */
     unsigned long long   ncalls;     /* compressed calls (the algorithms' call number) */
-    hp_gpu_ptr_t         where;      /* device of dbuf */
-    void                *dbuf;       /* device memory of the messages */
-    size_t               dbytes;
+    hp_nccl_dbuf_t       msgs;       /* device memory of the messages (and the agreements) */
     hp_nccl_dbuf_t       wide;       /* float32 copy of a 16-bit call's data */
     hp_nccl_form_t       form;       /* HIPRESS_STAGING_FORM's codecs and verdicts */
     int                  warned;
@@ -74,208 +84,6 @@ struct hp_nccl_cstate {
 static const hp_gpu_ops_v2_t *codec(void)
 {
     return hp_gpu_codec();
-}
-
-static int dbuf_grow(hp_nccl_cstate_t *cs, const hp_gpu_ptr_t *where, size_t bytes)
-{
-    hp_nccl_dbuf_t b = {cs->where, cs->dbuf, cs->dbytes};
-    int rc = hp_nccl_dev_grow(&b, where, bytes, "compressed messages");
-    cs->where = b.where;
-    cs->dbuf = b.p;
-    cs->dbytes = b.bytes;
-    return rc;
-}
-
-/* ------------------------------------------------------ bounded waits */
-
-/* One call's view of NCCL: the caller's communicator and stream, NCCL's
- * real calls, the bound of its waits, and NCCL's first error (after which
- * nothing more is enqueued on the communicator). */
-typedef struct {
-    hp_nccl_cstate_t      *cs;
-    const hp_nccl_xport_t *x;
-    ncclComm_t             comm;
-    cudaStream_t           stream;
-    double                 timeout;   /* HIPRESS_TIMEOUT */
-    ncclResult_t           err;       /* NCCL's first error in this call */
-    void                  *cx;        /* a stream-ordered call's codec context */
-} tp_ctx_t;
-
-/* A host wait for the caller's stream: within the module's bound (half of
- * HIPRESS_TIMEOUT: stream_wait fails naming `what`), and watched by the
- * watchdog too (HIPRESS_TIMEOUT ends the process naming it). */
-static int stream_wait(tp_ctx_t *t, const char *what)
-{
-    const hp_gpu_ops_v2_t *g = codec();
-    hp_wd_wait_t w;
-    int rc;
-    hp_wd_enter(&w, what, -1);
-    rc = g->stream_wait != NULL ? g->stream_wait(t->stream, what) : g->base.stream_sync(t->stream);
-    hp_wd_leave(&w);
-    if (rc != HP_GPU_OK)
-        HP_WARN("nccl: %s failed: %s", what, g->base.last_error());
-    return rc == HP_GPU_OK ? 0 : -1;
-}
-
-/* The result of one enqueue on the communicator: ncclInProgress (a
- * non-blocking communicator) is polled out with ncclCommGetAsyncError, at
- * most t->timeout seconds; an error is kept in t->err.  0 when the
- * operation is enqueued. */
-static int settle(tp_ctx_t *t, ncclResult_t rc, const char *what)
-{
-    double t0;
-    unsigned spins = 0;
-
-    if (rc == ncclInProgress) {
-        if (t->x->async_error == NULL) {
-            HP_WARN("nccl: %s answered ncclInProgress, and this NCCL has no ncclCommGetAsyncError to wait for it",
-                    what);
-            rc = ncclInvalidUsage;
-        }
-        t0 = hp_now();
-        while (rc == ncclInProgress) {
-            ncclResult_t st = ncclInProgress;
-            if (t->x->async_error(t->comm, &st) != ncclSuccess) {
-                rc = ncclInvalidUsage;
-                break;
-            }
-            rc = st;
-            if (rc != ncclInProgress)
-                break;
-            if (t->timeout > 0 && hp_now() - t0 > t->timeout) {
-                HP_WARN("nccl: %s was still in progress after %.0f s (ncclCommGetAsyncError answers "
-                        "ncclInProgress; HIPRESS_TIMEOUT=%g s): the compressed ncclAllReduce fails and enqueues "
-                        "nothing more on this communicator", what, hp_now() - t0, t->timeout);
-                rc = ncclSystemError;
-                break;
-            }
-            if (++spins > 64) {
-                struct timespec ts = {0, 20000};
-                nanosleep(&ts, NULL);
-            } else {
-                sched_yield();
-            }
-        }
-    }
-    if (rc != ncclSuccess && t->err == ncclSuccess)
-        t->err = rc;
-    return rc == ncclSuccess ? 0 : -1;
-}
-
-/* ------------------------------------------------ the NCCL transport */
-
-static int tp_group_start(void *c)
-{
-    tp_ctx_t *t = c;
-    /* (ncclGroupStart only opens the thread's group: nothing to wait for) */
-    return t->err == ncclSuccess && t->x->group_start() == ncclSuccess ? 0 : -1;
-}
-
-static int tp_group_end(void *c)
-{
-    tp_ctx_t *t = c;
-    /* the group is closed whatever failed inside it (NCCL counts the depth) */
-    return settle(t, t->x->group_end(), "the transport's group of ncclSend and ncclRecv");
-}
-
-static int tp_send(void *c, const void *dev, size_t bytes, int peer)
-{
-    tp_ctx_t *t = c;
-    if (t->err != ncclSuccess)
-        return -1;
-    return settle(t, t->x->send(dev, bytes, ncclUint8, peer, t->comm, t->stream), "an ncclSend of the transport");
-}
-
-static int tp_recv(void *c, void *dev, size_t bytes, int peer)
-{
-    tp_ctx_t *t = c;
-    if (t->err != ncclSuccess)
-        return -1;
-    return settle(t, t->x->recv(dev, bytes, ncclUint8, peer, t->comm, t->stream), "an ncclRecv of the transport");
-}
-
-static int tp_max(void *c, void *dev, size_t n, int is_double)
-{
-    tp_ctx_t *t = c;
-    if (t->err != ncclSuccess)
-        return -1;
-    return settle(t, t->x->allreduce(dev, dev, n, is_double ? ncclFloat64 : ncclInt64, ncclMax, t->comm, t->stream),
-                  "an agreement's ncclAllReduce");
-}
-
-static int tp_sync(void *c)
-{
-    return stream_wait(c, "a compressed ncclAllReduce's wait for its stream");
-}
-
-/* HIPRESS_VERIFY's exact sum (hp_nccl_exact_fn). */
-static int tp_exact(void *c, float *dev, size_t n)
-{
-    tp_ctx_t *t = c;
-    const char *what = "HIPRESS_VERIFY's exact ncclAllReduce";
-    return t->err != ncclSuccess || settle(t, t->x->allreduce(dev, dev, n, ncclFloat32, ncclSum, t->comm, t->stream),
-                                           what) != 0 ? -1 : stream_wait(t, what);
-}
-
-/* A host copy of the transport, watched (HIPRESS_TIMEOUT names it). */
-static int watched_copy(void *c, void *dst, const void *src, size_t bytes, int to_device)
-{
-    const hp_gpu_ops_v2_t *g = codec();
-    const hp_gpu_ptr_t *where = &((tp_ctx_t *)c)->cs->where;
-    hp_wd_wait_t w;
-    int rc;
-    hp_wd_enter(&w, to_device ? "a compressed ncclAllReduce's copy to the device"
-                              : "a compressed ncclAllReduce's copy from the device", -1);
-    rc = to_device ? g->base.memcpy_h2d(dst, src, bytes, where) : g->base.memcpy_d2h(dst, src, bytes, where);
-    hp_wd_leave(&w);
-    return rc == HP_GPU_OK ? 0 : -1;
-}
-
-static int tp_h2d(void *c, void *dev, const void *host, size_t bytes)
-{
-    return watched_copy(c, dev, host, bytes, 1);
-}
-
-static int tp_d2h(void *c, void *host, const void *dev, size_t bytes)
-{
-    return watched_copy(c, host, dev, bytes, 0);
-}
-
-static void *tp_staging(void *c, size_t bytes)
-{
-    tp_ctx_t *t = c;
-    return dbuf_grow(t->cs, &t->cs->where, bytes) == 0 ? t->cs->dbuf : NULL;
-}
-
-/* The asynchronous form's ordering hooks (events): the stream waits for
- * the codec before a group, the codec for the stream after it. */
-static int tp_order_in(void *c)
-{
-    tp_ctx_t *t = c;
-    return codec()->stream_release(t->cx, t->stream) == HP_GPU_OK ? 0 : -1;
-}
-
-static int tp_order_out(void *c)
-{
-    tp_ctx_t *t = c;
-    return codec()->stream_join(t->cx, t->stream) == HP_GPU_OK ? 0 : -1;
-}
-
-/* A stream-ordered call's device memory (cs->dbuf): the failure agreement
- * in its first 64 bytes, the messages after them (async_msgs); grown only
- * after a wait for the stream (earlier calls may still use it). */
-static void *async_dbuf(tp_ctx_t *t, size_t bytes)
-{
-    if (t->cs->dbytes < bytes &&
-        stream_wait(t, "a compressed ncclAllReduce's wait before growing its device messages") != 0)
-        return NULL;
-    return dbuf_grow(t->cs, &t->cs->where, bytes) == 0 ? t->cs->dbuf : NULL;
-}
-
-static void *async_msgs(void *c, size_t bytes)
-{
-    char *p = async_dbuf(c, 64 + bytes);
-    return p != NULL ? p + 64 : NULL;
 }
 
 /* ---------------------------------------------------------- agreement */
@@ -293,7 +101,7 @@ static uint64_t agreed_hash(const hp_config_t *cfg)
 /* The first compressed call on the communicator: settings, codec and size
  * agreed over NCCL (max of [h, -h, !ok, N, -N], int64, on the caller's
  * stream).  Sets cs->mode to 1 or -1.  0, or -1 when NCCL failed (t->err). */
-static int agree(hp_nccl_cstate_t *cs, const hp_config_t *cfg, tp_ctx_t *t, const hp_gpu_ptr_t *where)
+static int agree(hp_nccl_cstate_t *cs, const hp_config_t *cfg, hp_nccl_ctx_t *t, const hp_gpu_ptr_t *where)
 {
     const hp_gpu_ops_v2_t *g = codec();
     const hp_nccl_xport_t *x = t->x;
@@ -311,7 +119,7 @@ static int agree(hp_nccl_cstate_t *cs, const hp_config_t *cfg, tp_ctx_t *t, cons
     }
     /* without the module there is no device memory to agree in: this rank
      * passes through, and its peers' agreement waits for it (doc/gpu.md) */
-    if (g == NULL || dbuf_grow(cs, where, sizeof(v)) != 0) {
+    if (g == NULL || hp_nccl_dev_grow(&cs->msgs, where, sizeof(v), "compressed messages") != 0) {
         HP_WARN("nccl: HIPRESS_NCCL=compress needs the CUDA module's codec on every rank; this rank passes "
                 "ncclAllReduce through (its peers must too, or the job hangs)");
         return 0;
@@ -323,14 +131,14 @@ static int agree(hp_nccl_cstate_t *cs, const hp_config_t *cfg, tp_ctx_t *t, cons
     v[2] = !ok;
     v[3] = cs->size;
     v[4] = -(long long)cs->size;
-    if (g->base.memcpy_h2d(cs->dbuf, v, sizeof(v), &cs->where) != HP_GPU_OK) {
+    if (g->base.memcpy_h2d(cs->msgs.p, v, sizeof(v), &cs->msgs.where) != HP_GPU_OK) {
         t->err = ncclUnhandledCudaError;
         return -1;
     }
-    if (tp_max(t, cs->dbuf, 5, 0) != 0)
+    if (hp_nccl_max(t, cs->msgs.p, 5, 0) != 0)
         return -1;
-    if (stream_wait(t, "the settings agreement of a compressed ncclAllReduce") != 0 ||
-        g->base.memcpy_d2h(out, cs->dbuf, sizeof(out), &cs->where) != HP_GPU_OK) {
+    if (hp_nccl_stream_wait(t, "the settings agreement of a compressed ncclAllReduce") != 0 ||
+        g->base.memcpy_d2h(out, cs->msgs.p, sizeof(out), &cs->msgs.where) != HP_GPU_OK) {
         t->err = ncclUnhandledCudaError;
         return -1;
     }
@@ -386,10 +194,13 @@ static void plan_comm(hp_nccl_cstate_t *cs, const hp_nccl_codecs_t *cc, const hp
     pc->form = cc->form;
     pc->rank = cs->rank;
     pc->size = cs->size;
+    pc->hier_avail = 0;
     pc->node_size = pc->nodes = 1;
     pc->mem_kind = 1;   /* NCCL's buffers: device memory on every rank */
     pc->all = tp;
     pc->algo[0] = tp;
+    pc->algo[1] = NULL;
+    pc->node = NULL;
     pc->mem = mem;
 }
 
@@ -405,7 +216,7 @@ static void report_plan(const hp_plan_comm_t *pc, hp_plan_slot_t *explore, doubl
 /* A call the plan sends plain: the user's reduction on the caller's stream,
  * with what this rank still owes for the buffer folded in (as the MPI
  * path's plain_call), waited for. */
-static hp_status_t plain_call(hp_nccl_cstate_t *cs, tp_ctx_t *t, hp_mem_t *mem, const void *sendbuff,
+static hp_status_t plain_call(hp_nccl_cstate_t *cs, hp_nccl_ctx_t *t, hp_mem_t *mem, const void *sendbuff,
                               void *recvbuff, void *key, size_t count, int avg)
 {
     hp_res_buf_t *rb = hp_call_buffer_state(cs->res, mem, key, count, 0, cs->layout, NULL);
@@ -426,10 +237,10 @@ static hp_status_t plain_call(hp_nccl_cstate_t *cs, tp_ctx_t *t, hp_mem_t *mem, 
     }
     if (mem->ops->sync(mem) != HP_OK)
         return HP_ERR_DEVICE;
-    if (settle(t, t->x->allreduce(sendbuff, recvbuff, count, ncclFloat32, op, t->comm, t->stream),
-               "an ncclAllReduce the plan sent plain") != 0)
+    if (hp_nccl_settle(t, t->x->allreduce(sendbuff, recvbuff, count, ncclFloat32, op, t->comm, t->stream),
+                       "an ncclAllReduce the plan sent plain") != 0)
         return HP_ERR_MPI;
-    return stream_wait(t, "an ncclAllReduce the plan sent plain") == 0 ? HP_OK : HP_ERR_DEVICE;
+    return hp_nccl_stream_wait(t, "an ncclAllReduce the plan sent plain") == 0 ? HP_OK : HP_ERR_DEVICE;
 }
 
 #define INPUT_WAIT "a compressed ncclAllReduce's wait for its input"
@@ -437,14 +248,9 @@ static hp_status_t plain_call(hp_nccl_cstate_t *cs, tp_ctx_t *t, hp_mem_t *mem, 
 /* One call, set up and planned as on the MPI path.  Returns 1 with *rc_p
  * when it was taken, 0 when it goes to NCCL unchanged (the plan could not
  * be made: on every rank alike, as the plan's failures are agreed). */
-static int run_call(hp_nccl_cstate_t *cs, const hp_config_t *cfg, tp_ctx_t *t, const void *sendbuff,
+static int run_call(hp_nccl_cstate_t *cs, const hp_config_t *cfg, hp_nccl_ctx_t *t, const void *sendbuff,
                     void *user_recv, size_t count, int elem, int avg, ncclResult_t *rc_p)
 {
-    /* the host-synchronous form (no ordering hooks), the stream-ordered one */
-    const hp_tp_nccl_env_t tenv = {t, tp_group_start, tp_group_end, tp_send, tp_recv, tp_max,
-                                   tp_sync, tp_h2d, tp_d2h, tp_staging, NULL, NULL};
-    const hp_tp_nccl_env_t aenv = {t, tp_group_start, tp_group_end, tp_send, tp_recv, tp_max,
-                                   tp_sync, tp_h2d, tp_d2h, tp_staging, tp_order_in, tp_order_out};
     hipress_comp_params_t cparams;
     hp_transport_t tp;
     hp_plan_comm_t pc;
@@ -456,7 +262,7 @@ static int run_call(hp_nccl_cstate_t *cs, const hp_config_t *cfg, tp_ctx_t *t, c
     hp_nccl_verify_t vf;
     hp_res_buf_t *rb;
     hp_status_t st, ms;
-    int sum_kind, agreed_ok = 0, narrowed_bad = 0, async, agreed = 0, verdict;
+    int sum_kind, agreed_ok = 0, narrowed_bad = 0, async, joined, agreed = 0, verdict;
     double t0 = hp_now();
     /* the data the algorithms reduce (float32): the user's receive buffer,
      * or for a 16-bit call a float copy that is narrowed into it at the
@@ -465,19 +271,30 @@ static int run_call(hp_nccl_cstate_t *cs, const hp_config_t *cfg, tp_ctx_t *t, c
 
     *rc_p = ncclSuccess;
     /* the producer of sendbuff is on the caller's stream: a host wait, or,
-     * for a stream-ordered call, the codec's streams joined to it */
+     * for a call that may be stream-ordered, the codec's streams joined to
+     * it (below) */
     async = hp_nccl_async_candidate(cfg, elem);
-    if (!async && stream_wait(t, INPUT_WAIT) != 0) {
+    if (!async && hp_nccl_stream_wait(t, INPUT_WAIT) != 0) {
         *rc_p = ncclUnhandledCudaError;
         return 1;
     }
-    /* (the transport's device staging, cs->dbuf, is in the context of the
+    /* (the transport's device staging, cs->msgs, is in the context of the
      * buffers the agreement saw) */
-    if (hp_tp_nccl_init(&tp, &tenv, cs->rank, cs->size) != HP_OK) {
+    if (hp_tp_nccl_init(&tp, &t->env, cs->rank, cs->size) != HP_OK) {
         *rc_p = ncclSystemError;
         return 1;
     }
     hp_mem_begin(&mem, user_recv);
+    /* (what reads the input first is the codec's: a 16-bit call's widen,
+     * the copy of an out-of-place one; a join that fails is a host wait) */
+    joined = async && mem.cx != NULL && codec()->stream_join(mem.cx, t->stream) == HP_GPU_OK;
+    if (async && !joined && hp_nccl_stream_wait(t, INPUT_WAIT) != 0) {
+        hp_mem_end(&mem);
+        hp_tp_fini(&tp);
+        *rc_p = ncclUnhandledCudaError;
+        return 1;
+    }
+    async = joined;
     if (elem != HP_NCCL_ELEM_F32) {
         if (hp_nccl_widen(&cs->wide, &mem, sendbuff, count, elem, &recvbuff) != 0) {
             hp_mem_end(&mem);
@@ -488,7 +305,8 @@ static int run_call(hp_nccl_cstate_t *cs, const hp_config_t *cfg, tp_ctx_t *t, c
         sendbuff = recvbuff;
     }
     /* the codecs (a staging buffer's form), then the plan keyed by them */
-    verdict = hp_nccl_form_call(&cs->form, cs->res, &tp, user_recv, count, cs->kind, cs->sum_base, &cs->params, &cc);
+    verdict = hp_nccl_form_call(&cs->form, cs->res, t, &tp, user_recv, count, cs->kind, cs->sum_base, &cs->params,
+                                &cc);
     plan_comm(cs, &cc, cfg, &tp, &mem, &pc);
     st = verdict < 0 ? HP_ERR_MPI : verdict ? HP_OK : hp_plan_for(&cs->planner, &pc, count, &plan, &explore);
     if (st != HP_OK) {
@@ -505,7 +323,7 @@ static int run_call(hp_nccl_cstate_t *cs, const hp_config_t *cfg, tp_ctx_t *t, c
         return 0;
     }
     if (!plan.compress) {
-        st = async && stream_wait(t, INPUT_WAIT) != 0 ? HP_ERR_DEVICE : HP_OK;
+        st = async && hp_nccl_stream_wait(t, INPUT_WAIT) != 0 ? HP_ERR_DEVICE : HP_OK;
         if (st == HP_OK)
             st = plain_call(cs, t, &mem, sendbuff, recvbuff, user_recv, count, avg);
         if (hp_nccl_narrow_end(&mem, recvbuff, user_recv, count, elem) != 0 && st == HP_OK)
@@ -529,16 +347,16 @@ static int run_call(hp_nccl_cstate_t *cs, const hp_config_t *cfg, tp_ctx_t *t, c
     if (async) {
         t->cx = mem.cx;
         hp_tp_fini(&tp);
-        if (codec()->stream_join(mem.cx, t->stream) != HP_GPU_OK || async_dbuf(t, 64) == NULL ||
-            hp_tp_nccl_init_async(&tp, &aenv, cs->rank, cs->size) != HP_OK ||
-            hp_mem_device_msgs(&mem, async_msgs, t) != HP_OK) {
+        if (hp_nccl_async_dbuf(t, 64) == NULL ||
+            hp_tp_nccl_init_async(&tp, &t->aenv, cs->rank, cs->size) != HP_OK ||
+            hp_mem_device_msgs(&mem, hp_nccl_async_msgs, t) != HP_OK) {
             /* (this rank cannot take part: no peer may wait for it) */
             HP_WARN("nccl: cannot start a stream-ordered compressed ncclAllReduce: %s", codec()->base.last_error());
             hp_mem_end(&mem);
             *rc_p = ncclUnhandledCudaError;
             return 1;
         }
-    } else if (hp_nccl_async_candidate(cfg, elem) && stream_wait(t, INPUT_WAIT) != 0) {
+    } else if (joined && hp_nccl_stream_wait(t, INPUT_WAIT) != 0) {
         hp_mem_end(&mem);
         hp_tp_fini(&tp);
         *rc_p = ncclUnhandledCudaError;
@@ -548,7 +366,7 @@ static int run_call(hp_nccl_cstate_t *cs, const hp_config_t *cfg, tp_ctx_t *t, c
     call.err = mem.err;
     if (call.err == HP_OK && sendbuff != recvbuff)
         mem.ops->copy(&mem, recvbuff, sendbuff, count * sizeof(float));
-    hp_nccl_verify_begin(&vf, cfg, &mem, recvbuff, count, avg, cs->size, tp_exact, t);
+    hp_nccl_verify_begin(&vf, cfg, &mem, recvbuff, count, avg, cs->size, t);
     hp_nccl_form_fold(&cc, cs->res, cs->layout, &mem, user_recv, (float *)recvbuff, count);
     {
         hp_call_env_t env = {
@@ -573,7 +391,8 @@ static int run_call(hp_nccl_cstate_t *cs, const hp_config_t *cfg, tp_ctx_t *t, c
         if (st == HP_OK)
             st = call.err;
         if (t->err == ncclSuccess &&
-            hp_nccl_async_end(&mem, &tp, cs->dbuf, st, (float *)recvbuff, count, avg, t->stream, &agreed) == HP_OK)
+            hp_nccl_async_end(&mem, &tp, cs->msgs.p, st, (float *)recvbuff, count, avg, user_recv, elem, t->stream,
+                              &agreed) == HP_OK)
             goto counted;
         if (st == HP_OK)
             st = t->err != ncclSuccess ? HP_ERR_MPI : HP_ERR_DEVICE;
@@ -606,8 +425,13 @@ static int run_call(hp_nccl_cstate_t *cs, const hp_config_t *cfg, tp_ctx_t *t, c
                 hipress_status_string(st), t->err != ncclSuccess ? ", NCCL's error " : "",
                 t->err != ncclSuccess ? (t->x->error_string != NULL ? t->x->error_string(t->err) : "?") : "");
     }
+    /* (a failed call's device error, a message the device rejected, is
+     * already its NaN on every rank: only a narrow that could not be made,
+     * or an error of the end's wait after a call that succeeded, is the
+     * narrowing's) */
     hp_nccl_verify_end(&vf, &tp, &mem, recvbuff, count, agreed_ok);
-    narrowed_bad = hp_nccl_narrow_end(&mem, recvbuff, user_recv, count, elem) != 0 && elem != HP_NCCL_ELEM_F32;
+    narrowed_bad = hp_nccl_narrow(&mem, recvbuff, user_recv, count, elem) != 0;
+    narrowed_bad |= hp_mem_end(&mem) != HP_OK && st == HP_OK && elem != HP_NCCL_ELEM_F32;
 counted:
     if (rb != NULL)
         rb->calls++;
@@ -634,7 +458,7 @@ int hp_nccl_comp_allreduce(hp_nccl_cstate_t **cs_p, const hp_config_t *cfg, cons
 {
     hp_nccl_cstate_t *cs = *cs_p;
     hp_gpu_ptr_t where;
-    tp_ctx_t t;
+    hp_nccl_ctx_t t;
 
     *rc_p = ncclSuccess;
     if (cs != NULL && cs->mode < 0)
@@ -652,7 +476,7 @@ int hp_nccl_comp_allreduce(hp_nccl_cstate_t **cs_p, const hp_config_t *cfg, cons
     cs->nonblocking = nonblocking;
     /* every host wait below is watched, as on the MPI path */
     hp_wd_start(hp_cfg_d(&hp_g.cfg, HP_S_TIMEOUT));
-    t = (tp_ctx_t){cs, x, comm, stream, hp_cfg_d(cfg, HP_S_TIMEOUT), ncclSuccess, NULL};
+    hp_nccl_ctx_init(&t, x, comm, stream, hp_cfg_d(cfg, HP_S_TIMEOUT), &cs->msgs);
     if (cs->mode == 0) {
         if (agree(cs, cfg, &t, &where) != 0) {
             *rc_p = t.err != ncclSuccess ? t.err : ncclInternalError;
@@ -692,8 +516,8 @@ void hp_nccl_comp_free(hp_nccl_cstate_t *cs)
         return;
     if (cs->res != NULL)
         hp_residual_destroy(cs->res, HP_RES_DROP_FREED);
-    if (cs->dbuf != NULL && g != NULL)
-        g->dev_free(&cs->where, cs->dbuf);
+    if (cs->msgs.p != NULL && g != NULL)
+        g->dev_free(&cs->msgs.where, cs->msgs.p);
     if (cs->wide.p != NULL && g != NULL)
         g->dev_free(&cs->wide.where, cs->wide.p);
     free(cs);

@@ -1,7 +1,8 @@
 /*
  * The NCCL front end's experimental compressed ncclAllReduce
  * (HIPRESS_NCCL=compress): the MPI path's plan and algorithms over the NCCL
- * transport (src/transport/hp_tp_nccl.c), host-synchronous.  Used by
+ * transport (src/transport/hp_tp_nccl.c), stream-ordered in a steady
+ * state (src/front/hp_nccl_async.h), else host-synchronous.  Used by
  * mpi_wrappers/hp_nccl_wrap.c, which decides eligibility and owns the
  * per-communicator registry; see doc/gpu.md, "Compressed ncclAllReduce
  * (experimental)".
@@ -10,30 +11,13 @@
 #define HP_FRONT_NCCL_H
 
 #include "hp_config.h"
+#include "hp_nccl_ctx.h"
 #include <nccl.h>
 #include <stddef.h>
 
-/* The real NCCL functions the compressed path calls (never hipress' own
- * wrappers): the agreement's allreduce and the transport's point-to-point
- * calls and groups.  Every operation is enqueued on the caller's stream. */
-typedef struct hp_nccl_xport {
-    ncclResult_t (*allreduce)(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
-                              ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream);
-    ncclResult_t (*send)(const void *sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
-                         cudaStream_t stream);
-    ncclResult_t (*recv)(void *recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
-                         cudaStream_t stream);
-    ncclResult_t (*group_start)(void);
-    ncclResult_t (*group_end)(void);
-    ncclResult_t (*count)(const ncclComm_t comm, int *count_p);
-    ncclResult_t (*user_rank)(const ncclComm_t comm, int *rank_p);
-    /* ncclCommGetAsyncError: polled after an enqueue that answered
-     * ncclInProgress (a non-blocking communicator); may be NULL */
-    ncclResult_t (*async_error)(ncclComm_t comm, ncclResult_t *async_p);
-    const char *(*error_string)(ncclResult_t rc);   /* may be NULL */
-} hp_nccl_xport_t;
 
-/* (elem: HP_NCCL_ELEM_*, src/front/hp_nccl_elem.h) */
+/* (elem: HP_NCCL_ELEM_*, src/front/hp_nccl_elem.h; hp_nccl_xport_t:
+ * src/front/hp_nccl_ctx.h) */
 /* The compressed path's state of one communicator (agreement, error
  * feedback, device message memory); NULL until its first eligible call. */
 typedef struct hp_nccl_cstate hp_nccl_cstate_t;
@@ -49,8 +33,9 @@ typedef struct hp_nccl_cstate hp_nccl_cstate_t;
  * over NCCL, agreed) and runs ring, tree, ps, allgather, a collective
  * compressor's run, or plain.  `nonblocking`: the communicator was made
  * non-blocking (informational: any ncclInProgress is polled out).  Returns
- * 1 when the call was taken (*rc_p: its result; on return the result is in
- * recvbuff: host-synchronous), 0 when it goes to NCCL unchanged.  *cs_p is
+ * 1 when the call was taken (*rc_p: its result; the result is in recvbuff
+ * on return, or once `stream` has run for a stream-ordered call), 0 when
+ * it goes to NCCL unchanged.  *cs_p is
  * created on first use.
  */
 int hp_nccl_comp_allreduce(hp_nccl_cstate_t **cs_p, const hp_config_t *cfg, const hp_nccl_xport_t *x,

@@ -1,13 +1,15 @@
 /*
  * Device-side endings of the NCCL front end's compressed ncclAllReduce
  * (hp_nccl_async.h).  A stream-ordered call (HIPRESS_NCCL_ASYNC=auto, a
- * steady-state call of a dense format with ring, ps or allgather) ends
+ * steady-state float32, float16 or bfloat16 call of a dense format with
+ * ring, ps, allgather or tree) ends
  * without the host knowing its outcome: the failure agreement's value is
  * built on the device from this rank's local failure (known on the host)
  * and the codec's sticky flag (a message rejected on the device), reduced
  * with ncclMax in stream order, and turned into NaN on the device.
  */
 #include "hp_nccl_async.h"
+#include "hp_nccl_elem.h"
 #include "hp_algo.h"
 #include <math.h>
 #include <stdlib.h>
@@ -54,20 +56,22 @@ hp_status_t hp_nccl_divide(hp_mem_t *m, float *recv, size_t count, int N)
 
 int hp_nccl_async_candidate(const hp_config_t *cfg, int elem)
 {
-    /* (a 16-bit call's widening waits for its input; a verified call,
-     * HIPRESS_VERIFY, compares on the host) */
-    return hp_cfg_i(cfg, HP_S_NCCL_ASYNC) == HP_NCCL_ASYNC_AUTO && elem == 0 && !hp_cfg_i(cfg, HP_S_VERIFY);
+    /* (a 16-bit call is widened after the codec's streams joined the
+     * caller's, and narrowed before they are released to it; a verified
+     * call, HIPRESS_VERIFY, compares on the host) */
+    return hp_cfg_i(cfg, HP_S_NCCL_ASYNC) == HP_NCCL_ASYNC_AUTO && !hp_cfg_i(cfg, HP_S_VERIFY) &&
+           (elem == HP_NCCL_ELEM_F32 || elem == HP_NCCL_ELEM_F16 || elem == HP_NCCL_ELEM_BF16);
 }
 
 int hp_nccl_async_plan(int algo, int explore, int kind, int sum_kind, const hipress_comp_params_t *p)
 {
-    if (explore || (algo != HP_ALGO_RING && algo != HP_ALGO_PS && algo != HP_ALGO_ALLGATHER))
+    if (explore || (algo != HP_ALGO_RING && algo != HP_ALGO_PS && algo != HP_ALGO_ALLGATHER && algo != HP_ALGO_TREE))
         return 0;
     return hp_mem_device_msgs_format(kind, p) && (sum_kind == kind || hp_mem_device_msgs_format(sum_kind, p));
 }
 
 hp_status_t hp_nccl_async_end(hp_mem_t *m, hp_transport_t *tp, void *dflag, hp_status_t st, float *recv,
-                              size_t count, int avg, void *stream, int *agreed_p)
+                              size_t count, int avg, void *user, int elem, void *stream, int *agreed_p)
 {
     const hp_gpu_ops_v2_t *g = codec();
     uint32_t *word = NULL;
@@ -89,10 +93,12 @@ hp_status_t hp_nccl_async_end(hp_mem_t *m, hp_transport_t *tp, void *dflag, hp_s
     if (hp_tp_iagree(tp, HP_TP_INT64, dflag, 1, "the failure agreement of a compressed allreduce", &rq) != HP_OK ||
         hp_tp_wait(tp, &rq) != HP_OK)
         return HP_ERR_MPI;
-    /* (ncclAvg: the host's float division, then NaN where any rank failed) */
+    /* (ncclAvg: the host's float division, then NaN where any rank failed;
+     * a 16-bit call's result narrowed into the user's buffer before the
+     * caller's stream is made to wait for the codec) */
     if ((avg && g->divide(m->cx, recv, count, (float)tp->size) != HP_GPU_OK) ||
-        g->nan_if(m->cx, recv, count, dflag, 8) != HP_GPU_OK || g->stream_release(m->cx, stream) != HP_GPU_OK ||
-        g->call_release(m->cx) != HP_GPU_OK)
+        g->nan_if(m->cx, recv, count, dflag, 8) != HP_GPU_OK || hp_nccl_narrow(m, recv, user, count, elem) != 0 ||
+        g->stream_release(m->cx, stream) != HP_GPU_OK || g->call_release(m->cx) != HP_GPU_OK)
         return HP_ERR_DEVICE;
     m->cx = NULL;
     return HP_OK;

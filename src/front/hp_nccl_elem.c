@@ -52,15 +52,23 @@ int hp_nccl_widen(hp_nccl_dbuf_t *wide, hp_mem_t *mem, const void *src, size_t c
     return 0;
 }
 
-int hp_nccl_narrow_end(hp_mem_t *mem, const void *data, void *dst, size_t count, int elem)
+int hp_nccl_narrow(hp_mem_t *mem, const void *data, void *dst, size_t count, int elem)
 {
     const hp_gpu_ops_v2_t *g = codec();
-    int bad = elem != HP_NCCL_ELEM_F32 &&
-              (mem->cx == NULL || g->convert(mem->cx, dst, data, count,
-                                             elem == HP_NCCL_ELEM_F16 ? HP_GPU_CVT_F32_F16 : HP_GPU_CVT_F32_BF16) !=
-                                      HP_GPU_OK);
-    if (bad)
+    if (elem == HP_NCCL_ELEM_F32)
+        return 0;
+    if (mem->cx == NULL || g->convert(mem->cx, dst, data, count,
+                                      elem == HP_NCCL_ELEM_F16 ? HP_GPU_CVT_F32_F16 : HP_GPU_CVT_F32_BF16) !=
+                               HP_GPU_OK) {
         HP_WARN("nccl: narrowing a 16-bit ncclAllReduce's result of %zu elements failed: %s", count,
                 g->base.last_error());
+        return -1;
+    }
+    return 0;
+}
+
+int hp_nccl_narrow_end(hp_mem_t *mem, const void *data, void *dst, size_t count, int elem)
+{
+    int bad = hp_nccl_narrow(mem, data, dst, count, elem) != 0;
     return hp_mem_end(mem) != HP_OK || bad ? -1 : 0;
 }

@@ -23,18 +23,25 @@ typedef struct {
 int hp_nccl_dev_grow(hp_nccl_dbuf_t *b, const hp_gpu_ptr_t *where, size_t bytes, const char *what);
 
 /* A 16-bit call's data src widened into float32 (*data_p: wide's memory,
- * in the context of the call's buffer), in the call's stream order.  -1
+ * in the context of the call's buffer), in the call's stream order (the
+ * codec's: its producer on the caller's stream must be waited for, or the
+ * codec's streams joined to that stream, before).  -1
  * when there is no memory for the copy (this rank cannot take part, as for
  * the messages' memory); a failed conversion is the call's local failure
  * (mem->err: every rank's result is NaN). */
 int hp_nccl_widen(hp_nccl_dbuf_t *wide, hp_mem_t *mem, const void *src, size_t count, int elem, void **data_p);
 
 /* The float32 result data narrowed into the user's 16-bit buffer dst
- * (elem other than HP_NCCL_ELEM_F32; round to nearest even: a sum beyond
- * the format's range is +-Inf, as NCCL's own 16-bit sum gives), then the
- * call's device work waited for (hp_mem_end).  0, or -1 when the
- * conversion or the wait failed (with a warning): the call then returns a
- * CUDA error on this rank, as a failed copy does. */
+ * (elem other than HP_NCCL_ELEM_F32, else nothing; round to nearest even:
+ * a sum beyond the format's range is +-Inf, as NCCL's own 16-bit sum
+ * gives), enqueued in the call's stream order, no wait.  0, or -1 when the
+ * conversion could not be enqueued (with a warning). */
+int hp_nccl_narrow(hp_mem_t *mem, const void *data, void *dst, size_t count, int elem);
+
+/* hp_nccl_narrow, then the call's device work waited for (hp_mem_end): a
+ * host-synchronous call's end.  0, or -1 when the conversion or the wait
+ * failed (with a warning): the call then returns a CUDA error on this
+ * rank, as a failed copy does. */
 int hp_nccl_narrow_end(hp_mem_t *mem, const void *data, void *dst, size_t count, int elem);
 
 #endif

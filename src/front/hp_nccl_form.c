@@ -88,7 +88,8 @@ static int verdict_of(const hp_nccl_form_t *f, int form)
     return f->mode == HP_NCCL_FORM_EXACT ? CODECS_PLAIN : CODECS_FORM;
 }
 
-static int verdict(hp_nccl_form_t *f, hp_residual_store_t *res, hp_transport_t *tp, const void *recvbuf, size_t count)
+static int verdict(hp_nccl_form_t *f, hp_residual_store_t *res, hp_nccl_ctx_t *t, hp_transport_t *tp,
+                   const void *recvbuf, size_t count)
 {
     const uintptr_t addr = (uintptr_t)recvbuf;
     const unsigned long long now = ++f->clock;
@@ -105,7 +106,8 @@ static int verdict(hp_nccl_form_t *f, hp_residual_store_t *res, hp_transport_t *
         c = new_slot(f);
         *c = (hp_nccl_form_count_t){.count = count, .addr = addr, .used = now};
         /* (the first call ever: no rank has an address in its residuals) */
-        if (now > 1 && agree_counts(f, res, tp, c) != 0)
+        if (now > 1 && (hp_nccl_stream_wait(t, "the staging buffers' agreement's wait for its stream") != 0 ||
+                        agree_counts(f, res, tp, c) != 0))
             return -1;
         return verdict_of(f, c->form);
     }
@@ -126,11 +128,11 @@ static int verdict(hp_nccl_form_t *f, hp_residual_store_t *res, hp_transport_t *
     return verdict_of(f, c->form);
 }
 
-int hp_nccl_form_call(hp_nccl_form_t *f, hp_residual_store_t *res, hp_transport_t *tp, const void *recvbuf,
-                      size_t count, int kind, int sum_kind, const hipress_comp_params_t *params,
+int hp_nccl_form_call(hp_nccl_form_t *f, hp_residual_store_t *res, hp_nccl_ctx_t *t, hp_transport_t *tp,
+                      const void *recvbuf, size_t count, int kind, int sum_kind, const hipress_comp_params_t *params,
                       hp_nccl_codecs_t *out)
 {
-    int v = verdict(f, res, tp, recvbuf, count);
+    int v = verdict(f, res, t, tp, recvbuf, count);
     out->form = v == CODECS_FORM;
     out->kind = out->form ? f->kind : kind;
     out->sum_kind = out->form ? f->sum_kind : sum_kind;

@@ -10,6 +10,7 @@
 
 #include "hp_backend.h"
 #include "hp_config.h"
+#include "hp_nccl_ctx.h"
 #include "hp_residual.h"
 #include "hp_transport.h"
 
@@ -60,16 +61,18 @@ typedef struct {
  * address: the residuals' key) on a communicator of compressor kind, sum
  * codec sum_kind, parameters params.  Every rank reaches the same verdict:
  * it is agreed over tp (a host-synchronous agreement of one int64 per kept
- * count, on every rank alike) at the first call of a count other than the
- * communicator's very first, and kept for that count; EF_LAYOUT none is the
+ * count, on every rank alike, after a wait for t's stream: earlier
+ * stream-ordered calls may still use the device memory it stages in) at
+ * the first call of a count other than the communicator's very first, and
+ * kept for that count; EF_LAYOUT none is the
  * form always, trust never.  A rank whose buffer turns out to be a staging
  * buffer after its count's verdict (no form) runs that call without error
  * feedback (one warning), and its finding enters the next agreement.
  * Returns 0 (compress with *out), 1 (the call goes plain:
  * STAGING_FORM=exact), or -1 when the agreement failed (NCCL's error is the
  * caller's). */
-int hp_nccl_form_call(hp_nccl_form_t *f, hp_residual_store_t *res, hp_transport_t *tp, const void *recvbuf,
-                      size_t count, int kind, int sum_kind, const hipress_comp_params_t *params,
+int hp_nccl_form_call(hp_nccl_form_t *f, hp_residual_store_t *res, hp_nccl_ctx_t *t, hp_transport_t *tp,
+                      const void *recvbuf, size_t count, int kind, int sum_kind, const hipress_comp_params_t *params,
                       hp_nccl_codecs_t *out);
 
 /* The buffer's error-feedback state for a compressed call with codecs cc

@@ -10,8 +10,18 @@
 #include "hp_verify.h"
 #include <stdlib.h>
 
+/* The exact sum of n floats of device memory dev, in place, waited for. */
+static int exact_sum(hp_nccl_ctx_t *t, float *dev, size_t n)
+{
+    const char *what = "HIPRESS_VERIFY's exact ncclAllReduce";
+    if (t->err != ncclSuccess ||
+        hp_nccl_settle(t, t->x->allreduce(dev, dev, n, ncclFloat32, ncclSum, t->comm, t->stream), what) != 0)
+        return -1;
+    return hp_nccl_stream_wait(t, what);
+}
+
 void hp_nccl_verify_begin(hp_nccl_verify_t *v, const hp_config_t *cfg, hp_mem_t *mem, const float *data,
-                          size_t count, int avg, int ranks, hp_nccl_exact_fn exact, void *ctx)
+                          size_t count, int avg, int ranks, hp_nccl_ctx_t *t)
 {
     const hp_gpu_ops_v2_t *g = hp_gpu_codec();
     const size_t bytes = count * sizeof(float);
@@ -34,7 +44,7 @@ void hp_nccl_verify_begin(hp_nccl_verify_t *v, const hp_config_t *cfg, hp_mem_t 
      * copy of sendbuff, are done before the copy is summed) */
     mem->ops->copy(mem, d, data, bytes);
     ok = mem->ops->sync(mem) == HP_OK;
-    ok = exact(ctx, d, count) == 0 && ok;
+    ok = exact_sum(t, d, count) == 0 && ok;
     ok = ok && g->base.memcpy_d2h(v->exact, d, bytes, &mem->where) == HP_GPU_OK;
     g->dev_free(&mem->where, d);
     if (!ok) {

@@ -10,12 +10,8 @@
 
 #include "hp_backend.h"
 #include "hp_config.h"
+#include "hp_nccl_ctx.h"
 #include "hp_transport.h"
-
-/* The exact sum: an in-place ncclAllReduce (ncclSum, float32) of n floats
- * of device memory on the caller's stream and communicator, then a host
- * wait for that stream; ctx is the front end's call.  0 or -1. */
-typedef int (*hp_nccl_exact_fn)(void *ctx, float *dev, size_t n);
 
 /* One call's verification: off, or the exact result in host memory. */
 typedef struct {
@@ -27,11 +23,13 @@ typedef struct {
  * exact sum of data (the call's float32 input, count floats of mem's device
  * memory, the device's work on it waited for here), divided by `ranks` for
  * ncclAvg as the compressed result will be (the host's float division).
- * Every rank calls it alike (its ncclAllReduce is a collective: a rank
- * without device memory for the copy cannot take part, as for the
+ * The exact sum is an in-place ncclAllReduce (ncclSum, float32) of a
+ * device copy on t's stream and communicator, then a host wait for that
+ * stream.  Every rank calls it alike (the ncclAllReduce is a collective: a
+ * rank without device memory for the copy cannot take part, as for the
  * messages' memory). */
 void hp_nccl_verify_begin(hp_nccl_verify_t *v, const hp_config_t *cfg, hp_mem_t *mem, const float *data,
-                          size_t count, int avg, int ranks, hp_nccl_exact_fn exact, void *ctx);
+                          size_t count, int avg, int ranks, hp_nccl_ctx_t *t);
 
 /* After it: where `report` (the failure agreement said every rank
  * succeeded: the same on every rank), the float32 result (device memory,

@@ -1,0 +1,79 @@
+/*
+ * One compressed ncclAllReduce's view of NCCL (src/front/hp_nccl_ctx.c):
+ * the caller's communicator and stream, NCCL's real calls, the bound of
+ * the call's waits, NCCL's first error, and the NCCL transport's hooks
+ * built on them (both forms: host-synchronous and stream-ordered).  Used by
+ * the NCCL front end (src/front/hp_front_nccl.c).
+ */
+#ifndef HP_NCCL_CTX_H
+#define HP_NCCL_CTX_H
+
+#include "hp_nccl_elem.h"
+#include "hp_tp_nccl.h"
+#include <nccl.h>
+
+/* The real NCCL functions the compressed path calls (never hipress' own
+ * wrappers): the agreement's allreduce and the transport's point-to-point
+ * calls and groups.  Every operation is enqueued on the caller's stream. */
+typedef struct hp_nccl_xport {
+    ncclResult_t (*allreduce)(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+                              ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream);
+    ncclResult_t (*send)(const void *sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+                         cudaStream_t stream);
+    ncclResult_t (*recv)(void *recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+                         cudaStream_t stream);
+    ncclResult_t (*group_start)(void);
+    ncclResult_t (*group_end)(void);
+    ncclResult_t (*count)(const ncclComm_t comm, int *count_p);
+    ncclResult_t (*user_rank)(const ncclComm_t comm, int *rank_p);
+    /* ncclCommGetAsyncError: polled after an enqueue that answered
+     * ncclInProgress (a non-blocking communicator); may be NULL */
+    ncclResult_t (*async_error)(ncclComm_t comm, ncclResult_t *async_p);
+    const char *(*error_string)(ncclResult_t rc);   /* may be NULL */
+} hp_nccl_xport_t;
+
+typedef struct hp_nccl_ctx {
+    const hp_nccl_xport_t *x;
+    ncclComm_t             comm;
+    cudaStream_t           stream;
+    double                 timeout;   /* HIPRESS_TIMEOUT: the bound of a poll of ncclInProgress */
+    ncclResult_t           err;       /* NCCL's first error in this call: nothing more is enqueued */
+    void                  *cx;        /* a stream-ordered call's codec context (its ordering hooks) */
+    hp_nccl_dbuf_t        *msgs;      /* the communicator's device memory of the messages */
+    /* the transport's environments over this context: host-synchronous
+     * (no ordering hooks), stream-ordered (hp_tp_nccl_init_async) */
+    hp_tp_nccl_env_t       env, aenv;
+} hp_nccl_ctx_t;
+
+/* A call's context on (comm, stream) with NCCL's calls x, the poll bound
+ * timeout and the communicator's message memory msgs (kept by pointer). */
+void hp_nccl_ctx_init(hp_nccl_ctx_t *t, const hp_nccl_xport_t *x, ncclComm_t comm, cudaStream_t stream,
+                      double timeout, hp_nccl_dbuf_t *msgs);
+
+/* A host wait for the caller's stream: within the CUDA module's bound
+ * (half of HIPRESS_TIMEOUT: the wait fails, naming `what`, with a
+ * warning), watched by the no-progress watchdog (HIPRESS_TIMEOUT ends the
+ * process naming it).  0 or -1. */
+int hp_nccl_stream_wait(hp_nccl_ctx_t *t, const char *what);
+
+/* The result rc of one enqueue on the communicator: ncclInProgress (a
+ * non-blocking communicator) is polled out with ncclCommGetAsyncError, at
+ * most t->timeout seconds (then a warning naming `what`, ncclSystemError);
+ * an error is kept in t->err.  0 when the operation is enqueued. */
+int hp_nccl_settle(hp_nccl_ctx_t *t, ncclResult_t rc, const char *what);
+
+/* ncclAllReduce with ncclMax of n int64 (or double) in device memory, in
+ * place, on the call's stream (settled).  0 or -1. */
+int hp_nccl_max(hp_nccl_ctx_t *t, void *dev, size_t n, int is_double);
+
+/* A stream-ordered call's device memory (*t->msgs): the failure agreement
+ * in its first 64 bytes, the messages after them.  At least `bytes`, grown
+ * only after a wait for the stream (earlier calls may still use it), or
+ * NULL. */
+void *hp_nccl_async_dbuf(hp_nccl_ctx_t *t, size_t bytes);
+
+/* The message slots' memory of a stream-ordered call (hp_mem_device_msgs'
+ * msg_alloc, ctx a hp_nccl_ctx_t): `bytes` after the agreement's 64. */
+void *hp_nccl_async_msgs(void *ctx, size_t bytes);
+
+#endif
