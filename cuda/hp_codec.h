@@ -74,8 +74,14 @@ typedef struct hp_codec {
  * count, [2] sticky decode errors, [3] a scratch flag (fold, momentum). */
 #define HP_INFO_WORDS 4
 /* Device-only words after them: [4..6] the status of the message a device
- * decode is reading (hp_kl_msg_check, hp_kl_msg_fix). */
+ * decode is reading (hp_kl_msg_check, hp_kl_msg_fix), [7] whether it is a
+ * sparse format's dense fallback (hp_kl_sparse_dec_msg). */
 #define HP_INFO_MSG 4
+/* [8]: whether the call's momentum (hp_codec_momentum, _q) was applied
+ * (HP_K_F_NONFINITE: not, the range held NaN or Inf), the gate of every
+ * mask an encode zeroes (dgc's momentum masking: none without momentum,
+ * as on the CPU); 0 from the context's start. */
+#define HP_INFO_MOM 8
 
 int hp_codec_init(hp_codec_t *cx, const hp_dev_ops_t *dev, void *self);
 /* Frees the workspace (after a sync). */
@@ -91,6 +97,9 @@ int hp_codec_add(hp_codec_t *cx, float *dst, const float *src, size_t n);
 int hp_codec_convert(hp_codec_t *cx, void *dst, const void *src, size_t n, int how);
 int hp_codec_copy(hp_codec_t *cx, void *dst, const void *src, size_t bytes, int host_involved);
 int hp_codec_momentum(hp_codec_t *cx, float *u, float *buf, float m, size_t n, int *applied_p);
+/* The same in stream order, with no wait: whether it was applied is known
+ * on the device only (HP_INFO_MOM), where the masks read it. */
+int hp_codec_momentum_q(hp_codec_t *cx, float *u, float *buf, float m, size_t n);
 int hp_codec_work(hp_codec_t *cx, size_t bytes, void **p_p);
 int hp_codec_nonfinite(hp_codec_t *cx, const float *x, size_t n, int *nonfinite_p);
 /* Wait for everything queued; *bad_p: a malformed message was decoded since
@@ -101,13 +110,14 @@ int hp_codec_sync(hp_codec_t *cx, int *bad_p);
  * Whole messages in device memory, stream-ordered (nothing waits on the
  * host once the workspace has grown).  encode_msg writes the message
  * hp_msg_encode writes (header and payload) at dmsg (device, cap bytes),
- * kind its header's kind, for formats of fixed length only
- * (HP_GPU_ERR_UNSUPPORTED otherwise: sparse formats); an input with NaN or
+ * kind its header's kind (a sparse format's length, its pair count, is
+ * written into the header on the device); an input with NaN or
  * Inf gives the NaN message (never one with exceptions: the host's
  * hp_msg_except needs the host).  decode_msg checks the message at dmsg
  * (cap bytes) on the device and decodes it into dst: the NaN message gives
- * NaN; a rejected one (malformed, an error message, the dense fallback or
- * exceptions, which the device does not decode) sets the sticky flag that
+ * NaN; a rejected one (malformed, an error message, exceptions, which the
+ * device does not decode, or the dense fallback `none` for a dense format;
+ * a sparse format's decoder takes it, as the host's) sets the sticky flag that
  * hp_codec_sync reports and hp_codec_bad_word points at, and leaves dst
  * unspecified.  HP_GPU_ERR_INVALID only for parameters the receiver gave.
  */

@@ -51,6 +51,14 @@ typedef struct hp_codec_fmt {
      * check runs them after its length and parameter checks, and a decode
      * of a message in device memory runs them in a kernel. */
     uint32_t dcheck;
+    /* A format of varying length (length != NULL) with messages in device
+     * memory: the bytes of its payload per unit of info word 1, which the
+     * device writes into the header (0: none, encode_msg unsupported), and
+     * the checks and decode of the message at m (cap bytes; the header too,
+     * status the HP_INFO_MSG words, [1..3] zeroed) on the device. */
+    uint32_t msg_unit;
+    int (*decode_msg)(hp_codec_t *cx, const hp_gpu_dec_t *d, uint32_t kind, const uint8_t *m, size_t cap,
+                      float *dst, uint32_t *status);
 } hp_codec_fmt_t;
 
 #define HP_GPU_FMT_ROW(id, NAME, name) extern const hp_codec_fmt_t hp_codec_fmt_##name;

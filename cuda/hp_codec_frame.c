@@ -122,7 +122,7 @@ static int none_encode(hp_codec_t *cx, const hp_gpu_enc_t *e, uint8_t *out, uint
 {
     int st;
     if (e->mask != NULL)
-        CK(cx->dev->memset(cx->self, e->mask, 0, e->n * sizeof(float), HP_STREAM_COMPUTE));
+        CK(hp_kl_mask_zero(STREAM(cx), e->mask, e->n, NULL, hp_codec_info(cx) + HP_INFO_MOM));
     if (cx->devonly) {
         CK(cx->dev->copy(cx->self, dmsg, e->in, 4 * e->n, HP_STREAM_COMPUTE));
         return HP_GPU_OK;
@@ -238,7 +238,7 @@ int hp_codec_encode_msg(hp_codec_t *cx, const hp_gpu_enc_t *e, uint32_t kind, vo
     uint8_t *m = (uint8_t *)dmsg;
     int st, devonly;
 
-    if (f == NULL || f->length != NULL)
+    if (f == NULL || (f->length != NULL && f->msg_unit == 0))
         return HP_GPU_ERR_UNSUPPORTED;
     if (kind > 0xFE || cap < HP_K_MSG_HEADER || e->fmt.payload > cap - HP_K_MSG_HEADER || e->n > UINT32_MAX)
         return HP_GPU_ERR_INVALID;
@@ -255,6 +255,13 @@ int hp_codec_encode_msg(hp_codec_t *cx, const hp_gpu_enc_t *e, uint32_t kind, vo
         if (st != HP_GPU_OK)
             return st;
     }
+    if (f->msg_unit != 0) {
+        /* a length of the data's: the count the kernels left in info word 1
+         * (0 for an empty range: zeroed above) */
+        CK(hp_kl_msg_header_count(STREAM(cx), m, kind, (uint32_t)e->n, f->msg_unit, hp_codec_info(cx) + 1,
+                                  hp_codec_info(cx)));
+        return HP_GPU_OK;
+    }
     CK(hp_kl_msg_header(STREAM(cx), m, kind, (uint32_t)e->n, e->n > 0 ? (uint32_t)e->fmt.payload : 0u,
                         hp_codec_info(cx)));
     return HP_GPU_OK;
@@ -269,9 +276,19 @@ int hp_codec_decode_msg(hp_codec_t *cx, const hp_gpu_dec_t *d, uint32_t kind, co
     hp_k_msgfmt_t mf;
     int st;
 
-    if (f == NULL || f->length != NULL)
+    if (f == NULL || (f->length != NULL && f->decode_msg == NULL))
         return HP_GPU_ERR_UNSUPPORTED;
-    if (kind > 0xFE || d->n > UINT32_MAX || cap < HP_K_MSG_HEADER || d->fmt.payload > cap - HP_K_MSG_HEADER)
+    if (kind > 0xFE || d->n > UINT32_MAX || cap < HP_K_MSG_HEADER)
+        return HP_GPU_ERR_INVALID;
+    if (f->decode_msg != NULL) {
+        /* varying length: the row checks the header too, on the device */
+        CK(cx->dev->memset(cx->self, status + 1, 0, 12, HP_STREAM_COMPUTE));
+        if ((st = f->decode_msg(cx, d, kind, m, cap, dst, status)) != HP_GPU_OK)
+            return st;
+        CK(hp_kl_msg_fix(STREAM(cx), dst, d->n, status, hp_codec_info(cx) + 2));
+        return HP_GPU_OK;
+    }
+    if (d->fmt.payload > cap - HP_K_MSG_HEADER)
         return HP_GPU_ERR_INVALID;
     /* the receiver's own parameters, which the host check refuses whatever
      * the bytes: a block that is no block, a width that is none */
@@ -352,16 +369,23 @@ int hp_codec_copy(hp_codec_t *cx, void *dst, const void *src, size_t bytes, int 
     return HP_GPU_OK;
 }
 
-int hp_codec_momentum(hp_codec_t *cx, float *u, float *buf, float m, size_t n, int *applied_p)
+int hp_codec_momentum_q(hp_codec_t *cx, float *u, float *buf, float m, size_t n)
 {
-    uint32_t *f = hp_codec_info(cx) + 3;
-    int st;
+    uint32_t *f = hp_codec_info(cx) + HP_INFO_MOM;
     CK(cx->dev->memset(cx->self, f, 0, 4, HP_STREAM_COMPUTE));
     CK(hp_kl_finite(STREAM(cx), buf, n, f));
     CK(hp_kl_momentum(STREAM(cx), u, buf, m, n, f));
-    if ((st = read_info(cx)) != HP_GPU_OK)
+    return HP_GPU_OK;
+}
+
+int hp_codec_momentum(hp_codec_t *cx, float *u, float *buf, float m, size_t n, int *applied_p)
+{
+    int st;
+    if ((st = hp_codec_momentum_q(cx, u, buf, m, n)) != HP_GPU_OK || (st = hp_codec_to_copy(cx)) != HP_GPU_OK)
         return st;
-    *applied_p = !(cx->hinfo[3] & HP_K_F_NONFINITE);
+    CK(cx->dev->copy(cx->self, cx->hinfo + HP_INFO_MOM, hp_codec_info(cx) + HP_INFO_MOM, 4, HP_STREAM_COPY));
+    CK(cx->dev->sync(cx->self, HP_STREAM_COPY));
+    *applied_p = !(cx->hinfo[HP_INFO_MOM] & HP_K_F_NONFINITE);
     return HP_GPU_OK;
 }
 

@@ -25,7 +25,7 @@ static int f16_encode(hp_codec_t *cx, const hp_gpu_enc_t *e, uint8_t *out, uint8
     int st;
 
     if (e->mask != NULL)
-        CK(cx->dev->memset(cx->self, e->mask, 0, n * sizeof(float), HP_STREAM_COMPUTE));
+        CK(hp_kl_mask_zero(s, e->mask, n, NULL, hp_codec_info(cx) + HP_INFO_MOM));
     for (size_t p0 = 0; p0 < n; p0 += piece) {
         size_t len = n - p0 < piece ? n - p0 : piece, p1 = p0 + len;
         CK(hp_kl_f16_enc(s, e->in + p0, len, e->fmt.block, dmsg + 2 * p0, dmsg + 2 * n + p0 / B, hp_codec_info(cx)));
@@ -76,7 +76,7 @@ static int bf16_encode(hp_codec_t *cx, const hp_gpu_enc_t *e, uint8_t *out, uint
     int st;
 
     if (e->mask != NULL)
-        CK(cx->dev->memset(cx->self, e->mask, 0, n * sizeof(float), HP_STREAM_COMPUTE));
+        CK(hp_kl_mask_zero(s, e->mask, n, NULL, hp_codec_info(cx) + HP_INFO_MOM));
     for (size_t p0 = 0; p0 < n; p0 += piece) {
         size_t len = n - p0 < piece ? n - p0 : piece, p1 = p0 + len;
         CK(hp_kl_bf16_enc(s, e->in + p0, len, dmsg + 2 * p0, hp_codec_info(cx)));

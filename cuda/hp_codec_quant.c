@@ -181,8 +181,13 @@ static int q_encode(hp_codec_t *cx, const hp_gpu_enc_t *e, uint8_t *out, uint8_t
 {
     const size_t nb = (e->n + e->fmt.block - 1) / e->fmt.block;
     int st;
-    CK(hp_kl_q_enc(STREAM(cx), e->in, e->residual, e->mask, e->n, e->fmt.block, e->fmt.iarg[0], e->fmt.iarg[1],
+    /* (the mask after the codes kernel, gated on the message's flags and
+     * on the call's momentum, HP_INFO_MOM: what the kernel's would be, and
+     * nothing where the momentum was not applied) */
+    CK(hp_kl_q_enc(STREAM(cx), e->in, e->residual, NULL, e->n, e->fmt.block, e->fmt.iarg[0], e->fmt.iarg[1],
                    e->rng_key, e->rng_offset, dmsg, dmsg + 8 * nb, hp_codec_info(cx)));
+    if (e->mask != NULL)
+        CK(hp_kl_mask_zero(STREAM(cx), e->mask, e->n, hp_codec_info(cx), hp_codec_info(cx) + HP_INFO_MOM));
     if ((st = hp_codec_to_copy(cx)) != HP_GPU_OK || (st = hp_codec_put(cx, out, dmsg, 0, e->fmt.payload)) != HP_GPU_OK)
         return st;
     return HP_GPU_OK;

@@ -3,7 +3,9 @@
  * and dgc, on the kernels of cuda/hp_kern_sparse.cu.  The message is
  * encoded at once (a block's pairs are placed by a scan of every block's
  * count) and its length is the pair count the kernels report; the host
- * checks the length only, the kernels the indices.
+ * checks the length only, the kernels the indices.  In device memory
+ * (encode_msg, decode_msg) the header carries that count, written and read
+ * on the device.
  */
 #include "hp_codec_fmt.h"
 #include <string.h>
@@ -33,6 +35,7 @@ static int sparse_encode(hp_codec_t *cx, const hp_gpu_enc_t *e, uint8_t *out, ui
     a.u = e->state;
     a.m = e->fmt.farg[0];
     a.mask = e->mask;
+    a.gate = hp_codec_info(cx) + HP_INFO_MOM;
     a.n = e->n;
     a.G = e->fmt.block;
     a.k_full = e->fmt.iarg[0];
@@ -66,7 +69,17 @@ static int sparse_decode(hp_codec_t *cx, const hp_gpu_dec_t *d, const uint8_t *d
     return HP_GPU_OK;
 }
 
+/* A message in device memory: the header and the pairs checked on the
+ * device (hp_kl_sparse_dec_msg), the dense fallback `none` (iarg[2], its
+ * kind) decoded as the host decoder does. */
+static int sparse_decode_msg(hp_codec_t *cx, const hp_gpu_dec_t *d, uint32_t kind, const uint8_t *m, size_t cap,
+                             float *dst, uint32_t *status)
+{
+    CK(hp_kl_sparse_dec_msg(STREAM(cx), m, cap, kind, d->fmt.iarg[2], d->n, dst, d->accumulate, status));
+    return HP_GPU_OK;
+}
+
 const hp_codec_fmt_t hp_codec_fmt_sparse = {
     .enc_ok = sparse_enc_ok, .encode = sparse_encode, .length = sparse_length, .check = sparse_check,
-    .decode = sparse_decode,
+    .decode = sparse_decode, .msg_unit = 8, .decode_msg = sparse_decode_msg,
 };

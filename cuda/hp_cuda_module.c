@@ -913,6 +913,14 @@ static int cuda_divide(void *cx, float *dst, size_t n, float d)
              if (st_ != HP_GPU_OK) OP_FAIL(st_, "the divide kernel over %zu elements failed", n));
 }
 
+static int cuda_momentum_q(void *cx, float *u, float *buf, float mo, size_t n)
+{
+    mod_cx_t *m = (mod_cx_t *)cx;
+    op_set("dgc's momentum over %zu elements, in stream order", n);
+    IN_CX(m, st_ = hp_codec_momentum_q(&m->codec, u, buf, mo, n);
+             if (st_ != HP_GPU_OK) OP_FAIL(st_, "the momentum kernels over %zu elements failed", n));
+}
+
 static int cuda_stream_join(void *cx, void *stream)
 {
     mod_cx_t *m = (mod_cx_t *)cx;
@@ -1258,6 +1266,7 @@ static const hp_gpu_ops_v2_t ops2 = {
     .stream_release = cuda_stream_release,
     .call_release = cuda_call_release,
     .divide = cuda_divide,
+    .momentum_q = cuda_momentum_q,
 };
 
 /* The table with the device codec as well (HP_GPU_CODEC_SYMBOL:

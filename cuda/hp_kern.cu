@@ -97,6 +97,22 @@ extern "C" int hp_kl_add(void *stream, float *dst, const float *src, size_t n)
     return launched();
 }
 
+__global__ static void k_mask_zero(float *mask, size_t n, const uint32_t *flags, const uint32_t *gate)
+{
+    if ((flags != NULL && (flags[0] & HP_K_F_NONFINITE)) || (gate[0] & HP_K_F_NONFINITE))
+        return;
+    GRID_STRIDE(i, n)
+        mask[i] = 0.0f;
+}
+
+extern "C" int hp_kl_mask_zero(void *stream, float *mask, size_t n, const uint32_t *flags, const uint32_t *gate)
+{
+    if (n == 0)
+        return 0;
+    k_mask_zero<<<grid_for(n, 4), TPB, 0, (cudaStream_t)stream>>>(mask, n, flags, gate);
+    return launched();
+}
+
 __global__ static void k_fill(float *dst, float v, size_t n)
 {
     GRID_STRIDE(i, n)

@@ -116,6 +116,18 @@ HP_EMU_KERNEL(momentum, (float *, u), (float *, buf), (float, m), (size_t, n), (
     return 0;
 }
 
+HP_EMU_KERNEL(mask_zero, (float *, mask), (size_t, n), (const uint32_t *, flags), (const uint32_t *, gate))
+{
+    mask = P(float *, mask);
+    flags = P(const uint32_t *, flags);
+    gate = P(const uint32_t *, gate);
+    if ((flags != NULL && (flags[0] & HP_K_F_NONFINITE)) || (gate[0] & HP_K_F_NONFINITE))
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        mask[i] = 0.0f;
+    return 0;
+}
+
 HP_EMU_KERNEL(add, (float *, dst), (const float *, src), (size_t, n))
 {
     dst = P(float *, dst);

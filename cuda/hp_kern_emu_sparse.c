@@ -145,7 +145,7 @@ static int emu_sparse_enc(const hp_kl_sparse_t *a0)
             a.r[i] = 0.0f;
         if (a.u != NULL)
             a.u[i] = 0.0f;
-        if (a.mask != NULL)
+        if (a.mask != NULL && !(P(const uint32_t *, a.gate)[0] & HP_K_F_NONFINITE))
             a.mask[i] = 0.0f;
     }
     return 0;
@@ -190,5 +190,55 @@ HP_EMU_KERNEL(sparse_mask, (const uint8_t *, pairs), (const uint32_t *, count), 
         if ((size_t)i < n)
             v[i] = 0.0f;
     }
+    return 0;
+}
+
+/* ------------------------------------------ messages in device memory */
+
+/* As cuda/hp_kern_sparse.cu: the header by one thread, a thread per pair
+ * for its checks, a thread per element for the zero fill or the dense
+ * fallback's values, a thread per pair for the scatter -- each kernel
+ * reading the status the first wrote. */
+HP_EMU_KERNEL(sparse_dec_msg, (const uint8_t *, m), (size_t, cap), (uint32_t, kind), (uint32_t, dense), (size_t, n),
+              (float *, dst), (int, accumulate), (uint32_t *, status))
+{
+    uint32_t cnt;
+    m = P(const uint8_t *, m);
+    dst = P(float *, dst);
+    status = P(uint32_t *, status);
+    status[0] = hp_k_msg_head_sparse(m, cap, kind, dense, (uint32_t)n, &status[3]);
+    if (status[0] != HP_K_MSG_OK)
+        return 0;
+    cnt = hp_k_ld32(m + 8) / 8;
+    if (!status[3])
+        for (uint32_t j = 0; j < cnt; j++) {
+            const uint8_t *pr = m + HP_K_MSG_HEADER + 8 * (size_t)j;
+            uint32_t prev = j ? hp_k_ld32(pr - 8) : 0;
+            if (hp_k_sparse_pair_bad(hp_k_ld32(pr), hp_k_ld32(pr + 4), j == 0, prev, n))
+                status[2] |= HP_K_F_BAD;
+        }
+    for (size_t i = 0; i < n; i++) {
+        if (status[3])
+            hp_k_store(dst, i, hp_u2f(hp_k_ld32(m + HP_K_MSG_HEADER + 4 * i)), accumulate);
+        else if (!accumulate)
+            dst[i] = 0.0f;
+    }
+    if (!status[3])
+        for (uint32_t j = 0; j < cnt; j++) {
+            const uint8_t *pr = m + HP_K_MSG_HEADER + 8 * (size_t)j;
+            uint32_t i = hp_k_ld32(pr);
+            if ((size_t)i < n)
+                hp_k_store(dst, i, hp_u2f(hp_k_ld32(pr + 4)), accumulate);
+        }
+    return 0;
+}
+
+HP_EMU_KERNEL(msg_header_count, (uint8_t *, m), (uint32_t, kind), (uint32_t, n), (uint32_t, unit),
+              (const uint32_t *, count), (const uint32_t *, flags))
+{
+    m = P(uint8_t *, m);
+    count = P(const uint32_t *, count);
+    flags = P(const uint32_t *, flags);
+    hp_k_msg_put_header(m, kind, (flags[0] & HP_K_F_NONFINITE) != 0, n, unit * count[0]);
     return 0;
 }

@@ -75,6 +75,40 @@ HP_KD uint32_t hp_k_msg_head(const uint8_t *m, size_t cap, uint32_t kind, uint32
     return plen == payload ? HP_K_MSG_OK : HP_K_MSG_REJECT;
 }
 
+/* The header of a sparse message (graddrop, dgc: hp_ops_sparse.h) in a
+ * buffer of cap bytes for n elements: kind `kind`, a payload of 8-byte
+ * pairs, at most n of them (hp_sparse_decode's length rule); or the dense
+ * fallback, kind `dense` (`none`: 4n bytes of floats, none's rule), which a
+ * sparse sender makes for a set denser than half (src/algo/hp_algo_common.c;
+ * its length is the host's, so both forms come in a slot of one capacity).
+ * hp_msg_len and hp_msg_check otherwise, as hp_k_msg_head; messages with
+ * exceptions are rejected.  Returns HP_K_MSG_*; *dense_p = 1 for the dense
+ * fallback.  The pairs themselves are the decode kernels' (their order,
+ * range and finite values). */
+HP_KD uint32_t hp_k_msg_head_sparse(const uint8_t *m, size_t cap, uint32_t kind, uint32_t dense, uint32_t n,
+                                    uint32_t *dense_p)
+{
+    uint32_t flags, plen;
+    *dense_p = 0;
+    if (cap < HP_K_MSG_HEADER || m[0] != HP_K_MSG_MAGIC || m[3] != HP_K_MSG_VERSION)
+        return HP_K_MSG_REJECT;
+    flags = m[2];
+    plen = hp_k_ld32(m + 8);
+    if ((flags & ~HP_K_MSG_NONFINITE) != 0 || (size_t)plen > cap - HP_K_MSG_HEADER)
+        return HP_K_MSG_REJECT;
+    if ((m[1] != kind && m[1] != dense) || hp_k_ld32(m + 4) != n)
+        return HP_K_MSG_REJECT;   /* an error message (kind 0xFF) too */
+    if (flags & HP_K_MSG_NONFINITE)
+        return plen == 0 && n > 0 ? HP_K_MSG_NAN : HP_K_MSG_REJECT;
+    if (n == 0)
+        return plen == 0 ? HP_K_MSG_OK : HP_K_MSG_REJECT;
+    if (m[1] == dense) {
+        *dense_p = 1;
+        return (size_t)plen == 4 * (size_t)n ? HP_K_MSG_OK : HP_K_MSG_REJECT;
+    }
+    return plen % 8 == 0 && plen / 8 <= n ? HP_K_MSG_OK : HP_K_MSG_REJECT;
+}
+
 /* Items of a payload check: one per block (scales, thresholds, ranges,
  * exponents), then one for the padding after the last element. */
 HP_KD size_t hp_k_msg_items(const hp_k_msgfmt_t *f)

@@ -281,10 +281,12 @@ __global__ static void k_sparse_pack(const uint8_t *slots, const uint32_t *count
 
 /* Zero r, u and mask at the sent indices. */
 __global__ static void k_sparse_zero_sent(const uint8_t *payload, const uint32_t *info, float *r, float *u,
-                                          float *mask)
+                                          float *mask, const uint32_t *gate)
 {
     if (info[0] & HP_K_F_NONFINITE)
         return;
+    if (mask != NULL && (gate[0] & HP_K_F_NONFINITE))
+        mask = NULL;   /* the call's momentum was not applied: no masking */
     GRID_STRIDE(j, (size_t)info[1]) {
         uint32_t i = hp_k_ld32(payload + 8 * j);
         if (r != NULL)
@@ -315,7 +317,7 @@ extern "C" int hp_kl_sparse_enc(void *stream, const hp_kl_sparse_t *a)
     k_sparse_pack<<<(unsigned)nb, 128, 0, s>>>(slots, counts, offs, a->G, a->k_full, a->payload, a->info);
     if (writes || a->mask != NULL)
         k_sparse_zero_sent<<<grid_for(nb * (size_t)a->k_full, 1), TPB, 0, s>>>(a->payload, a->info, a->r, a->u,
-                                                                                a->mask);
+                                                                                a->mask, a->gate);
     if (writes)
         k_sparse_reset<<<grid_for(a->n, 4), TPB, 0, s>>>(a->r, a->u, a->n, a->info);
     return launched();
@@ -372,5 +374,89 @@ extern "C" int hp_kl_sparse_mask(void *stream, const uint8_t *pairs, const uint3
                                  const uint32_t *flags)
 {
     k_sparse_mask<<<grid_for(n, 8), TPB, 0, (cudaStream_t)stream>>>(pairs, count, v, n, flags);
+    return launched();
+}
+
+/* ------------------------------------------ messages in device memory */
+
+/* One thread: the header (status[0]; the dense fallback in status[3]). */
+__global__ static void k_sparse_msg_head(const uint8_t *m, size_t cap, uint32_t kind, uint32_t dense, uint32_t n,
+                                         uint32_t *status)
+{
+    uint32_t d = 0;
+    status[0] = hp_k_msg_head_sparse(m, cap, kind, dense, n, &d);
+    status[3] = d;
+}
+
+/* A thread per pair of an accepted sparse header: its checks. */
+__global__ static void k_sparse_msg_pairs(const uint8_t *m, size_t n, uint32_t *status)
+{
+    int b = 0;
+    if (status[0] != HP_K_MSG_OK || status[3] != 0)
+        return;
+    GRID_STRIDE(j, (size_t)(hp_k_ld32(m + 8) / 8)) {
+        const uint8_t *pr = m + HP_K_MSG_HEADER + 8 * j;
+        uint32_t prev = j ? hp_k_ld32(pr - 8) : 0;
+        b |= hp_k_sparse_pair_bad(hp_k_ld32(pr), hp_k_ld32(pr + 4), j == 0, prev, n);
+    }
+    if (b)
+        atomicOr(status + 2, HP_K_F_BAD);
+}
+
+/* A thread per element: the zero fill of overwrite mode, or the dense
+ * fallback's values. */
+__global__ static void k_sparse_msg_dense(const uint8_t *m, size_t n, float *dst, int accumulate,
+                                          const uint32_t *status)
+{
+    const int dense = status[3] != 0;
+    if (status[0] != HP_K_MSG_OK || (!dense && accumulate))
+        return;
+    GRID_STRIDE(i, n) {
+        if (dense)
+            hp_k_store(dst, i, hp_u2f(hp_k_ld32(m + HP_K_MSG_HEADER + 4 * i)), accumulate);
+        else
+            dst[i] = 0.0f;
+    }
+}
+
+/* A thread per pair: the scatter (after the zero fill). */
+__global__ static void k_sparse_msg_scatter(const uint8_t *m, size_t n, float *dst, int accumulate,
+                                            const uint32_t *status)
+{
+    if (status[0] != HP_K_MSG_OK || status[3] != 0)
+        return;
+    GRID_STRIDE(j, (size_t)(hp_k_ld32(m + 8) / 8)) {
+        const uint8_t *pr = m + HP_K_MSG_HEADER + 8 * j;
+        uint32_t i = hp_k_ld32(pr);
+        if ((size_t)i < n)
+            hp_k_store(dst, i, hp_u2f(hp_k_ld32(pr + 4)), accumulate);
+    }
+}
+
+extern "C" int hp_kl_sparse_dec_msg(void *stream, const uint8_t *m, size_t cap, uint32_t kind, uint32_t dense,
+                                    size_t n, float *dst, int accumulate, uint32_t *status)
+{
+    cudaStream_t s = (cudaStream_t)stream;
+    /* the grids from what the host knows: at most n pairs in cap bytes */
+    size_t pmax = cap >= HP_K_MSG_HEADER ? (cap - HP_K_MSG_HEADER) / 8 : 0;
+    if (pmax > n)
+        pmax = n;
+    k_sparse_msg_head<<<1, 1, 0, s>>>(m, cap, kind, dense, (uint32_t)n, status);
+    k_sparse_msg_pairs<<<grid_for(pmax, 1), TPB, 0, s>>>(m, n, status);
+    k_sparse_msg_dense<<<grid_for(n, 4), TPB, 0, s>>>(m, n, dst, accumulate, status);
+    k_sparse_msg_scatter<<<grid_for(pmax, 1), TPB, 0, s>>>(m, n, dst, accumulate, status);
+    return launched();
+}
+
+__global__ static void k_msg_header_count(uint8_t *m, uint32_t kind, uint32_t n, uint32_t unit,
+                                          const uint32_t *count, const uint32_t *flags)
+{
+    hp_k_msg_put_header(m, kind, (flags[0] & HP_K_F_NONFINITE) != 0, n, unit * count[0]);
+}
+
+extern "C" int hp_kl_msg_header_count(void *stream, uint8_t *m, uint32_t kind, uint32_t n, uint32_t unit,
+                                      const uint32_t *count, const uint32_t *flags)
+{
+    k_msg_header_count<<<1, 1, 0, (cudaStream_t)stream>>>(m, kind, n, unit, count, flags);
     return launched();
 }

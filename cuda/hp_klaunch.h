@@ -49,6 +49,11 @@ int hp_kl_fold(void *stream, float *buf, float *r, size_t n, const uint32_t *fla
  * HP_K_F_NONFINITE. */
 int hp_kl_momentum(void *stream, float *u, float *buf, float m, size_t n, const uint32_t *flags);
 
+/* mask[0..n) = 0 (the masking of dgc's momentum by a dense message),
+ * unless flags (the encode's, or NULL) or gate[0] (the call's momentum:
+ * not applied) has HP_K_F_NONFINITE. */
+int hp_kl_mask_zero(void *stream, float *mask, size_t n, const uint32_t *flags, const uint32_t *gate);
+
 /* dst += src (n floats). */
 int hp_kl_add(void *stream, float *dst, const float *src, size_t n);
 
@@ -105,6 +110,8 @@ typedef struct hp_kl_sparse {
     float       *u;        /* momentum state (u' stored), or NULL */
     float        m;        /* momentum factor when u is not NULL */
     float       *mask;     /* zeroed at the sent indices too, or NULL */
+    const uint32_t *gate;  /* with mask: unless gate[0] has HP_K_F_NONFINITE
+                            * (the call's momentum was not applied) */
     size_t       n;
     uint32_t     G;        /* elements per block */
     uint32_t     k_full;   /* kept per full block */
@@ -125,6 +132,24 @@ int hp_kl_sparse_dec(void *stream, const uint8_t *pairs, size_t m, size_t n, flo
  * encoded elsewhere); nothing when flags[0] has HP_K_F_NONFINITE. */
 int hp_kl_sparse_mask(void *stream, const uint8_t *pairs, const uint32_t *count, float *v, size_t n,
                       const uint32_t *flags);
+
+/* A sparse message in device memory for n elements (m: cap bytes),
+ * decoded into dst on the device from what its header says:
+ * status[0] = hp_k_msg_head_sparse's HP_K_MSG_* (kind the format's, dense
+ * the fallback's, `none`), status[3] = 1 for the dense fallback; for
+ * pairs, status[2] |= HP_K_F_BAD when one breaks hp_k_sparse_pair_bad
+ * (order, range, a NaN or Inf value); then overwrite mode zero-fills dst
+ * and the pairs are scattered (or the dense values stored or added).
+ * Nothing is written to dst unless status[0] is HP_K_MSG_OK.  status is
+ * the codec's HP_INFO_MSG words, [1..3] zeroed by the caller. */
+int hp_kl_sparse_dec_msg(void *stream, const uint8_t *m, size_t cap, uint32_t kind, uint32_t dense, size_t n,
+                         float *dst, int accumulate, uint32_t *status);
+
+/* The header of a message of varying length whose encode's kernels ran
+ * before: as hp_kl_msg_header, with a payload of unit * count[0] bytes
+ * (count in device memory: the sparse encode's pair count, info word 1). */
+int hp_kl_msg_header_count(void *stream, uint8_t *m, uint32_t kind, uint32_t n, uint32_t unit, const uint32_t *count,
+                           const uint32_t *flags);
 
 /* fp16 encode of x, blocks of B (a power of two >= 32) from x[0]: n
  * binary16 values into halves (2n bytes) and one exponent byte per block

@@ -301,8 +301,9 @@ static void one(const kc_t *t, size_t n, int dk, uint64_t seed)
     if (!same_bits(u, tmp, n, &at))
         FAILF("%s n=%zu %s: state[%zu] cpu %a gpu %a", t->name, n, dname[dk], at, u[at], tmp[at]);
     /* the same encode as a whole message in device memory, and the CPU's
-     * message decoded there (fixed-length formats) */
-    if (t->fmt != HP_GPU_FMT_SPARSE) {
+     * message decoded there (every format: a sparse one's length, its
+     * pairs, is written into the header on the device) */
+    {
         float *o0 = malloc(n * 4);
         const int acc = (int)(seed & 1);
         fill(o0, n, D_GRAD, seed + 6);
@@ -447,6 +448,122 @@ out:
     g->dev_free(&where, dout2);
 out_free:
     free(x); free(o0); free(o); free(tmp); free(cm);
+}
+
+/* The sparse formats' device-message pieces beside the sweeps: the dense
+ * fallback `none` decoded by graddrop's device decoder (both modes: the
+ * CPU's bits), and dgc's momentum in stream order (momentum_q), which
+ * gates the masking of u on the device: with a NaN in the range (at its
+ * end) no momentum is applied and a finite message of its first half masks
+ * nothing; with none u' is the CPU's, masked at the message's elements --
+ * each with no host synchronisation or copy. */
+static void sparse_run(void)
+{
+    kc_t t = kc("graddrop", HP_GPU_FMT_SPARSE);
+    const size_t n = 5000, n2 = n / 2;
+    const float mom = 0.5f;
+    const size_t cap = HP_MSG_HEADER + 4 * n + 16;
+    float *x = malloc(n * 4), *u = malloc(n * 4), *o0 = malloc(n * 4), *o = malloc(n * 4), *tmp = malloc(n * 4);
+    unsigned char *cm = calloc(1, cap), *hm = calloc(1, cap);
+    hipress_encode_args_t a;
+    hp_gpu_enc_t e = enc_args(&t, n2);
+    hp_gpu_dec_t d = {enc_args(&t, n).fmt, 0, n};
+    size_t clen = 0, at = 0;
+    unsigned long long w0;
+    int nf = 0, bad = 0;
+
+    /* the dense fallback */
+    fill(x, n, D_GRAD, 41);
+    fill(o0, n, D_GRAD, 42);
+    memset(&a, 0, sizeof(a));
+    a.in = x;
+    a.n = n;
+    a.params = &t.p;
+    if (hp_msg_encode(hp_kind_none, &a, cm, cap, &clen, &nf) != HP_OK) {
+        FAILF("sparse: cpu encode of the dense fallback failed");
+        goto out;
+    }
+    for (int acc = 0; acc < 2; acc++) {
+        void *dm = dev(cm, cap);
+        float *dout = dev(o0, n * 4);
+        cases++;
+        memcpy(o, o0, n * 4);
+        d.accumulate = acc;
+        if (hp_msg_decode(t.kind, cm, clen, n, o, acc, &t.p) != HP_OK)
+            FAILF("sparse: the cpu rejects the dense fallback");
+        w0 = host_waits();
+        if (g->decode_msg(cx, &d, (uint32_t)t.kind, dm, cap, dout) != HP_GPU_OK)
+            FAILF("sparse: decode_msg of the dense fallback: %s", g->base.last_error());
+        if (host_waits() != w0)
+            FAILF("sparse: %llu host waits in a device decode", host_waits() - w0);
+        if (g->sync(cx, &bad) != HP_GPU_OK || bad)
+            FAILF("sparse: the dense fallback rejected on the device (acc %d)", acc);
+        back(tmp, dout, n * 4);
+        if (!same_bits(o, tmp, n, &at))
+            FAILF("sparse: dense fallback acc %d [%zu]: cpu %a gpu %a", acc, at, o[at], tmp[at]);
+        g->dev_free(&where, dm);
+        g->dev_free(&where, dout);
+    }
+    /* momentum in stream order, its masking gated on the device */
+    for (int nan = 0; nan < 2; nan++) {
+        float *dx, *du;
+        void *dm;
+        int applied = 1;
+        cases++;
+        fill(x, n, D_GRAD, 43 + (uint64_t)nan);
+        fill(u, n, D_GRAD, 45);
+        if (nan)
+            x[n - 1] = NAN;
+        dx = dev(x, n * 4);
+        du = dev(u, n * 4);
+        dm = dev(NULL, cap);
+        /* the host's: cpu_momentum, then the mask where the message went */
+        for (size_t i = 0; i < n && applied; i++)
+            applied = isfinite(x[i]);
+        for (size_t i = 0; i < n && applied; i++) {
+            float v = mom * u[i];
+            u[i] = v + x[i];
+            x[i] = u[i];
+        }
+        a.in = x;
+        a.n = n2;
+        if (hp_msg_encode(t.kind, &a, cm, cap, &clen, &nf) != HP_OK || nf) {
+            FAILF("sparse: cpu encode failed");
+            goto next;
+        }
+        for (size_t j = 0; applied && j < (clen - HP_MSG_HEADER) / 8; j++) {
+            uint32_t i;
+            memcpy(&i, cm + HP_MSG_HEADER + 8 * j, 4);
+            u[i] = 0.0f;
+        }
+        e.in = dx;
+        e.mask = du;
+        w0 = host_waits();
+        if (g->momentum_q(cx, du, dx, mom, n) != HP_GPU_OK ||
+            g->encode_msg(cx, &e, (uint32_t)t.kind, dm, cap) != HP_GPU_OK) {
+            FAILF("sparse: momentum_q or encode_msg failed: %s", g->base.last_error());
+            goto next;
+        }
+        if (host_waits() != w0)
+            FAILF("sparse: %llu host waits in momentum_q and encode_msg", host_waits() - w0);
+        if (g->sync(cx, &bad) != HP_GPU_OK || bad)
+            FAILF("sparse: sync after momentum_q (bad %d)", bad);
+        back(hm, dm, cap);
+        if (hp_msg_len(hm, cap) != clen || memcmp(hm, cm, clen) != 0)
+            FAILF("sparse: momentum %s: the device message differs from the cpu's", nan ? "not applied" : "applied");
+        back(tmp, du, n * 4);
+        if (!same_bits(u, tmp, n, &at))
+            FAILF("sparse: momentum %s: u[%zu] cpu %a gpu %a", nan ? "not applied" : "applied", at, u[at], tmp[at]);
+        back(tmp, dx, n * 4);
+        if (!same_bits(x, tmp, n, &at))
+            FAILF("sparse: momentum %s: buf[%zu] cpu %a gpu %a", nan ? "not applied" : "applied", at, x[at], tmp[at]);
+next:
+        g->dev_free(&where, dx);
+        g->dev_free(&where, du);
+        g->dev_free(&where, dm);
+    }
+out:
+    free(x); free(u); free(o0); free(o); free(tmp); free(cm); free(hm);
 }
 
 /* NAME is in --only's list (or there is no list) */
@@ -779,6 +896,8 @@ int main(int argc, char **argv)
     }
     if (selected("q4"))
         release_run();
+    if (selected("graddrop"))
+        sparse_run();
     if (selected("ops")) {
         buffer_ops(100003);
         divide_ops(100003);

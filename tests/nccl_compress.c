@@ -817,7 +817,21 @@ static uint16_t narrow16(float v, int f16)
  * event gives wrong bits), with the same NCCL calls as the host-synchronous
  * form: the algorithm's groups on the caller's stream, then the failure
  * agreement (one int64). */
-static void async_bits(const char *comp, const char *algo, const char *rounding, size_t n, int calls)
+/* k's value of key set to val (appended when k has none). */
+static void kv_set(kv_t *k, const char *key, const char *val)
+{
+    int i = 0;
+    while (k->kv[i] != NULL && strcmp(k->kv[i], key) != 0)
+        i += 2;
+    if (k->kv[i] == NULL)
+        k->kv[i + 2] = NULL;
+    k->kv[i] = key;
+    k->kv[i + 1] = val;
+}
+
+/* (key, val: one setting more, or NULL) */
+static void async_bits(const char *comp, const char *algo, const char *rounding, size_t n, int calls,
+                       const char *key, const char *val)
 {
     kv_t k = case_kv(comp, algo);
     MPI_Comm mc;
@@ -826,13 +840,10 @@ static void async_bits(const char *comp, const char *algo, const char *rounding,
     float *rh = malloc(n * sizeof(float)), *rd = malloc(n * sizeof(float));
     void *d = dev(n);
     char label[96];
-    int i = 0;
 
-    while (k.kv[i] != NULL)
-        i += 2;
-    k.kv[i] = "HIPRESS_Q_ROUNDING";
-    k.kv[i + 1] = rounding;
-    k.kv[i + 2] = NULL;
+    kv_set(&k, "HIPRESS_Q_ROUNDING", rounding);
+    if (key != NULL)
+        kv_set(&k, key, val);
     mc = mpi_comm(&k);
     nccl_apply(nc, &k);
     for (int t = 0; t < calls; t++) {
@@ -840,7 +851,9 @@ static void async_bits(const char *comp, const char *algo, const char *rounding,
         unsigned long long w0, w;
         ncclResult_t rcn;
         size_t diff = n;
-        snprintf(label, sizeof(label), "stream-ordered %s/%s (%s) call %d", comp, algo, rounding, t);
+        snprintf(label, sizeof(label), "stream-ordered %s/%s (%s%s%s%s%s) call %d", comp, algo, rounding,
+                 key != NULL ? ", " : "", key != NULL ? key + 8 : "", key != NULL ? "=" : "",
+                 key != NULL ? val : "", t);
         for (size_t j = 0; j < n; j++)
             h[j] = grad_val(rank, t, j);
         if (t == 1 && rank == size - 1)
@@ -1043,14 +1056,29 @@ static void case_async(void)
     static const char *const algos[] = {"ring", "ps", "allgather", "tree"};
     for (size_t c = 0; c < sizeof(comps) / sizeof(comps[0]); c++)
         for (size_t a = 0; a < sizeof(algos) / sizeof(algos[0]); a++) {
-            async_bits(comps[c], algos[a], "nearest", 40003, 3);
+            async_bits(comps[c], algos[a], "nearest", 40003, 3, NULL, NULL);
             if (comps[c][0] == 'q')
-                async_bits(comps[c], algos[a], "stochastic", 40003, 3);
+                async_bits(comps[c], algos[a], "stochastic", 40003, 3, NULL, NULL);
         }
+    /* the sparse formats: graddrop; graddrop dense enough that the ps
+     * owner's sums (and ring's later hops) go as the dense fallback
+     * (a density of N x 0.3); dgc with its warm-up (the first call at 25%)
+     * and momentum correction (0.5: call 1's NaN leaves that rank's
+     * momentum unapplied and unmasked, which shows in calls 2 and 3), and
+     * without it */
+    for (size_t a = 0; a < sizeof(algos) / sizeof(algos[0]); a++) {
+        async_bits("graddrop", algos[a], "nearest", 40003, 3, NULL, NULL);
+        async_bits("graddrop", algos[a], "nearest", 40003, 3, "HIPRESS_SPARSE_RATIO", "0.3");
+        async_bits("dgc", algos[a], "nearest", 40003, 4, NULL, NULL);
+        async_bits("dgc", algos[a], "nearest", 40003, 4, "HIPRESS_DGC_MOMENTUM", "0");
+    }
     async_corrupt("onebit", "allgather");
     async_corrupt("q4", "ring");
     async_corrupt("fp16", "ps");
+    async_corrupt("graddrop", "ring");
+    async_corrupt("graddrop", "ps");
     async_corrupt("q8", "tree");
+    async_corrupt("graddrop", "tree");
     /* 16-bit calls, stream-ordered */
     async_half("fp16", "ring", ncclFloat16, 1);
     async_half("fp16", "ps", ncclFloat16, 0);
@@ -1062,6 +1090,8 @@ static void case_async(void)
     async_half("fp16", "tree", ncclFloat16, 0);
     async_half("terngrad", "tree", ncclBfloat16, 1);
     async_half("q4", "tree", ncclBfloat16, 0);
+    async_half("graddrop", "ring", ncclBfloat16, 1);
+    async_half("dgc", "tree", ncclFloat16, 0);
 }
 
 /* ------------------------------------------- staging buffers */

@@ -136,7 +136,7 @@ hp_status_t hp_mem_end(hp_mem_t *m);
  * the device backend, no codec context) with the call unchanged. */
 hp_status_t hp_mem_device_msgs(hp_mem_t *m, void *(*msg_alloc)(void *ctx, size_t bytes), void *ctx);
 /* Whether compressor `kind` with parameters p has a device message (the
- * dense fixed-length formats): 1 or 0. */
+ * dense fixed-length formats, graddrop, dgc): 1 or 0. */
 int hp_mem_device_msgs_format(int kind, const hipress_comp_params_t *p);
 
 /* 1 on the device backend. */

@@ -261,16 +261,18 @@ typedef struct hp_gpu_ops_v2 {
      * doc/gpu.md "Messages in device memory").  Nothing here waits on the
      * host once the codec context's workspace has grown.
      * encode_msg: the message hp_msg_encode writes (header of kind `kind`,
-     * payload) at dmsg, device memory of cap bytes, for formats of fixed
-     * length (HP_GPU_ERR_UNSUPPORTED for graddrop, dgc); NaN or Inf in the
-     * input gives the NaN message (the residual and state untouched), never
-     * one with exceptions. */
+     * payload) at dmsg, device memory of cap bytes (at least the header and
+     * e->fmt.payload, the format's largest; graddrop's and dgc's length,
+     * their pair count, is written into the header on the device); NaN or
+     * Inf in the input gives the NaN message (the residual and state
+     * untouched), never one with exceptions. */
     int (*encode_msg)(void *cx, const hp_gpu_enc_t *e, uint32_t kind, void *dmsg, size_t cap);
     /* decode_msg: check the message at dmsg (device, cap bytes) on the
      * device and decode it into dst (added when d->accumulate): the NaN
-     * message gives NaN; a rejected one (malformed, an error message, the
-     * dense fallback `none`, exceptions) sets the sticky flag (bad_word;
-     * sync and call_end report it) and leaves dst unspecified. */
+     * message gives NaN; a rejected one (malformed, an error message,
+     * exceptions, the dense fallback `none` for a dense format: graddrop's
+     * and dgc's decoder takes it, as the host's does) sets the sticky flag
+     * (bad_word; sync and call_end report it) and leaves dst unspecified. */
     int (*decode_msg)(void *cx, const hp_gpu_dec_t *d, uint32_t kind, const void *dmsg, size_t cap, float *dst);
     /* The device address of the sticky flag (a uint32, HP_K_F_BAD = 8 when
      * set), valid for the call. */
@@ -293,6 +295,13 @@ typedef struct hp_gpu_ops_v2 {
     /* dst[i] = dst[i] / d (a float division: the host's ncclAvg divide,
      * the same bits), in stream order. */
     int (*divide)(void *cx, float *dst, size_t n, float d);
+    /* Appended with the sparse formats' stream-ordered calls: momentum's
+     * u = m u + buf; buf = u, unless buf holds NaN or Inf, in stream
+     * order with no wait.  Whether it was applied stays on the device,
+     * where every later encode of the call that zeroes a mask (dgc's
+     * momentum masking) reads it: no masking where it was not, as the
+     * host's momentum (which answers *applied_p after a wait) gives. */
+    int (*momentum_q)(void *cx, float *u, float *buf, float m, size_t n);
 } hp_gpu_ops_v2_t;
 
 /* hp_gpu_ops_v2_t.convert's directions. */

@@ -31,16 +31,20 @@ int hp_mem_device_msgs_format(int kind, const hipress_comp_params_t *p)
 {
     hp_gpu_fmt_t f;
     const hp_comp_t *c = kind >= 0 ? hp_comp_get(kind) : NULL;
-    /* a sparse format's length depends on the data; a plugin has no
-     * device format; the dense fallback and dgc's mask need the host */
-    if (c == NULL || (c->flags & HIPRESS_COMP_SPARSE) || hp_comp_is_collective(kind))
+    /* a plugin has no device format; a collective compressor no message.
+     * A sparse format's length is written on the device (its capacity, the
+     * format's largest, is the host's), and its dense fallback is the
+     * host's choice from the message's length and density; dgc's momentum
+     * is applied, and its masking gated, on the device (dm_momentum). */
+    if (c == NULL || hp_comp_is_collective(kind))
         return 0;
     return hp_comp_gpu_fmt(kind, p, 1024, 0, &f) == HP_OK;
 }
 
 /* The message of a->in[0..n) at out (device memory, cap bytes); its length
- * is the format's, known on the host (the NaN message, shorter, is made on
- * the device and sent with the same capacity). */
+ * is the format's largest, known on the host (the NaN message and a sparse
+ * format's, shorter, are made on the device and sent with the same
+ * capacity). */
 static hp_status_t dm_encode(hp_mem_t *m, int kind, hipress_encode_args_t *a, hp_src_t src, float *mask,
                              void *out, size_t cap, size_t *len_p, int *nonfinite_p, size_t *except_p)
 {
@@ -53,8 +57,6 @@ static hp_status_t dm_encode(hp_mem_t *m, int kind, hipress_encode_args_t *a, hp
     *nonfinite_p = 0;   /* known on the device only */
     if (m->cx == NULL)
         return m->err != HP_OK ? m->err : HP_ERR_DEVICE;
-    if (mask != NULL)
-        return HP_ERR_UNSUPPORTED;   /* dgc: a sparse format, never here */
     memset(&e, 0, sizeof(e));
     st = hp_comp_gpu_fmt(kind, a->params, a->n, a->k, &e.fmt);
     if (st != HP_OK) {
@@ -65,6 +67,7 @@ static hp_status_t dm_encode(hp_mem_t *m, int kind, hipress_encode_args_t *a, hp
     e.in = a->in;
     e.residual = a->residual;
     e.state = a->state;
+    e.mask = mask;   /* zeroed on the device where sent, if the momentum was applied */
     e.n = a->n;
     e.rng_key = hp_rng_key(a->rng_key);
     e.rng_offset = a->rng_offset;
@@ -100,6 +103,21 @@ static hp_status_t dm_decode(hp_mem_t *m, int kind, const void *msg, size_t len,
         return gpu_status(rc);
     }
     return HP_OK;
+}
+
+/* dgc's momentum correction in stream order: applied on the device where
+ * this rank's range is finite, and "applied" for the host, so the call
+ * keeps u as its mask; the device gates every masking of the call on
+ * whether it was (the host's choice after a wait, made there). */
+static int dm_momentum(hp_mem_t *m, float *u, float *buf, float mom, size_t n)
+{
+    if (m->cx == NULL || g2()->momentum_q(m->cx, u, buf, mom, n) != HP_GPU_OK) {
+        HP_WARN("gpu: dgc's momentum on the device: %s", g2()->base.last_error());
+        if (m->err == HP_OK)
+            m->err = HP_ERR_DEVICE;
+        return 0;
+    }
+    return 1;
 }
 
 /* The own-data check of a merge is not made: the device encoder gives the
@@ -161,6 +179,7 @@ static void devmsg_init(void)
     devmsg_ops.encode = dm_encode;
     devmsg_ops.decode = dm_decode;
     devmsg_ops.nonfinite = dm_nonfinite;
+    devmsg_ops.momentum = dm_momentum;
     devmsg_ops.msg_len = dm_msg_len;
     devmsg_ops.msg_error = dm_msg_error;
     devmsg_ops.msg_nonfinite = dm_msg_nonfinite;

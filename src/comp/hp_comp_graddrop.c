@@ -49,6 +49,7 @@ hp_status_t hp_sparse_gpu_fmt(const hipress_comp_params_t *p, size_t n, size_t k
     f->block = (uint32_t)G;
     f->iarg[0] = (uint32_t)hp_sparse_k(G, 0, p);
     f->iarg[1] = n % G ? (uint32_t)hp_sparse_k(n % G, 0, p) : 0;
+    f->iarg[2] = (uint32_t)hp_kind_none;   /* the dense fallback's kind: a device decoder takes it */
     f->payload = hp_sparse_max_payload(n, p);
     return HP_OK;
 }

@@ -1,8 +1,9 @@
 /*
  * Device-side endings of the NCCL front end's compressed ncclAllReduce
  * (hp_nccl_async.h).  A stream-ordered call (HIPRESS_NCCL_ASYNC=auto, a
- * steady-state float32, float16 or bfloat16 call of a dense format with
- * ring, ps, allgather or tree) ends
+ * steady-state float32, float16 or bfloat16 call of a format with device
+ * messages -- the dense ones, graddrop, dgc -- with ring, ps, allgather or
+ * tree) ends
  * without the host knowing its outcome: the failure agreement's value is
  * built on the device from this rank's local failure (known on the host)
  * and the codec's sticky flag (a message rejected on the device), reduced
