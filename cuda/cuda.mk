@@ -24,7 +24,8 @@ if HP_NCCL
 # the NCCL interposition and front end, in both libraries
 HP_NCCL_FRONT_SOURCES = mpi_wrappers/hp_nccl_wrap.c src/front/hp_front_nccl.h src/front/hp_front_nccl.c \
 	src/front/hp_nccl_elem.h src/front/hp_nccl_elem.c src/front/hp_nccl_async.h src/front/hp_nccl_async.c \
-	src/front/hp_nccl_ctx.h src/front/hp_nccl_ctx.c
+	src/front/hp_nccl_ctx.h src/front/hp_nccl_ctx.c \
+	src/front/hp_nccl_form.h src/front/hp_nccl_form.c src/front/hp_nccl_verify.h src/front/hp_nccl_verify.c
 libhipress_la_SOURCES += $(HP_NCCL_FRONT_SOURCES)
 # The NCCL-only library for jobs without MPI (torchrun): the same NCCL
 # interposition and front end over libhpbase.la, the core without the MPI

@@ -8,12 +8,12 @@
  */
 #include "hp_state.h"
 #include "hp_call_setup.h"
+#include "hp_verify.h"
 #include "hp_backend_mpi.h"
 #include "hp_algo.h"
 #include "hp_comp.h"
 #include "hp_ops.h"
 #include "hp_watchdog.h"
-#include <math.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,38 +28,6 @@ static void *scratch_cb(void *ctx, size_t bytes)
         return NULL;
     }
     return hp_comm_scratch(cs, bytes);
-}
-
-/* ------------------------------------------------------------- verify */
-
-/* HIPRESS_VERIFY: relative error against the exact sum and cross-rank identity. */
-static void verify_result(hp_comm_state_t *cs, const float *exact, const float *got, size_t n)
-{
-    double num = 0, den = 0, rel;
-    int64_t h[2];
-    int same;
-
-    for (size_t i = 0; i < n; i++) {
-        double d = (double)got[i] - (double)exact[i];
-        num += d * d;
-        den += (double)exact[i] * (double)exact[i];
-    }
-    rel = den > 0 ? sqrt(num / den) : sqrt(num);
-    /* identical everywhere when max(h) = ~max(~h) = min(h) (the transport's
-     * agreement; ~ reverses the order of signed integers too) */
-    h[0] = (int64_t)hp_hash_bytes(HP_HASH_INIT, got, n * sizeof(float));
-    h[1] = ~h[0];
-    same = hp_tp_agree(cs->tp_priv, HP_TP_INT64, h, 2, "the verification's identity check") == HP_OK &&
-           h[0] == ~h[1];
-    atomic_fetch_add_explicit(&hp_g.stats.verify_calls, 1, memory_order_relaxed);
-    if (!same)
-        atomic_fetch_add_explicit(&hp_g.stats.verify_mismatch, 1, memory_order_relaxed);
-    pthread_mutex_lock(&hp_g.stats.stats_lock);
-    if (!(rel <= hp_g.stats.max_rel_err))
-        hp_g.stats.max_rel_err = rel;
-    pthread_mutex_unlock(&hp_g.stats.stats_lock);
-    HP_INFO("verify: %zu elements, relative error %.3g, identical on all ranks: %s", n, rel,
-            same ? "yes" : "NO");
 }
 
 /* ------------------------------------------------------------- driver */
@@ -595,7 +563,7 @@ static void call_complete(mpi_call_t *mc)
         if (got != NULL && got != mc->recvbuf)
             mc->mem.ops->copy(&mc->mem, got, mc->recvbuf, mc->count * sizeof(float));
         if (got != NULL)
-            verify_result(cs, mc->exact, got, mc->count);
+            hp_verify_report(cs->tp_priv, mc->exact, got, mc->count);
         if (got != mc->recvbuf)
             free(got);
     }

@@ -40,14 +40,17 @@
  * error messages), fails the call on every rank alike: the result is NaN
  * everywhere, the call returns ncclSuccess (a host-synchronous one with a
  * warning).  An error NCCL itself returns is returned to the caller (the
- * result is then NaN on this rank).  The interposition itself is
- * mpi_wrappers/hp_nccl_wrap.c.
+ * result is then NaN on this rank).  Staging buffers' form:
+ * hp_nccl_form.h; HIPRESS_VERIFY: hp_nccl_verify.h.  The interposition
+ * itself is mpi_wrappers/hp_nccl_wrap.c.
  */
 #define _GNU_SOURCE
 #include "hp_front_nccl.h"
 #include "hp_nccl_elem.h"
 #include "hp_nccl_async.h"
 #include "hp_nccl_ctx.h"
+#include "hp_nccl_form.h"
+#include "hp_nccl_verify.h"
 #include "hp_algo.h"
 #include "hp_backend.h"
 #include "hp_call_setup.h"
@@ -73,6 +76,7 @@ struct hp_nccl_cstate {
     unsigned long long   ncalls;     /* compressed calls (the algorithms' call number) */
     hp_nccl_dbuf_t       msgs;       /* device memory of the messages (and the agreements) */
     hp_nccl_dbuf_t       wide;       /* float32 copy of a 16-bit call's data */
+    hp_nccl_form_t       form;       /* HIPRESS_STAGING_FORM's codecs and verdicts */
     int                  warned;
 };
 
@@ -156,6 +160,7 @@ static int agree(hp_nccl_cstate_t *cs, const hp_config_t *cfg, hp_nccl_ctx_t *t,
     cs->layout = (int)hp_cfg_i(cfg, HP_S_EF_LAYOUT);
     hp_params_from_config(cfg, &cs->params);
     cs->sum_base = hp_comp_sum_kind(kind, (int)hp_cfg_i(cfg, HP_S_SUM_CODEC), &cs->params);
+    hp_nccl_form_setup(&cs->form, cfg, kind, cs->sum_base, &cs->params);
     memset(&cs->planner, 0, sizeof(cs->planner));
     if (cs->res == NULL)
         cs->res = hp_residual_create((size_t)hp_cfg_i(cfg, HP_S_RESIDUAL_MAX_MB) << 20);
@@ -178,15 +183,15 @@ static int agree(hp_nccl_cstate_t *cs, const hp_config_t *cfg, hp_nccl_ctx_t *t,
 
 /* One call's plan, as the MPI path plans (src/front/hp_call.c plan_comm):
  * one flat communicator (the NCCL transport), device memory. */
-static void plan_comm(hp_nccl_cstate_t *cs, const hp_config_t *cfg, hp_transport_t *tp, hp_mem_t *mem,
-                      hp_plan_comm_t *pc)
+static void plan_comm(hp_nccl_cstate_t *cs, const hp_nccl_codecs_t *cc, const hp_config_t *cfg, hp_transport_t *tp,
+                      hp_mem_t *mem, hp_plan_comm_t *pc)
 {
     memset(pc, 0, sizeof(*pc));
     pc->cfg = cfg;
-    pc->kind = cs->kind;
-    pc->sum_kind = cs->sum_base;
-    pc->params = &cs->params;
-    pc->form = 0;
+    pc->kind = cc->kind;
+    pc->sum_kind = cc->sum_kind;
+    pc->params = cc->params;
+    pc->form = cc->form;
     pc->rank = cs->rank;
     pc->size = cs->size;
     pc->hier_avail = 0;
@@ -249,13 +254,15 @@ static int run_call(hp_nccl_cstate_t *cs, const hp_config_t *cfg, hp_nccl_ctx_t 
     hipress_comp_params_t cparams;
     hp_transport_t tp;
     hp_plan_comm_t pc;
-    hp_plan_t plan;
+    hp_plan_t plan = {.compress = 0};
     hp_plan_slot_t *explore = NULL;
     hp_call_t call;
     hp_mem_t mem;
+    hp_nccl_codecs_t cc;
+    hp_nccl_verify_t vf;
     hp_res_buf_t *rb;
     hp_status_t st, ms;
-    int staging = 0, sum_kind, agreed_ok = 0, narrowed_bad = 0, async, joined, agreed = 0;
+    int sum_kind, agreed_ok = 0, narrowed_bad = 0, async, joined, agreed = 0, verdict;
     double t0 = hp_now();
     /* the data the algorithms reduce (float32): the user's receive buffer,
      * or for a 16-bit call a float copy that is narrowed into it at the
@@ -297,13 +304,16 @@ static int run_call(hp_nccl_cstate_t *cs, const hp_config_t *cfg, hp_nccl_ctx_t 
         }
         sendbuff = recvbuff;
     }
-    plan_comm(cs, cfg, &tp, &mem, &pc);
-    st = hp_plan_for(&cs->planner, &pc, count, &plan, &explore);
+    /* the codecs (a staging buffer's form), then the plan keyed by them */
+    verdict = hp_nccl_form_call(&cs->form, cs->res, t, &tp, user_recv, count, cs->kind, cs->sum_base, &cs->params,
+                                &cc);
+    plan_comm(cs, &cc, cfg, &tp, &mem, &pc);
+    st = verdict < 0 ? HP_ERR_MPI : verdict ? HP_OK : hp_plan_for(&cs->planner, &pc, count, &plan, &explore);
     if (st != HP_OK) {
         hp_mem_end(&mem);
         hp_tp_fini(&tp);
-        if (t->err != ncclSuccess) {
-            *rc_p = t->err;
+        if (t->err != ncclSuccess || verdict < 0) {
+            *rc_p = t->err != ncclSuccess ? t->err : ncclUnhandledCudaError;
             return 1;
         }
         if (!(cs->warned & 2) && cs->rank == 0)
@@ -318,7 +328,7 @@ static int run_call(hp_nccl_cstate_t *cs, const hp_config_t *cfg, hp_nccl_ctx_t 
             st = plain_call(cs, t, &mem, sendbuff, recvbuff, user_recv, count, avg);
         if (hp_nccl_narrow_end(&mem, recvbuff, user_recv, count, elem) != 0 && st == HP_OK)
             st = HP_ERR_DEVICE;
-        atomic_fetch_add_explicit(&hp_g.stats.plan_plain, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(verdict ? &hp_g.stats.form_exact : &hp_g.stats.plan_plain, 1, memory_order_relaxed);
         if (explore != NULL && st == HP_OK)
             report_plan(&pc, explore, t0, count);
         hp_tp_fini(&tp);
@@ -327,19 +337,13 @@ static int run_call(hp_nccl_cstate_t *cs, const hp_config_t *cfg, hp_nccl_ctx_t 
     }
     /* the sum codec where the algorithm has an owner stage (ps), else the
      * worker's (as the MPI path) */
-    sum_kind = plan.sum != NULL ? cs->sum_base : cs->kind;
-    rb = hp_call_buffer_state(cs->res, &mem, user_recv, count, hp_call_keeps_state(cs->kind, sum_kind), cs->layout,
-                              &staging);
-    if (staging && !(cs->warned & 1)) {
-        cs->warned |= 1;
-        HP_WARN("nccl: the buffer at %p is reduced with more than one element count: error feedback is off "
-                "for it (doc/usage.md, 'Error feedback and buffer layouts')", user_recv);
-    }
-    hp_call_params_for(cs->kind, &cs->params, rb, &cparams);
+    sum_kind = plan.sum != NULL ? cc.sum_kind : cc.kind;
+    rb = hp_nccl_form_buffer(&cs->form, cs->res, &mem, user_recv, count, &cc, sum_kind);
+    hp_call_params_for(cc.kind, cc.params, rb, &cparams);
     /* stream-ordered: a steady-state call of a dense format (the same
      * choice on every rank: agreed settings and plan) */
     async = async && mem.cx != NULL && mem.err == HP_OK &&
-            hp_nccl_async_plan(plan.algo, explore != NULL, cs->kind, sum_kind, &cparams);
+            hp_nccl_async_plan(plan.algo, explore != NULL, cc.kind, sum_kind, &cparams);
     if (async) {
         t->cx = mem.cx;
         hp_tp_fini(&tp);
@@ -362,9 +366,11 @@ static int run_call(hp_nccl_cstate_t *cs, const hp_config_t *cfg, hp_nccl_ctx_t 
     call.err = mem.err;
     if (call.err == HP_OK && sendbuff != recvbuff)
         mem.ops->copy(&mem, recvbuff, sendbuff, count * sizeof(float));
+    hp_nccl_verify_begin(&vf, cfg, &mem, recvbuff, count, avg, cs->size, t);
+    hp_nccl_form_fold(&cc, cs->res, cs->layout, &mem, user_recv, (float *)recvbuff, count);
     {
         hp_call_env_t env = {
-            .tp = &tp, .mem = &mem, .kind = cs->kind, .sum_kind = sum_kind, .params = &cparams, .res = cs->res,
+            .tp = &tp, .mem = &mem, .kind = cc.kind, .sum_kind = sum_kind, .params = &cparams, .res = cs->res,
             .rb = rb, .seed = (uint64_t)hp_cfg_i(cfg, HP_S_SEED), .call_no = cs->ncalls,
             .corrupt = hp_cfg_i(cfg, HP_S_TEST_CORRUPT) == cs->rank,
         };
@@ -423,6 +429,7 @@ static int run_call(hp_nccl_cstate_t *cs, const hp_config_t *cfg, hp_nccl_ctx_t 
      * already its NaN on every rank: only a narrow that could not be made,
      * or an error of the end's wait after a call that succeeded, is the
      * narrowing's) */
+    hp_nccl_verify_end(&vf, &tp, &mem, recvbuff, count, agreed_ok);
     narrowed_bad = hp_nccl_narrow(&mem, recvbuff, user_recv, count, elem) != 0;
     narrowed_bad |= hp_mem_end(&mem) != HP_OK && st == HP_OK && elem != HP_NCCL_ELEM_F32;
 counted:

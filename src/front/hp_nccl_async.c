@@ -58,8 +58,9 @@ hp_status_t hp_nccl_divide(hp_mem_t *m, float *recv, size_t count, int N)
 int hp_nccl_async_candidate(const hp_config_t *cfg, int elem)
 {
     /* (a 16-bit call is widened after the codec's streams joined the
-     * caller's, and narrowed before they are released to it) */
-    return hp_cfg_i(cfg, HP_S_NCCL_ASYNC) == HP_NCCL_ASYNC_AUTO &&
+     * caller's, and narrowed before they are released to it; a verified
+     * call, HIPRESS_VERIFY, compares on the host) */
+    return hp_cfg_i(cfg, HP_S_NCCL_ASYNC) == HP_NCCL_ASYNC_AUTO && !hp_cfg_i(cfg, HP_S_VERIFY) &&
            (elem == HP_NCCL_ELEM_F32 || elem == HP_NCCL_ELEM_F16 || elem == HP_NCCL_ELEM_BF16);
 }
 

@@ -19,9 +19,10 @@ hp_status_t hp_nccl_divide(hp_mem_t *m, float *recv, size_t count, int N);
 /* Whether a call may be stream-ordered before its plan is known, from
  * what every rank has alike (the agreed settings, the call's element
  * type): HIPRESS_NCCL_ASYNC=auto, float32, float16 or bfloat16 (elem:
- * HP_NCCL_ELEM_*; ncclSum or ncclAvg).  A candidate's input is not waited
- * for: the codec's streams are joined to the caller's stream before
- * anything reads it (a 16-bit call's widen included). */
+ * HP_NCCL_ELEM_*; ncclSum or ncclAvg), not verified (HIPRESS_VERIFY).  A
+ * candidate's input is not waited for: the codec's streams are joined to
+ * the caller's stream before anything reads it (a 16-bit call's widen
+ * included). */
 int hp_nccl_async_candidate(const hp_config_t *cfg, int elem);
 
 /* With its plan: compressed, not exploring, ring, ps, allgather or tree
