@@ -6,6 +6,7 @@
  * memory and communicator state come from.
  */
 #include "hp_call_setup.h"
+#include "hp_comp.h"
 #include <string.h>
 
 void *hp_call_mem_scratch(void *ctx, size_t bytes)
@@ -99,4 +100,23 @@ void hp_call_prepare(hp_call_t *call, const hp_call_env_t *env, float *recvbuf, 
     call->call_no = env->call_no;
     call->corrupt = env->corrupt;
     call->kill = env->kill;
+}
+
+void hp_call_form_codecs(const hp_config_t *cfg, int kind, int sum_kind, const hipress_comp_params_t *params,
+                         hipress_comp_params_t *fparams, int *fkind, int *fsum_kind)
+{
+    /* HIPRESS_STAGING_CODEC: q2, q4, q8 in the order of its list.  An
+     * owner's sum in the form is re-encoded without a residual too, so a
+     * dense q sum codec coarser than the staging codec is raised to it
+     * (terngrad's q2: its ps lost 3 to 8 points more than allgather on
+     * MNIST-1D in a fusion buffer, doc/accuracy.md) */
+    static const char *dense[] = {"q2", "q4", "q8"};
+    int dq_i = (int)hp_cfg_i(cfg, HP_S_STAGING_CODEC), dq = hp_comp_find(dense[dq_i]);
+
+    hp_comp_unbiased_params(params, fparams);
+    *fkind = hp_comp_unbiased_kind(kind, fparams, dq);
+    *fsum_kind = hp_comp_unbiased_kind(sum_kind, fparams, dq);
+    for (int i = 0; i < dq_i; i++)
+        if (*fsum_kind == hp_comp_find(dense[i]))
+            *fsum_kind = dq;
 }

@@ -44,6 +44,13 @@ void hp_call_params_for(int kind, const hipress_comp_params_t *params, const hp_
  * per-buffer state (error feedback in either, or momentum). */
 int hp_call_keeps_state(int kind, int sum_kind);
 
+/* The codecs of the residual-free form (HIPRESS_STAGING_FORM=unbiased) of
+ * worker codec `kind` and sum codec `sum_kind` under cfg's
+ * HIPRESS_STAGING_CODEC: its parameters (*fparams), worker (*fkind) and sum
+ * codec (*fsum_kind).  Shared by both fronts, so they resolve alike. */
+void hp_call_form_codecs(const hp_config_t *cfg, int kind, int sum_kind, const hipress_comp_params_t *params,
+                         hipress_comp_params_t *fparams, int *fkind, int *fsum_kind);
+
 /* hp_call_t.scratch for a memory whose backend has message memory of its
  * own (page-locked on the device backend): ctx is the call's hp_mem_t. */
 void *hp_call_mem_scratch(void *ctx, size_t bytes);

@@ -20,20 +20,11 @@
 void hp_nccl_form_setup(hp_nccl_form_t *f, const hp_config_t *cfg, int kind, int sum_kind,
                         const hipress_comp_params_t *params)
 {
-    /* HIPRESS_STAGING_CODEC: q2, q4, q8 in the order of its list; a dense q
-     * sum codec coarser than it is raised to it (as hp_comm_state_refresh) */
-    static const char *dense[] = {"q2", "q4", "q8"};
-    int dq_i = (int)hp_cfg_i(cfg, HP_S_STAGING_CODEC), dq = hp_comp_find(dense[dq_i]);
-
     f->mode = (int)hp_cfg_i(cfg, HP_S_STAGING_FORM);
     f->layout = (int)hp_cfg_i(cfg, HP_S_EF_LAYOUT);
     f->need = f->mode != HP_NCCL_FORM_BIASED && hp_call_keeps_state(kind, sum_kind);
-    hp_comp_unbiased_params(params, &f->params);
-    f->kind = hp_comp_unbiased_kind(kind, &f->params, dq);
-    f->sum_kind = hp_comp_unbiased_kind(sum_kind, &f->params, dq);
-    for (int i = 0; i < dq_i; i++)
-        if (f->sum_kind == hp_comp_find(dense[i]))
-            f->sum_kind = dq;
+    /* (resolved as the MPI path resolves them) */
+    hp_call_form_codecs(cfg, kind, sum_kind, params, &f->params, &f->kind, &f->sum_kind);
 }
 
 /* This rank's view of kept count c: it keeps no residual for it (a

@@ -8,6 +8,7 @@
 #include "hp_tp_mpi.h"
 #include "hp_algo.h"
 #include "hp_comp.h"
+#include "hp_call_setup.h"
 #include "hp_watchdog.h"
 #include "hp_topo.h"
 #include <ctype.h>
@@ -190,21 +191,8 @@ hp_status_t hp_comm_state_refresh(hp_comm_state_t *cs, char *err, size_t errlen)
     hp_params_from_config(&cs->cfg, &cs->params);
     cs->sum_kind = hp_comp_sum_kind(kind, (int)hp_cfg_i(&cs->cfg, HP_S_SUM_CODEC), &cs->params);
     cs->staging_form = (int)hp_cfg_i(&cs->cfg, HP_S_STAGING_FORM);
-    hp_comp_unbiased_params(&cs->params, &cs->form_params);
-    {
-        /* HIPRESS_STAGING_CODEC: q2, q4, q8 in the order of its list.  An
-         * owner's sum in the form is re-encoded without a residual too, so
-         * a dense q sum codec coarser than the staging codec is raised to it
-         * (terngrad's q2: its ps lost 3 to 8 points more than allgather on
-         * MNIST-1D in a fusion buffer, doc/accuracy.md) */
-        static const char *dense[] = {"q2", "q4", "q8"};
-        int dq_i = (int)hp_cfg_i(&cs->cfg, HP_S_STAGING_CODEC), dq = hp_comp_find(dense[dq_i]);
-        cs->form_kind = hp_comp_unbiased_kind(kind, &cs->form_params, dq);
-        cs->form_sum_kind = hp_comp_unbiased_kind(cs->sum_kind, &cs->form_params, dq);
-        for (int i = 0; i < dq_i; i++)
-            if (cs->form_sum_kind == hp_comp_find(dense[i]))
-                cs->form_sum_kind = dq;
-    }
+    hp_call_form_codecs(&cs->cfg, kind, cs->sum_kind, &cs->params, &cs->form_params, &cs->form_kind,
+                        &cs->form_sum_kind);
     if (cs->res != NULL) {
         /* a communicator opted out passes its calls through untouched:
          * what it owed cannot be sent any more (counted) */
