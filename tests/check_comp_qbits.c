@@ -232,6 +232,55 @@ out:
 }
 END_TEST
 
+/* The vector min/max kernels reduce 32 elements as a tree: a block whose
+ * smallest (largest) value is a zero of both signs must still give the
+ * sign of each lane's first zero, as the generic lane steps do, for every
+ * (r, vout) combination and lengths around the 32-element groups. */
+START_TEST(test_ops_minmax_zero_ties)
+{
+    static const float lo_set[] = {0.0f, -0.0f, 0.5f, 2.0f}, hi_set[] = {0.0f, -0.0f, -0.5f, -2.0f};
+    static const size_t ns[] = {8, 31, 32, 33, 64, 96, 100, 2048};
+    const hp_ops_t *g = &hp_ops_generic, *v = hp_ops_avx2_table();
+    float *x = falloc(2100), *r = falloc(2100), *o1 = falloc(2100), *o2 = falloc(2100);
+    if (v == NULL)
+        goto out;
+    for (int side = 0; side < 2; side++) {
+        const float *set = side ? hi_set : lo_set;
+        for (size_t t = 0; t < HP_ARRAY_SIZE(ns); t++) {
+            for (uint64_t seed = 1; seed <= 40; seed++) {
+                const size_t n = ns[t];
+                rng_state = seed * 1000 + n;
+                for (size_t i = 0; i < n; i++) {
+                    /* mostly zeros, so ties of both signs fall in one lane */
+                    x[i] = set[next_u64() % (seed % 3 == 0 ? 4 : 2)];
+                    r[i] = next_u64() % 2 ? 0.0f : -0.0f;
+                }
+                for (int var = 0; var < 4; var++) {
+                    float mn1, mx1, mn2, mx2;
+                    uint32_t a1, a2;
+                    g->minmax_add(x, var & 2 ? r : NULL, n, var & 1 ? o1 : NULL, &mn1, &mx1, &a1);
+                    v->minmax_add(x, var & 2 ? r : NULL, n, var & 1 ? o2 : NULL, &mn2, &mx2, &a2);
+                    REQUIRE_MSG(hp_f2u(mn1) == hp_f2u(mn2) && hp_f2u(mx1) == hp_f2u(mx2) && a1 == a2,
+                                "n=%zu seed %d var %d: min %a/%a max %a/%a", n, (int)seed, var, mn1, mn2,
+                                mx1, mx2);
+                    if (var & 1)
+                        REQUIRE(!memcmp(o1, o2, 4 * n));
+                }
+                {
+                    float mn1, mx1, mn2, mx2;
+                    uint32_t a1, a2;
+                    g->minmax(x, n, &mn1, &mx1, &a1);
+                    v->minmax(x, n, &mn2, &mx2, &a2);
+                    REQUIRE(hp_f2u(mn1) == hp_f2u(mn2) && hp_f2u(mx1) == hp_f2u(mx2) && a1 == a2);
+                }
+            }
+        }
+    }
+out:
+    free(x); free(r); free(o1); free(o2);
+}
+END_TEST
+
 /* ------------------------------------------------------------ wire size */
 
 START_TEST(test_wire_sizes)
@@ -910,6 +959,7 @@ static Suite *suite(void)
     TCase *t = tcase_create("qbits");
     tcase_set_timeout(t, 300);
     tcase_add_test(t, test_ops_isa_identical);
+    tcase_add_test(t, test_ops_minmax_zero_ties);
     tcase_add_test(t, test_wire_sizes);
     tcase_add_test(t, test_grid_exact);
     tcase_add_test(t, test_bounds);

@@ -81,6 +81,30 @@ AVX2 static uint32_t v_absmax(const float *x, size_t n)
     return m;
 }
 
+/* Four vectors (32 elements, lane j holding elements j, j+8, j+16, j+24)
+ * into the lane minima, maxima and largest |v| bits.  A tree, so the chain
+ * on mn and mx is one min and one max per 32 elements instead of four (the
+ * loop was bound by that latency): each min keeps its first operand's
+ * earlier elements on a tie (minps: b unless a < b), so every lane ends on
+ * the first occurrence of its smallest value, as the one-vector loop and
+ * hp_ops_minmax_step do; a zero's sign is kept.  With a NaN the min and max
+ * may differ from the sequential form, but the absmax bits flag it and no
+ * caller uses them then. */
+AVX2 static inline __attribute__((always_inline)) void minmax32(__m256 v0, __m256 v1, __m256 v2, __m256 v3,
+                                                                __m256 *mn, __m256 *mx, __m256i *am)
+{
+    const __m256i absm = _mm256_set1_epi32(0x7fffffff);
+    const __m256 n01 = _mm256_min_ps(v1, v0), n23 = _mm256_min_ps(v3, v2);
+    const __m256 x01 = _mm256_max_ps(v1, v0), x23 = _mm256_max_ps(v3, v2);
+    const __m256i a01 = _mm256_max_epu32(_mm256_and_si256(_mm256_castps_si256(v0), absm),
+                                         _mm256_and_si256(_mm256_castps_si256(v1), absm));
+    const __m256i a23 = _mm256_max_epu32(_mm256_and_si256(_mm256_castps_si256(v2), absm),
+                                         _mm256_and_si256(_mm256_castps_si256(v3), absm));
+    *mn = _mm256_min_ps(_mm256_min_ps(n23, n01), *mn);
+    *mx = _mm256_max_ps(_mm256_max_ps(x23, x01), *mx);
+    *am = _mm256_max_epu32(*am, _mm256_max_epu32(a01, a23));
+}
+
 AVX2 static void v_minmax(const float *x, size_t n, float *min_p, float *max_p,
                           uint32_t *absmax_bits_p)
 {
@@ -91,7 +115,11 @@ AVX2 static void v_minmax(const float *x, size_t n, float *min_p, float *max_p,
         __m256 mn = _mm256_loadu_ps(l.mn), mx = _mm256_loadu_ps(l.mx);
         __m256i am = _mm256_setzero_si256();
         const __m256i absm = _mm256_set1_epi32(0x7fffffff);
-        for (size_t i = 0; i < n8; i += 8) {
+        size_t i = 0;
+        for (; i + 32 <= n8; i += 32)
+            minmax32(_mm256_loadu_ps(x + i), _mm256_loadu_ps(x + i + 8), _mm256_loadu_ps(x + i + 16),
+                     _mm256_loadu_ps(x + i + 24), &mn, &mx, &am);
+        for (; i < n8; i += 8) {
             __m256 v = _mm256_loadu_ps(x + i);
             mn = _mm256_min_ps(v, mn); /* v < mn ? v : mn */
             mx = _mm256_max_ps(v, mx);
@@ -120,7 +148,25 @@ AVX2 static void v_minmax_add(const float *x, const float *r, size_t n, float *v
         __m256 mn = _mm256_loadu_ps(l.mn), mx = _mm256_loadu_ps(l.mx);
         __m256i am = _mm256_setzero_si256();
         const __m256i absm = _mm256_set1_epi32(0x7fffffff);
-        for (size_t i = 0; i < n8; i += 8) {
+        size_t i = 0;
+        for (; i + 32 <= n8; i += 32) {
+            __m256 v0 = _mm256_loadu_ps(x + i), v1 = _mm256_loadu_ps(x + i + 8);
+            __m256 v2 = _mm256_loadu_ps(x + i + 16), v3 = _mm256_loadu_ps(x + i + 24);
+            if (r) {
+                v0 = _mm256_add_ps(v0, _mm256_loadu_ps(r + i));
+                v1 = _mm256_add_ps(v1, _mm256_loadu_ps(r + i + 8));
+                v2 = _mm256_add_ps(v2, _mm256_loadu_ps(r + i + 16));
+                v3 = _mm256_add_ps(v3, _mm256_loadu_ps(r + i + 24));
+            }
+            if (vout) {
+                _mm256_storeu_ps(vout + i, v0);
+                _mm256_storeu_ps(vout + i + 8, v1);
+                _mm256_storeu_ps(vout + i + 16, v2);
+                _mm256_storeu_ps(vout + i + 24, v3);
+            }
+            minmax32(v0, v1, v2, v3, &mn, &mx, &am);
+        }
+        for (; i < n8; i += 8) {
             __m256 v = _mm256_loadu_ps(x + i);
             if (r)
                 v = _mm256_add_ps(v, _mm256_loadu_ps(r + i));
