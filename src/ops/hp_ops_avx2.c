@@ -81,12 +81,22 @@ AVX2 static uint32_t v_absmax(const float *x, size_t n)
     return m;
 }
 
+/* One vector into the lane minima, maxima and largest |v| bits (minps and
+ * maxps keep the second operand, the running value, unless the first is
+ * strictly beyond it: hp_ops_minmax_step's order). */
+AVX2 static inline __attribute__((always_inline)) void minmax8(__m256 v, __m256 *mn, __m256 *mx, __m256i *am)
+{
+    *mn = _mm256_min_ps(v, *mn);
+    *mx = _mm256_max_ps(v, *mx);
+    *am = _mm256_max_epu32(*am, _mm256_and_si256(_mm256_castps_si256(v), _mm256_set1_epi32(0x7fffffff)));
+}
+
 /* Four vectors (32 elements, lane j holding elements j, j+8, j+16, j+24)
  * into the lane minima, maxima and largest |v| bits.  A tree, so the chain
  * on mn and mx is one min and one max per 32 elements instead of four (the
  * loop was bound by that latency): each min keeps its first operand's
  * earlier elements on a tie (minps: b unless a < b), so every lane ends on
- * the first occurrence of its smallest value, as the one-vector loop and
+ * the first occurrence of its smallest value, as minmax8 and
  * hp_ops_minmax_step do; a zero's sign is kept.  With a NaN the min and max
  * may differ from the sequential form, but the absmax bits flag it and no
  * caller uses them then. */
@@ -114,17 +124,12 @@ AVX2 static void v_minmax(const float *x, size_t n, float *min_p, float *max_p,
     if (n8) {
         __m256 mn = _mm256_loadu_ps(l.mn), mx = _mm256_loadu_ps(l.mx);
         __m256i am = _mm256_setzero_si256();
-        const __m256i absm = _mm256_set1_epi32(0x7fffffff);
         size_t i = 0;
         for (; i + 32 <= n8; i += 32)
             minmax32(_mm256_loadu_ps(x + i), _mm256_loadu_ps(x + i + 8), _mm256_loadu_ps(x + i + 16),
                      _mm256_loadu_ps(x + i + 24), &mn, &mx, &am);
-        for (; i < n8; i += 8) {
-            __m256 v = _mm256_loadu_ps(x + i);
-            mn = _mm256_min_ps(v, mn); /* v < mn ? v : mn */
-            mx = _mm256_max_ps(v, mx);
-            am = _mm256_max_epu32(am, _mm256_and_si256(_mm256_castps_si256(v), absm));
-        }
+        for (; i < n8; i += 8)
+            minmax8(_mm256_loadu_ps(x + i), &mn, &mx, &am);
         _mm256_storeu_ps(l.mn, mn);
         _mm256_storeu_ps(l.mx, mx);
         _mm256_storeu_si256((__m256i *)l.am, am);
@@ -147,7 +152,6 @@ AVX2 static void v_minmax_add(const float *x, const float *r, size_t n, float *v
     if (n8) {
         __m256 mn = _mm256_loadu_ps(l.mn), mx = _mm256_loadu_ps(l.mx);
         __m256i am = _mm256_setzero_si256();
-        const __m256i absm = _mm256_set1_epi32(0x7fffffff);
         size_t i = 0;
         for (; i + 32 <= n8; i += 32) {
             __m256 v0 = _mm256_loadu_ps(x + i), v1 = _mm256_loadu_ps(x + i + 8);
@@ -172,9 +176,7 @@ AVX2 static void v_minmax_add(const float *x, const float *r, size_t n, float *v
                 v = _mm256_add_ps(v, _mm256_loadu_ps(r + i));
             if (vout)
                 _mm256_storeu_ps(vout + i, v);
-            mn = _mm256_min_ps(v, mn); /* v < mn ? v : mn */
-            mx = _mm256_max_ps(v, mx);
-            am = _mm256_max_epu32(am, _mm256_and_si256(_mm256_castps_si256(v), absm));
+            minmax8(v, &mn, &mx, &am);
         }
         _mm256_storeu_ps(l.mn, mn);
         _mm256_storeu_ps(l.mx, mx);
