@@ -30,7 +30,7 @@ libhipress_la_SOURCES += $(HP_NCCL_FRONT_SOURCES)
 # The NCCL-only library for jobs without MPI (torchrun): the same NCCL
 # interposition and front end over libhpbase.la, the core without the MPI
 # layer, so that it needs neither libmpi nor libhwloc (--as-needed drops what
-# the MPI compiler wrapper adds; tests/run_nompi.sh checks it; -z defs: a
+# the MPI compiler wrapper adds; tests/gpu/run_nompi.sh checks it; -z defs: a
 # source missing here fails the link).  Only nccl* and hipress_* are exported.
 lib_LTLIBRARIES += libhipress_nccl.la
 libhipress_nccl_la_SOURCES = $(HP_NCCL_FRONT_SOURCES) mpi_wrappers/hp_nccl_lib.c
@@ -42,7 +42,7 @@ libhipress_la_SOURCES += mpi_wrappers/hp_nccl_stub.c
 endif
 
 # The device codec, plain C built into the module, the emulated module and
-# tests/check_kern: the frame (hp_codec_frame.c) and the rows of each family of
+# tests/gpu/check_kern: the frame (hp_codec_frame.c) and the rows of each family of
 # formats (cuda/hp_codec_fmt.h).  The kernels, a file per family too: the
 # CUDA ones (the module) and their emulation on the host (the others).
 HP_CODEC_SOURCES = cuda/hp_codec.h cuda/hp_codec_frame.c cuda/hp_codec_fmt.h cuda/hp_codec_quant.c \
@@ -60,12 +60,12 @@ EXTRA_DIST += cuda/nvcc_lt.sh cuda/hp_cuda_kernels.cu cuda/hp_cuda_kernels.h \
 # needed): the kernels' per-thread functions run over their grid by
 # cuda/hp_kern_emu*.c, driven by the module's codec, against the CPU
 # compressors' bytes.
-check_PROGRAMS += tests/check_kern
-TESTS += tests/check_kern
-tests_check_kern_SOURCES = tests/check_kern.c tests/kern_data.h $(HP_CODEC_SOURCES) $(HP_KERN_EMU_SOURCES)
-tests_check_kern_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/cuda
-tests_check_kern_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
-tests_check_kern_LDADD = libhpcore.la $(CHECK_LIBS) -lm
+check_PROGRAMS += tests/gpu/check_kern
+TESTS += tests/gpu/check_kern
+tests_gpu_check_kern_SOURCES = tests/gpu/check_kern.c tests/gpu/kern_data.h $(HP_CODEC_SOURCES) $(HP_KERN_EMU_SOURCES)
+tests_gpu_check_kern_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/cuda
+tests_gpu_check_kern_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_gpu_check_kern_LDADD = libhpcore.la $(CHECK_LIBS) -lm
 
 # nvcc, with the flags every CUDA object of hipress gets
 HP_NVCC_FLAGS = $(NVCC_ARCH_FLAGS) -std=c++17 -O2 --fmad=false -Werror all-warnings \
@@ -107,37 +107,37 @@ cuda/hp_kern_psgd.$(OBJEXT): $(srcdir)/cuda/hp_kern_psgd.h \
 # The emulated module, never installed: the module's host code (driver API,
 # codec contexts, the codec) with the kernels run on the host
 # (cuda/hp_kern_emu*.c), loaded through HIPRESS_CUDA_MODULE under the
-# stand-in driver (tests/mock/libcuda.so.1), so the MPI tests run the whole
-# device path without a GPU (tests/run_gpu_emu.sh).
-check_LTLIBRARIES += tests/mock/libhipress_cuda_emu.la
-tests_mock_libhipress_cuda_emu_la_SOURCES = cuda/hp_cuda_module.c $(HP_CODEC_SOURCES) $(HP_KERN_EMU_SOURCES)
-tests_mock_libhipress_cuda_emu_la_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS) -I$(top_srcdir)/cuda -DHP_KL_TRANSLATE
-tests_mock_libhipress_cuda_emu_la_CFLAGS = $(AM_CFLAGS) -Werror
-tests_mock_libhipress_cuda_emu_la_LDFLAGS = -module -avoid-version -shared -Wl,--as-needed -rpath $(abs_builddir)/tests/mock/.libs \
+# stand-in driver (tests/gpu/mock/libcuda.so.1), so the MPI tests run the whole
+# device path without a GPU (tests/gpu/run_gpu_emu.sh).
+check_LTLIBRARIES += tests/gpu/mock/libhipress_cuda_emu.la
+tests_gpu_mock_libhipress_cuda_emu_la_SOURCES = cuda/hp_cuda_module.c $(HP_CODEC_SOURCES) $(HP_KERN_EMU_SOURCES)
+tests_gpu_mock_libhipress_cuda_emu_la_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS) -I$(top_srcdir)/cuda -DHP_KL_TRANSLATE
+tests_gpu_mock_libhipress_cuda_emu_la_CFLAGS = $(AM_CFLAGS) -Werror
+tests_gpu_mock_libhipress_cuda_emu_la_LDFLAGS = -module -avoid-version -shared -Wl,--as-needed -rpath $(abs_builddir)/tests/gpu/mock/.libs \
 	-export-symbols-regex '^hipress_gpu_ops_v[13]$$'
-tests_mock_libhipress_cuda_emu_la_LIBADD = -ldl -lpthread -lm
-check_PROGRAMS += tests/mpi_gpu_codec
-tests_mpi_gpu_codec_SOURCES = tests/mpi_gpu_codec.c
-tests_mpi_gpu_codec_LDADD = -ldl -lm -lpthread
-TESTS += tests/run_gpu_emu.sh
+tests_gpu_mock_libhipress_cuda_emu_la_LIBADD = -ldl -lpthread -lm
+check_PROGRAMS += tests/gpu/mpi_gpu_codec
+tests_gpu_mpi_gpu_codec_SOURCES = tests/gpu/mpi_gpu_codec.c
+tests_gpu_mpi_gpu_codec_LDADD = -ldl -lm -lpthread
+TESTS += tests/gpu/run_gpu_emu.sh
 
-# On a machine with a GPU only (tests/run_gpu_codec.sh, scripts/gpu-check;
+# On a machine with a GPU only (tests/gpu/run_gpu_codec.sh, scripts/gpu-check;
 # skipped elsewhere): the kernels bit for bit against the CPU (gpu_kern),
 # the same comparison as mpi_gpu_codec on cudaMalloc'd memory
 # (mpi_cuda_codec), and the speedups of compression on host and device
 # buffers in one run (mpi_cuda_bench).
-check_PROGRAMS += tests/gpu_kern tests/mpi_cuda_codec tests/mpi_cuda_bench
-tests_gpu_kern_SOURCES = tests/gpu_kern.c tests/kern_data.h
-tests_gpu_kern_LDADD = libhpcore.la -lm
-tests_mpi_cuda_codec_SOURCES = tests/mpi_gpu_codec.c
-tests_mpi_cuda_codec_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS) -DHP_REAL_CUDA
-tests_mpi_cuda_codec_LDFLAGS = $(AM_LDFLAGS) -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR)
-tests_mpi_cuda_codec_LDADD = -lcudart -ldl -lm -lpthread
-tests_mpi_cuda_bench_SOURCES = tests/mpi_cuda_bench.c
-tests_mpi_cuda_bench_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
-tests_mpi_cuda_bench_LDFLAGS = $(AM_LDFLAGS) -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR)
-tests_mpi_cuda_bench_LDADD = -lcudart -ldl -lm
-TESTS += tests/run_gpu_codec.sh
+check_PROGRAMS += tests/gpu/gpu_kern tests/gpu/mpi_cuda_codec tests/gpu/mpi_cuda_bench
+tests_gpu_gpu_kern_SOURCES = tests/gpu/gpu_kern.c tests/gpu/kern_data.h
+tests_gpu_gpu_kern_LDADD = libhpcore.la -lm
+tests_gpu_mpi_cuda_codec_SOURCES = tests/gpu/mpi_gpu_codec.c
+tests_gpu_mpi_cuda_codec_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS) -DHP_REAL_CUDA
+tests_gpu_mpi_cuda_codec_LDFLAGS = $(AM_LDFLAGS) -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR)
+tests_gpu_mpi_cuda_codec_LDADD = -lcudart -ldl -lm -lpthread
+tests_gpu_mpi_cuda_bench_SOURCES = tests/gpu/mpi_cuda_bench.c
+tests_gpu_mpi_cuda_bench_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
+tests_gpu_mpi_cuda_bench_LDFLAGS = $(AM_LDFLAGS) -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR)
+tests_gpu_mpi_cuda_bench_LDADD = -lcudart -ldl -lm
+TESTS += tests/gpu/run_gpu_codec.sh
 endif
-EXTRA_DIST += tests/run_gpu_emu.sh tests/mpi_gpu_codec.c tests/gpu_kern.c tests/mpi_cuda_bench.c \
-	tests/run_gpu_codec.sh
+EXTRA_DIST += tests/gpu/run_gpu_emu.sh tests/gpu/mpi_gpu_codec.c tests/gpu/gpu_kern.c tests/gpu/mpi_cuda_bench.c \
+	tests/gpu/run_gpu_codec.sh

@@ -4,7 +4,7 @@
  * (nvcc, for libhipress_cuda.so).  A kernel in hp_kern*.cu is a thin shell
  * around these: it picks the elements of a thread, lane or CTA and does the
  * warp collectives (ballot, shuffles); cuda/hp_kern_emu*.c run the same
- * functions over the same grid serially, and tests/check_kern.c compares the
+ * functions over the same grid serially, and tests/gpu/check_kern.c compares the
  * bytes it produces with the CPU compressors' (src/comp/hp_comp_*.c).
  *
  * How the GPU gets the CPU's bits (src/ops/hp_ops.h has the rules):

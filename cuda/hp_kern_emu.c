@@ -8,10 +8,10 @@
  * ballot, the 32 lane totals gathered by shuffles, a block-wide scan) is
  * done here with plain loops over the lanes.
  *
- * Built into tests/check_kern (which compares the bytes with the CPU
+ * Built into tests/gpu/check_kern (which compares the bytes with the CPU
  * compressors) and, with HP_KL_TRANSLATE, into the emulated CUDA module of
  * the MPI tests, where device pointers are regions of the stand-in driver
- * (tests/mock_cuda.c) and are translated to their host shadow first.
+ * (tests/gpu/mock_cuda.c) and are translated to their host shadow first.
  */
 #include "hp_kern_emu.h"
 #include <stddef.h>

@@ -18,7 +18,7 @@
 #include "hp_kern.h"
 
 /* hp_comp.h's wire constants, spelt here for the module (no hp_comp.h
- * there); tests/check_kern checks they agree. */
+ * there); tests/gpu/check_kern checks they agree. */
 #define HP_K_MSG_HEADER 12u
 #define HP_K_MSG_MAGIC 0xC5u
 #define HP_K_MSG_VERSION 1u

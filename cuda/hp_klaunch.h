@@ -12,7 +12,7 @@
  *   cuda/hp_kern*.cu     the CUDA kernels (libhipress_cuda.so);
  *   cuda/hp_kern_emu*.c  the same grid run serially on the host, over the
  *                        same per-thread functions (hp_kern.h): the CPU tests
- *                        (tests/check_kern.c) and, built with
+ *                        (tests/gpu/check_kern.c) and, built with
  *                        HP_KL_TRANSLATE, the emulated module of the MPI
  *                        tests (device pointers of the stand-in driver
  *                        translated to its host shadow).

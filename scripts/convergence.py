@@ -5,7 +5,7 @@
         /usr/bin/python3 scripts/convergence.py --preset trial --seeds 3 --out study/np4
 
     /usr/bin/python3 scripts/convergence.py --summarize study/np4.csv   # no MPI
-    /usr/bin/python3 scripts/plot_convergence.py -o loss.png study/np4.csv
+    /usr/bin/python3 scripts/lab/plot_convergence.py -o loss.png study/np4.csv
 
 What it trains (the shape of issue 7): a 64-1024-1024-10 MLP (ReLU, softmax
 cross-entropy; 1 126 410 float32 parameters, He init from the run seed) on
@@ -311,7 +311,7 @@ def preset(name):
         # (with the sum codec, auto chooses between allgather and ps by
         # measured time, and 110 chaotic steps then land on different
         # trajectories: doc/accuracy.md, 'Sum codecs'; the sum check of
-        # tests/run_train.sh covers ps with its sum codec)
+        # tests/study/run_train.sh covers ps with its sum codec)
         return ["plain", "onebit:algo=auto,sum_codec=same", "onebit:algo=ps"]
     if name == "sum":           # issue 13: ps with the owner's sum codec
         out = ["plain"]

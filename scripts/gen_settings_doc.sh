@@ -7,7 +7,7 @@
 #
 # BUILDDIR defaults to $HP_BUILDDIR, else _build at the top of the tree.
 # Run it (and commit doc/settings.md) after changing src/core/hp_settings.def;
-# `make check` runs the --check form (tests/check_docs.sh).
+# `make check` runs the --check form (tests/lint/check_docs.sh).
 set -eu
 
 top=$(cd "$(dirname "$0")/.." && pwd)

@@ -20,7 +20,7 @@
 #   5-torch.log    PyTorch (nccl backend, world size 1) under the preload:
 #                  libhipress.so, then libhipress_nccl.so without Open MPI
 #   6-kernels.log  hipress-bench --kernels --gpu: the CSV and the targets
-#   7-mpi_bench.log tests/mpi_cuda_bench at 4 ranks: device and host speedups
+#   7-mpi_bench.log tests/gpu/mpi_cuda_bench at 4 ranks: device and host speedups
 # Without a GPU (nvidia-smi missing, failing or listing no GPU; or
 # HP_KIT_NO_GPU=1) the steps that need the device say "skipped: needs a GPU"
 # and their stand-in forms run instead (the stand-in CUDA driver, the

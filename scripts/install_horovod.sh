@@ -1,7 +1,7 @@
 #!/bin/sh
 # Install Horovod 0.28.1, built with MPI and PyTorch, into a virtual
 # environment on top of Debian's python3-torch (1.13), for the Horovod test
-# (tests/run_horovod.sh) and for trying hipress under Horovod.
+# (tests/study/run_horovod.sh) and for trying hipress under Horovod.
 #
 #   scripts/install_horovod.sh            install, or do nothing when done
 #   scripts/install_horovod.sh --check    exit 0 when the venv has a working
@@ -41,7 +41,7 @@ SYS_PYTHON=/usr/bin/python3
 # dependencies (cloudpickle, cffi, psutil, pyyaml, packaging), wheel for building
 # without build isolation, scikit-learn for the test's data set, and
 # torchvision (Debian's 0.14, built for its torch 1.13) for the ResNet-18 of
-# scripts/train_bench.sh.
+# scripts/lab/train_bench.sh.
 PACKAGES="
 python3 python3-dev python3-venv python3-wheel python3-setuptools
 python3-numpy python3-torch libtorch-dev pybind11-dev

@@ -17,7 +17,7 @@ cd "$top"
 jobs=$(nproc 2>/dev/null || echo 2)
 
 sh scripts/install_deps.sh
-# a real Horovod for tests/run_horovod.sh (its wheel is cached: minutes the
+# a real Horovod for tests/study/run_horovod.sh (its wheel is cached: minutes the
 # first time, seconds after)
 sh scripts/install_horovod.sh
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -64,7 +64,7 @@ fi
 # the same library without CUDA: the GPU path's host side on the CPU
 rm -rf _build_nocuda && mkdir -p _build_nocuda
 (cd _build_nocuda && ../configure -q --without-cuda --without-nccl && make -j"$jobs" &&
-    make -j"$jobs" check TESTS="$(make -s print-gpu-tests) tests/run_symbols.sh tests/run_stats.sh") || {
+    make -j"$jobs" check TESTS="$(make -s print-gpu-tests) tests/mpi/run_symbols.sh tests/mpi/run_stats.sh") || {
     echo "test.sh: the build without CUDA failed; logs:" >&2
     for f in _build_nocuda/test-suite.log; do [ -f "$f" ] && tail -n 80 "$f" >&2; done
     exit 1

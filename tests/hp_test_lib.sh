@@ -1,6 +1,6 @@
 # Sourced by the drivers of the drop-in library tests (tests/run_*.sh of
-# tests/mpi.mk): launcher, a clean environment, the library to preload.
-: "${HP_SRCDIR:=$(cd "$(dirname "$0")/.." && pwd)}"
+# tests/mpi/mpi.mk): launcher, a clean environment, the library to preload.
+: "${HP_SRCDIR:=$(cd "$(dirname "$0")/../.." && pwd)}"
 : "${HP_BUILDDIR:=$(pwd)}"
 : "${HP_PYTHON:=/usr/bin/python3}"
 . "$HP_SRCDIR/tests/mpi_env.sh"

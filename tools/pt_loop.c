@@ -1,7 +1,7 @@
 /*
  * Pass-through cost probe: a loop of 8-byte integer MPI_Allreduce calls, the
  * kind hipress never compresses.  Run with and without LD_PRELOAD of
- * libhipress.so (scripts/bench_passthrough.sh): under callgrind for
+ * libhipress.so (scripts/lab/bench_passthrough.sh): under callgrind for
  * instructions per call, and timed at 4 ranks for the ratio of medians.
  *   pt_loop ITERS [BLOCKS]  -> prints the median microseconds per call
  */

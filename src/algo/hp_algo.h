@@ -9,7 +9,7 @@
  * length is read from its header (hp_msg_len) within the capacity both
  * sides posted, a buffer is the transport's from its post to its wait, and
  * nothing about timing or the order across peers (the test build's delay
- * transport, tests/run_tables.sh, breaks everything else).
+ * transport, tests/mpi/run_tables.sh, breaks everything else).
  */
 #ifndef HP_ALGO_H
 #define HP_ALGO_H

@@ -1,6 +1,6 @@
 /*
  * Star, a test algorithm (its row in hp_algos.def exists only under
- * HP_TEST_TABLES, in the test library of tests/tables.mk): rank 0 owns the
+ * HP_TEST_TABLES, in the test library of tests/mpi/tables.mk): rank 0 owns the
  * whole buffer.  Every other rank encodes its data and sends it to rank 0;
  * rank 0 sums, in rank order, its own exact data and the N-1 decoded
  * messages, encodes the sum once, decodes its own message and sends it to
@@ -8,7 +8,7 @@
  * second in the sum codec (hp_call_encode_sum).
  * It is written against the algorithm table, the transport table and the
  * call's helpers only, and runs the suite's algorithm cases
- * (tests/run_tables.sh): what it needs that the tables do not give would
+ * (tests/mpi/run_tables.sh): what it needs that the tables do not give would
  * show there.  Its root's wire bytes grow with N: not for real use.
  */
 #include "hp_algo.h"

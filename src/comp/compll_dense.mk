@@ -6,14 +6,14 @@ libhpbase_la_SOURCES += src/ops/hp_ops.h src/ops/hp_ops.c src/ops/hp_ops_avx2.c 
 	src/comp/hp_comp_bf16.c src/comp/hp_comp_onebit.c src/comp/hp_comp_tbq.c src/comp/hp_comp_terngrad.c \
 	src/comp/hp_comp_qbits.c
 
-check_PROGRAMS += tests/check_comp_dense
-TESTS += tests/check_comp_dense
-tests_check_comp_dense_SOURCES = tests/check_comp_dense.c
-tests_check_comp_dense_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
-tests_check_comp_dense_LDADD = libhpcore.la $(CHECK_LIBS) -lm
+check_PROGRAMS += tests/unit/check_comp_dense
+TESTS += tests/unit/check_comp_dense
+tests_unit_check_comp_dense_SOURCES = tests/unit/check_comp_dense.c
+tests_unit_check_comp_dense_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_unit_check_comp_dense_LDADD = libhpcore.la $(CHECK_LIBS) -lm
 
-check_PROGRAMS += tests/check_comp_qbits
-TESTS += tests/check_comp_qbits
-tests_check_comp_qbits_SOURCES = tests/check_comp_qbits.c
-tests_check_comp_qbits_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
-tests_check_comp_qbits_LDADD = libhpcore.la $(CHECK_LIBS) -lm
+check_PROGRAMS += tests/unit/check_comp_qbits
+TESTS += tests/unit/check_comp_qbits
+tests_unit_check_comp_qbits_SOURCES = tests/unit/check_comp_qbits.c
+tests_unit_check_comp_qbits_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_unit_check_comp_qbits_LDADD = libhpcore.la $(CHECK_LIBS) -lm

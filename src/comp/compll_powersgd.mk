@@ -7,13 +7,13 @@ libhpbase_la_SOURCES += src/comp/hp_psgd.h src/comp/hp_comp_powersgd.c \
 	src/algo/hp_algo_psgd.c src/algo/hp_algo_psgd_dev.c \
 	src/algo/hp_algo_psgd_async.c
 
-check_PROGRAMS += tests/check_comp_powersgd tests/mpi_powersgd
-tests_check_comp_powersgd_SOURCES = tests/check_comp_powersgd.c
-tests_check_comp_powersgd_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
-tests_check_comp_powersgd_LDADD = libhpcore.la $(CHECK_LIBS) $(BLAS_LIBS) -lm
+check_PROGRAMS += tests/unit/check_comp_powersgd tests/mpi/mpi_powersgd
+tests_unit_check_comp_powersgd_SOURCES = tests/unit/check_comp_powersgd.c
+tests_unit_check_comp_powersgd_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_unit_check_comp_powersgd_LDADD = libhpcore.la $(CHECK_LIBS) $(BLAS_LIBS) -lm
 # links the core for its internal API: it drives hp_allreduce_compressed on
 # dup'd communicators and reads the residual store
-tests_mpi_powersgd_SOURCES = tests/mpi_powersgd.c
-tests_mpi_powersgd_LDADD = libhpcore.la -lm
-TESTS += tests/check_comp_powersgd tests/run_powersgd.sh
-EXTRA_DIST += tests/run_powersgd.sh
+tests_mpi_mpi_powersgd_SOURCES = tests/mpi/mpi_powersgd.c
+tests_mpi_mpi_powersgd_LDADD = libhpcore.la -lm
+TESTS += tests/unit/check_comp_powersgd tests/mpi/run_powersgd.sh
+EXTRA_DIST += tests/mpi/run_powersgd.sh

@@ -3,7 +3,7 @@
  * of src/comp/hp_comp_powersgd.c (shapes, the start Q, orthonormalisation,
  * the host passes over the matrix), used by its two runs in the algorithm
  * layer -- src/algo/hp_algo_psgd.c on host memory, src/algo/hp_algo_psgd_dev.c
- * on a device buffer -- and by tests/check_comp_powersgd.c.  Comp layer:
+ * on a device buffer -- and by tests/unit/check_comp_powersgd.c.  Comp layer:
  * nothing here knows a call, a transport or a backend.
  */
 #ifndef HP_PSGD_H

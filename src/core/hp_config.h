@@ -1,6 +1,6 @@
 /*
  * Settings: the HIPRESS_* table, its parser and validation.  Pure functions
- * (no MPI), unit-tested in tests/check_core.c.
+ * (no MPI), unit-tested in tests/unit/check_core.c.
  */
 #ifndef HP_CONFIG_H
 #define HP_CONFIG_H

@@ -1,6 +1,6 @@
 /*
  * Which MPI_Allreduce calls hipress compresses: pure functions of a call's
- * descriptor (src/front/hp_eligible.h), unit-tested in tests/check_core.c.
+ * descriptor (src/front/hp_eligible.h), unit-tested in tests/unit/check_core.c.
  */
 #include "hp_eligible.h"
 

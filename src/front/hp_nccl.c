@@ -1,7 +1,7 @@
 /*
  * Which ncclAllReduce calls hipress may take over, and the tracking of the
  * user's NCCL groups: pure functions (src/front/hp_nccl.h), unit-tested in
- * tests/check_gpu.c.
+ * tests/gpu/check_gpu.c.
  */
 #include "hp_nccl.h"
 

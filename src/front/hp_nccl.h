@@ -1,7 +1,7 @@
 /*
  * Which ncclAllReduce calls hipress may take over, and the per-thread
  * tracking of the user's ncclGroupStart/ncclGroupEnd: pure functions, no
- * NCCL header, unit-tested in tests/check_gpu.c.  The wrappers that use them
+ * NCCL header, unit-tested in tests/gpu/check_gpu.c.  The wrappers that use them
  * are in mpi_wrappers/hp_nccl_wrap.c.
  *
  * Groups.  Inside ncclGroupStart/End NCCL fuses the calls and launches them

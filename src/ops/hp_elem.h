@@ -199,7 +199,7 @@ HP_HD float hp_rng_unit(uint64_t k, uint64_t counter)
  * one page key it is a bijection of c: within a page no two elements
  * share their 32 bits.  The vector kernels keep (c + ka) * 0x9e3779b9 as
  * a running sum, so the hash costs two 32-bit multiplies an element.
- * Statistics: tests/check_comp_qbits (test_rng_q_stats). */
+ * Statistics: tests/unit/check_comp_qbits (test_rng_q_stats). */
 HP_HD uint64_t hp_rng_q_key(uint64_t k, uint64_t counter)
 {
     return hp_mix64(k ^ (0xD1B54A32D192ED03ULL * ((counter >> 32) + 1)));

@@ -1,6 +1,6 @@
 /*
  * The table of transports (hp_transports.def) and the choice of a test
- * transport in a test build (HP_TEST_TABLES, tests/tables.mk): the one the
+ * transport in a test build (HP_TEST_TABLES, tests/mpi/tables.mk): the one the
  * environment variable HP_TEST_TRANSPORT names, wrapped around the
  * transport hipress built.  Not a HIPRESS_* setting: the settings table
  * rejects names it does not know, and a test transport is no user's choice.

@@ -1,0 +1,13 @@
+/*
+ * A library that calls ncclAllReduce, linked to the stand-in NCCL
+ * (tests/gpu/libnccl_user.so).  tests/gpu/nccl_local loads it into a local scope, as
+ * Python loads an extension module and its NCCL, to check that hipress finds
+ * the real NCCL there.
+ */
+#include <nccl.h>
+
+__attribute__((visibility("default"))) ncclResult_t nccl_user_allreduce(const void *s, void *r, size_t n,
+                                                                         ncclComm_t comm, cudaStream_t stream)
+{
+    return ncclAllReduce(s, r, n, ncclFloat32, ncclSum, comm, stream);
+}

@@ -1,0 +1,78 @@
+#!/bin/sh
+# The device kit (scripts/gpu-kit) made from this build, and its
+# self-containment check: the kit's one command run from a copy of the
+# working tree in a mount namespace where Open MPI, PMIx, hwloc, libevent,
+# Check, the CUDA toolkit, zlib, libudev and this build are hidden, with the
+# stand-in driver, the emulated module and the stand-in NCCL; every step
+# passes but those that need a GPU ("skipped: needs a GPU").
+#   1. scripts/gpu-kit --build-dir BUILD: the kit is made, at most 64 MiB
+#      with the working tree, RUN one command of at most 2000 characters,
+#      no path of this build left in its binaries;
+#   2. scripts/gpu-kit --selftest: exit 0;
+#   3. the kit without its copy of zlib (hidden in the namespace) fails
+#      the self-test: the hiding holds and the check can fail.
+# Skipped (77) without CUDA (no module, no kernels to carry), without root
+# or mount namespaces, without patchelf, or where Debian's Open MPI packages
+# cannot be had (no apt cache, no network).
+set -u
+: "${HP_SRCDIR:=$(cd "$(dirname "$0")/../.." && pwd)}"
+: "${HP_BUILDDIR:=$(pwd)}"
+kitsh=$HP_SRCDIR/scripts/gpu-kit
+if [ ! -e "$HP_BUILDDIR/.libs/libhipress_cuda.so" ]; then
+    echo "SKIP: a build without the CUDA module"
+    exit 77
+fi
+if [ "$(id -u)" != 0 ] || ! unshare -m true 2>/dev/null; then
+    echo "SKIP: no mount namespace here (unshare -m needs root)"
+    exit 77
+fi
+if ! command -v patchelf >/dev/null 2>&1; then
+    echo "SKIP: no patchelf (scripts/install_deps.sh installs it)"
+    exit 77
+fi
+if ! grep -q '^#define HP_CUDA_ARCH_LIST ".*\(sm_90\|compute_[1-8][0-9]\|compute_90\)' "$HP_BUILDDIR/config.h"; then
+    echo "SKIP: this build has no code an sm_90 GPU runs"
+    exit 77
+fi
+work=$(mktemp -d "${TMPDIR:-/tmp}/hipress-run-gpu-kit.XXXXXX") || exit 1
+trap 'rm -rf "$work"' EXIT
+status=0
+
+# 1.
+"$kitsh" --build-dir "$HP_BUILDDIR" "$work/gpu-kit" >"$work/make.log" 2>&1
+rc=$?
+cat "$work/make.log"
+if [ $rc -eq 3 ]; then
+    echo "SKIP: $(grep 'gpu-kit: error' "$work/make.log" | tail -n 1)"
+    exit 77
+fi
+[ $rc -eq 0 ] || { echo "FAIL: scripts/gpu-kit exited $rc"; exit 1; }
+grep -q '^gpu-kit: .*MiB (the working tree .* of 64 MiB), RUN [0-9]* characters' "$work/make.log" ||
+    { echo "FAIL: no size line"; status=1; }
+[ "$(cat "$work/gpu-kit/RUN")" = "bash gpu-kit/run.sh" ] || { echo "FAIL: RUN is '$(cat "$work/gpu-kit/RUN")'"; status=1; }
+for f in "$work"/gpu-kit/bin/* "$work"/gpu-kit/lib/*.so "$work"/gpu-kit/standin/*; do
+    rp=$(patchelf --print-rpath "$f" 2>/dev/null)
+    case $rp in
+        *"$HP_BUILDDIR"*|*/usr/local/cuda*) echo "FAIL: $f has the library path $rp"; status=1 ;;
+    esac
+done
+
+# 2.
+"$kitsh" --selftest "$work/gpu-kit" >"$work/selftest.log" 2>&1
+rc=$?
+cat "$work/selftest.log"
+[ $rc -eq 77 ] && { echo "SKIP: $(tail -n 1 "$work/selftest.log")"; exit 77; }
+[ $rc -eq 0 ] || { echo "FAIL: the self-test exited $rc"; status=1; }
+
+# 3. zlib gone from the kit (the namespace hides the machine's): nothing
+# of Open MPI loads, the self-test must fail
+rm -f "$work/gpu-kit/fallback/libz.so.1"
+"$kitsh" --selftest "$work/gpu-kit" >"$work/broken.log" 2>&1
+rc=$?
+echo "# the self-test of a kit without its zlib: exit $rc"
+if [ $rc -ne 1 ] || ! grep -q '^FAIL  mpi_standin' "$work/broken.log"; then
+    echo "FAIL: a broken kit passed the self-test (exit $rc)"
+    cat "$work/broken.log"
+    status=1
+fi
+exit $status

@@ -1,0 +1,97 @@
+#!/bin/sh
+# Documentation checks, run by `make check` (tests/lint/docs.mk) with HP_BUILDDIR
+# and HP_SRCDIR in the environment:
+#  1. doc/settings.md is what scripts/gen_settings_doc.sh makes from the
+#     built hipress_info (rerun the script after changing the settings table);
+#  2. every compressor that `hipress_info --compressors` lists is documented
+#     in doc/compressors.md, as `name` in code style, in a heading or in a
+#     table cell (the file must exist);
+#  3. every HIPRESS_* variable named in README.md and doc/*.md is a setting
+#     (a name ending in * must be the prefix of one);
+#  4. every relative link in README.md and doc/*.md points to a file that
+#     exists.
+set -u
+
+src=${HP_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+build=${HP_BUILDDIR:-$src/_build}
+info=$build/hipress_info
+pass=0
+fail=0
+
+ok() { pass=$((pass + 1)); echo "ok - $*"; }
+not_ok() { fail=$((fail + 1)); echo "not ok - $*"; }
+
+if [ ! -x "$info" ]; then
+    echo "check_docs: $info not found (set HP_BUILDDIR)" >&2
+    exit 1
+fi
+
+# 1. generated settings page
+if "$src/scripts/gen_settings_doc.sh" --check "$build"; then
+    ok "doc/settings.md matches hipress_info --settings"
+else
+    not_ok "doc/settings.md is out of date: run scripts/gen_settings_doc.sh $build and commit doc/settings.md"
+fi
+
+# 2. compressors documented
+comps=$(env -u HIPRESS_PLUGIN "$info" --compressors)
+if [ -z "$comps" ]; then
+    not_ok "hipress_info --compressors listed nothing"
+elif [ ! -f "$src/doc/compressors.md" ]; then
+    not_ok "doc/compressors.md does not exist (it must document: $(echo $comps))"
+else
+    for c in $comps; do
+        if grep -Eq "\`$c\`|^#+ .*\\b$c\\b|\\|[[:space:]]*$c[[:space:]]*\\|" "$src/doc/compressors.md"; then
+            ok "compressor $c is documented in doc/compressors.md"
+        else
+            not_ok "compressor $c is not documented in doc/compressors.md (write it as \`$c\`)"
+        fi
+    done
+fi
+
+docs="$src/README.md"
+for f in "$src"/doc/*.md; do
+    [ -f "$f" ] && docs="$docs $f"
+done
+
+# 3. HIPRESS_* names in the docs are real settings
+known=$(env -u HIPRESS_PLUGIN "$info" --settings | grep -E '^HIPRESS_' | sed 's/=.*//')
+for f in $docs; do
+    rel=${f#"$src"/}
+    bad=
+    # HIPRESS_NET_* stands for the settings starting with HIPRESS_NET_
+    # (set -f: such a word must not be expanded as a file pattern)
+    set -f
+    for v in $(grep -oE 'HIPRESS_[A-Z0-9_]*[A-Z0-9](_?\*)?' "$f" | sort -u); do
+        case "$v" in
+        # C identifiers of the public headers, not environment settings
+        HIPRESS_COMP_*|HIPRESS_COMPRESSOR_ABI_VERSION|HIPRESS_OK|HIPRESS_ERR_*|HIPRESS_VERSION_*|HIPRESS_H|HIPRESS_NO_MPI) ;;
+        *\*) printf '%s\n' "$known" | grep -q "^${v%\*}" || bad="$bad $v" ;;
+        *) printf '%s\n' "$known" | grep -qx "$v" || bad="$bad $v" ;;
+        esac
+    done
+    set +f
+    if [ -z "$bad" ]; then
+        ok "$rel names only existing settings"
+    else
+        not_ok "$rel names settings that do not exist:$bad"
+    fi
+done
+
+# 4. relative links resolve (anchors and external links are not checked)
+for f in $docs; do
+    rel=${f#"$src"/}
+    dir=$(dirname "$f")
+    bad=
+    for target in $(grep -oE '\]\([^)#[:space:]]+' "$f" | sed 's/^](//' | grep -vE '^[a-z]+:' | sort -u); do
+        [ -e "$dir/$target" ] || bad="$bad $target"
+    done
+    if [ -z "$bad" ]; then
+        ok "$rel links resolve"
+    else
+        not_ok "$rel links to missing files:$bad"
+    fi
+done
+
+echo "check_docs: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]

@@ -1,0 +1,406 @@
+#!/bin/sh
+# The drawn house: checks the layering of hipress from the code's own
+# #include "x.h" lines, without a build.  Run by `make check` (tests/lint/docs.mk)
+# with HP_SRCDIR set, or from the source tree as tests/lint/check_layers.sh.
+#
+# Every .c/.h/.def (and .cu) file under src/<layer>/, include/,
+# mpi_wrappers/, cuda/ and tools/ is a node; its layer is its folder.  An
+# include resolves as the compiler would: the includer's own folder first,
+# then the include path (src/*/, include/, cuda/, mpi_wrappers/).  Checks:
+#  (a) no arrow up: a file includes only its own layer and the layers the
+#      LAYERS table below lets it include (src/ is core < ops < comp <
+#      transport < backend < algo < plan < front; mpi_wrappers/ above front;
+#      cuda/, the device module, sees core, ops, comp and backend only);
+#  (b) no include cycle among files, none among modules (a .c with the .h
+#      of the same name: x.c including y.h while y.h includes x.h is a
+#      circle between x and y), none among layers;
+#  (c) no file under src/ over 700 lines unless its opening comment says
+#      `large:` and why (generated or kernel files);
+#  (d) every .c/.h under src/ opens with a comment (a /* in its first 3
+#      lines) saying its job;
+#  (e) the MPI layer stays apart (doc/architecture.md, "Two libraries"): no
+#      file of the NCCL-only library -- a file under src/ not named in
+#      Makefile.am's libhpcore_la_SOURCES, or one of cuda/cuda.mk's
+#      libhipress_nccl_la_SOURCES and HP_NCCL_FRONT_SOURCES -- includes <mpi.h> or <hwloc.h> or
+#      reaches a header of libhpcore_la_SOURCES through its includes;
+#  and no two files of the include path share a name (which one an include
+#  finds would hang on the -I order).
+# Each violation prints as `check_layers: <file>: <what>`, then a summary.
+# Exit 0 when there are none, 1 otherwise.
+#   --dot     the layer graph (includer -> included, with edge counts) in
+#             Graphviz dot; arrows up in red.  Exit 0.
+#   --report  per layer: its files with line counts, and the includes that
+#             did not resolve (generated headers such as config.h).  Exit 0.
+set -u
+
+usage() {
+    echo "usage: $0 [--dot | --report]   (HP_SRCDIR: the source tree)"
+}
+
+mode=check
+for arg in "$@"; do
+    case $arg in
+        --dot) mode=dot ;;
+        --report) mode=report ;;
+        -h | --help) usage; exit 0 ;;
+        *) usage >&2; exit 2 ;;
+    esac
+done
+
+# The layers, bottom to top, each with the other layers it may include.
+# include/ is the public API and plugin ABI, below everything.
+LAYERS='
+include:
+core: include
+ops: include core
+comp: include core ops
+transport: include core ops comp
+backend: include core ops comp transport
+algo: include core ops comp transport backend
+plan: include core ops comp transport backend algo
+front: include core ops comp transport backend algo plan
+mpi_wrappers: include core ops comp transport backend algo plan front
+cuda: include core ops comp backend
+tools: include core ops comp transport backend algo plan front mpi_wrappers cuda
+'
+# The folders of src/ (each one a layer of the table).
+SRC_LAYERS='core ops comp transport backend algo plan front'
+MAX_LINES=700
+
+src=${HP_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+if [ ! -d "$src/src" ]; then
+    echo "check_layers: $src/src: no such folder (set HP_SRCDIR to the source tree)" >&2
+    exit 1
+fi
+cd "$src" || exit 1
+
+files=$(find src include mpi_wrappers cuda tools -type f \
+            \( -name '*.c' -o -name '*.h' -o -name '*.def' -o -name '*.cu' \) \
+            2>/dev/null | LC_ALL=C sort)
+if [ -z "$files" ]; then
+    echo "check_layers: no source files under $src" >&2
+    exit 1
+fi
+HP_LAYER_FILES=$files
+HP_LAYER_TABLE=$LAYERS
+# The files a make variable names in these makefiles (its = and += lines,
+# with their continuations; $(...) references left out).
+mk_list() {
+    var=$1
+    shift
+    awk -v v="$var" '
+        !on && $1 == v && ($2 == "=" || $2 == "+=") { on = 1; $1 = ""; $2 = "" }
+        on { line = $0; cont = sub(/\\[ \t]*$/, "", line); n = split(line, w, /[ \t]+/)
+             for (i = 1; i <= n; i++) if (w[i] != "" && substr(w[i], 1, 1) != "$") print w[i]
+             if (!cont) on = 0 }' "$@" 2>/dev/null
+}
+HP_MPI_FILES=$(mk_list libhpcore_la_SOURCES Makefile.am)
+HP_NCCL_LIB_FILES=$(mk_list libhipress_nccl_la_SOURCES cuda/cuda.mk; mk_list HP_NCCL_FRONT_SOURCES cuda/cuda.mk)
+export HP_LAYER_FILES HP_LAYER_TABLE HP_MPI_FILES HP_NCCL_LIB_FILES
+
+# shellcheck disable=SC2086 # the file names carry no blanks (find above)
+LC_ALL=C awk -v mode="$mode" -v src_layers="$SRC_LAYERS" -v max_lines="$MAX_LINES" '
+function violation(file, what) {
+    nviol++
+    print "check_layers: " file ": " what
+}
+
+# The layer of a path: its folder ("?" under src/ outside a layer folder).
+function layer_of(path,   p) {
+    if (substr(path, 1, 4) == "src/") {
+        p = substr(path, 5)
+        if (index(p, "/") == 0) return "?"
+        p = substr(p, 1, index(p, "/") - 1)
+        return (p in is_src_layer) ? p : "?"
+    }
+    return substr(path, 1, index(path, "/") - 1)
+}
+
+function dir_of(path,   i) {
+    for (i = length(path); i > 0 && substr(path, i, 1) != "/"; i--) ;
+    return substr(path, 1, i - 1)
+}
+
+function base_of(path,   i) {
+    for (i = length(path); i > 0 && substr(path, i, 1) != "/"; i--) ;
+    return substr(path, i + 1)
+}
+
+function stem_of(path,   i) {
+    for (i = length(path); i > 0 && substr(path, i, 1) != "." && substr(path, i, 1) != "/"; i--) ;
+    return (i > 0 && substr(path, i, 1) == ".") ? substr(path, 1, i - 1) : path
+}
+
+# On the include path (what another folder can reach by name).
+function on_path(path,   l) {
+    l = layer_of(path)
+    return (l in is_src_layer) || l == "include" || l == "cuda" || l == "mpi_wrappers"
+}
+
+# reach[u SUBSEP v] = 1 when v is reachable from u in one step or more,
+# over the graph of n nodes in deg[]/adj[u SUBSEP k].
+function closure(n, deg, adj, reach,   u, v, x, k, qh, qt) {
+    for (u = 1; u <= n; u++) {
+        qh = 1; qt = 0
+        for (k = 1; k <= deg[u]; k++) {
+            v = adj[u, k]
+            if (!((u, v) in reach)) { reach[u, v] = 1; Q[++qt] = v }
+        }
+        while (qh <= qt) {
+            x = Q[qh++]
+            for (k = 1; k <= deg[x]; k++) {
+                v = adj[x, k]
+                if (!((u, v) in reach)) { reach[u, v] = 1; Q[++qt] = v }
+            }
+        }
+    }
+}
+
+# comp[u]: the smallest node of the strongly connected component of u;
+# csize[c]: its size.  A node with an edge to itself is a component of
+# size 1 that is still a cycle (reach[u, u]).
+function components(n, reach, comp, csize,   u, v) {
+    for (u = 1; u <= n; u++) {
+        comp[u] = u
+        for (v = 1; v < u; v++)
+            if (((u, v) in reach) && ((v, u) in reach)) { comp[u] = comp[v]; break }
+        csize[comp[u]]++
+    }
+}
+
+# One shortest cycle through u inside its component, as labels joined by
+# " -> ", starting and ending at u.
+function cycle_path(u, deg, adj, comp, label,   x, v, k, qh, qt, last, s) {
+    split("", PAR)
+    qh = 1; qt = 1; Q[1] = u; PAR[u] = 0; last = 0
+    while (qh <= qt && !last) {
+        x = Q[qh++]
+        for (k = 1; k <= deg[x]; k++) {
+            v = adj[x, k]
+            if (v == u) { last = x; break }
+            if (comp[v] == comp[u] && !(v in PAR)) { PAR[v] = x; Q[++qt] = v }
+        }
+    }
+    s = label[u]
+    for (x = last; x != u && x != 0; x = PAR[x]) s = label[x] " -> " s
+    return label[u] " -> " s
+}
+
+BEGIN {
+    nviol = 0
+    ns = split(src_layers, tmp, " ")
+    for (i = 1; i <= ns; i++) is_src_layer[tmp[i]] = 1
+    # The layer table: LN layers in order, rank[], may[l, m].
+    nl = split(ENVIRON["HP_LAYER_TABLE"], rows, "\n")
+    LN = 0
+    for (i = 1; i <= nl; i++) {
+        if (rows[i] !~ /:/) continue
+        l = substr(rows[i], 1, index(rows[i], ":") - 1)
+        LN++; lname[LN] = l; rank[l] = LN
+        allowed_text[l] = substr(rows[i], index(rows[i], ":") + 1)
+        k = split(allowed_text[l], tmp, " ")
+        for (j = 1; j <= k; j++) may[l, tmp[j]] = 1
+        may[l, l] = 1
+    }
+    N = split(ENVIRON["HP_LAYER_FILES"], fname, "\n")
+    for (i = 1; i <= N; i++) {
+        id[fname[i]] = i
+        flayer[i] = layer_of(fname[i])
+        nlines[i] = 0
+        ocstate[i] = 0   # opening comment: 0 not seen, 1 inside, 2 done
+    }
+}
+
+{
+    f = id[FILENAME]
+    nlines[f] = FNR
+    if (ocstate[f] == 0 && FNR <= 3 && index($0, "/*") > 0) {
+        ocstate[f] = 1
+        line = substr($0, index($0, "/*") + 2)
+    } else {
+        line = $0
+    }
+    if (ocstate[f] == 1) {
+        if (index(line, "*/") > 0) { line = substr(line, 1, index(line, "*/") - 1); ocstate[f] = 2 }
+        if (line ~ /large:[ \t]*[^ \t*]/) large[f] = 1
+    }
+    if ($0 ~ /^[ \t]*#[ \t]*include[ \t]*<(mpi|hwloc)\.h>/) sys_mpi[f] = ($0 ~ /hwloc/) ? "<hwloc.h>" : "<mpi.h>"
+    if ($0 ~ /^[ \t]*#[ \t]*include[ \t]*"/) {
+        s = substr($0, index($0, "\"") + 1)
+        if (index(s, "\"") > 1) {
+            s = substr(s, 1, index(s, "\"") - 1)
+            ninc[f]++
+            inc[f, ninc[f]] = s
+        }
+    }
+}
+
+END {
+    # Names on the include path; two files of one name are a hazard.
+    for (i = 1; i <= N; i++) {
+        if (!on_path(fname[i])) continue
+        b = base_of(fname[i])
+        if (b in byname) {
+            violation(fname[i], "has the name of " fname[byname[b]] " (both on the include path)")
+            if (rank[flayer[i]] < rank[flayer[byname[b]]]) byname[b] = i
+        } else {
+            byname[b] = i
+        }
+    }
+
+    # Resolve the includes into file edges (each pair once).
+    E = 0; nunres = 0
+    for (i = 1; i <= N; i++) {
+        fdir = dir_of(fname[i])
+        for (k = 1; k <= ninc[i]; k++) {
+            name = inc[i, k]
+            t = 0
+            if ((fdir "/" name) in id) t = id[fdir "/" name]
+            else if (name in id) t = id[name]
+            else if (base_of(name) in byname && index(name, "/") == 0) t = byname[name]
+            if (!t) {
+                if (!((i, name) in unres)) { unres[i, name] = 1; nunres++; unres_list[nunres] = fname[i] ": " name }
+                continue
+            }
+            if ((i, t) in edge) continue
+            edge[i, t] = 1; E++
+            fdeg[i]++; fadj[i, fdeg[i]] = t
+            lf = flayer[i]; lt = flayer[t]
+            lcount[lf, lt]++
+            # (a) arrows up
+            if (lf == "?" || lt == "?") continue
+            if (!((lf, lt) in may)) {
+                if (rank[lt] > rank[lf])
+                    violation(fname[i], "includes " fname[t] ": an arrow up (" lf " -> " lt ")")
+                else
+                    violation(fname[i], "includes " fname[t] ": " lf " may include only" allowed_text[lf] " (and " lf ")")
+            }
+        }
+    }
+
+    if (mode == "dot") {
+        print "digraph hipress_layers {"
+        print "  // includer -> included; red: an arrow up (or a layer not allowed)"
+        print "  node [shape=box];"
+        for (a = 1; a <= LN; a++) {
+            nf = 0; for (i = 1; i <= N; i++) if (flayer[i] == lname[a]) nf++
+            if (nf == 0) continue
+            printf "  \"%s\" [label=\"%s\\n%d files, %d own includes\"];\n", lname[a], lname[a], nf, lcount[lname[a], lname[a]] + 0
+            if (prev != "") printf "  \"%s\" -> \"%s\" [style=invis];\n", lname[a], prev
+            prev = lname[a]
+        }
+        for (a = 1; a <= LN; a++) for (b = 1; b <= LN; b++) {
+            if (a == b || !((lname[a], lname[b]) in lcount)) continue
+            if ((lname[a], lname[b]) in may)
+                printf "  \"%s\" -> \"%s\" [label=\"%d\"];\n", lname[a], lname[b], lcount[lname[a], lname[b]]
+            else
+                printf "  \"%s\" -> \"%s\" [label=\"%d\", color=red, fontcolor=red, constraint=false];\n", lname[a], lname[b], lcount[lname[a], lname[b]]
+        }
+        print "}"
+        exit 0
+    }
+    if (mode == "report") {
+        for (a = 1; a <= LN + 1; a++) {
+            l = (a <= LN) ? lname[a] : "?"
+            nf = 0; tot = 0
+            for (i = 1; i <= N; i++) if (flayer[i] == l) { nf++; tot += nlines[i] }
+            if (nf == 0) continue
+            if (l == "?") printf "(outside a layer folder): %d files, %d lines\n", nf, tot
+            else printf "%s: %d files, %d lines; may include:%s\n", l, nf, tot, (allowed_text[l] == "" ? " (its own files only)" : allowed_text[l])
+            for (i = 1; i <= N; i++) if (flayer[i] == l) printf "  %5d  %s%s\n", nlines[i], fname[i], (i in large) ? "  (large: marked)" : ""
+        }
+        if (nunres) {
+            print "unresolved includes (generated or outside the tree):"
+            for (k = 1; k <= nunres; k++) print "  " unres_list[k]
+        }
+        exit 0
+    }
+
+    # (b) cycles among files
+    closure(N, fdeg, fadj, freach)
+    components(N, freach, fcomp, fcsize)
+    for (i = 1; i <= N; i++) {
+        if (fcomp[i] != i || !((i, i) in freach)) continue
+        in_file_cycle[i] = 1
+        violation(fname[i], "include cycle: " cycle_path(i, fdeg, fadj, fcomp, fname))
+    }
+    for (i = 1; i <= N; i++) if (fcomp[fcomp[i]] in in_file_cycle) file_cyclic[i] = 1
+
+    # (b) cycles among modules (x.c + x.h); edges labelled by the files
+    M = 0
+    for (i = 1; i <= N; i++) {
+        s = stem_of(fname[i])
+        if (!(s in mid)) { mid[s] = ++M; mname[M] = s }
+        fmod[i] = mid[s]
+    }
+    for (i = 1; i <= N; i++) for (k = 1; k <= fdeg[i]; k++) {
+        t = fadj[i, k]; a = fmod[i]; b = fmod[t]
+        if (a == b || ((a, b) in medge)) continue
+        medge[a, b] = fname[i] " -> " fname[t]
+        mdeg[a]++; madj[a, mdeg[a]] = b
+    }
+    closure(M, mdeg, madj, mreach)
+    components(M, mreach, mcomp, mcsize)
+    for (a = 1; a <= M; a++) {
+        if (mcomp[a] != a || mcsize[a] < 2) continue
+        # a module circle whose every module holds a file of a file circle
+        # is that file circle, reported above
+        split("", cyclic_mod)
+        for (i = 1; i <= N; i++) if (i in file_cyclic) cyclic_mod[fmod[i]] = 1
+        only_files = 1
+        for (b = 1; b <= M; b++) if (mcomp[b] == a && !(b in cyclic_mod)) only_files = 0
+        if (only_files) continue
+        p = cycle_path(a, mdeg, madj, mcomp, mname)
+        n = split(p, steps, " -> ")
+        how = ""
+        for (k = 1; k < n; k++) how = how (k > 1 ? ", " : "") medge[mid[steps[k]], mid[steps[k + 1]]]
+        members = ""
+        if (mcsize[a] > 2)
+            for (b = 1; b <= M; b++) if (mcomp[b] == a) members = members " " mname[b]
+        violation(mname[a], "module cycle" (members == "" ? "" : " among" members ", e.g.") ": " p " (" how ")")
+    }
+
+    # (e) the NCCL-only library reaches nothing of the MPI layer
+    nm = split(ENVIRON["HP_MPI_FILES"], tmp, "\n")
+    for (k = 1; k <= nm; k++) if (tmp[k] in id) is_mpi[id[tmp[k]]] = 1
+    nn = split(ENVIRON["HP_NCCL_LIB_FILES"], tmp, "\n")
+    for (k = 1; k <= nn; k++) if (tmp[k] in id) is_nccl_lib[id[tmp[k]]] = 1
+    if (nm > 0) {
+        for (i = 1; i <= N; i++) {
+            if (!((substr(fname[i], 1, 4) == "src/" && !(i in is_mpi)) || (i in is_nccl_lib))) continue
+            if (i in sys_mpi)
+                violation(fname[i], "includes " sys_mpi[i] " (a file of libhipress_nccl.so: the MPI layer is libhpcore_la_SOURCES)")
+            for (t = 1; t <= N; t++)
+                if ((t in is_mpi) && fname[t] ~ /\.h$/ && ((i, t) in freach))
+                    violation(fname[i], "reaches " fname[t] " (the MPI layer, libhpcore_la_SOURCES) through its includes; libhipress_nccl.so must not")
+        }
+    }
+
+    # (b) cycles among layers
+    for (a = 1; a <= LN; a++) for (b = 1; b <= LN; b++)
+        if (a != b && ((lname[a], lname[b]) in lcount)) { ldeg[a]++; ladj[a, ldeg[a]] = b }
+    closure(LN, ldeg, ladj, lreach)
+    components(LN, lreach, lcomp, lcsize)
+    for (a = 1; a <= LN; a++) {
+        if (lcomp[a] != a || lcsize[a] < 2) continue
+        p = cycle_path(a, ldeg, ladj, lcomp, lname)
+        members = ""
+        for (b = 1; b <= LN; b++) if (lcomp[b] == a) members = members " " lname[b]
+        violation((lname[a] in is_src_layer ? "src/" : "") lname[a], "layer cycle among" members ", e.g. " p)
+    }
+
+    # (c), (d) and files outside a layer folder
+    for (i = 1; i <= N; i++) {
+        if (substr(fname[i], 1, 4) != "src/") continue
+        if (flayer[i] == "?")
+            violation(fname[i], "not in a layer folder (src/ holds:" " " src_layers ")")
+        if (nlines[i] > max_lines + 0 && !(i in large))
+            violation(fname[i], nlines[i] " lines, over " max_lines " (and no `large:` why in its opening comment)")
+        if (fname[i] ~ /\.[ch]$/ && ocstate[i] == 0)
+            violation(fname[i], "no opening comment (a /* in its first 3 lines) saying its job")
+    }
+
+    printf "check_layers: %d files, %d include edges, %d violations\n", N, E, nviol
+    exit (nviol > 0) ? 1 : 0
+}
+' $files

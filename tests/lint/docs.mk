@@ -1,0 +1,13 @@
+# tests/lint/docs.mk: documentation checks (docs work stream); appends to the
+# variables of Makefile.am.  tests/lint/check_docs.sh reads HP_BUILDDIR and
+# HP_SRCDIR from AM_TESTS_ENVIRONMENT (tests/tests.mk).
+TESTS += tests/lint/check_docs.sh
+EXTRA_DIST += tests/lint/check_docs.sh
+# tests/lint/check_layers.sh: the layering drawn from the includes (doc/architecture.md).
+TESTS += tests/lint/check_layers.sh
+EXTRA_DIST += tests/lint/check_layers.sh
+# scripts/scale_model.py --selftest: the cost model's byte formulas (doc/scale.md).
+TESTS += scripts/scale_model.py
+TEST_EXTENSIONS = .test .py
+# (the flags of PY_LOG_COMPILER go to the interpreter, so a shell passes --selftest)
+PY_LOG_COMPILER = $(SHELL) -c 'exec python3 "$$0" --selftest'
