@@ -2,8 +2,8 @@
 #
 # Host side, in every build: device-buffer detection and the module loader
 # (src/backend/hp_gpu.c), the pure NCCL rules (src/front/hp_nccl.c), the MPI wrappers that
-# stage device buffers (mpi_wrappers/hp_mpi_gpu.c), and, when configure finds
-# nccl.h, the NCCL interception (mpi_wrappers/hp_nccl_wrap.c).
+# stage device buffers (wrap/hp_mpi_gpu.c), and, when configure finds
+# nccl.h, the NCCL interception (wrap/hp_nccl_wrap.c).
 #
 # The CUDA module, when configure finds CUDA (HP_CUDA): libhipress_cuda.so in
 # $(pkglibdir) ($(libdir)/hipress), loaded by libhipress.so at run time
@@ -17,12 +17,12 @@ AM_CPPFLAGS += -DHP_PKGLIBDIR='"$(pkglibdir)"'
 libhpbase_la_SOURCES += src/backend/hp_gpu.h src/backend/hp_gpu.c src/comp/hp_gpu_fmt.h src/comp/hp_gpu_fmt.def src/backend/hp_backend.h src/backend/hp_gpu_backend.c \
 	src/front/hp_nccl.h src/front/hp_nccl.c
 libhpbase_la_SOURCES += src/backend/hp_gpu_devmsg.c
-libhipress_la_SOURCES += mpi_wrappers/hp_wrap_gpu.h mpi_wrappers/hp_mpi_gpu.c
+libhipress_la_SOURCES += wrap/hp_wrap_gpu.h wrap/hp_mpi_gpu.c
 # NCCL_CPPFLAGS is empty in a build without NCCL
 libhipress_la_CPPFLAGS = $(AM_CPPFLAGS) $(NCCL_CPPFLAGS)
 if HP_NCCL
 # the NCCL interposition and front end, in both libraries
-HP_NCCL_FRONT_SOURCES = mpi_wrappers/hp_nccl_wrap.c src/front/hp_front_nccl.h src/front/hp_front_nccl.c \
+HP_NCCL_FRONT_SOURCES = wrap/hp_nccl_wrap.c src/front/hp_front_nccl.h src/front/hp_front_nccl.c \
 	src/front/hp_nccl_elem.h src/front/hp_nccl_elem.c src/front/hp_nccl_async.h src/front/hp_nccl_async.c \
 	src/front/hp_nccl_ctx.h src/front/hp_nccl_ctx.c \
 	src/front/hp_nccl_form.h src/front/hp_nccl_form.c src/front/hp_nccl_verify.h src/front/hp_nccl_verify.c
@@ -33,12 +33,12 @@ libhipress_la_SOURCES += $(HP_NCCL_FRONT_SOURCES)
 # the MPI compiler wrapper adds; tests/gpu/run_nompi.sh checks it; -z defs: a
 # source missing here fails the link).  Only nccl* and hipress_* are exported.
 lib_LTLIBRARIES += libhipress_nccl.la
-libhipress_nccl_la_SOURCES = $(HP_NCCL_FRONT_SOURCES) mpi_wrappers/hp_nccl_lib.c
+libhipress_nccl_la_SOURCES = $(HP_NCCL_FRONT_SOURCES) wrap/hp_nccl_lib.c
 libhipress_nccl_la_CPPFLAGS = $(AM_CPPFLAGS) $(NCCL_CPPFLAGS)
 libhipress_nccl_la_LIBADD = libhpbase.la
 libhipress_nccl_la_LDFLAGS = -version-info 0:0:0 -Wl,--as-needed -Wl,-z,defs -export-symbols-regex '^(hipress_|nccl)'
 else
-libhipress_la_SOURCES += mpi_wrappers/hp_nccl_stub.c
+libhipress_la_SOURCES += wrap/hp_nccl_stub.c
 endif
 
 # The device codec, plain C built into the module, the emulated module and

@@ -42,7 +42,7 @@
  * warning).  An error NCCL itself returns is returned to the caller (the
  * result is then NaN on this rank).  Staging buffers' form:
  * hp_nccl_form.h; HIPRESS_VERIFY: hp_nccl_verify.h.  The interposition
- * itself is mpi_wrappers/hp_nccl_wrap.c.
+ * itself is wrap/hp_nccl_wrap.c.
  */
 #define _GNU_SOURCE
 #include "hp_front_nccl.h"

@@ -3,7 +3,7 @@
  * (HIPRESS_NCCL=compress): the MPI path's plan and algorithms over the NCCL
  * transport (src/transport/hp_tp_nccl.c), stream-ordered in a steady
  * state (src/front/hp_nccl_async.h), else host-synchronous.  Used by
- * mpi_wrappers/hp_nccl_wrap.c, which decides eligibility and owns the
+ * wrap/hp_nccl_wrap.c, which decides eligibility and owns the
  * per-communicator registry; see doc/gpu.md, "Compressed ncclAllReduce
  * (experimental)".
  */

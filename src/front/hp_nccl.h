@@ -2,7 +2,7 @@
  * Which ncclAllReduce calls hipress may take over, and the per-thread
  * tracking of the user's ncclGroupStart/ncclGroupEnd: pure functions, no
  * NCCL header, unit-tested in tests/gpu/check_gpu.c.  The wrappers that use them
- * are in mpi_wrappers/hp_nccl_wrap.c.
+ * are in wrap/hp_nccl_wrap.c.
  *
  * Groups.  Inside ncclGroupStart/End NCCL fuses the calls and launches them
  * at ncclGroupEnd; hipress must not pull one call out of a group the user

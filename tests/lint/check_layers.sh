@@ -4,12 +4,12 @@
 # with HP_SRCDIR set, or from the source tree as tests/lint/check_layers.sh.
 #
 # Every .c/.h/.def (and .cu) file under src/<layer>/, include/,
-# mpi_wrappers/, cuda/ and tools/ is a node; its layer is its folder.  An
+# wrap/, cuda/ and tools/ is a node; its layer is its folder.  An
 # include resolves as the compiler would: the includer's own folder first,
-# then the include path (src/*/, include/, cuda/, mpi_wrappers/).  Checks:
+# then the include path (src/*/, include/, cuda/, wrap/).  Checks:
 #  (a) no arrow up: a file includes only its own layer and the layers the
 #      LAYERS table below lets it include (src/ is core < ops < comp <
-#      transport < backend < algo < plan < front; mpi_wrappers/ above front;
+#      transport < backend < algo < plan < front; wrap/ above front;
 #      cuda/, the device module, sees core, ops, comp and backend only);
 #  (b) no include cycle among files, none among modules (a .c with the .h
 #      of the same name: x.c including y.h while y.h includes x.h is a
@@ -59,9 +59,9 @@ backend: include core ops comp transport
 algo: include core ops comp transport backend
 plan: include core ops comp transport backend algo
 front: include core ops comp transport backend algo plan
-mpi_wrappers: include core ops comp transport backend algo plan front
+wrap: include core ops comp transport backend algo plan front
 cuda: include core ops comp backend
-tools: include core ops comp transport backend algo plan front mpi_wrappers cuda
+tools: include core ops comp transport backend algo plan front wrap cuda
 '
 # The folders of src/ (each one a layer of the table).
 SRC_LAYERS='core ops comp transport backend algo plan front'
@@ -74,7 +74,7 @@ if [ ! -d "$src/src" ]; then
 fi
 cd "$src" || exit 1
 
-files=$(find src include mpi_wrappers cuda tools -type f \
+files=$(find src include wrap cuda tools -type f \
             \( -name '*.c' -o -name '*.h' -o -name '*.def' -o -name '*.cu' \) \
             2>/dev/null | LC_ALL=C sort)
 if [ -z "$files" ]; then
@@ -134,7 +134,7 @@ function stem_of(path,   i) {
 # On the include path (what another folder can reach by name).
 function on_path(path,   l) {
     l = layer_of(path)
-    return (l in is_src_layer) || l == "include" || l == "cuda" || l == "mpi_wrappers"
+    return (l in is_src_layer) || l == "include" || l == "cuda" || l == "wrap"
 }
 
 # reach[u SUBSEP v] = 1 when v is reachable from u in one step or more,

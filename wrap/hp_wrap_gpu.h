@@ -1,5 +1,5 @@
 /*
- * Device buffers in the MPI wrappers (mpi_wrappers/hp_mpi_gpu.c).  Used only
+ * Device buffers in the MPI wrappers (wrap/hp_mpi_gpu.c).  Used only
  * once hp_gpu_watch_fired() said device memory may exist in the process.
  */
 #ifndef HP_WRAP_GPU_H
