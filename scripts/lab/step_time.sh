@@ -1,6 +1,6 @@
 #!/bin/sh
 # End-to-end training step time under hipress, against the compute floor,
-# measured in one run (issue 7's speed target).
+# measured in one run.
 #
 #   scripts/lab/step_time.sh [BUILDDIR] [SEEDS]        (as root; BUILDDIR default _build)
 #
