@@ -310,7 +310,7 @@ def preset(name):
         # candidate, so the run does not depend on the exploration's timing
         # (with the sum codec, auto chooses between allgather and ps by
         # measured time, and 110 chaotic steps then land on different
-        # trajectories: doc/accuracy.md, 'Sum codecs'; the sum check of
+        # trajectories: scripts/lab/logs/sum-codecs.md; the sum check of
         # tests/study/run_train.sh covers ps with its sum codec)
         return ["plain", "onebit:algo=auto,sum_codec=same", "onebit:algo=ps"]
     if name == "sum":           # ps with the owner's sum codec
