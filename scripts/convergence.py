@@ -7,7 +7,7 @@
     /usr/bin/python3 scripts/convergence.py --summarize study/np4.csv   # no MPI
     /usr/bin/python3 scripts/lab/plot_convergence.py -o loss.png study/np4.csv
 
-What it trains (the shape of issue 7): a 64-1024-1024-10 MLP (ReLU, softmax
+What it trains: a 64-1024-1024-10 MLP (ReLU, softmax
 cross-entropy; 1 126 410 float32 parameters, He init from the run seed) on
 scikit-learn's digits (8x8 images scaled to [0, 1]; a fixed 1400/397
 train/test split drawn from --split-seed), momentum SGD (0.9, lr 0.05, no
@@ -102,12 +102,12 @@ references, the layerwise powersgd reference), auto (every compressor under
 auto, plain, references), np8 (auto plus onebit and fp16 under every fixed
 algorithm), trial (onebit and tbq under ring, allgather, auto; plain;
 references), quick (plain, onebit under auto and ps: the CI test), sum
-(issue 13: plain, and for each of onebit, tbq and terngrad its textbook
+(the sum-codec study: plain, and for each of onebit, tbq and terngrad its textbook
 reference, ps with sum_codec=auto, =same (the worker's codec, the form
 before sum codecs), the other of q2 and q4 (auto is q4 for onebit and tbq,
 q2 for terngrad), and auto), sumcore (sum without the q2/q4 pair), sumci (onebit's
-reference and ps with its sum codec: the CI's paired check), fused (issue
-14: plain, and every compressor and q4 under auto with layout=fused and
+reference and ps with its sum codec: the CI's paired check), fused (the
+fused-layout study: plain, and every compressor and q4 under auto with layout=fused and
 min_bytes=0).
 
 layout=fused reduces the gradient the way Horovod's fusion does: each step
@@ -149,7 +149,7 @@ Output (rank 0).  PREFIX.csv, one table, rows of three kinds (column
     wall_s       run: seconds of the run (rank 0, barrier to barrier)
     reduce_s     run: seconds inside the gradient reduction (max over ranks)
     spec         run: the configuration as given (--config syntax)
-    task         run: digits or mnist1d (added by issue 13; older files lack it)
+    task         run: digits or mnist1d (older files lack it)
     global_batch run: images per step
 
 PREFIX_summary.md (also printed) and PREFIX_summary.csv: per configuration
@@ -157,8 +157,8 @@ and np, over seeds, the mean and 95% confidence interval (Student t) of the
 final test accuracy, training loss and test loss; the paired difference of
 accuracy against plain and against the compressor's reference (same seeds;
 mean and 95% CI), divergences, the fewest compressed calls of a run, and the
-issue's targets: EF compressors under auto within 1 point of the reference,
-fp16 and bf16 within 0.5 points of plain, no divergence; and (issue 13)
+study's targets: EF compressors under auto within 1 point of the reference,
+fp16 and bf16 within 0.5 points of plain, no divergence; and (the sum-codec study)
 onebit, tbq and terngrad under auto and under ps with a sum codec other than
 `same` within 1 point of the reference.  After the targets the CSV adds the
 paired differences of final training and test loss against the reference
@@ -310,10 +310,10 @@ def preset(name):
         # candidate, so the run does not depend on the exploration's timing
         # (with the sum codec, auto chooses between allgather and ps by
         # measured time, and 110 chaotic steps then land on different
-        # trajectories: doc/accuracy.md, 'Sum codecs'; the sum check of
+        # trajectories: scripts/lab/logs/sum-codecs.md; the sum check of
         # tests/study/run_train.sh covers ps with its sum codec)
         return ["plain", "onebit:algo=auto,sum_codec=same", "onebit:algo=ps"]
-    if name == "sum":           # issue 13: ps with the owner's sum codec
+    if name == "sum":           # ps with the owner's sum codec
         out = ["plain"]
         for c in SUM_COMPRESSORS:
             out += ["%s:ref" % c, "%s:algo=ps,sum_codec=auto" % c, "%s:algo=ps,sum_codec=same" % c]
@@ -326,7 +326,7 @@ def preset(name):
         return [s for s in preset("sum") if "sum_codec=q" not in s]
     if name == "sumci":         # CI: onebit's ps with its sum codec against its textbook form
         return ["onebit:ref", "onebit:algo=ps,sum_codec=auto"]
-    if name == "fused":         # issue 14: a fusion buffer's changing layout, every compressor's form
+    if name == "fused":         # a fusion buffer's changing layout, every compressor's form
         return ["plain"] + ["%s:algo=auto,layout=fused,min_bytes=0" % c for c in COMPRESSORS + ("q4",)]
     raise ValueError("unknown preset %r (%s)" % (name, ", ".join(PRESETS)))
 

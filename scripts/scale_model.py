@@ -122,7 +122,7 @@ def plain_wire(S, N):
 
 # ---------------------------------------------------------------- rates
 # Codec rates in GB/s of float32 input, one core: `hipress-bench --kernels
-# --csv` on the development VM in a quiet moment (doc/bench/kernels.csv,
+# --csv` on the development VM in a quiet moment (scripts/lab/logs/kernels.csv,
 # 2026-11-29); q2, q4 and q8 are newer than that file: their ratios to
 # memcpy measured in this session (under load) times that file's memcpy
 # rate, 11.6 GB/s (doc/scale.md#rates).  Rerun with --kernels CSV to

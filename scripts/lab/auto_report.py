@@ -2,7 +2,7 @@
 """Compare HIPRESS_ALGO=auto with the better of plain and the best fixed
 algorithm, per size, from hipress-bench CSV files of one compressor.
 
-Target (issue 4): auto is at most 1.25x slower below 1 MiB, 1.1x from 1 MiB up.
+Target: auto is at most 1.25x slower below 1 MiB, 1.1x from 1 MiB up.
 Each run reports medians over its iterations; where several runs cover one
 (algorithm, size), the median over the runs is used.  Plain time per size =
 median of the base_time_us of all runs at that size."""

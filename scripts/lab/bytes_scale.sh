@@ -1,5 +1,5 @@
 #!/bin/sh
-# Bytes per rank at scale, from the statistics (issue 13): hipress-bench's
+# Bytes per rank at scale, from the statistics: hipress-bench's
 # wire ratio (a plain ring's 2(N-1)/N S over the bytes the busiest rank sent,
 # hipress_stats_get's bytes_wire) for onebit, tbq and terngrad under auto
 # (HIPRESS_ALLOW_PLAIN=0: auto's choice among compressed algorithms, after

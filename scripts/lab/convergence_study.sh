@@ -1,6 +1,7 @@
 #!/bin/sh
-# The whole convergence study of doc/accuracy.md, as root, from the source
-# tree with a built _build/:
+# The whole convergence study of doc/accuracy.md (its log:
+# scripts/lab/logs/convergence.md), as root, from the source tree with a
+# built _build/:
 #
 #   scripts/lab/convergence_study.sh [OUTDIR] [SEEDS4] [SEEDS8]
 #
@@ -15,7 +16,7 @@
 #
 #   scripts/lab/convergence_study.sh sum [OUTDIR] [SEEDS] [SEEDS16] [SEEDSX]
 #
-# Issue 13's sum-codec study (doc/accuracy.md, "Sum codecs"): the global batch
+# The sum-codec study (scripts/lab/logs/sum-codecs.md): the global batch
 # (128) and the steps (110) fixed across N, hidden widths 512; --preset sum
 # at 4 and 8 ranks and --preset sumcore (plus q2 for onebit and tbq) at 16,
 # at SEEDS (default 5) and SEEDS16 (default 5) seeds; at 8 ranks MNIST-1D

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Plot the sum-codec study (issue 13): accuracy against the textbook
+"""Plot the sum-codec study: accuracy against the textbook
 reference, per number of ranks.
 
     scripts/lab/plot_sum_codecs.py -o sum-codecs.png np4_summary.csv np8_summary.csv np16_summary.csv

@@ -1,7 +1,7 @@
 /*
  * q_encode_ab: the encode of one compressor from two or more builds of
  * libhipress.so in one process, interleaved, against memcpy timed in the
- * same repetition (issue 13's A/B of the q codecs' encode):
+ * same repetition (the A/B of the q codecs' encode):
  *
  *   mpicc -O2 -Iinclude -o /tmp/q_encode_ab scripts/lab/q_encode_ab.c -ldl -lm
  *   /tmp/q_encode_ab NAME STOCH BYTES REPS LIB [LIB ...]

@@ -1,6 +1,6 @@
 #!/bin/sh
 # End-to-end training step time under hipress, against the compute floor,
-# measured in one run (issue 7's speed target).
+# measured in one run.
 #
 #   scripts/lab/step_time.sh [BUILDDIR] [SEEDS]        (as root; BUILDDIR default _build)
 #
@@ -9,7 +9,7 @@
 # scripts/netem.sh's emulated network (MPI over TCP on a private loopback):
 #   floor       plain MPI, the loopback not limited;
 #   1 Gbit/s    the loopback limited to 1 Gbit/s (one token bucket shared by
-#               all ranks, as in doc/benchmarks.md): plain MPI, and hipress
+#               all ranks, as scripts/netem.sh does): plain MPI, and hipress
 #               with fp16 and with onebit under the default plan (auto).
 # Every configuration runs SEEDS times (default 3) inside one mpirun per
 # network, alternating configurations seed by seed; the table gives the

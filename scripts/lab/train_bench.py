@@ -14,8 +14,8 @@ Models:
             scikit-learn's digits, batch 32 per rank.
 SGD (lr 0.01, momentum 0.9), hvd.DistributedOptimizer (with
 hvd.Compression.fp16 for --hvd-fp16, groups=1 for --groups1); gradients
-zeroed in place (model.zero_grad(set_to_none=False), recipe 1 of
-doc/horovod-notes.md), one thread per rank.  --warmup steps are not timed;
+zeroed in place (model.zero_grad(set_to_none=False): doc/recipes.md,
+Horovod), one thread per rank.  --warmup steps are not timed;
 the timed steps run between two hvd barriers (an allreduce of one integer).
 Rank 0 prints one line:
 

@@ -1,7 +1,7 @@
 #!/bin/bash
 # End-to-end training speed under Horovod on the emulated cluster
 # (scripts/cluster.sh): images per second of ResNet-18 and of the digits MLP,
-# plain Horovod against Horovod's own fp16 and hipress per compressor (issue 14).
+# plain Horovod against Horovod's own fp16 and hipress per compressor.
 #
 #   scripts/lab/train_bench.sh [options] -o OUTDIR
 #   scripts/lab/train_bench.sh --quick -o /tmp/tb      # a few steps, 1 repeat: checks the set-up only
