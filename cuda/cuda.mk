@@ -1,9 +1,8 @@
 # cuda/cuda.mk: the GPU path; appends to the variables of Makefile.am.
 #
 # Host side, in every build: device-buffer detection and the module loader
-# (src/backend/hp_gpu.c), the pure NCCL rules (src/front/hp_nccl.c), the MPI wrappers that
-# stage device buffers (wrap/hp_mpi_gpu.c), and, when configure finds
-# nccl.h, the NCCL interception (wrap/hp_nccl_wrap.c).
+# (src/backend/hp_gpu.c) and the MPI wrappers that stage device buffers
+# (wrap/hp_mpi_gpu.c).  The NCCL interception is wrap/nccl.mk's.
 #
 # The CUDA module, when configure finds CUDA (HP_CUDA): libhipress_cuda.so in
 # $(pkglibdir) ($(libdir)/hipress), loaded by libhipress.so at run time
@@ -14,33 +13,9 @@
 
 AM_CPPFLAGS += -DHP_PKGLIBDIR='"$(pkglibdir)"'
 
-libhpbase_la_SOURCES += src/backend/hp_gpu.h src/backend/hp_gpu.c src/comp/hp_gpu_fmt.h src/comp/hp_gpu_fmt.def src/backend/hp_backend.h src/backend/hp_gpu_backend.c \
-	src/front/hp_nccl.h src/front/hp_nccl.c
+libhpbase_la_SOURCES += src/backend/hp_gpu.h src/backend/hp_gpu.c src/comp/hp_gpu_fmt.h src/comp/hp_gpu_fmt.def src/backend/hp_backend.h src/backend/hp_gpu_backend.c
 libhpbase_la_SOURCES += src/backend/hp_gpu_devmsg.c
 libhipress_la_SOURCES += wrap/hp_wrap_gpu.h wrap/hp_mpi_gpu.c
-# NCCL_CPPFLAGS is empty in a build without NCCL
-libhipress_la_CPPFLAGS = $(AM_CPPFLAGS) $(NCCL_CPPFLAGS)
-if HP_NCCL
-# the NCCL interposition and front end, in both libraries
-HP_NCCL_FRONT_SOURCES = wrap/hp_nccl_wrap.c src/front/hp_front_nccl.h src/front/hp_front_nccl.c \
-	src/front/hp_nccl_elem.h src/front/hp_nccl_elem.c src/front/hp_nccl_async.h src/front/hp_nccl_async.c \
-	src/front/hp_nccl_ctx.h src/front/hp_nccl_ctx.c \
-	src/front/hp_nccl_form.h src/front/hp_nccl_form.c src/front/hp_nccl_verify.h src/front/hp_nccl_verify.c
-libhipress_la_SOURCES += $(HP_NCCL_FRONT_SOURCES)
-# The NCCL-only library for jobs without MPI (torchrun): the same NCCL
-# interposition and front end over libhpbase.la, the core without the MPI
-# layer, so that it needs neither libmpi nor libhwloc (--as-needed drops what
-# the MPI compiler wrapper adds; tests/gpu/run_nompi.sh checks it; -z defs: a
-# source missing here fails the link).  Only nccl* and hipress_* are exported.
-lib_LTLIBRARIES += libhipress_nccl.la
-libhipress_nccl_la_SOURCES = $(HP_NCCL_FRONT_SOURCES) wrap/hp_nccl_lib.c
-libhipress_nccl_la_CPPFLAGS = $(AM_CPPFLAGS) $(NCCL_CPPFLAGS)
-libhipress_nccl_la_LIBADD = libhpbase.la
-libhipress_nccl_la_LDFLAGS = -version-info 0:0:0 -Wl,--as-needed -Wl,-z,defs -export-symbols-regex '^(hipress_|nccl)'
-else
-libhipress_la_SOURCES += wrap/hp_nccl_stub.c
-endif
-
 # The device codec, plain C built into the module, the emulated module and
 # tests/gpu/check_kern: the frame (hp_codec_frame.c) and the rows of each family of
 # formats (cuda/hp_codec_fmt.h).  The kernels, a file per family too: the

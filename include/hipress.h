@@ -26,21 +26,31 @@ extern "C" {
 #define HIPRESS_VERSION_MINOR 1
 #define HIPRESS_VERSION_PATCH 0
 
-/* Status codes: 0 success, negative errors. */
+/* Status codes: 0 success, negative errors.  An error status may carry
+ * the failing library's own code (an MPI error code, an ncclResult_t, a
+ * CUresult) in its high bits: hipress_status_class() gives the
+ * HIPRESS_ERR_* value, hipress_status_cause() that code (0: none). */
 typedef enum {
     HIPRESS_OK             = 0,
     HIPRESS_ERR_INVALID    = -1, /* bad argument or setting */
     HIPRESS_ERR_NOMEM      = -2,
-    HIPRESS_ERR_MPI        = -3, /* the transport failed: an MPI call, or an NCCL call of the NCCL transport */
+    HIPRESS_ERR_MPI        = -3, /* an MPI call failed (cause: its error code) */
     HIPRESS_ERR_MESSAGE    = -4, /* a received message failed validation */
     HIPRESS_ERR_PEER       = -5, /* another rank failed inside the collective */
     HIPRESS_ERR_UNSUPPORTED= -6,
     HIPRESS_ERR_STATE      = -7, /* called at the wrong time */
-    HIPRESS_ERR_DEVICE     = -8  /* a CUDA or NCCL call failed */
+    HIPRESS_ERR_DEVICE     = -8, /* a CUDA call failed (cause: its CUresult, when known) */
+    HIPRESS_ERR_NCCL       = -9  /* an NCCL call failed (cause: its ncclResult_t) */
 } hipress_status_t;
 
-/* A short lowercase description of a status. */
+/* A short lowercase description of a status, its cause included. */
 const char *hipress_status_string(int status);
+
+/* The HIPRESS_ERR_* class of a status (HIPRESS_OK for success). */
+int hipress_status_class(int status);
+
+/* The failing library's code a status carries, 0 when none. */
+int hipress_status_cause(int status);
 
 /* "0.1.0". */
 const char *hipress_version(void);

@@ -5,7 +5,7 @@
  * plus the load watch of the GPU path (hp_gpu.h), which stays quiet in a
  * process that never loads CUDA.
  */
-#include "hp_state.h"
+#include "hp_front_mpi.h"
 #include "hp_backend.h"
 #include "hp_wrap_gpu.h"
 #include <ctype.h>
@@ -17,7 +17,7 @@
 
 static void count_reason(hp_elig_t r)
 {
-    atomic_fetch_add_explicit(&hp_g.stats.reason[r], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&hp_g.stats.reason[HP_FRONT_MPI][r], 1, memory_order_relaxed);
 }
 
 HP_WRAP int MPI_Init(int *argc, char ***argv)
@@ -52,23 +52,23 @@ HP_EXPORT const char *hipress_library(void)
     return "libhipress";
 }
 
-/* Everything that is not a plain float sum is decided here, off the fast path. */
+/* Everything that is not a plain float sum is decided here, off the fast
+ * path: the call's own eligibility, then the driver (src/front/hp_drive.c),
+ * which agrees with the other ranks before it compresses. */
 static __attribute__((noinline)) int allreduce_slow(const void *sendbuf, void *recvbuf, int count,
                                                     MPI_Datatype datatype, MPI_Op op, MPI_Comm comm)
 {
     hp_call_desc_t d;
-    hp_comm_state_t *cs = NULL;
+    hp_comm_t *c = NULL;
     const hp_config_t *cfg = &hp_g.cfg;
     hp_gpu_ptr_t kinds[2];
-    hp_elig_t r;
-    int shared;
-    int any_device = 0, gpu = 0;
+    int r, rc, any_device = 0, gpu = 0;
 
     memset(&d, 0, sizeof(d));
     /* device memory must never reach the CPU path; it can exist only once
      * the watch has fired.  The GPU compresses what it can (the decision:
-     * hp_gpu_compress_route, agreed below with the other ranks' like every
-     * rank-local fact); the rest is passed through, staged. */
+     * hp_gpu_compress_route, agreed by the driver with the other ranks'
+     * like every rank-local fact); the rest is passed through, staged. */
     if (HP_UNLIKELY(hp_gpu_watch_fired())) {
         any_device = hp_mpi_buffers_kind(sendbuf, recvbuf, kinds);
         gpu = any_device && hp_gpu_compress_route(&hp_g.cfg, kinds, sendbuf, recvbuf);
@@ -87,33 +87,29 @@ static __attribute__((noinline)) int allreduce_slow(const void *sendbuf, void *r
         if (PMPI_Comm_test_inter(comm, &d.is_inter) != MPI_SUCCESS ||
             PMPI_Comm_size(comm, &d.comm_size) != MPI_SUCCESS)
             d.null_handle = 1;
-        else if (!d.is_inter && (cs = hp_comm_state(comm, 0)) != NULL) {
-            cfg = &cs->cfg;
-            d.opted_out = cs->opted_out;
+        else if (!d.is_inter && (c = hp_mpi_comm(comm, 0)) != NULL) {
+            cfg = &c->cfg;
+            d.opted_out = c->opted_out;
         }
     }
     d.min_bytes = (size_t)hp_cfg_i(cfg, HP_S_MIN_BYTES);
     r = hp_eligible(&d);
-    shared = r == HP_ELIG_YES || hp_eligible_shared(&d) == HP_ELIG_YES;
-    if (shared && cs == NULL && (cs = hp_comm_state(comm, 1)) == NULL)
-        r = HP_ELIG_DISABLED, shared = 0;
-    if (shared) {
-        /* every rank of a correct program is here for this call: agree on
-         * what only this rank can see (its buffers), so that no rank
-         * compresses while another passes through, and on the count */
-        int rc, v = hp_allreduce_agree(comm, cs, recvbuf, (size_t)count, r == HP_ELIG_YES, gpu, &rc);
-        if (v < 0)
+    /* every rank of a correct program shares the other criteria: those
+     * ranks meet in the driver's agreement, so that no rank compresses
+     * while another passes through */
+    if (r == HP_ELIG_YES || hp_eligible_shared(&d) == HP_ELIG_YES) {
+        int why = HP_ELIG_YES;
+        if (c == NULL && (c = hp_mpi_comm(comm, 1)) == NULL)
+            why = HP_ELIG_DISABLED;
+        else if (hp_mpi_allreduce(sendbuf, recvbuf, (size_t)count, comm, c, r == HP_ELIG_YES, gpu, &rc, &why))
             return rc;
-        if (v == 0 && r == HP_ELIG_YES)
-            r = HP_ELIG_PEER;
+        if (r == HP_ELIG_YES)
+            r = why;
     }
-    if (r != HP_ELIG_YES) {
-        count_reason(r);
-        if (HP_UNLIKELY(any_device))
-            return hp_mpi_allreduce_pass(sendbuf, recvbuf, count, datatype, op, comm, kinds);
-        return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
-    }
-    return hp_allreduce_compressed(sendbuf, recvbuf, (size_t)count, comm, cs);
+    count_reason((hp_elig_t)r);
+    if (HP_UNLIKELY(any_device))
+        return hp_mpi_allreduce_pass(sendbuf, recvbuf, count, datatype, op, comm, kinds);
+    return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
 }
 
 /* A call the fast path passes through, once device memory may exist: PMPI,
@@ -130,7 +126,7 @@ HP_WRAP int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Dat
 {
     if (HP_UNLIKELY(!hp_g.enabled))
         return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
-    atomic_fetch_add_explicit(&hp_g.stats.calls, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&hp_g.stats.calls[HP_FRONT_MPI], 1, memory_order_relaxed);
     if (datatype != MPI_FLOAT) {
         count_reason(HP_ELIG_DATATYPE);
         if (HP_UNLIKELY(hp_gpu_watch_fired()))

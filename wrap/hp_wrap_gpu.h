@@ -5,7 +5,7 @@
 #ifndef HP_WRAP_GPU_H
 #define HP_WRAP_GPU_H
 
-#include "hp_state.h"
+#include "hp_front_mpi.h"
 #include "hp_gpu.h"
 
 /* Classify MPI_Allreduce's buffers (MPI_IN_PLACE and NULL are host).

@@ -48,6 +48,8 @@ typedef struct hp_call {
     void                       *scratch_ctx;
     /* results */
     double                      t_encode, t_decode;
+    double                      t_wait;     /* blocked in the transport's waits */
+    size_t                      wire;       /* message bytes this rank posted */
     unsigned long long          nonfinite;
     unsigned long long          excepts;    /* values sent as message exceptions */
     hp_status_t                 err;        /* first local error (sticky) */
@@ -180,6 +182,62 @@ static inline size_t hp_call_sum_cap(const hp_call_t *call, size_t len)
 {
     return hp_msg_max_bytes(call->sum_kind, len, call->params) + HP_MSG_EXCEPT_BYTES;
 }
+
+/* ------------------------------------------------------- running a plan */
+
+/* The node hierarchy of a communicator (HIPRESS_HIERARCHICAL), built by the
+ * front end that knows the nodes: the ranks of one node reduce exactly
+ * among themselves, the algorithm runs among the nodes, the result is
+ * exchanged back inside each node. */
+typedef struct hp_hier {
+    int             avail;      /* several nodes, and a node of several ranks */
+    int             is_2d;      /* every node the same size: reduce-scatter inside the node, each
+                                 * rank compresses its shard with its peers of the other nodes,
+                                 * allgather inside the node; else leaders: reduce to node rank 0,
+                                 * the leaders compress, broadcast */
+    int             node_rank, node_size, nodes;
+    int             built;      /* made for mode and k */
+    long long       mode, k;
+    hp_transport_t *tp_node;    /* the node's ranks */
+    hp_transport_t *tp_inter;   /* the ranks the algorithm runs on across the nodes (NULL on a rank
+                                 * that is not one: a non-leader) */
+} hp_hier_t;
+
+/* What the driver gives a call: the ranks, the memory, the codecs and this
+ * call's parameters, the error-feedback state, the keys of the random
+ * generator, the scratch, and the test knobs. */
+typedef struct hp_call_env {
+    hp_transport_t              *tp;        /* the ranks the algorithm runs on (flat) */
+    hp_mem_t                    *mem;       /* the buffer's memory */
+    int                          kind;      /* compressor */
+    int                          sum_kind;  /* its sum codec where the plan has an owner stage */
+    const hipress_comp_params_t *params;    /* this call's (hp_comp_ext_t.call_params) */
+    hp_residual_store_t         *res;
+    hp_res_buf_t                *rb;        /* the buffer's state, or NULL */
+    uint64_t                     seed, call_no;
+    int                          corrupt, kill;   /* test knobs */
+    void                      *(*scratch)(void *ctx, size_t bytes);    /* messages */
+    void                      *(*scratch2)(void *ctx, size_t bytes);   /* a hierarchical call's shards */
+    void                        *scratch_ctx;
+} hp_call_env_t;
+
+/* Fill *call (zeroed here) for elements [base, base + n) of data (count
+ * elements), which holds this rank's data: residual and momentum vectors
+ * at base (dgc's momentum applied to the range), grain, seed, call number,
+ * scratch. */
+void hp_call_prepare(hp_call_t *call, const hp_call_env_t *env, float *data, size_t count, size_t base, size_t n);
+
+/* Run a plan on data (count floats, this rank's input; the result on
+ * return): algorithm `algo` (a row of the table; HP_ALGO_AUTO: a collective
+ * compressor's own run) with `parts` pipeline partitions per unit, flat, or
+ * through the node hierarchy when hier is not NULL (the composite of
+ * src/algo/hp_algo_run.c: the exact reduction inside the node, the algorithm
+ * among the nodes on hier->tp_inter, the exchange back inside the node).
+ * *call holds the run's results (times, counts, first error); *folded_p
+ * counts the residuals folded into data where this rank encodes nothing
+ * lossy.  Every rank runs the same exchanges whatever fails locally. */
+hp_status_t hp_algo_run(hp_call_t *call, const hp_call_env_t *env, float *data, size_t count, int algo,
+                        size_t parts, const hp_hier_t *hier, unsigned *folded_p);
 
 /* ------------------------------------------------------------ the table */
 

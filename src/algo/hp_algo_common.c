@@ -174,7 +174,7 @@ static void decode_as(hp_call_t *call, int kind, const void *msg, size_t msg_len
     st = m->ops->decode(m, kind, msg, msg_len, len, dst, accumulate, call->params);
     call->t_decode += hp_now() - t0;
     if (st != HP_OK) {
-        if (st != HP_ERR_PEER)
+        if (HP_ST_CLASS(st) != HP_ERR_PEER)
             HP_WARN("rejected a compressed message of %zu bytes for %zu elements: %s", msg_len,
                     len, hipress_status_string(st));
         call->err = st;

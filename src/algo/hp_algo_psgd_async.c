@@ -174,7 +174,7 @@ hp_status_t hp_psgd_run_stream(hp_call_t *call)
         dev(&st, g->nan_if(cx, call->buf, n, flag, FLAG_BYTES));
     }
     call->t_decode += hp_now() - t0;
-    if (st == HP_ERR_DEVICE)
+    if (HP_ST_CLASS(st) == HP_ERR_DEVICE)
         HP_WARN("powersgd stream-ordered on the device: %s", g->base.last_error());
     return st;
 }

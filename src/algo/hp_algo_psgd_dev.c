@@ -141,7 +141,7 @@ hp_status_t hp_psgd_run_dev(hp_call_t *call)
         DEV(g->copy(cx, qwarm, dqs, r * c * sizeof(float)));
     call->t_decode += hp_now() - t0;
 out:
-    if (st == HP_ERR_DEVICE)
+    if (HP_ST_CLASS(st) == HP_ERR_DEVICE)
         HP_WARN("powersgd on the device: %s", g->base.last_error());
     free(work);
     return st;

@@ -271,7 +271,7 @@ static hp_status_t dev_encode(hp_mem_t *m, int kind, hipress_encode_args_t *a, h
     /* the compressor says which format and with what parameters; the
      * module's codec runs it (no device form: on host copies) */
     st = hp_comp_gpu_fmt(kind, a->params, a->n, a->k, &e.fmt);
-    if (st == HP_ERR_UNSUPPORTED)
+    if (HP_ST_CLASS(st) == HP_ERR_UNSUPPORTED)
         return staged_encode(m, kind, a, src, mask, out, cap, len_p, nonfinite_p, except_p);
     if (st != HP_OK)
         return st;

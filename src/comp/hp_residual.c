@@ -130,6 +130,20 @@ void hp_residual_destroy(hp_residual_store_t *s, hp_res_drop_t reason)
     free(s);
 }
 
+size_t hp_residual_abandon(hp_residual_store_t *s)
+{
+    size_t kept = 0;
+    if (s == NULL)
+        return 0;
+    for (hp_res_buf_t *b = s->head; b != NULL; b = b->next)
+        if (b->mem != NULL) {
+            kept += buf_bytes(b);
+            memset(b->vec, 0, sizeof(b->vec));   /* (not released) */
+        }
+    hp_residual_destroy(s, HP_RES_DROP_FREED);
+    return kept;
+}
+
 /* Evict least recently used buffers other than `keep` until `need` more
  * bytes fit; 0 when they cannot. */
 static int make_room(hp_residual_store_t *s, size_t need, const hp_res_buf_t *keep)

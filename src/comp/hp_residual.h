@@ -82,6 +82,11 @@ hp_residual_store_t *hp_residual_create(size_t max_bytes);
 /* Drops everything (counted with `reason`) and frees the store. */
 void hp_residual_destroy(hp_residual_store_t *s, hp_res_drop_t reason);
 
+/* Frees the store without releasing vectors of a memory other than the
+ * host's (device memory, which a release would wait for: after an abort
+ * the device may never finish); returns their bytes, kept. */
+size_t hp_residual_abandon(hp_residual_store_t *s);
+
 /* A new memory bound; evicts down to it. */
 void hp_residual_set_max(hp_residual_store_t *s, size_t max_bytes);
 

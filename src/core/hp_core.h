@@ -22,7 +22,11 @@
 #define HP_MAX(a, b) ((a) > (b) ? (a) : (b))
 #define HP_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
-/* Internal status: the public hipress_status_t values. */
+/* Internal status: HP_OK (0) or an error < 0, the public hipress_status_t
+ * values.  An error of another library keeps that library's code as its
+ * cause (HP_ST_MPI, HP_ST_NCCL, HP_ST_CUDA): -(class | cause << 8), so
+ * HP_ST_CLASS(st) is the HP_ERR_* value and HP_ST_CAUSE(st) the code.
+ * Compare classes, never whole statuses: HP_ST_CLASS(st) == HP_ERR_PEER. */
 typedef int hp_status_t;
 #define HP_OK            HIPRESS_OK
 #define HP_ERR_INVALID   HIPRESS_ERR_INVALID
@@ -33,6 +37,17 @@ typedef int hp_status_t;
 #define HP_ERR_UNSUPPORTED HIPRESS_ERR_UNSUPPORTED
 #define HP_ERR_STATE     HIPRESS_ERR_STATE
 #define HP_ERR_DEVICE    HIPRESS_ERR_DEVICE
+#define HP_ERR_NCCL      HIPRESS_ERR_NCCL
+
+static inline hp_status_t hp_st_make(hp_status_t cls, int cause)
+{
+    return cause > 0 && cause < (1 << 22) ? -((-cls) | (cause << 8)) : cls;
+}
+#define HP_ST_CLASS(st) ((st) >= 0 ? (st) : -((-(st)) & 0xff))
+#define HP_ST_CAUSE(st) ((st) >= 0 ? 0 : (-(st)) >> 8)
+#define HP_ST_MPI(rc)  hp_st_make(HP_ERR_MPI, (rc))
+#define HP_ST_NCCL(rc) hp_st_make(HP_ERR_NCCL, (int)(rc))
+#define HP_ST_CUDA(rc) hp_st_make(HP_ERR_DEVICE, (int)(rc))
 
 /* An even split (the algorithms' chunks): n elements into `parts` chunks: chunk i starts at
  * hp_chunk_off(n, parts, i) and holds hp_chunk_len(n, parts, i) elements; the
@@ -69,18 +84,28 @@ void hp_log_emit(int level, const char *file, int line, const char *fmt, ...)
 #define HP_INFO(...)  HP_LOG(HP_LOG_INFO, __VA_ARGS__)
 #define HP_TRACE(...) HP_LOG(HP_LOG_TRACE, __VA_ARGS__)
 
-/* Evaluate an hp_status_t expression; on failure log file:line (TRACE) and
- * jump to `label` with `st` holding the status. */
+/* The error trail: evaluate an hp_status_t expression; on failure log it
+ * with file:line (TRACE: a failing call logs its whole path) and jump to
+ * `label` with `st` holding the status. */
 #define HP_CHECK_GOTO(expr, st, label) \
     do { (st) = (expr); \
          if (HP_UNLIKELY((st) != HP_OK)) { \
-             HP_TRACE("%s failed: %s", #expr, hipress_status_string(st)); goto label; } } while (0)
+             HP_TRACE("%s: %s", #expr, hipress_status_string(st)); goto label; } } while (0)
 
-/* The same for an MPI return code, converted to HP_ERR_MPI. */
+/* The same, keeping a first error: st_first is set only while it is
+ * HP_OK, and the code goes on (every rank must still run the protocol). */
+#define HP_CHECK_KEEP(expr, st_first) \
+    do { hp_status_t hp_st_ = (expr); \
+         if (HP_UNLIKELY(hp_st_ != HP_OK)) { \
+             HP_TRACE("%s: %s", #expr, hipress_status_string(hp_st_)); \
+             if ((st_first) == HP_OK) (st_first) = hp_st_; } } while (0)
+
+/* An MPI return code as a status, its code kept. */
 #define HP_MPI_GOTO(expr, st, label) \
     do { int hp_mpi_rc_ = (expr); \
          if (HP_UNLIKELY(hp_mpi_rc_ != MPI_SUCCESS)) { \
-             HP_WARN("%s returned mpi error %d", #expr, hp_mpi_rc_); (st) = HP_ERR_MPI; goto label; } } while (0)
+             (st) = HP_ST_MPI(hp_mpi_rc_); \
+             HP_TRACE("%s: mpi error %d", #expr, hp_mpi_rc_); goto label; } } while (0)
 
 /* ------------------------------------------------------------------ util */
 static inline double hp_now(void)

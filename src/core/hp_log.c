@@ -40,20 +40,43 @@ void *hp_aligned_alloc(size_t bytes)
     return p;
 }
 
-HP_EXPORT const char *hipress_status_string(int status)
+static const char *class_string(int cls)
 {
-    switch (status) {
+    switch (cls) {
     case HIPRESS_OK:              return "success";
     case HIPRESS_ERR_INVALID:     return "invalid argument";
     case HIPRESS_ERR_NOMEM:       return "out of memory";
-    case HIPRESS_ERR_MPI:         return "transport error (an MPI or NCCL call failed)";
+    case HIPRESS_ERR_MPI:         return "an MPI call failed";
     case HIPRESS_ERR_MESSAGE:     return "malformed compressed message";
     case HIPRESS_ERR_PEER:        return "failure on another rank";
     case HIPRESS_ERR_UNSUPPORTED: return "unsupported";
     case HIPRESS_ERR_STATE:       return "called at the wrong time";
-    case HIPRESS_ERR_DEVICE:      return "cuda or nccl error";
+    case HIPRESS_ERR_DEVICE:      return "a CUDA call failed";
+    case HIPRESS_ERR_NCCL:        return "an NCCL call failed";
     default:                      return "unknown status";
     }
+}
+
+HP_EXPORT int hipress_status_class(int status)
+{
+    return HP_ST_CLASS(status);
+}
+
+HP_EXPORT int hipress_status_cause(int status)
+{
+    return HP_ST_CAUSE(status);
+}
+
+HP_EXPORT const char *hipress_status_string(int status)
+{
+    static __thread char buf[96];
+    static const char *what[] = {[-HIPRESS_ERR_MPI] = "mpi error", [-HIPRESS_ERR_DEVICE] = "CUresult",
+                                 [-HIPRESS_ERR_NCCL] = "ncclResult_t"};
+    int cls = HP_ST_CLASS(status), cause = HP_ST_CAUSE(status);
+    if (cause == 0 || cls < HIPRESS_ERR_NCCL || what[-cls] == NULL)
+        return class_string(cls);
+    snprintf(buf, sizeof(buf), "%s (%s %d)", class_string(cls), what[-cls], cause);
+    return buf;
 }
 
 HP_EXPORT const char *hipress_version(void)

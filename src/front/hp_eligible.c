@@ -1,6 +1,7 @@
 /*
- * Which MPI_Allreduce calls hipress compresses: pure functions of a call's
- * descriptor (src/front/hp_eligible.h), unit-tested in tests/unit/check_core.c.
+ * Which calls hipress compresses: pure functions of a call's descriptor
+ * (src/front/hp_eligible.h), unit-tested in tests/unit/check_core.c and
+ * tests/gpu/check_gpu.c.
  */
 #include "hp_eligible.h"
 
@@ -17,11 +18,10 @@ hp_elig_t hp_eligible(const hp_call_desc_t *d)
         return HP_ELIG_OP;
     if (!d->dtype_is_float)
         return HP_ELIG_DATATYPE;
-    if (d->count <= 0)
+    if (d->count <= 0 || __builtin_mul_overflow((size_t)d->count, d->elem_size, &bytes))
         return HP_ELIG_COUNT;
     if (d->recvbuf == NULL || (!d->in_place && d->sendbuf == NULL))
         return HP_ELIG_NULL_BUFFER;
-    bytes = (size_t)d->count * d->elem_size;
     if (!d->in_place) {
         s = (const char *)d->sendbuf;
         r = (const char *)d->recvbuf;
@@ -30,7 +30,7 @@ hp_elig_t hp_eligible(const hp_call_desc_t *d)
     }
     if (d->is_inter)
         return HP_ELIG_INTERCOMM;
-    if (d->comm_size <= 1)
+    if (d->comm_size == 1)
         return HP_ELIG_SMALL_COMM;
     if (d->opted_out)
         return HP_ELIG_OPTED_OUT;
@@ -38,6 +38,10 @@ hp_elig_t hp_eligible(const hp_call_desc_t *d)
         return HP_ELIG_DEVICE;
     if (bytes < d->min_bytes)
         return HP_ELIG_TOO_SMALL;
+    if (d->in_user_group)
+        return HP_ELIG_GROUP;
+    if (d->capturing != 0)
+        return HP_ELIG_CAPTURE;
     return HP_ELIG_YES;
 }
 
@@ -56,6 +60,6 @@ const char *hp_elig_name(hp_elig_t r)
     static const char *names[HP_ELIG_NREASONS] = {
         "eligible", "disabled", "null handle", "op", "datatype", "count",
         "null buffer", "overlap", "intercomm", "single rank", "opted out",
-        "small", "device buffer", "another rank"};
+        "small", "device buffer", "another rank", "group", "graph capture", "no plan"};
     return (r >= 0 && r < HP_ELIG_NREASONS) ? names[r] : "?";
 }

@@ -7,6 +7,7 @@
 #include "hp_algo.h"
 #include "hp_comp.h"
 #include "hp_gpu.h"
+#include "hp_transport.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -38,6 +39,36 @@ void hp_params_from_config(const hp_config_t *cfg, hipress_comp_params_t *p)
     p->terngrad_block = (uint32_t)hp_cfg_i(cfg, HP_S_TERNGRAD_BLOCK);
     p->q_block = (uint32_t)hp_cfg_i(cfg, HP_S_Q_BLOCK);
     p->q_rounding = (uint32_t)hp_cfg_i(cfg, HP_S_Q_ROUNDING);
+}
+
+hp_status_t hp_settings_agree(hp_transport_t *tp, const hp_config_t *cfg, int local_bad, hp_settings_verdict_t *v)
+{
+    /* the max of: INT64_MAX - rank where bad (the lowest such rank), every
+     * agreed setting's hash and its negation (equal everywhere when
+     * h = -(-h)), the size and its negation */
+    enum { N = HP_SETTINGS_AGREE_N };
+    int64_t a[N];
+    hp_status_t st;
+
+    memset(a, 0, sizeof(a));
+    a[0] = local_bad ? INT64_MAX - tp->rank : 0;
+    a[1] = tp->size;
+    a[2] = -(int64_t)tp->size;
+    for (int i = 0; i < HP_S_COUNT; i++)
+        if (hp_settings[i].agree) {
+            a[3 + 2 * i] = (int64_t)(hp_config_hash(cfg, i) >> 2);
+            a[4 + 2 * i] = -a[3 + 2 * i];
+        }
+    st = hp_tp_agree(tp, HP_TP_INT64, a, N, "the settings agreement");
+    if (st != HP_OK)
+        return st;
+    v->bad_rank = a[0] != 0 ? (int)(INT64_MAX - a[0]) : -1;
+    v->size = a[1] == -a[2] ? (int)a[1] : -1;
+    v->mismatch = -1;
+    for (int i = 0; i < HP_S_COUNT && v->mismatch < 0; i++)
+        if (hp_settings[i].agree && a[3 + 2 * i] != -a[4 + 2 * i])
+            v->mismatch = i;
+    return HP_OK;
 }
 
 /* Load settings and plugins; err receives a one-line message. */
@@ -136,10 +167,13 @@ HP_EXPORT void hipress_comp_params_default(hipress_comp_params_t *p)
 
 HP_EXPORT void hipress_stats_get(hipress_stats_t *s)
 {
-    unsigned long long pass = 0;
-    for (int i = 1; i < HP_ELIG_NREASONS; i++)
-        pass += atomic_load(&hp_g.stats.reason[i]);
-    s->calls = atomic_load(&hp_g.stats.calls);
+    unsigned long long pass = 0, calls = 0;
+    for (int f = 0; f < HP_FRONT_COUNT; f++) {
+        calls += atomic_load(&hp_g.stats.calls[f]);
+        for (int i = 1; i < HP_ELIG_NREASONS; i++)
+            pass += atomic_load(&hp_g.stats.reason[f][i]);
+    }
+    s->calls = calls;
     s->compressed = atomic_load(&hp_g.stats.compressed);
     s->passthrough = pass;
     s->bytes_raw = atomic_load(&hp_g.stats.bytes_raw);
@@ -163,17 +197,17 @@ static const char *size_class_name(int c)
     return buf;
 }
 
-void hp_stats_print(void)
+/* The table; `who` names the process in its first line. */
+static void stats_print(FILE *f, const char *who)
 {
     hp_stats_t *s = &hp_g.stats;
     unsigned long long raw = atomic_load(&s->bytes_raw), wire = atomic_load(&s->bytes_wire);
-    FILE *f = stderr;
 
-    fprintf(f, "hipress statistics (rank 0 of %d)\n", hp_g.world_size);
-    fprintf(f, "  %-28s %llu\n", "MPI_Allreduce calls", (unsigned long long)atomic_load(&s->calls));
+    fprintf(f, "hipress statistics (%s)\n", who);
+    fprintf(f, "  %-28s %llu\n", "MPI_Allreduce calls", (unsigned long long)atomic_load(&s->calls[HP_FRONT_MPI]));
     fprintf(f, "  %-28s %llu\n", "compressed", (unsigned long long)atomic_load(&s->compressed));
     for (int i = 1; i < HP_ELIG_NREASONS; i++) {
-        unsigned long long v = atomic_load(&s->reason[i]);
+        unsigned long long v = atomic_load(&s->reason[HP_FRONT_MPI][i]);
         if (v)
             fprintf(f, "  passed through: %-13s %llu\n", hp_elig_name((hp_elig_t)i), v);
     }
@@ -236,6 +270,13 @@ void hp_stats_print(void)
     fflush(f);
 }
 
+void hp_stats_print(void)
+{
+    char who[64];
+    snprintf(who, sizeof(who), "rank 0 of %d", hp_g.world_size);
+    stats_print(stderr, who);
+}
+
 /* Rows of the GPU path: device buffers of the MPI wrappers, then
  * ncclAllReduce (only when the process made such calls). */
 static void stats_print_gpu(FILE *f)
@@ -257,17 +298,20 @@ static void stats_print_gpu(FILE *f)
     fprintf(f, "  %-28s %llu\n", "staged through host memory", staged);
     if (unstaged)
         fprintf(f, "  %-28s %llu\n", "device, not staged", unstaged);
-    n = atomic_load(&s->nccl_calls);
+    if (atomic_load(&s->dev_kept_bytes))
+        fprintf(f, "  %-28s %.1f MiB (aborted communicators: never freed)\n", "device memory kept",
+                atomic_load(&s->dev_kept_bytes) / 1048576.0);
+    n = atomic_load(&s->calls[HP_FRONT_NCCL]);
     if (n == 0)
         return;
     fprintf(f, "  %-28s %llu\n", "ncclAllReduce calls", n);
-    fprintf(f, "  %-28s %llu (compressed only with HIPRESS_NCCL=compress: float32, not in a user group)\n",
-            "nccl eligible", (unsigned long long)atomic_load(&s->nccl_reason[HP_NELIG_YES]));
-    fprintf(f, "  %-28s %llu\n", "nccl compressed", (unsigned long long)atomic_load(&s->nccl_compressed));
-    for (int i = 1; i < HP_NELIG_NREASONS; i++) {
-        unsigned long long v = atomic_load(&s->nccl_reason[i]);
+    fprintf(f, "  %-28s %llu (compressed only with HIPRESS_NCCL=compress: float32, float16, bfloat16, not in a "
+            "user group)\n", "nccl eligible", (unsigned long long)atomic_load(&s->reason[HP_FRONT_NCCL][HP_ELIG_YES]));
+    fprintf(f, "  %-28s %llu\n", "nccl compressed", (unsigned long long)atomic_load(&s->front_compressed[HP_FRONT_NCCL]));
+    for (int i = 1; i < HP_ELIG_NREASONS; i++) {
+        unsigned long long v = atomic_load(&s->reason[HP_FRONT_NCCL][i]);
         if (v)
-            fprintf(f, "  nccl passed through: %-8s %llu\n", hp_nccl_elig_name((hp_nccl_elig_t)i), v);
+            fprintf(f, "  nccl passed through: %-8s %llu\n", hp_elig_name((hp_elig_t)i), v);
     }
     fprintf(f, "  %-28s %llu\n", "nccl communicators released", (unsigned long long)atomic_load(&s->nccl_comms_released));
 }
@@ -279,7 +323,5 @@ static void stats_at_exit(void)
     const char *rank = getenv("RANK");
     if (hp_g.initialized || (rank != NULL && rank[0] != '\0' && atoi(rank) != 0))
         return;
-    fprintf(stderr, "hipress statistics (rank %s, without MPI)\n", rank != NULL && rank[0] ? rank : "0");
-    stats_print_gpu(stderr);
-    fflush(stderr);
+    stats_print(stderr, "rank 0, without MPI");
 }

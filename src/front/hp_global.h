@@ -15,16 +15,20 @@
 #include "hp_residual.h"
 #include "hp_plan.h"
 #include "hp_algo.h"
-#include "hp_nccl.h"
 
 /* The MPI collectives whose device buffers are counted (and staged). */
 enum { HP_COLL_ALLREDUCE, HP_COLL_BCAST, HP_COLL_ALLGATHERV, HP_COLL_COUNT };
 
-/* Statistics, process-wide, updated with relaxed atomics. */
+/* The front ends, the statistics' rows (the driver's hp_front_t.id). */
+enum { HP_FRONT_MPI, HP_FRONT_NCCL, HP_FRONT_COUNT };
+
+/* Statistics, process-wide, updated with relaxed atomics; one path for
+ * both front ends (the driver's). */
 typedef struct {
-    _Atomic unsigned long long calls;
-    _Atomic unsigned long long compressed;
-    _Atomic unsigned long long reason[HP_ELIG_NREASONS];
+    _Atomic unsigned long long calls[HP_FRONT_COUNT];
+    _Atomic unsigned long long compressed;            /* both front ends */
+    _Atomic unsigned long long front_compressed[HP_FRONT_COUNT];
+    _Atomic unsigned long long reason[HP_FRONT_COUNT][HP_ELIG_NREASONS];   /* [YES]: eligible */
     _Atomic unsigned long long bytes_raw;
     _Atomic unsigned long long bytes_wire;
     _Atomic unsigned long long nonfinite;
@@ -53,12 +57,9 @@ typedef struct {
     _Atomic unsigned long long dev_calls[HP_COLL_COUNT];
     _Atomic unsigned long long dev_staged[HP_COLL_COUNT];    /* through host memory */
     _Atomic unsigned long long dev_unstaged[HP_COLL_COUNT];  /* no CUDA module: to MPI unchanged */
-    _Atomic unsigned long long dev_compressed;  /* MPI_Allreduce on device buffers compressed on the GPU */
-    /* ncclAllReduce: calls, then by reason (HP_NELIG_YES: eligible) */
-    _Atomic unsigned long long nccl_calls;
-    _Atomic unsigned long long nccl_reason[HP_NELIG_NREASONS];
+    _Atomic unsigned long long dev_compressed;  /* calls on device buffers compressed on the GPU */
     _Atomic unsigned long long nccl_comms_released;
-    _Atomic unsigned long long nccl_compressed;   /* taken by HIPRESS_NCCL=compress */
+    _Atomic unsigned long long dev_kept_bytes;  /* device memory of aborted communicators, never freed */
     char plan_text[48][96];      /* last plan fixed per size class (under stats_lock) */
     double max_rel_err;          /* under stats_lock */
     pthread_mutex_t stats_lock;
@@ -80,6 +81,21 @@ typedef struct {
 
 extern hp_global_t hp_g;
 
+/* The one settings agreement (MPI_Init over MPI_COMM_WORLD; an NCCL
+ * communicator's first call): every setting that must agree (hp_settings.def's
+ * agree column), whether some rank cannot go on (local_bad: its settings
+ * do not parse, or it cannot compress), and the size.  Collective over tp;
+ * every rank gets the same verdict.  HP_OK, or the transport's error. */
+#define HP_SETTINGS_AGREE_N (3 + 2 * HP_S_COUNT)   /* the int64 it agrees on */
+typedef struct {
+    int bad_rank;   /* the lowest rank with local_bad, -1: none */
+    int mismatch;   /* a setting whose value differs across ranks (HP_S_*), -1: none */
+    int size;       /* the ranks (-1 when they did not agree on it) */
+} hp_settings_verdict_t;
+struct hp_transport;
+hp_status_t hp_settings_agree(struct hp_transport *tp, const hp_config_t *cfg, int local_bad,
+                              hp_settings_verdict_t *v);
+
 /* Compressor parameters from a config. */
 void hp_params_from_config(const hp_config_t *cfg, hipress_comp_params_t *p);
 
@@ -94,8 +110,8 @@ hp_status_t hp_settings_load(char *err, size_t errlen);
  * once loaded. */
 void hp_settings_without_mpi(void);
 
-/* HIPRESS_STATS's table, MPI_Allreduce's rows then the GPU path's, on
- * stderr (the MPI front end's, at MPI_Finalize on rank 0). */
+/* HIPRESS_STATS's table on stderr: at MPI_Finalize on rank 0, or at exit
+ * on the process of RANK 0 in a job without MPI. */
 void hp_stats_print(void);
 
 #endif

@@ -1,12 +1,12 @@
 /*
- * One compressed ncclAllReduce's view of NCCL (hp_nccl_ctx.h): its bounded
- * host waits for the caller's stream, the poll of an enqueue NCCL answers
- * with ncclInProgress (a non-blocking communicator), and the NCCL
- * transport's hooks on the caller's communicator and stream
- * (src/transport/hp_tp_nccl.h): groups, sends, receives and the
- * agreements' max, the host-synchronous form's copies and staging, the
- * stream-ordered form's ordering hooks (events: the stream waits for the
- * codec before a group, the codec for the stream after it).
+ * One ncclAllReduce's view of NCCL (hp_nccl_ctx.h): its bounded host waits
+ * for the caller's stream, the poll of an enqueue NCCL answers with
+ * ncclInProgress (a non-blocking communicator), and the NCCL transport's
+ * hooks on the caller's communicator and stream (src/transport/hp_tp_nccl.h):
+ * groups, sends, receives and the agreements' max, the host-synchronous
+ * form's copies and staging, the stream-ordered form's ordering hooks
+ * (events: the stream waits for the codec before a group, the codec for
+ * the stream after it).
  */
 #define _GNU_SOURCE
 #include "hp_nccl_ctx.h"
@@ -23,7 +23,7 @@ static const hp_gpu_ops_v2_t *codec(void)
 
 /* ------------------------------------------------------ bounded waits */
 
-int hp_nccl_stream_wait(hp_nccl_ctx_t *t, const char *what)
+hp_status_t hp_nccl_stream_wait(hp_nccl_ctx_t *t, const char *what)
 {
     const hp_gpu_ops_v2_t *g = codec();
     hp_wd_wait_t w;
@@ -33,10 +33,10 @@ int hp_nccl_stream_wait(hp_nccl_ctx_t *t, const char *what)
     hp_wd_leave(&w);
     if (rc != HP_GPU_OK)
         HP_WARN("nccl: %s failed: %s", what, g->base.last_error());
-    return rc == HP_GPU_OK ? 0 : -1;
+    return rc == HP_GPU_OK ? HP_OK : HP_ERR_DEVICE;
 }
 
-int hp_nccl_settle(hp_nccl_ctx_t *t, ncclResult_t rc, const char *what)
+hp_status_t hp_nccl_settle(hp_nccl_ctx_t *t, ncclResult_t rc, const char *what)
 {
     double t0;
     unsigned spins = 0;
@@ -74,112 +74,132 @@ int hp_nccl_settle(hp_nccl_ctx_t *t, ncclResult_t rc, const char *what)
     }
     if (rc != ncclSuccess && t->err == ncclSuccess)
         t->err = rc;
-    return rc == ncclSuccess ? 0 : -1;
+    return rc == ncclSuccess ? HP_OK : HP_ST_NCCL(rc);
+}
+
+/* Nothing more is enqueued on a communicator after an NCCL error. */
+static hp_status_t enqueue_ok(const hp_nccl_ctx_t *t)
+{
+    return t->err == ncclSuccess ? HP_OK : HP_ST_NCCL(t->err);
 }
 
 /* ------------------------------------------------ the NCCL transport */
 
-static int tp_group_start(void *c)
+static void *tp_staging(void *ctx, size_t bytes);
+
+static hp_status_t tp_group_start(void *ctx)
 {
-    hp_nccl_ctx_t *t = c;
+    hp_nccl_ctx_t *t = ctx;
+    hp_status_t st = enqueue_ok(t);
+    ncclResult_t rc;
     /* (ncclGroupStart only opens the thread's group: nothing to wait for) */
-    return t->err == ncclSuccess && t->x->group_start() == ncclSuccess ? 0 : -1;
+    if (st != HP_OK)
+        return st;
+    rc = t->x->group_start();
+    return rc == ncclSuccess ? HP_OK : HP_ST_NCCL(rc);
 }
 
-static int tp_group_end(void *c)
+static hp_status_t tp_group_end(void *ctx)
 {
-    hp_nccl_ctx_t *t = c;
+    hp_nccl_ctx_t *t = ctx;
     /* the group is closed whatever failed inside it (NCCL counts the depth) */
     return hp_nccl_settle(t, t->x->group_end(), "the transport's group of ncclSend and ncclRecv");
 }
 
-static int tp_send(void *c, const void *dev, size_t bytes, int peer)
+static hp_status_t tp_send(void *ctx, const void *dev, size_t bytes, int peer)
 {
-    hp_nccl_ctx_t *t = c;
-    if (t->err != ncclSuccess)
-        return -1;
-    return hp_nccl_settle(t, t->x->send(dev, bytes, ncclUint8, peer, t->comm, t->stream),
-                          "an ncclSend of the transport");
+    hp_nccl_ctx_t *t = ctx;
+    hp_status_t st = enqueue_ok(t);
+    if (st != HP_OK)
+        return st;
+    return hp_nccl_settle(t, t->x->send(dev, bytes, ncclUint8, peer, t->comm, t->stream), "an ncclSend of the transport");
 }
 
-static int tp_recv(void *c, void *dev, size_t bytes, int peer)
+static hp_status_t tp_recv(void *ctx, void *dev, size_t bytes, int peer)
 {
-    hp_nccl_ctx_t *t = c;
-    if (t->err != ncclSuccess)
-        return -1;
-    return hp_nccl_settle(t, t->x->recv(dev, bytes, ncclUint8, peer, t->comm, t->stream),
-                          "an ncclRecv of the transport");
+    hp_nccl_ctx_t *t = ctx;
+    hp_status_t st = enqueue_ok(t);
+    if (st != HP_OK)
+        return st;
+    return hp_nccl_settle(t, t->x->recv(dev, bytes, ncclUint8, peer, t->comm, t->stream), "an ncclRecv of the transport");
 }
 
-int hp_nccl_max(hp_nccl_ctx_t *t, void *dev, size_t n, int is_double)
+static hp_status_t tp_max(void *ctx, void *dev, size_t n, int is_double)
 {
-    if (t->err != ncclSuccess)
-        return -1;
+    hp_nccl_ctx_t *t = ctx;
+    hp_status_t st = enqueue_ok(t);
+    if (st != HP_OK)
+        return st;
     return hp_nccl_settle(t, t->x->allreduce(dev, dev, n, is_double ? ncclFloat64 : ncclInt64, ncclMax, t->comm,
                                              t->stream),
                           "an agreement's ncclAllReduce");
 }
 
-static int tp_max(void *c, void *dev, size_t n, int is_double)
+static hp_status_t tp_sync(void *ctx)
 {
-    return hp_nccl_max(c, dev, n, is_double);
-}
-
-static int tp_sync(void *c)
-{
-    return hp_nccl_stream_wait(c, "a compressed ncclAllReduce's wait for its stream");
+    return hp_nccl_stream_wait(ctx, "a compressed ncclAllReduce's wait for its stream");
 }
 
 /* A host copy of the transport, watched (HIPRESS_TIMEOUT names it). */
-static int watched_copy(void *c, void *dst, const void *src, size_t bytes, int to_device)
+static hp_status_t watched_copy(void *ctx, void *dst, const void *src, size_t bytes, int to_device)
 {
     const hp_gpu_ops_v2_t *g = codec();
-    const hp_gpu_ptr_t *where = &((hp_nccl_ctx_t *)c)->msgs->where;
+    const hp_gpu_ptr_t *where = &((hp_nccl_ctx_t *)ctx)->c->msgs.where;
     hp_wd_wait_t w;
     int rc;
     hp_wd_enter(&w, to_device ? "a compressed ncclAllReduce's copy to the device"
                               : "a compressed ncclAllReduce's copy from the device", -1);
     rc = to_device ? g->base.memcpy_h2d(dst, src, bytes, where) : g->base.memcpy_d2h(dst, src, bytes, where);
     hp_wd_leave(&w);
-    return rc == HP_GPU_OK ? 0 : -1;
+    return rc == HP_GPU_OK ? HP_OK : HP_ERR_DEVICE;
 }
 
-static int tp_h2d(void *c, void *dev, const void *host, size_t bytes)
+static hp_status_t tp_h2d(void *ctx, void *dev, const void *host, size_t bytes)
 {
-    return watched_copy(c, dev, host, bytes, 1);
+    return watched_copy(ctx, dev, host, bytes, 1);
 }
 
-static int tp_d2h(void *c, void *host, const void *dev, size_t bytes)
+static hp_status_t tp_d2h(void *ctx, void *host, const void *dev, size_t bytes)
 {
-    return watched_copy(c, host, dev, bytes, 0);
+    return watched_copy(ctx, host, dev, bytes, 0);
 }
 
-/* (in the context of the buffers the agreement saw) */
-static void *tp_staging(void *c, size_t bytes)
+static hp_status_t tp_order_in(void *ctx)
 {
-    hp_nccl_dbuf_t *b = ((hp_nccl_ctx_t *)c)->msgs;
-    return hp_nccl_dev_grow(b, &b->where, bytes, "compressed messages") == 0 ? b->p : NULL;
+    hp_nccl_ctx_t *t = ctx;
+    return codec()->stream_release(t->cx, t->stream) == HP_GPU_OK ? HP_OK : HP_ERR_DEVICE;
 }
 
-static int tp_order_in(void *c)
+static hp_status_t tp_order_out(void *ctx)
 {
-    hp_nccl_ctx_t *t = c;
-    return codec()->stream_release(t->cx, t->stream) == HP_GPU_OK ? 0 : -1;
-}
-
-static int tp_order_out(void *c)
-{
-    hp_nccl_ctx_t *t = c;
-    return codec()->stream_join(t->cx, t->stream) == HP_GPU_OK ? 0 : -1;
+    hp_nccl_ctx_t *t = ctx;
+    return codec()->stream_join(t->cx, t->stream) == HP_GPU_OK ? HP_OK : HP_ERR_DEVICE;
 }
 
 void *hp_nccl_async_dbuf(hp_nccl_ctx_t *t, size_t bytes)
 {
-    hp_nccl_dbuf_t *b = t->msgs;
-    if (b->bytes < bytes &&
-        hp_nccl_stream_wait(t, "a compressed ncclAllReduce's wait before growing its device messages") != 0)
+    hp_dbuf_t *b = &t->c->msgs;
+    if (b->p != NULL && b->bytes < bytes) {
+        /* growth is stream-ordered (hp_comm_dbuf); the old memory's last
+         * users are on the stream */
+        t->c->dev_busy = 1;
+    }
+    if (hp_comm_dbuf(t->c, b, &b->where, bytes, t->stream, "compressed messages") != HP_OK)
         return NULL;
-    return hp_nccl_dev_grow(b, &b->where, bytes, "compressed messages") == 0 ? b->p : NULL;
+    return b->p;
+}
+
+/* The host-synchronous form's staging: the communicator's device memory,
+ * once the stream-ordered work that may still use it is done. */
+static void *tp_staging(void *ctx, size_t bytes)
+{
+    hp_nccl_ctx_t *t = ctx;
+    if (t->c->dev_busy) {
+        if (hp_nccl_stream_wait(t, "a compressed ncclAllReduce's wait for its device messages") != HP_OK)
+            return NULL;
+        t->c->dev_busy = 0;
+    }
+    return hp_nccl_async_dbuf(t, bytes);
 }
 
 void *hp_nccl_async_msgs(void *ctx, size_t bytes)
@@ -188,18 +208,18 @@ void *hp_nccl_async_msgs(void *ctx, size_t bytes)
     return p != NULL ? p + 64 : NULL;
 }
 
-void hp_nccl_ctx_init(hp_nccl_ctx_t *t, const hp_nccl_xport_t *x, ncclComm_t comm, cudaStream_t stream,
-                      double timeout, hp_nccl_dbuf_t *msgs)
+void hp_nccl_ctx_init(hp_nccl_ctx_t *t, const hp_nccl_xport_t *x, hp_comm_t *c, ncclComm_t comm,
+                      cudaStream_t stream, double timeout)
 {
     const hp_tp_nccl_env_t env = {t, tp_group_start, tp_group_end, tp_send, tp_recv, tp_max,
                                   tp_sync, tp_h2d, tp_d2h, tp_staging, NULL, NULL};
     memset(t, 0, sizeof(*t));
     t->x = x;
+    t->c = c;
     t->comm = comm;
     t->stream = stream;
     t->timeout = timeout;
     t->err = ncclSuccess;
-    t->msgs = msgs;
     t->env = env;
     t->aenv = env;
     t->aenv.order_in = tp_order_in;

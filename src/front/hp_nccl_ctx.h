@@ -1,14 +1,14 @@
 /*
- * One compressed ncclAllReduce's view of NCCL (src/front/hp_nccl_ctx.c):
- * the caller's communicator and stream, NCCL's real calls, the bound of
- * the call's waits, NCCL's first error, and the NCCL transport's hooks
- * built on them (both forms: host-synchronous and stream-ordered).  Used by
- * the NCCL front end (src/front/hp_front_nccl.c).
+ * One ncclAllReduce's view of NCCL (src/front/hp_nccl_ctx.c): the caller's
+ * communicator and stream, NCCL's real calls, the bound of the call's
+ * waits, NCCL's first error, and the NCCL transport built on them (both
+ * forms: host-synchronous and stream-ordered).  The NCCL front end's call
+ * context (hp_dcall_t.fctx, src/front/hp_front_nccl.c).
  */
 #ifndef HP_NCCL_CTX_H
 #define HP_NCCL_CTX_H
 
-#include "hp_nccl_elem.h"
+#include "hp_comm.h"
 #include "hp_tp_nccl.h"
 #include <nccl.h>
 
@@ -34,42 +34,43 @@ typedef struct hp_nccl_xport {
 
 typedef struct hp_nccl_ctx {
     const hp_nccl_xport_t *x;
+    hp_comm_t             *c;         /* the communicator's state (its device memory) */
     ncclComm_t             comm;
     cudaStream_t           stream;
     double                 timeout;   /* HIPRESS_TIMEOUT: the bound of a poll of ncclInProgress */
     ncclResult_t           err;       /* NCCL's first error in this call: nothing more is enqueued */
     void                  *cx;        /* a stream-ordered call's codec context (its ordering hooks) */
-    hp_nccl_dbuf_t        *msgs;      /* the communicator's device memory of the messages */
+    int                    averaged;  /* the result was divided by NCCL (ncclAvg of a plain plan) */
+    int                    joined;    /* the codec's streams wait for the caller's (no host wait yet) */
     /* the transport's environments over this context: host-synchronous
-     * (no ordering hooks), stream-ordered (hp_tp_nccl_init_async) */
+     * (no ordering hooks), stream-ordered (hp_tp_nccl_init_async); the
+     * call's transport */
     hp_tp_nccl_env_t       env, aenv;
+    hp_transport_t         tp;
 } hp_nccl_ctx_t;
 
-/* A call's context on (comm, stream) with NCCL's calls x, the poll bound
- * timeout and the communicator's message memory msgs (kept by pointer). */
-void hp_nccl_ctx_init(hp_nccl_ctx_t *t, const hp_nccl_xport_t *x, ncclComm_t comm, cudaStream_t stream,
-                      double timeout, hp_nccl_dbuf_t *msgs);
+/* A call's context on (comm, stream) of communicator state c with NCCL's
+ * calls x and the poll bound timeout. */
+void hp_nccl_ctx_init(hp_nccl_ctx_t *t, const hp_nccl_xport_t *x, hp_comm_t *c, ncclComm_t comm,
+                      cudaStream_t stream, double timeout);
 
 /* A host wait for the caller's stream: within the CUDA module's bound
  * (half of HIPRESS_TIMEOUT: the wait fails, naming `what`, with a
  * warning), watched by the no-progress watchdog (HIPRESS_TIMEOUT ends the
- * process naming it).  0 or -1. */
-int hp_nccl_stream_wait(hp_nccl_ctx_t *t, const char *what);
+ * process naming it).  HP_OK or HP_ERR_DEVICE. */
+hp_status_t hp_nccl_stream_wait(hp_nccl_ctx_t *t, const char *what);
 
 /* The result rc of one enqueue on the communicator: ncclInProgress (a
  * non-blocking communicator) is polled out with ncclCommGetAsyncError, at
  * most t->timeout seconds (then a warning naming `what`, ncclSystemError);
- * an error is kept in t->err.  0 when the operation is enqueued. */
-int hp_nccl_settle(hp_nccl_ctx_t *t, ncclResult_t rc, const char *what);
+ * an error is kept in t->err.  HP_OK when the operation is enqueued, else
+ * NCCL's code (HP_ST_NCCL). */
+hp_status_t hp_nccl_settle(hp_nccl_ctx_t *t, ncclResult_t rc, const char *what);
 
-/* ncclAllReduce with ncclMax of n int64 (or double) in device memory, in
- * place, on the call's stream (settled).  0 or -1. */
-int hp_nccl_max(hp_nccl_ctx_t *t, void *dev, size_t n, int is_double);
-
-/* A stream-ordered call's device memory (*t->msgs): the failure agreement
- * in its first 64 bytes, the messages after them.  At least `bytes`, grown
- * only after a wait for the stream (earlier calls may still use it), or
- * NULL. */
+/* A stream-ordered call's device memory (the communicator's msgs): the
+ * failure agreement in its first 64 bytes, the messages after them.  At
+ * least `bytes`, grown only after a wait for the stream (earlier calls may
+ * still use it), or NULL. */
 void *hp_nccl_async_dbuf(hp_nccl_ctx_t *t, size_t bytes);
 
 /* The message slots' memory of a stream-ordered call (hp_mem_device_msgs'

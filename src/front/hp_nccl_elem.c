@@ -1,74 +1,84 @@
 /*
- * The NCCL front end's device memory of its own (hp_nccl_dbuf_t: the
- * messages' staging, a 16-bit call's float32 copy) and the element types of
- * a compressed ncclAllReduce: a float16 or bfloat16 call is widened into
- * float32, reduced as a float32 call, and its result narrowed back.
+ * The NCCL front end's element adapter (hp_nccl_elem.h): 16-bit calls
+ * widened into the communicator's float32 copy and narrowed back (the
+ * module's conversion kernels, round to nearest even), ncclAvg's division
+ * and a failed call's NaN.
  */
 #include "hp_nccl_elem.h"
+#include "hp_front.h"
+#include <math.h>
+#include <stdlib.h>
 
 static const hp_gpu_ops_v2_t *codec(void)
 {
     return hp_gpu_codec();
 }
 
-int hp_nccl_dev_grow(hp_nccl_dbuf_t *b, const hp_gpu_ptr_t *where, size_t bytes, const char *what)
+hp_status_t hp_nccl_widen(hp_comm_t *c, hp_mem_t *mem, const void *src, size_t count, int elem, void *stream,
+                          float **data_p)
 {
     const hp_gpu_ops_v2_t *g = codec();
-    void *p = NULL;
-    if (b->p != NULL && b->bytes >= bytes && b->where.ctx == where->ctx && b->where.device == where->device)
-        return 0;
-    if (g == NULL)
-        return -1;
-    if (b->p != NULL) {
-        g->dev_free(&b->where, b->p);
-        b->p = NULL;
-        b->bytes = 0;
-    }
-    bytes = (bytes + 65535) & ~(size_t)65535;
-    if (g->dev_alloc(where, bytes, &p) != HP_GPU_OK) {
-        HP_WARN("nccl: no device memory for %zu bytes of %s: %s", bytes, what, g->base.last_error());
-        return -1;
-    }
-    b->p = p;
-    b->bytes = bytes;
-    b->where = *where;
-    b->where.kind = HP_MEM_DEVICE;
-    return 0;
-}
-
-int hp_nccl_widen(hp_nccl_dbuf_t *wide, hp_mem_t *mem, const void *src, size_t count, int elem, void **data_p)
-{
-    const hp_gpu_ops_v2_t *g = codec();
-    if (mem->cx == NULL || hp_nccl_dev_grow(wide, &mem->where, count * sizeof(float),
-                                            "a 16-bit call's float32 copy") != 0)
-        return -1;
-    *data_p = wide->p;
-    if (g->convert(mem->cx, wide->p, src, count,
-                   elem == HP_NCCL_ELEM_F16 ? HP_GPU_CVT_F16_F32 : HP_GPU_CVT_BF16_F32) != HP_GPU_OK) {
+    hp_status_t st;
+    if (mem->cx == NULL)
+        return HP_ERR_DEVICE;
+    st = hp_comm_dbuf(c, &c->wide, &mem->where, count * sizeof(float), stream, "a 16-bit call's float32 copy");
+    if (st != HP_OK)
+        return st;
+    *data_p = c->wide.p;
+    if (g->convert(mem->cx, c->wide.p, src, count, elem == HP_ELEM_F16 ? HP_GPU_CVT_F16_F32 : HP_GPU_CVT_BF16_F32) !=
+        HP_GPU_OK) {
         HP_WARN("nccl: widening a 16-bit ncclAllReduce of %zu elements failed: %s", count, g->base.last_error());
         if (mem->err == HP_OK)
             mem->err = HP_ERR_DEVICE;
     }
-    return 0;
+    return HP_OK;
 }
 
-int hp_nccl_narrow(hp_mem_t *mem, const void *data, void *dst, size_t count, int elem)
+hp_status_t hp_nccl_narrow(hp_mem_t *mem, const float *data, void *dst, size_t count, int elem)
 {
     const hp_gpu_ops_v2_t *g = codec();
-    if (elem == HP_NCCL_ELEM_F32)
-        return 0;
+    if (elem == HP_ELEM_F32)
+        return HP_OK;
     if (mem->cx == NULL || g->convert(mem->cx, dst, data, count,
-                                      elem == HP_NCCL_ELEM_F16 ? HP_GPU_CVT_F32_F16 : HP_GPU_CVT_F32_BF16) !=
-                               HP_GPU_OK) {
+                                      elem == HP_ELEM_F16 ? HP_GPU_CVT_F32_F16 : HP_GPU_CVT_F32_BF16) != HP_GPU_OK) {
         HP_WARN("nccl: narrowing a 16-bit ncclAllReduce's result of %zu elements failed: %s", count,
                 g->base.last_error());
-        return -1;
+        return HP_ERR_DEVICE;
     }
-    return 0;
+    return HP_OK;
 }
 
-int hp_nccl_narrow_end(hp_mem_t *mem, const void *data, void *dst, size_t count, int elem)
+void hp_nccl_fill_nan(hp_mem_t *m, float *recv, size_t count)
 {
-    int bad = hp_nccl_narrow(mem, data, dst, count, elem) != 0;
-    return hp_mem_end(mem) != HP_OK || bad ? -1 : 0;
+    const hp_gpu_ops_v2_t *g = codec();
+    float h[1024];
+    if (m->cx != NULL && g->fill(m->cx, recv, NAN, count) == HP_GPU_OK)
+        return;
+    /* no codec context: through host memory, in pieces */
+    for (size_t i = 0; i < 1024; i++)
+        h[i] = NAN;
+    for (size_t off = 0; off < count; off += 1024) {
+        size_t len = count - off < 1024 ? count - off : 1024;
+        if (g->base.memcpy_h2d(recv + off, h, len * sizeof(float), &m->where) != HP_GPU_OK)
+            break;
+    }
+}
+
+hp_status_t hp_nccl_divide(hp_mem_t *m, float *recv, size_t count, int N)
+{
+    const hp_gpu_ops_v2_t *g = codec();
+    float *h;
+    hp_status_t st = HP_OK;
+    if (m->cx != NULL)
+        return g->divide(m->cx, recv, count, (float)N) == HP_GPU_OK ? HP_OK : HP_ERR_DEVICE;
+    if ((h = malloc(HP_MAX(count, 1) * sizeof(float))) == NULL)
+        return HP_ERR_NOMEM;
+    if (g->base.memcpy_d2h(h, recv, count * sizeof(float), &m->where) != HP_GPU_OK)
+        st = HP_ERR_DEVICE;
+    for (size_t i = 0; st == HP_OK && i < count; i++)
+        h[i] = h[i] / (float)N;
+    if (st == HP_OK && g->base.memcpy_h2d(recv, h, count * sizeof(float), &m->where) != HP_GPU_OK)
+        st = HP_ERR_DEVICE;
+    free(h);
+    return st;
 }

@@ -10,6 +10,7 @@
 #include "hp_comp.h"
 #include "hp_watchdog.h"
 #include <limits.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define HP_TAG 7001
@@ -19,6 +20,7 @@
 typedef struct {
     MPI_Comm   comm;
     const int *world_of;
+    int        owned;   /* comm and world_of are the transport's: freed by fini */
 } mpi_tp_t;
 
 typedef struct {
@@ -41,12 +43,13 @@ static mpi_tp_t state(const hp_transport_t *tp)
     return s;
 }
 
-hp_status_t hp_tp_mpi_init(hp_transport_t *tp, MPI_Comm comm, const int *world_of)
+hp_status_t hp_tp_mpi_init(hp_transport_t *tp, MPI_Comm comm, const int *world_of, int owned)
 {
-    mpi_tp_t s = {comm, world_of};
+    mpi_tp_t s = {comm, world_of, owned};
+    int rc;
     memset(tp, 0, sizeof(*tp));
-    if (PMPI_Comm_rank(comm, &tp->rank) != MPI_SUCCESS || PMPI_Comm_size(comm, &tp->size) != MPI_SUCCESS)
-        return HP_ERR_MPI;
+    if ((rc = PMPI_Comm_rank(comm, &tp->rank)) != MPI_SUCCESS || (rc = PMPI_Comm_size(comm, &tp->size)) != MPI_SUCCESS)
+        return HP_ST_MPI(rc);
     memcpy(&tp->impl, &s, sizeof(s));
     tp->ops = &hp_tp_mpi_ops;
     return HP_OK;
@@ -63,7 +66,7 @@ static hp_status_t mpi_isend(hp_transport_t *tp, const void *buf, size_t len, si
     tp->bytes_sent += len;
     rc = PMPI_Isend(buf, (int)len, MPI_BYTE, peer, HP_TAG, state(tp).comm, &q.r);
     memcpy(&req->impl, &q, sizeof(q));
-    return rc == MPI_SUCCESS ? HP_OK : HP_ERR_MPI;
+    return rc == MPI_SUCCESS ? HP_OK : HP_ST_MPI(rc);
 }
 
 static hp_status_t mpi_irecv(hp_transport_t *tp, void *buf, size_t cap, int peer, int flags, hp_req_t *req)
@@ -74,7 +77,7 @@ static hp_status_t mpi_irecv(hp_transport_t *tp, void *buf, size_t cap, int peer
         return HP_ERR_UNSUPPORTED;
     rc = PMPI_Irecv(buf, (int)cap, MPI_BYTE, peer, HP_TAG, state(tp).comm, &q.r);
     memcpy(&req->impl, &q, sizeof(q));
-    return rc == MPI_SUCCESS ? HP_OK : HP_ERR_MPI;
+    return rc == MPI_SUCCESS ? HP_OK : HP_ST_MPI(rc);
 }
 
 static hp_status_t mpi_wait(hp_transport_t *tp, hp_req_t *req)
@@ -97,10 +100,10 @@ static hp_status_t mpi_wait(hp_transport_t *tp, hp_req_t *req)
         tp->t_wait += hp_now() - t0;   /* (an agreement's wait is not a transfer's) */
     memcpy(&req->impl, &q, sizeof(q));
     if (rc != MPI_SUCCESS)
-        return HP_ERR_MPI;
+        return HP_ST_MPI(rc);
     if (q.cap > 0) {
-        if (PMPI_Get_count(&status, MPI_BYTE, &count) != MPI_SUCCESS || count == MPI_UNDEFINED)
-            return HP_ERR_MPI;
+        if ((rc = PMPI_Get_count(&status, MPI_BYTE, &count)) != MPI_SUCCESS || count == MPI_UNDEFINED)
+            return HP_ST_MPI(rc != MPI_SUCCESS ? rc : MPI_ERR_COUNT);
         hp_msg_arrived(q.buf, (size_t)count, q.cap);
     }
     return HP_OK;
@@ -125,7 +128,7 @@ static hp_status_t mpi_iagree(hp_transport_t *tp, hp_tp_type_t type, void *value
     memcpy(&req->impl, &q, sizeof(q));
     req->active = rc == MPI_SUCCESS;
     req->peer = AGREEMENT_PEER;
-    return rc == MPI_SUCCESS ? HP_OK : HP_ERR_MPI;
+    return rc == MPI_SUCCESS ? HP_OK : HP_ST_MPI(rc);
 }
 
 static hp_status_t mpi_agree(hp_transport_t *tp, hp_tp_type_t type, void *values, size_t n, const char *what)
@@ -138,7 +141,7 @@ static hp_status_t mpi_agree(hp_transport_t *tp, hp_tp_type_t type, void *values
     rc = PMPI_Allreduce(MPI_IN_PLACE, values, (int)n, type == HP_TP_DOUBLE ? MPI_DOUBLE : MPI_INT64_T, MPI_MAX,
                         state(tp).comm);
     hp_wd_leave(&w);
-    return rc == MPI_SUCCESS ? HP_OK : HP_ERR_MPI;
+    return rc == MPI_SUCCESS ? HP_OK : HP_ST_MPI(rc);
 }
 
 /* MPI posts each operation as it comes. */
@@ -146,6 +149,22 @@ static hp_status_t mpi_group(hp_transport_t *tp)
 {
     (void)tp;
     return HP_OK;
+}
+
+static void mpi_fini(hp_transport_t *tp)
+{
+    mpi_tp_t s = state(tp);
+    if (s.owned) {
+        if (s.comm != MPI_COMM_NULL)
+            PMPI_Comm_free(&s.comm);
+        free((int *)s.world_of);
+    }
+    memset(&tp->impl, 0, sizeof(tp->impl));
+}
+
+MPI_Comm hp_tp_mpi_comm(const hp_transport_t *tp)
+{
+    return state(tp).comm;
 }
 
 const hp_tp_ops_t hp_tp_mpi_ops = {
@@ -158,5 +177,5 @@ const hp_tp_ops_t hp_tp_mpi_ops = {
     .iagree = mpi_iagree,
     .group_begin = mpi_group,
     .group_end = mpi_group,
-    .fini = NULL,
+    .fini = mpi_fini,
 };

@@ -11,8 +11,12 @@
 /* The MPI transport over comm, a communicator hipress owns (its private
  * communicator, or one of the hierarchy's).  world_of (may be NULL) gives
  * the world rank of each rank of comm, so that a stuck wait names its peer
- * (HIPRESS_TIMEOUT, src/core/hp_watchdog.h); it must outlive tp.  Nothing
- * to release (hp_tp_fini is a no-op for it). */
-hp_status_t hp_tp_mpi_init(hp_transport_t *tp, MPI_Comm comm, const int *world_of);
+ * (HIPRESS_TIMEOUT, src/core/hp_watchdog.h).  owned: comm (PMPI_Comm_free)
+ * and world_of (free) are the transport's, released by hp_tp_fini; else
+ * they must outlive it. */
+hp_status_t hp_tp_mpi_init(hp_transport_t *tp, MPI_Comm comm, const int *world_of, int owned);
+
+/* The communicator of an MPI transport. */
+MPI_Comm hp_tp_mpi_comm(const hp_transport_t *tp);
 
 #endif

@@ -65,34 +65,39 @@ static hp_status_t flush_async(hp_transport_t *tp)
 {
     queue_t *q = Q(tp);
     const hp_tp_nccl_env_t *e = q->env;
-    int bad = 0;
+    hp_status_t st = HP_OK;
     double t0 = hp_now();
 
-    bad |= e->order_in != NULL && e->order_in(e->ctx) != 0;
+    if (e->order_in != NULL)
+        HP_CHECK_KEEP(e->order_in(e->ctx), st);
     /* the whole group is issued, whatever fails inside it (as below) */
-    bad |= e->group_start(e->ctx) != 0;
+    HP_CHECK_KEEP(e->group_start(e->ctx), st);
     for (size_t i = 0; i < q->n; i++) {
         op_t *o = &q->ops[i];
-        bad |= (o->send ? e->send(e->ctx, o->src, o->cap, o->peer) : e->recv(e->ctx, o->dst, o->cap, o->peer)) != 0;
+        HP_CHECK_KEEP(o->send ? e->send(e->ctx, o->src, o->cap, o->peer) : e->recv(e->ctx, o->dst, o->cap, o->peer),
+                      st);
     }
-    bad |= e->group_end(e->ctx) != 0;
-    bad |= e->order_out != NULL && e->order_out(e->ctx) != 0;
+    HP_CHECK_KEEP(e->group_end(e->ctx), st);
+    if (e->order_out != NULL)
+        HP_CHECK_KEEP(e->order_out(e->ctx), st);
     q->n = 0;
     q->gen++;
     tp->t_wait += hp_now() - t0;
-    if (bad && q->failed == HP_OK)
-        q->failed = HP_ERR_MPI;
+    if (st != HP_OK && q->failed == HP_OK)
+        q->failed = st;
     return q->failed;
 }
 
-/* Issue every held post as one group and wait for it. */
+/* Issue every held post as one group and wait for it.  A local failure
+ * (no staging, a copy) still issues the group, so no peer waits for a part
+ * of it; what arrives then is not copied back. */
 static hp_status_t flush(hp_transport_t *tp)
 {
     queue_t *q = Q(tp);
     const hp_tp_nccl_env_t *e = q->env;
     size_t total = 0, off = 0;
     char *dev;
-    int bad = 0;
+    hp_status_t st = HP_OK;
     double t0 = hp_now();
 
     if (q->n == 0)
@@ -102,38 +107,36 @@ static hp_status_t flush(hp_transport_t *tp)
     for (size_t i = 0; i < q->n; i++)
         total += ALIGN(q->ops[i].cap);
     dev = e->staging(e->ctx, HP_MAX(total, 16));
-    if (dev == NULL)
-        bad = 1;
-    for (size_t i = 0; !bad && i < q->n; i++) {
-        if (q->ops[i].send && e->h2d(e->ctx, dev + off, q->ops[i].src, q->ops[i].len) != 0)
-            bad = 1;
-        off += ALIGN(q->ops[i].cap);
-    }
-    if (!bad) {
-        /* the whole group is issued, whatever fails inside it, so that no
-         * peer is left waiting for a part of it */
-        bad |= e->group_start(e->ctx) != 0;
+    if (dev == NULL) {
+        st = HP_ERR_NOMEM;
+    } else {
+        for (size_t i = 0; i < q->n; i++) {
+            if (q->ops[i].send)
+                HP_CHECK_KEEP(e->h2d(e->ctx, dev + off, q->ops[i].src, q->ops[i].len), st);
+            off += ALIGN(q->ops[i].cap);
+        }
+        HP_CHECK_KEEP(e->group_start(e->ctx), st);
         off = 0;
         for (size_t i = 0; i < q->n; i++) {
             op_t *o = &q->ops[i];
-            bad |= (o->send ? e->send(e->ctx, dev + off, o->cap, o->peer)
-                            : e->recv(e->ctx, dev + off, o->cap, o->peer)) != 0;
+            HP_CHECK_KEEP(o->send ? e->send(e->ctx, dev + off, o->cap, o->peer)
+                                  : e->recv(e->ctx, dev + off, o->cap, o->peer), st);
             off += ALIGN(o->cap);
         }
-        bad |= e->group_end(e->ctx) != 0;
-        bad |= e->sync(e->ctx) != 0;
+        HP_CHECK_KEEP(e->group_end(e->ctx), st);
+        HP_CHECK_KEEP(e->sync(e->ctx), st);
     }
     off = 0;
-    for (size_t i = 0; !bad && i < q->n; i++) {
-        if (!q->ops[i].send && e->d2h(e->ctx, q->ops[i].dst, dev + off, q->ops[i].cap) != 0)
-            bad = 1;
+    for (size_t i = 0; st == HP_OK && i < q->n; i++) {
+        if (!q->ops[i].send)
+            HP_CHECK_KEEP(e->d2h(e->ctx, q->ops[i].dst, dev + off, q->ops[i].cap), st);
         off += ALIGN(q->ops[i].cap);
     }
     q->n = 0;
     q->gen++;
     tp->t_wait += hp_now() - t0;
-    if (bad && q->failed == HP_OK)
-        q->failed = HP_ERR_MPI;
+    if (st != HP_OK && q->failed == HP_OK)
+        q->failed = st;
     return q->failed;
 }
 
@@ -169,15 +172,19 @@ static hp_status_t nccl_agree(hp_transport_t *tp, hp_tp_type_t type, void *value
 {
     queue_t *q = Q(tp);
     const hp_tp_nccl_env_t *e = q->env;
-    hp_status_t st = flush(tp);
+    hp_status_t st = flush(tp), cs = HP_OK;
     void *dev = e->staging(e->ctx, HP_MAX(8 * n, 16));
     (void)what;
-    if (st != HP_OK)
-        return st;
-    if (dev == NULL || e->h2d(e->ctx, dev, values, 8 * n) != 0 || e->max(e->ctx, dev, n, type == HP_TP_DOUBLE) != 0 ||
-        e->sync(e->ctx) != 0 || e->d2h(e->ctx, values, dev, 8 * n) != 0)
-        return HP_ERR_MPI;
-    return HP_OK;
+    if (dev == NULL)
+        return st != HP_OK ? st : HP_ERR_NOMEM;
+    /* the collective runs whatever failed here (a peer waits for it); this
+     * rank's values are then its own, and its status says so */
+    HP_CHECK_KEEP(e->h2d(e->ctx, dev, values, 8 * n), cs);
+    HP_CHECK_KEEP(e->max(e->ctx, dev, n, type == HP_TP_DOUBLE), cs);
+    HP_CHECK_KEEP(e->sync(e->ctx), cs);
+    if (cs == HP_OK)
+        HP_CHECK_KEEP(e->d2h(e->ctx, values, dev, 8 * n), cs);
+    return st != HP_OK ? st : cs;
 }
 
 static hp_status_t nccl_iagree(hp_transport_t *tp, hp_tp_type_t type, void *values, size_t n, const char *what,
@@ -199,12 +206,12 @@ static hp_status_t nccl_iagree_async(hp_transport_t *tp, hp_tp_type_t type, void
     hp_status_t st = flush(tp);
     (void)what;
     req->active = 0;
-    if (st != HP_OK)
-        return st;
-    if ((e->order_in != NULL && e->order_in(e->ctx) != 0) || e->max(e->ctx, values, n, type == HP_TP_DOUBLE) != 0 ||
-        (e->order_out != NULL && e->order_out(e->ctx) != 0))
-        return HP_ERR_MPI;
-    return HP_OK;
+    if (e->order_in != NULL)
+        HP_CHECK_KEEP(e->order_in(e->ctx), st);
+    HP_CHECK_KEEP(e->max(e->ctx, values, n, type == HP_TP_DOUBLE), st);
+    if (e->order_out != NULL)
+        HP_CHECK_KEEP(e->order_out(e->ctx), st);
+    return st;
 }
 
 static hp_status_t nccl_group(hp_transport_t *tp)

@@ -13,27 +13,28 @@
 typedef struct hp_tp_nccl_env {
     void *ctx;
     /* NCCL's real ncclGroupStart/End, ncclSend/ncclRecv of `bytes` uint8
-     * on the communicator and stream of the call: 0 or -1 */
-    int (*group_start)(void *ctx);
-    int (*group_end)(void *ctx);
-    int (*send)(void *ctx, const void *dev, size_t bytes, int peer);
-    int (*recv)(void *ctx, void *dev, size_t bytes, int peer);
+     * on the communicator and stream of the call: HP_OK, or the status
+     * with NCCL's code (HP_ST_NCCL) */
+    hp_status_t (*group_start)(void *ctx);
+    hp_status_t (*group_end)(void *ctx);
+    hp_status_t (*send)(void *ctx, const void *dev, size_t bytes, int peer);
+    hp_status_t (*recv)(void *ctx, void *dev, size_t bytes, int peer);
     /* ncclAllReduce with ncclMax of n int64 or double in device memory */
-    int (*max)(void *ctx, void *dev, size_t n, int is_double);
-    /* wait for the stream; copies between host and device memory */
-    int (*sync)(void *ctx);
-    int (*h2d)(void *ctx, void *dev, const void *host, size_t bytes);
-    int (*d2h)(void *ctx, void *host, const void *dev, size_t bytes);
+    hp_status_t (*max)(void *ctx, void *dev, size_t n, int is_double);
+    /* wait for the stream; copies between host and device memory (a
+     * device error: HP_ERR_DEVICE) */
+    hp_status_t (*sync)(void *ctx);
+    hp_status_t (*h2d)(void *ctx, void *dev, const void *host, size_t bytes);
+    hp_status_t (*d2h)(void *ctx, void *host, const void *dev, size_t bytes);
     /* device memory of at least `bytes` for the transport's staging, kept
      * until the next request of it (grown, never shrunk), or NULL */
     void *(*staging)(void *ctx, size_t bytes);
     /* The asynchronous form only (hp_tp_nccl_init_async; NULL: nothing to
      * order): before a group, make the call's stream wait for what produced
      * its sends (the codec's streams: the module's stream_release); after
-     * it, make what consumes its receives wait for the stream (stream_join).
-     * 0 or -1. */
-    int (*order_in)(void *ctx);
-    int (*order_out)(void *ctx);
+     * it, make what consumes its receives wait for the stream (stream_join). */
+    hp_status_t (*order_in)(void *ctx);
+    hp_status_t (*order_out)(void *ctx);
 } hp_tp_nccl_env_t;
 
 /* Build the NCCL transport of rank `rank` of `size` over env (kept by

@@ -21,21 +21,23 @@
 #include "hp_config.h"
 #include "hp_eligible.h"
 #include "hp_gpu.h"
-#include "hp_nccl.h"
+#include "hp_nccl_group.h"
 
 #define REQUIRE(expr, fmt, ...) \
     do { if (HP_UNLIKELY(!(expr))) ck_abort_msg("'%s' failed: " fmt, #expr, ##__VA_ARGS__); } while (0)
 
 /* ============================================================ NCCL rule */
 
-static hp_nccl_desc_t good_nccl(void)
+/* A call as the NCCL wrapper describes it (one descriptor for both front
+ * ends, hp_eligible.h): in place when the buffers are equal. */
+static hp_call_desc_t good_nccl(void)
 {
     static float a[1 << 10], b[1 << 10];
-    hp_nccl_desc_t d;
+    hp_call_desc_t d;
     memset(&d, 0, sizeof(d));
     d.enabled = 1;
-    d.dtype_ok = 1;
-    d.op_ok = 1;
+    d.dtype_is_float = 1;
+    d.op_is_sum = 1;
     d.count = 1 << 10;
     d.elem_size = 4;
     d.sendbuf = a;
@@ -44,37 +46,43 @@ static hp_nccl_desc_t good_nccl(void)
     return d;
 }
 
+static hp_elig_t nccl_eligible(hp_call_desc_t *d)
+{
+    d->in_place = d->sendbuf == d->recvbuf && d->recvbuf != NULL;
+    return hp_eligible(d);
+}
+
 START_TEST(nccl_reasons)
 {
-    hp_nccl_desc_t d = good_nccl();
+    hp_call_desc_t d = good_nccl();
     static float buf[1 << 10];
-    REQUIRE(hp_nccl_eligible(&d) == HP_NELIG_YES, "the base call is not eligible: %s",
-            hp_nccl_elig_name(hp_nccl_eligible(&d)));
+    REQUIRE(nccl_eligible(&d) == HP_ELIG_YES, "the base call is not eligible: %s", hp_elig_name(nccl_eligible(&d)));
 #define EXPECT_NREASON(stmt, reason) \
     do { d = good_nccl(); stmt; \
-         REQUIRE(hp_nccl_eligible(&d) == (reason), "%s: got %s, want %s", #stmt, \
-                 hp_nccl_elig_name(hp_nccl_eligible(&d)), hp_nccl_elig_name(reason)); } while (0)
-    EXPECT_NREASON(d.enabled = 0, HP_NELIG_DISABLED);
-    EXPECT_NREASON(d.null_handle = 1, HP_NELIG_NULL);
-    EXPECT_NREASON(d.sendbuf = NULL, HP_NELIG_NULL);
-    EXPECT_NREASON(d.recvbuf = NULL, HP_NELIG_NULL);
-    EXPECT_NREASON(d.dtype_ok = 0, HP_NELIG_DATATYPE);
-    EXPECT_NREASON(d.op_ok = 0, HP_NELIG_OP);
-    EXPECT_NREASON(d.count = 0, HP_NELIG_COUNT);
-    EXPECT_NREASON(d.count = SIZE_MAX / 2 + 1, HP_NELIG_COUNT);      /* bytes overflow */
-    EXPECT_NREASON(d.opted_out = 1, HP_NELIG_OPTED_OUT);
-    EXPECT_NREASON(d.count = 255, HP_NELIG_TOO_SMALL);               /* 1020 bytes < 1024 */
-    EXPECT_NREASON((d.count = 511, d.elem_size = 2), HP_NELIG_TOO_SMALL);   /* fp16: 1022 bytes */
-    EXPECT_NREASON(d.in_user_group = 1, HP_NELIG_GROUP);
-    EXPECT_NREASON(d.capturing = 1, HP_NELIG_CAPTURE);
-    EXPECT_NREASON(d.capturing = -1, HP_NELIG_CAPTURE);              /* unknown: not taken */
+         REQUIRE(nccl_eligible(&d) == (reason), "%s: got %s, want %s", #stmt, \
+                 hp_elig_name(nccl_eligible(&d)), hp_elig_name(reason)); } while (0)
+    EXPECT_NREASON(d.enabled = 0, HP_ELIG_DISABLED);
+    EXPECT_NREASON(d.null_handle = 1, HP_ELIG_NULL_HANDLE);
+    EXPECT_NREASON(d.sendbuf = NULL, HP_ELIG_NULL_BUFFER);
+    EXPECT_NREASON(d.recvbuf = NULL, HP_ELIG_NULL_BUFFER);
+    EXPECT_NREASON(d.dtype_is_float = 0, HP_ELIG_DATATYPE);
+    EXPECT_NREASON(d.op_is_sum = 0, HP_ELIG_OP);
+    EXPECT_NREASON(d.count = 0, HP_ELIG_COUNT);
+    EXPECT_NREASON(d.count = -1, HP_ELIG_COUNT);                       /* a size_t count past LLONG_MAX */
+    EXPECT_NREASON(d.count = LLONG_MAX / 2 + 1, HP_ELIG_COUNT);        /* bytes overflow */
+    EXPECT_NREASON(d.opted_out = 1, HP_ELIG_OPTED_OUT);
+    EXPECT_NREASON(d.count = 255, HP_ELIG_TOO_SMALL);                  /* 1020 bytes < 1024 */
+    EXPECT_NREASON((d.count = 511, d.elem_size = 2), HP_ELIG_TOO_SMALL);   /* fp16: 1022 bytes */
+    EXPECT_NREASON(d.in_user_group = 1, HP_ELIG_GROUP);
+    EXPECT_NREASON(d.capturing = 1, HP_ELIG_CAPTURE);
+    EXPECT_NREASON(d.capturing = -1, HP_ELIG_CAPTURE);                 /* unknown: not taken */
     /* in place is fine, a partial overlap is not */
-    EXPECT_NREASON((d.sendbuf = buf, d.recvbuf = buf), HP_NELIG_YES);
-    EXPECT_NREASON((d.sendbuf = buf, d.recvbuf = buf + 1), HP_NELIG_OVERLAP);
-    EXPECT_NREASON((d.sendbuf = buf + 1023, d.recvbuf = buf), HP_NELIG_OVERLAP);
-    EXPECT_NREASON((d.sendbuf = buf + 1024, d.recvbuf = buf), HP_NELIG_YES);   /* adjacent */
+    EXPECT_NREASON((d.sendbuf = buf, d.recvbuf = buf), HP_ELIG_YES);
+    EXPECT_NREASON((d.sendbuf = buf, d.recvbuf = buf + 1), HP_ELIG_OVERLAP);
+    EXPECT_NREASON((d.sendbuf = buf + 1023, d.recvbuf = buf), HP_ELIG_OVERLAP);
+    EXPECT_NREASON((d.sendbuf = buf + 1024, d.recvbuf = buf), HP_ELIG_YES);   /* adjacent */
     /* exactly HIPRESS_MIN_BYTES is enough */
-    EXPECT_NREASON((d.count = 512, d.elem_size = 2, d.min_bytes = 1024), HP_NELIG_YES);
+    EXPECT_NREASON((d.count = 512, d.elem_size = 2, d.min_bytes = 1024), HP_ELIG_YES);
 #undef EXPECT_NREASON
 }
 END_TEST
@@ -83,33 +91,33 @@ END_TEST
  * one, and the capture query (a driver call) can be left for last. */
 START_TEST(nccl_reason_order)
 {
-    hp_nccl_desc_t d = good_nccl();
+    hp_call_desc_t d = good_nccl();
     d.capturing = 1;
     d.in_user_group = 1;
-    REQUIRE(hp_nccl_eligible(&d) == HP_NELIG_GROUP, "group must come before capture");
+    REQUIRE(nccl_eligible(&d) == HP_ELIG_GROUP, "group must come before capture");
     d.count = 1;
-    REQUIRE(hp_nccl_eligible(&d) == HP_NELIG_TOO_SMALL, "size must come before group");
+    REQUIRE(nccl_eligible(&d) == HP_ELIG_TOO_SMALL, "size must come before group");
     d.opted_out = 1;
-    REQUIRE(hp_nccl_eligible(&d) == HP_NELIG_OPTED_OUT, "opt-out must come before size");
-    d.op_ok = 0;
-    REQUIRE(hp_nccl_eligible(&d) == HP_NELIG_OP, "op must come before opt-out");
-    d.dtype_ok = 0;
-    REQUIRE(hp_nccl_eligible(&d) == HP_NELIG_DATATYPE, "datatype must come before op");
+    REQUIRE(nccl_eligible(&d) == HP_ELIG_OPTED_OUT, "opt-out must come before size");
+    d.dtype_is_float = 0;
+    REQUIRE(nccl_eligible(&d) == HP_ELIG_DATATYPE, "datatype must come before opt-out");
+    d.op_is_sum = 0;
+    REQUIRE(nccl_eligible(&d) == HP_ELIG_OP, "op must come before datatype");
     d.enabled = 0;
-    REQUIRE(hp_nccl_eligible(&d) == HP_NELIG_DISABLED, "disabled comes first");
+    REQUIRE(nccl_eligible(&d) == HP_ELIG_DISABLED, "disabled comes first");
 }
 END_TEST
 
 START_TEST(nccl_reason_names)
 {
-    for (int i = 0; i < HP_NELIG_NREASONS; i++) {
-        const char *a = hp_nccl_elig_name((hp_nccl_elig_t)i);
+    for (int i = 0; i < HP_ELIG_NREASONS; i++) {
+        const char *a = hp_elig_name((hp_elig_t)i);
         REQUIRE(a != NULL && a[0] != '\0' && strcmp(a, "?") != 0, "reason %d has no name", i);
         REQUIRE(strlen(a) <= 16, "reason name '%s' too long for the stats table", a);
         for (int j = 0; j < i; j++)
-            REQUIRE(strcmp(a, hp_nccl_elig_name((hp_nccl_elig_t)j)) != 0, "reasons %d and %d share '%s'", i, j, a);
+            REQUIRE(strcmp(a, hp_elig_name((hp_elig_t)j)) != 0, "reasons %d and %d share '%s'", i, j, a);
     }
-    ck_assert_str_eq(hp_nccl_elig_name(HP_NELIG_NREASONS), "?");
+    ck_assert_str_eq(hp_elig_name(HP_ELIG_NREASONS), "?");
 }
 END_TEST
 

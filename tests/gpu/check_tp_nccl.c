@@ -27,17 +27,17 @@ static void rec(int what, const void *p, size_t bytes, int peer)
     ck_assert_int_lt(nlog, 64);
     log_[nlog++] = (call_t){what, p, bytes, peer};
 }
-static int f_gs(void *c) { (void)c; rec(C_GS, NULL, 0, -1); return 0; }
-static int f_ge(void *c) { (void)c; rec(C_GE, NULL, 0, -1); return 0; }
-static int f_send(void *c, const void *d, size_t b, int peer) { (void)c; rec(C_SEND, d, b, peer); return fail_send ? -1 : 0; }
-static int f_recv(void *c, void *d, size_t b, int peer) { (void)c; rec(C_RECV, d, b, peer); return 0; }
-static int f_max(void *c, void *d, size_t n, int dbl) { (void)c; rec(C_MAX, d, n, dbl); return 0; }
-static int f_sync(void *c) { (void)c; rec(C_SYNC, NULL, 0, -1); return 0; }
-static int f_h2d(void *c, void *d, const void *h, size_t b) { (void)c; (void)h; rec(C_H2D, d, b, -1); return 0; }
-static int f_d2h(void *c, void *h, const void *d, size_t b) { (void)c; (void)h; rec(C_D2H, d, b, -1); return 0; }
+static hp_status_t f_gs(void *c) { (void)c; rec(C_GS, NULL, 0, -1); return 0; }
+static hp_status_t f_ge(void *c) { (void)c; rec(C_GE, NULL, 0, -1); return 0; }
+static hp_status_t f_send(void *c, const void *d, size_t b, int peer) { (void)c; rec(C_SEND, d, b, peer); return fail_send ? HP_ST_NCCL(2) : HP_OK; }
+static hp_status_t f_recv(void *c, void *d, size_t b, int peer) { (void)c; rec(C_RECV, d, b, peer); return 0; }
+static hp_status_t f_max(void *c, void *d, size_t n, int dbl) { (void)c; rec(C_MAX, d, n, dbl); return 0; }
+static hp_status_t f_sync(void *c) { (void)c; rec(C_SYNC, NULL, 0, -1); return 0; }
+static hp_status_t f_h2d(void *c, void *d, const void *h, size_t b) { (void)c; (void)h; rec(C_H2D, d, b, -1); return 0; }
+static hp_status_t f_d2h(void *c, void *h, const void *d, size_t b) { (void)c; (void)h; rec(C_D2H, d, b, -1); return 0; }
 static void *f_staging(void *c, size_t b) { (void)c; rec(C_STAGING, NULL, b, -1); return b <= sizeof(staging_mem) ? staging_mem : NULL; }
-static int f_oin(void *c) { (void)c; rec(C_OIN, NULL, 0, -1); return 0; }
-static int f_oout(void *c) { (void)c; rec(C_OOUT, NULL, 0, -1); return 0; }
+static hp_status_t f_oin(void *c) { (void)c; rec(C_OIN, NULL, 0, -1); return 0; }
+static hp_status_t f_oout(void *c) { (void)c; rec(C_OOUT, NULL, 0, -1); return 0; }
 
 static const hp_tp_nccl_env_t env = {NULL, f_gs, f_ge, f_send, f_recv, f_max, f_sync, f_h2d, f_d2h, f_staging,
                                      f_oin, f_oout};
@@ -126,7 +126,8 @@ END_TEST
 START_TEST(test_async_failure)
 {
     /* a failed enqueue: the whole group is still issued (no peer is left
-     * waiting for a part of it), the wait and every later one fail */
+     * waiting for a part of it), the wait and every later one fail with
+     * NCCL's own code kept (an NCCL error is not an MPI one) */
     hp_transport_t tp;
     hp_req_t r[4];
     char a[100], b[100], c[64], d[64];
@@ -134,12 +135,14 @@ START_TEST(test_async_failure)
     fail_send = 1;
     ck_assert_int_eq(hp_tp_nccl_init_async(&tp, &env, 1, 3), HP_OK);
     post4(&tp, a, b, c, d, r);
-    ck_assert_int_eq(hp_tp_wait(&tp, &r[0]), HP_ERR_MPI);
+    ck_assert_int_eq(hp_tp_wait(&tp, &r[0]), HP_ST_NCCL(2));
+    ck_assert_int_eq(HP_ST_CLASS(HP_ST_NCCL(2)), HP_ERR_NCCL);
+    ck_assert_int_eq(HP_ST_CAUSE(HP_ST_NCCL(2)), 2);
     ck_assert_int_eq(count(C_SEND), 2);
     ck_assert_int_eq(count(C_RECV), 2);
     ck_assert_int_eq(count(C_GE), 1);
     ck_assert_int_eq(count(C_OOUT), 1);
-    ck_assert_int_eq(hp_tp_wait(&tp, &r[1]), HP_ERR_MPI);
+    ck_assert_int_eq(hp_tp_wait(&tp, &r[1]), HP_ST_NCCL(2));
     fail_send = 0;
     hp_tp_fini(&tp);
 }

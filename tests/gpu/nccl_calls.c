@@ -11,7 +11,7 @@
  *                            device memory: the exact result (run_device)
  *
  * Checked: every call reaches the stand-in with identical arguments and its
- * result comes back; ncclAllReduce is classified as hp_nccl.h says (datatype,
+ * result comes back; ncclAllReduce is classified as hp_nccl_group.h says (datatype,
  * op, size, the user's groups against PyTorch's one-call groups, nesting,
  * graph capture through the stand-in driver MOCKDIR/libcuda.so.1, opt-out);
  * group depth is per thread; ncclCommDestroy/Abort/Finalize release a

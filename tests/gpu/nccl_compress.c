@@ -18,8 +18,8 @@
  * (sum of the results + every rank's held residual == sum of the inputs, up
  * to rounding) and terngrad stays within a bound; the calls the stand-in
  * records, with the plan fixed to allgather with one message per rank
- * (comm_with): at the first call of a communicator one ncclAllReduce of 5
- * int64 (the agreement), then per call one group of N-1 ncclSend and N-1
+ * (comm_with): at the first call of a communicator one ncclAllReduce of
+ * HP_SETTINGS_AGREE_N int64 (the settings agreement), then per call one group of N-1 ncclSend and N-1
  * ncclRecv of uint8 on the caller's stream and communicator, each smaller
  * than the data, then the failure agreement; pass-through (the user's call
  * as made, exact result) for HIPRESS_NCCL=pass on a communicator, a buffer
@@ -77,6 +77,8 @@
 #include <nccl.h>
 #include "mock_nccl.h"
 #include "hp_elem.h"
+#include "hp_config.h"
+#include "hp_global.h"
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -189,9 +191,10 @@ static void allreduce(const char *label, const void *s, void *r, size_t n, ncclD
         g = mock_nccl_ncalls() >= 2 ? mock_nccl_call(mock_nccl_ncalls() - 2) : NULL;
         if (want_agree) {
             const mock_call_t *a = mock_nccl_call(from);
-            CHECK(strcmp(a->fn, "ncclAllReduce") == 0 && a->count == 5 && a->datatype == ncclInt64 &&
+            CHECK(strcmp(a->fn, "ncclAllReduce") == 0 && a->count == HP_SETTINGS_AGREE_N && a->datatype == ncclInt64 &&
                       a->op == ncclMax && a->stream == STREAM && a->comm == comm,
-                  "%s: the agreement is not an ncclAllReduce of 5 int64 with ncclMax on the stream", label);
+                  "%s: the agreement is not the settings agreement's ncclAllReduce of int64 with ncclMax on the stream",
+                  label);
         }
         /* the allgather algorithm over the NCCL transport: one group of
          * N-1 sends and N-1 receives of uint8, each of the message
@@ -1461,7 +1464,7 @@ static void case_timeout(void)
     CHECK(rc == ncclSystemError && t0 >= 0.9 && t0 < 30,
           "timeout: ncclAllReduce returned %d after %.1f s, want ncclSystemError after about 1 s", (int)rc, t0);
     CHECK(mock_nccl_ncalls() == from + 1 && strcmp(mock_nccl_call(-1)->fn, "ncclAllReduce") == 0 &&
-              mock_nccl_call(-1)->count == 5,
+              mock_nccl_call(-1)->count == HP_SETTINGS_AGREE_N,
           "timeout: want the agreement alone, then nothing more enqueued (%d calls)", mock_nccl_ncalls() - from);
     CHECK(ncclCommAbort(c) == ncclSuccess, "timeout: ncclCommAbort");
     free(h);

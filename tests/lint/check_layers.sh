@@ -95,7 +95,7 @@ mk_list() {
              if (!cont) on = 0 }' "$@" 2>/dev/null
 }
 HP_MPI_FILES=$(mk_list libhpcore_la_SOURCES Makefile.am)
-HP_NCCL_LIB_FILES=$(mk_list libhipress_nccl_la_SOURCES cuda/cuda.mk; mk_list HP_NCCL_FRONT_SOURCES cuda/cuda.mk)
+HP_NCCL_LIB_FILES=$(mk_list libhipress_nccl_la_SOURCES wrap/nccl.mk; mk_list HP_NCCL_FRONT_SOURCES wrap/nccl.mk)
 export HP_LAYER_FILES HP_LAYER_TABLE HP_MPI_FILES HP_NCCL_LIB_FILES
 
 # shellcheck disable=SC2086 # the file names carry no blanks (find above)

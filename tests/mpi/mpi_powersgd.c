@@ -20,7 +20,7 @@
 #include <string.h>
 #include "hp_algo.h"
 #include "hp_elem.h"
-#include "hp_state.h"
+#include "hp_front_mpi.h"
 #include "hp_tp_mpi.h"
 #include "hp_psgd.h"   /* the internal API of src/comp/hp_comp_powersgd.c */
 
@@ -65,7 +65,10 @@ static MPI_Comm psgd_comm(const char *rank)
 
 static int allreduce(const float *send, float *recv, size_t n, MPI_Comm comm)
 {
-    return hp_allreduce_compressed(send, recv, n, comm, hp_comm_state(comm, 1));
+    int rc = MPI_SUCCESS, reason;
+    if (!hp_mpi_allreduce(send, recv, n, comm, hp_mpi_comm(comm, 1), 1, 0, &rc, &reason))
+        return MPI_ERR_OTHER;   /* (every rank compresses these calls) */
+    return rc;
 }
 
 /* 1 when v holds the same bytes on every rank of comm */
@@ -83,12 +86,12 @@ static int same_everywhere(const void *v, size_t bytes, MPI_Comm comm)
  * counted on the buffer. */
 static float *residual_of(MPI_Comm comm, const float *recv, size_t n, uint32_t slot, size_t len)
 {
-    hp_comm_state_t *cs = hp_comm_state(comm, 0);
+    hp_comm_t *c = hp_mpi_comm(comm, 0);
     hp_res_buf_t *b;
     int k = slot == 0 ? HP_RES_R : HP_RES_AUX;
-    if (cs == NULL || cs->res == NULL)
+    if (c == NULL || c->res == NULL)
         return NULL;
-    b = hp_residual_buffer(cs->res, (uintptr_t)recv, n, 0, HP_LAYOUT_TRUST, NULL);
+    b = hp_residual_buffer(c->res, (uintptr_t)recv, n, 0, HP_LAYOUT_TRUST, NULL);
     return b != NULL && b->len[k] == len ? b->vec[k] : NULL;
 }
 
@@ -437,7 +440,7 @@ static void case_no_store(size_t n)
         buf[i] = (float)want[i];
         want[i] = (double)buf[i] * np;
     }
-    CHECK(hp_tp_mpi_init(&tp, comm, NULL) == HP_OK, "hp_tp_mpi_init");
+    CHECK(hp_tp_mpi_init(&tp, comm, NULL, 0) == HP_OK, "hp_tp_mpi_init");
     memset(&call, 0, sizeof(call));
     call.tp = &tp;
     call.buf = buf;

@@ -16,7 +16,7 @@
 #include "hp_algo.h"
 #include "hp_comp.h"
 #include "hp_ops.h"
-#include "hp_state.h"
+#include "hp_global.h"
 
 #define REQUIRE(c) \
     do { if (!(c)) ck_abort_msg("%s:%d: check failed: %s", __FILE__, __LINE__, #c); } while (0)

@@ -1,7 +1,8 @@
 /*
- * Which ncclAllReduce calls hipress may take over, and the per-thread
- * tracking of the user's ncclGroupStart/ncclGroupEnd: pure functions, no
- * NCCL header, unit-tested in tests/gpu/check_gpu.c.  The wrappers that use them
+ * The per-thread tracking of the user's ncclGroupStart/ncclGroupEnd, which
+ * decides whether an ncclAllReduce is part of the user's group (the
+ * eligibility rule itself is hp_eligible.h's): pure functions, no NCCL
+ * header, unit-tested in tests/gpu/check_gpu.c.  The wrappers that use them
  * are in wrap/hp_nccl_wrap.c.
  *
  * Groups.  Inside ncclGroupStart/End NCCL fuses the calls and launches them
@@ -19,48 +20,10 @@
  * ncclAllReduce with only operations it does not wrap (ncclAlltoAll,
  * ncclGather, ncclScatter of recent NCCL) looks like a single-call group.
  */
-#ifndef HP_NCCL_H
-#define HP_NCCL_H
+#ifndef HP_NCCL_GROUP_H
+#define HP_NCCL_GROUP_H
 
 #include <stddef.h>
-
-typedef enum {
-    HP_NELIG_YES = 0,
-    HP_NELIG_DISABLED,     /* HIPRESS_ENABLE=0 */
-    HP_NELIG_NULL,         /* NULL communicator or buffer */
-    HP_NELIG_DATATYPE,     /* not ncclFloat32, ncclFloat16 or ncclBfloat16 */
-    HP_NELIG_OP,           /* not ncclSum or ncclAvg */
-    HP_NELIG_COUNT,        /* count 0 */
-    HP_NELIG_OVERLAP,      /* send and receive buffers overlap without being equal */
-    HP_NELIG_OPTED_OUT,    /* hipress_nccl_comm_set(comm, "HIPRESS_ENABLE", "0") */
-    HP_NELIG_TOO_SMALL,    /* bytes < HIPRESS_MIN_BYTES */
-    HP_NELIG_GROUP,        /* part of the user's ncclGroupStart/End */
-    HP_NELIG_CAPTURE,      /* the stream is being captured into a CUDA graph, or unknown */
-    HP_NELIG_NREASONS
-} hp_nccl_elig_t;
-
-typedef struct {
-    int         enabled;
-    int         null_handle;   /* NULL communicator */
-    int         dtype_ok;      /* float32, float16 or bfloat16 */
-    int         op_ok;         /* ncclSum or ncclAvg */
-    size_t      count;
-    size_t      elem_size;
-    const void *sendbuf;
-    const void *recvbuf;
-    int         opted_out;
-    int         in_user_group; /* hp_nccl_group_op returned HP_NCCL_IN_USER_GROUP */
-    int         capturing;     /* 1 capturing, -1 unknown, 0 not */
-    size_t      min_bytes;
-} hp_nccl_desc_t;
-
-/* The reason a call is passed through, or HP_NELIG_YES.  Capture comes last,
- * so a caller may set `capturing` only once everything else says yes (its
- * query costs a driver call). */
-hp_nccl_elig_t hp_nccl_eligible(const hp_nccl_desc_t *d);
-
-/* Short name of a reason ("group"), for the stats table. */
-const char *hp_nccl_elig_name(hp_nccl_elig_t r);
 
 /* ------------------------------------------------------------- groups */
 

@@ -1,0 +1,160 @@
+/*
+ * The MPI front end's table for the driver (hp_front.h): the private
+ * communicator's transport, host or device memory (the device path's
+ * buffers were routed to the GPU by the wrapper), PMPI_Allreduce for a
+ * plain plan and for HIPRESS_VERIFY's exact sum, and MPI error codes.
+ * MPI calls are host-synchronous: a call is done when it returns.
+ */
+#include "hp_front_mpi.h"
+#include "hp_backend_mpi.h"
+#include "hp_global.h"
+#include "hp_tp_mpi.h"
+#include "hp_watchdog.h"
+#include <stdlib.h>
+#include <string.h>
+
+#define STAT_ADD(field, v) atomic_fetch_add_explicit(&hp_g.stats.field, (v), memory_order_relaxed)
+
+static MPI_Comm priv_of(const hp_comm_t *c)
+{
+    return hp_tp_mpi_comm(&c->tp_store[0][0]);
+}
+
+static hp_status_t mpi_begin(hp_comm_t *c, hp_dcall_t *d)
+{
+    d->tp = c->tp;
+    d->async = 0;
+    hp_mem_begin(&d->mem, d->recv);
+    if (hp_mem_is_device(&d->mem))
+        STAT_ADD(dev_calls[HP_COLL_ALLREDUCE], 1);
+    return HP_OK;
+}
+
+static hp_status_t mpi_widen(hp_comm_t *c, hp_dcall_t *d)
+{
+    (void)c;
+    d->data = d->recv;
+    return HP_OK;
+}
+
+static hp_status_t mpi_plain(hp_comm_t *c, hp_dcall_t *d, const void *send)
+{
+    hp_wd_wait_t w;
+    int rc;
+    if (hp_mem_is_device(&d->mem))
+        STAT_ADD(dev_staged[HP_COLL_ALLREDUCE], 1);
+    hp_wd_enter(&w, "an allreduce the plan sent plain", -1);
+    rc = hp_mem_pmpi_allreduce(&d->mem, send != NULL ? send : MPI_IN_PLACE, d->recv, d->count,
+                               (MPI_Comm)c->handle);
+    hp_wd_leave(&w);
+    return rc == MPI_SUCCESS ? HP_OK : HP_ST_MPI(rc);
+}
+
+static hp_status_t mpi_finish(hp_comm_t *c, hp_dcall_t *d, hp_status_t st)
+{
+    (void)c; (void)d; (void)st;   /* MPI's result is in recv as it is */
+    return HP_OK;
+}
+
+static hp_status_t mpi_end(hp_comm_t *c, hp_dcall_t *d)
+{
+    (void)c;
+    return hp_mem_end(&d->mem);
+}
+
+static hp_status_t mpi_exact(hp_comm_t *c, hp_dcall_t *d, float *out)
+{
+    int rc;
+    if (out == NULL)
+        return HP_ERR_NOMEM;
+    d->mem.ops->copy(&d->mem, out, d->data, d->count * sizeof(float));
+    rc = PMPI_Allreduce(MPI_IN_PLACE, out, (int)d->count, MPI_FLOAT, MPI_SUM, priv_of(c));
+    return rc == MPI_SUCCESS ? HP_OK : HP_ST_MPI(rc);
+}
+
+const hp_front_t hp_front_mpi = {
+    .name = "mpi",
+    .call = "allreduce",
+    .on_failure = "",
+    .id = HP_FRONT_MPI,
+    .flags = HP_FRONT_AGREE_CALLS,
+    .ready = hp_mpi_comm_ready,
+    .begin = mpi_begin,
+    .widen = mpi_widen,
+    .plain = mpi_plain,
+    .go_async = NULL,
+    .finish = mpi_finish,
+    .end = mpi_end,
+    .exact = mpi_exact,
+    .async_flag = NULL,
+};
+
+/* The MPI error code of a status: MPI's own where an MPI call failed, the
+ * count mismatch of an erroneous program, else hipress' error class. */
+static int mpi_native(hp_status_t st)
+{
+    switch (HP_ST_CLASS(st)) {
+    case HP_OK:          return MPI_SUCCESS;
+    case HP_ERR_INVALID: return MPI_ERR_COUNT;
+    case HP_ERR_MPI:     return HP_ST_CAUSE(st) != 0 ? HP_ST_CAUSE(st) : hp_g.err_code;
+    default:             return hp_g.err_code;
+    }
+}
+
+int hp_mpi_allreduce(const void *sendbuf, void *recvbuf, size_t count, MPI_Comm comm, hp_comm_t *c, int local_ok,
+                     int mem_kind, int *rc_p, int *reason_p)
+{
+    hp_dcall_t d;
+    hp_status_t st;
+    hp_drive_res_t res;
+
+    memset(&d, 0, sizeof(d));
+    d.send = sendbuf == MPI_IN_PLACE ? NULL : sendbuf;
+    d.recv = recvbuf;
+    d.count = count;
+    d.elem = HP_ELEM_F32;
+    d.local_ok = local_ok;
+    d.mem_kind = mem_kind;
+    hp_comm_get(c);
+    res = hp_drive(c, &d, &st, reason_p);
+    hp_comm_put(c);
+    if (res == HP_DRIVE_PASS)
+        return 0;
+    *rc_p = mpi_native(st);
+    if (st != HP_OK)
+        PMPI_Comm_call_errhandler(comm, *rc_p);
+    return 1;
+}
+
+/* ------------------------------------------------------------ public */
+
+HP_EXPORT int hipress_comm_plan(MPI_Comm comm, size_t bytes, char *buf, size_t len)
+{
+    hp_comm_t *c = hp_mpi_comm(comm, 0);
+    if (buf == NULL || len == 0)
+        return HIPRESS_ERR_INVALID;
+    if (c == NULL) {
+        snprintf(buf, len, "none");
+        return HIPRESS_OK;
+    }
+    hp_plan_text(&c->planner, bytes, buf, len);
+    return HIPRESS_OK;
+}
+
+HP_EXPORT int hipress_comm_residual(MPI_Comm comm, const void *buf, size_t count, float *out)
+{
+    hp_comm_t *c;
+    hp_res_buf_t *rb;
+    if (!hp_g.initialized || buf == NULL || (out == NULL && count > 0))
+        return HIPRESS_ERR_INVALID;
+    c = hp_mpi_comm(comm, 0);
+    /* a lookup with layout trust: it must not count as a call on the buffer */
+    rb = c != NULL ? hp_residual_buffer(c->res, (uintptr_t)buf, count, 0, HP_LAYOUT_TRUST, NULL) : NULL;
+    if (rb != NULL && rb->len[HP_RES_R] == count && rb->vec[HP_RES_R] != NULL) {
+        if (hp_mem_residual_read(rb, rb->vec[HP_RES_R], out, count) != 0)
+            return HIPRESS_ERR_DEVICE;
+    } else if (count > 0) {
+        memset(out, 0, count * sizeof(float));
+    }
+    return HIPRESS_OK;
+}

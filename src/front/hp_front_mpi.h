@@ -1,0 +1,42 @@
+/*
+ * The MPI front end: the state of an MPI communicator (an attribute that
+ * holds an hp_comm_t), MPI_Init's and MPI_Finalize's parts, and the call
+ * the MPI_Allreduce wrapper hands to the driver (src/front/hp_drive.c).
+ * Only this header of the front layer includes <mpi.h> (with the MPI
+ * transport's and backend's); the NCCL-only library has none of it.
+ */
+#ifndef HP_FRONT_MPI_H
+#define HP_FRONT_MPI_H
+
+#include <mpi.h>
+#include "hp_comm.h"
+#include "hp_front.h"
+
+/* The MPI front end's table (src/front/hp_front_mpi.c). */
+extern const hp_front_t hp_front_mpi;
+
+/* The state of comm, created (without its private communicator) when
+ * `create` and missing; NULL when absent or on failure.  The attribute
+ * holds its reference: it is valid while comm is. */
+hp_comm_t *hp_mpi_comm(MPI_Comm comm, int create);
+
+/* The private communicator, the hierarchy's and their transports
+ * (collective over the user's communicator: the front end's ready). */
+hp_status_t hp_mpi_comm_ready(hp_comm_t *c, hp_dcall_t *d);
+
+/* MPI_Init's part: the settings, agreed over MPI_COMM_WORLD (a bad or
+ * mismatched setting ends the job with one line); 0, or -1 when MPI
+ * failed.  MPI_Finalize's: MPI_COMM_WORLD's state, the stats table. */
+int hp_init_after_mpi(void);
+void hp_finalize_before_mpi(void);
+
+/* An MPI_Allreduce of MPI_FLOAT with MPI_SUM that every rank finds
+ * eligible on the shared criteria (hp_eligible_shared): local_ok, this
+ * rank's own verdict on its buffers; mem_kind, their memory (0 host, 1
+ * device routed to the GPU).  Returns 1 when the driver took it (*rc_p:
+ * its MPI result, an error through comm's error handler), 0 when it goes
+ * to PMPI_Allreduce unchanged (*reason_p: why, hp_elig_t). */
+int hp_mpi_allreduce(const void *sendbuf, void *recvbuf, size_t count, MPI_Comm comm, hp_comm_t *c, int local_ok,
+                     int mem_kind, int *rc_p, int *reason_p);
+
+#endif
