@@ -2,7 +2,8 @@
 # CompLL operator layer (generic C + AVX2 by target attributes, chosen at run
 # time) and the dense compressors.  hp_comp_fp16.c is already listed in
 # Makefile.am.
-libhpbase_la_SOURCES += src/ops/hp_ops.h src/ops/hp_ops.c src/ops/hp_ops_avx2.c src/ops/hp_ops_lowrank.c \
+libhpbase_la_SOURCES += src/ops/hp_ops.h src/ops/hp_ops.c src/ops/hp_ops_isa.c src/ops/hp_ops_avx2.h \
+	src/ops/hp_ops_avx2.c src/ops/hp_ops_avx2_quant.c src/ops/hp_ops_lowrank.c \
 	src/comp/hp_comp_bf16.c src/comp/hp_comp_onebit.c src/comp/hp_comp_tbq.c src/comp/hp_comp_terngrad.c \
 	src/comp/hp_comp_qbits.c
 
