@@ -9,7 +9,9 @@ libhpbase_la_SOURCES += src/ops/hp_ops.h src/ops/hp_ops.c src/ops/hp_ops_isa.c s
 
 check_PROGRAMS += tests/unit/check_comp_dense
 TESTS += tests/unit/check_comp_dense
-tests_unit_check_comp_dense_SOURCES = tests/unit/check_comp_dense.c
+tests_unit_check_comp_dense_SOURCES = tests/unit/check_comp_dense.h tests/unit/check_comp_dense.c \
+	tests/unit/check_comp_dense_ops.c tests/unit/check_comp_dense_bounds.c tests/unit/check_comp_dense_exact.c \
+	tests/unit/check_comp_dense_malformed.c
 tests_unit_check_comp_dense_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_unit_check_comp_dense_LDADD = libhpcore.la $(CHECK_LIBS) -lm
 
