@@ -17,6 +17,7 @@ tests_unit_check_comp_dense_LDADD = libhpcore.la $(CHECK_LIBS) -lm
 
 check_PROGRAMS += tests/unit/check_comp_qbits
 TESTS += tests/unit/check_comp_qbits
-tests_unit_check_comp_qbits_SOURCES = tests/unit/check_comp_qbits.c
+tests_unit_check_comp_qbits_SOURCES = tests/unit/check_comp_qbits.h tests/unit/check_comp_qbits.c \
+	tests/unit/check_comp_qbits_ops.c tests/unit/check_comp_qbits_codec.c tests/unit/check_comp_qbits_rng.c
 tests_unit_check_comp_qbits_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_unit_check_comp_qbits_LDADD = libhpcore.la $(CHECK_LIBS) -lm
