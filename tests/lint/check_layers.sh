@@ -331,7 +331,7 @@ END {
             if (nf == 0) continue
             if (l == "?") printf "(outside a layer folder): %d files, %d lines\n", nf, tot
             else printf "%s: %d files, %d lines; may include:%s\n", l, nf, tot, (allowed_text[l] == "" ? " (its own files only)" : allowed_text[l])
-            for (i = 1; i <= N; i++) if (flayer[i] == l) printf "  %5d  %s%s\n", nlines[i], fname[i], nlines[i] > max_lines + 0 ? "  (over " max_lines ")" : ""
+            for (i = 1; i <= N; i++) if (flayer[i] == l) printf "  %5d  %s%s\n", nlines[i], fname[i], (nlines[i] > max_lines + 0) ? "  (over " max_lines ")" : ""
         }
         if (nunres) {
             print "unresolved includes (generated or outside the tree):"

@@ -102,7 +102,7 @@ done | LC_ALL=C sort | while read -r obj; do
         done
     done
     [ -n "$s" ] || continue
-    [ "$src/$s" -nt "$obj" ] && continue
+    [ -n "$(find "$src/$s" -newer "$obj")" ] && continue
     echo "$obj $s"
 done)
 
