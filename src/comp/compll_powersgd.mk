@@ -8,7 +8,8 @@ libhpbase_la_SOURCES += src/comp/hp_psgd.h src/comp/hp_comp_powersgd.c \
 	src/algo/hp_algo_psgd_async.c
 
 check_PROGRAMS += tests/unit/check_comp_powersgd tests/mpi/mpi_powersgd
-tests_unit_check_comp_powersgd_SOURCES = tests/unit/check_comp_powersgd.c
+tests_unit_check_comp_powersgd_SOURCES = tests/unit/check_comp_powersgd.h tests/unit/check_comp_powersgd.c \
+	tests/unit/check_comp_powersgd_abi.c
 tests_unit_check_comp_powersgd_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_unit_check_comp_powersgd_LDADD = libhpcore.la $(CHECK_LIBS) $(BLAS_LIBS) -lm
 # links the core for its internal API: it drives hp_allreduce_compressed on

@@ -6,7 +6,8 @@ libhpbase_la_SOURCES += \
 	src/comp/hp_comp_graddrop.c src/comp/hp_comp_dgc.c
 
 check_PROGRAMS += tests/unit/check_comp_sparse
-tests_unit_check_comp_sparse_SOURCES = tests/unit/check_comp_sparse.c
+tests_unit_check_comp_sparse_SOURCES = tests/unit/check_comp_sparse.h tests/unit/check_comp_sparse.c \
+	tests/unit/check_comp_sparse_select.c tests/unit/check_comp_sparse_paths.c
 tests_unit_check_comp_sparse_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_unit_check_comp_sparse_LDADD = libhpcore.la $(CHECK_LIBS) -lm
 TESTS += tests/unit/check_comp_sparse

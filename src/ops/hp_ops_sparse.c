@@ -122,11 +122,6 @@ size_t hp_sparse_k(size_t n, size_t args_k, const hipress_comp_params_t *params)
     return kk >= (double)n ? n : (size_t)kk;
 }
 
-size_t hp_sparse_max_payload(size_t n, const hipress_comp_params_t *params)
-{
-    return 8 * hp_sparse_k_blocks(n, params);
-}
-
 size_t hp_sparse_sample_size(size_t n, double sample_ratio)
 {
     double s = ceil((double)n * sample_ratio);

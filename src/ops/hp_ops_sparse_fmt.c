@@ -2,7 +2,8 @@
  * The sparse message payload (see hp_ops_sparse.h): per block of
  * HIPRESS_SPARSE_BLOCK elements, the top-k (index, value) pairs the
  * operators of hp_ops_sparse.c select, and its validating decoder; the
- * block size and k per block, and dgc's density warm-up.
+ * block size, k per block and the largest payload, and dgc's density
+ * warm-up.  This file uses the operators; they use nothing of it.
  */
 #include "hp_ops_sparse.h"
 #include "hp_ops.h"
@@ -27,6 +28,11 @@ size_t hp_sparse_k_blocks(size_t n, const hipress_comp_params_t *params)
     for (size_t off = 0; off < n; off += g)
         k += hp_sparse_k(n - off < g ? n - off : g, 0, params);
     return k;
+}
+
+size_t hp_sparse_max_payload(size_t n, const hipress_comp_params_t *params)
+{
+    return 8 * hp_sparse_k_blocks(n, params);
 }
 
 double hp_dgc_density(double ratio, uint32_t warmup, unsigned long long call)

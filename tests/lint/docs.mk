@@ -3,9 +3,15 @@
 # HP_SRCDIR from AM_TESTS_ENVIRONMENT (tests/tests.mk).
 TESTS += tests/lint/check_docs.sh
 EXTRA_DIST += tests/lint/check_docs.sh
-# tests/lint/check_layers.sh: the layering drawn from the includes (doc/architecture.md).
+# tests/lint/check_layers.sh: the layering drawn from the includes, and the
+# size of every hand-written C, C++ and CUDA file (doc/architecture.md).
 TESTS += tests/lint/check_layers.sh
-EXTRA_DIST += tests/lint/check_layers.sh
+EXTRA_DIST += tests/lint/check_layers.sh tests/lint/graph.awk
+# tests/lint/check_names.sh: the layering drawn from the names the built objects
+# use of each other (nm, after the build); its self-test plants violations in a
+# small tree of its own.
+TESTS += tests/lint/check_names.sh tests/lint/check_names_selftest.sh
+EXTRA_DIST += tests/lint/check_names.sh tests/lint/check_names_selftest.sh
 # scripts/scale_model.py --selftest: the cost model's byte formulas (doc/scale.md).
 TESTS += scripts/scale_model.py
 TEST_EXTENSIONS = .test .py

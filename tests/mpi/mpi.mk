@@ -1,6 +1,6 @@
 # tests/mpi/mpi.mk: owned by one work stream; appends to the variables of Makefile.am
 #
-# The drop-in library (issue 2) under mpirun.  The test programs are plain MPI
+# The drop-in library under mpirun.  The test programs are plain MPI
 # programs, run with libhipress.so preloaded as users run it (the suite finds
 # the public API in the preloaded library with dlsym); shell drivers in TESTS
 # launch them, with MPIEXEC, HP_BUILDDIR, HP_SRCDIR and HP_PYTHON from
@@ -13,7 +13,8 @@
 #   run_mpi4py.sh    an mpi4py program under the preload
 #   run_valgrind.sh  memcheck on short runs (also `make check-valgrind`)
 check_PROGRAMS += tests/mpi/mpi_suite tests/mpi/mpi_basic
-tests_mpi_mpi_suite_SOURCES = tests/mpi/mpi_suite.c
+tests_mpi_mpi_suite_SOURCES = tests/mpi/mpi_suite.h tests/mpi/mpi_suite.c tests/mpi/mpi_suite_matrix.c \
+	tests/mpi/mpi_suite_ring.c
 tests_mpi_mpi_suite_LDADD = -lm
 tests_mpi_mpi_basic_SOURCES = tests/mpi/mpi_basic.c
 

@@ -5,7 +5,8 @@
 # for its internal symbols, which libhipress.so does not export.
 check_PROGRAMS += tests/unit/check_core
 TESTS += tests/unit/check_core
-tests_unit_check_core_SOURCES = tests/unit/check_core.c
+tests_unit_check_core_SOURCES = tests/unit/check_core.h tests/unit/check_core.c tests/unit/check_core_plan.c \
+	tests/unit/check_core_residual.c tests/unit/check_core_msg.c tests/unit/check_core_fp16.c
 tests_unit_check_core_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_unit_check_core_LDADD = libhpcore.la $(CHECK_LIBS) -lm
 
