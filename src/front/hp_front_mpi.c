@@ -128,6 +128,51 @@ int hp_mpi_allreduce(const void *sendbuf, void *recvbuf, size_t count, MPI_Comm 
 
 /* ------------------------------------------------------------ public */
 
+hp_comm_t *hp_mpi_comm(MPI_Comm comm, int create)
+{
+    hp_comm_t *c = NULL;
+    int flag = 0, rank = 0, size = 0, keyval = hp_mpi_keyval();
+
+    if (keyval == MPI_KEYVAL_INVALID || comm == MPI_COMM_NULL)
+        return NULL;
+    if (PMPI_Comm_get_attr(comm, keyval, &c, &flag) != MPI_SUCCESS)
+        return NULL;
+    if (flag || !create)
+        return flag ? c : NULL;
+    PMPI_Comm_rank(comm, &rank);
+    PMPI_Comm_size(comm, &size);
+    if ((c = hp_comm_new(&hp_front_mpi, (void *)comm, rank, size)) == NULL)
+        return NULL;
+    /* the job's settings were agreed at MPI_Init; a communicator's own
+     * changes follow hipress_comm_set's rule (the same on every rank) */
+    c->state = c->state_set = HP_COMM_ON;
+    if (PMPI_Comm_set_attr(comm, keyval, c) != MPI_SUCCESS) {
+        hp_comm_put(c);
+        return NULL;
+    }
+    return c;
+}
+
+HP_EXPORT int hipress_comm_set(MPI_Comm comm, const char *name, const char *value)
+{
+    hp_comm_t *c;
+    char err[512];
+    int initialized = 0;
+
+    PMPI_Initialized(&initialized);
+    if (!initialized || !hp_g.initialized)
+        return HIPRESS_ERR_STATE;
+    if (name == NULL || value == NULL)
+        return HIPRESS_ERR_INVALID;
+    if ((c = hp_mpi_comm(comm, 1)) == NULL)
+        return HIPRESS_ERR_INVALID;
+    if (hp_comm_set(c, name, value, err, sizeof(err)) != HP_OK) {
+        HP_WARN("hipress_comm_set: %s", err);
+        return HIPRESS_ERR_INVALID;
+    }
+    return HIPRESS_OK;
+}
+
 HP_EXPORT int hipress_comm_plan(MPI_Comm comm, size_t bytes, char *buf, size_t len)
 {
     hp_comm_t *c = hp_mpi_comm(comm, 0);

@@ -20,6 +20,10 @@ extern const hp_front_t hp_front_mpi;
  * holds its reference: it is valid while comm is. */
 hp_comm_t *hp_mpi_comm(MPI_Comm comm, int create);
 
+/* The attribute that holds a communicator's state (MPI_KEYVAL_INVALID
+ * before MPI_Init and after MPI_Finalize). */
+int hp_mpi_keyval(void);
+
 /* The private communicator, the hierarchy's and their transports
  * (collective over the user's communicator: the front end's ready). */
 hp_status_t hp_mpi_comm_ready(hp_comm_t *c, hp_dcall_t *d);

@@ -1,8 +1,9 @@
 /*
  * The MPI front end's communicators (hp_front_mpi.h): MPI_Init's settings
- * agreement, the attribute that holds each communicator's hp_comm_t, the
- * private communicator and the hierarchy's (owned by their transports),
- * hipress_comm_set, MPI_Finalize.
+ * agreement and the attribute that holds each communicator's hp_comm_t,
+ * the private communicator and the hierarchy's (owned by their
+ * transports), MPI_Finalize.  The front end's table and calls are
+ * src/front/hp_front_mpi.c's, above this file.
  */
 #include "hp_front_mpi.h"
 #include "hp_global.h"
@@ -83,8 +84,12 @@ void hp_finalize_before_mpi(void)
         return;
     /* release MPI_COMM_WORLD's state (and its private communicator) first,
      * so the stats include its residual counters */
-    if (hp_mpi_comm(MPI_COMM_WORLD, 0) != NULL)
-        PMPI_Comm_delete_attr(MPI_COMM_WORLD, state_keyval);
+    {
+        void *c;
+        int flag = 0;
+        if (PMPI_Comm_get_attr(MPI_COMM_WORLD, state_keyval, &c, &flag) == MPI_SUCCESS && flag)
+            PMPI_Comm_delete_attr(MPI_COMM_WORLD, state_keyval);
+    }
     if (hp_cfg_i(&hp_g.cfg, HP_S_STATS) && hp_g.world_rank == 0)
         hp_stats_print();
     PMPI_Comm_free_keyval(&state_keyval);
@@ -94,30 +99,9 @@ void hp_finalize_before_mpi(void)
 
 /* ------------------------------------------------------- communicators */
 
-hp_comm_t *hp_mpi_comm(MPI_Comm comm, int create)
+int hp_mpi_keyval(void)
 {
-    hp_comm_t *c = NULL;
-    int flag = 0, rank = 0, size = 0;
-
-    if (state_keyval == MPI_KEYVAL_INVALID || comm == MPI_COMM_NULL)
-        return NULL;
-    if (PMPI_Comm_get_attr(comm, state_keyval, &c, &flag) != MPI_SUCCESS)
-        return NULL;
-    if (flag || !create)
-        return flag ? c : NULL;
-    PMPI_Comm_rank(comm, &rank);
-    PMPI_Comm_size(comm, &size);
-    c = hp_comm_new(&hp_front_mpi, (void *)comm, rank, size);
-    if (c == NULL)
-        return NULL;
-    /* the job's settings were agreed at MPI_Init; a communicator's own
-     * changes follow hipress_comm_set's rule (the same on every rank) */
-    c->state = c->state_set = HP_COMM_ON;
-    if (PMPI_Comm_set_attr(comm, state_keyval, c) != MPI_SUCCESS) {
-        hp_comm_put(c);
-        return NULL;
-    }
-    return c;
+    return state_keyval;
 }
 
 /* The world rank of each rank of c (NULL when it cannot be had). */
@@ -245,26 +229,4 @@ hp_status_t hp_mpi_comm_ready(hp_comm_t *c, hp_dcall_t *d)
     /* every rank of the communicator makes the same settings change before
      * its next call (hipress_comm_set's rule), so this is collective */
     return c->hier.built ? HP_OK : make_hierarchy(c);
-}
-
-/* ------------------------------------------------------------ public */
-
-HP_EXPORT int hipress_comm_set(MPI_Comm comm, const char *name, const char *value)
-{
-    hp_comm_t *c;
-    char err[512];
-    int initialized = 0;
-
-    PMPI_Initialized(&initialized);
-    if (!initialized || !hp_g.initialized)
-        return HIPRESS_ERR_STATE;
-    if (name == NULL || value == NULL)
-        return HIPRESS_ERR_INVALID;
-    if ((c = hp_mpi_comm(comm, 1)) == NULL)
-        return HIPRESS_ERR_INVALID;
-    if (hp_comm_set(c, name, value, err, sizeof(err)) != HP_OK) {
-        HP_WARN("hipress_comm_set: %s", err);
-        return HIPRESS_ERR_INVALID;
-    }
-    return HIPRESS_OK;
 }

@@ -95,7 +95,6 @@ tests/gpu/check_kern.c
 tests/gpu/gpu_kern.c
 tests/gpu/mock_cuda.c
 tests/gpu/nccl_compress.c
-wrap/hp_nccl_wrap.c
 '
 
 if [ "$mode" = table ]; then
