@@ -123,7 +123,7 @@ static void dbuf_free(const hp_comm_t *c, hp_dbuf_t *b)
     else
         g->dev_free(&b->where, b->p);
     b->p = NULL;
-    b->bytes = 0;
+    b->bytes = b->agreed = 0;
 }
 
 static void comm_free(hp_comm_t *c)
@@ -195,12 +195,12 @@ hp_status_t hp_comm_dbuf(hp_comm_t *c, hp_dbuf_t *b, const hp_gpu_ptr_t *where, 
         return HP_OK;
     if (g == NULL)
         return HP_ERR_UNSUPPORTED;
-    dbuf_free(c, b);
     bytes = (bytes + 65535) & ~(size_t)65535;
     if (g->dev_alloc(where, bytes, &p) != HP_GPU_OK) {
         HP_WARN("no device memory for %zu bytes of %s: %s", bytes, what, g->base.last_error());
         return HP_ERR_NOMEM;
     }
+    dbuf_free(c, b);
     b->p = p;
     b->bytes = bytes;
     b->where = *where;

@@ -75,6 +75,7 @@ typedef struct {
     hp_gpu_ptr_t where;   /* its context */
     void        *p;
     size_t       bytes;
+    size_t       agreed;  /* what every rank is known to hold (grown only by agreement) */
 } hp_dbuf_t;
 
 typedef struct hp_comm {
@@ -152,9 +153,11 @@ void *hp_comm_scratch(hp_comm_t *c, size_t bytes);
 void *hp_comm_scratch2(hp_comm_t *c, size_t bytes);
 
 /* Device memory of at least `bytes` in b (grown, contents not kept), in
- * the context of `where`; freed by the state.  `stream`: the caller's
- * stream, on which an old allocation may still be in use (the growth is
- * ordered after it); HP_OK or an error with a warning naming `what`. */
+ * the context of `where`; freed by the state.  The new memory is had
+ * before the old is let go: on failure b is as it was.  `stream`: the
+ * caller's stream, on which an old allocation may still be in use (its
+ * users are done: the caller waited for the stream).  HP_OK or an error
+ * with a warning naming `what`. */
 hp_status_t hp_comm_dbuf(hp_comm_t *c, hp_dbuf_t *b, const hp_gpu_ptr_t *where, size_t bytes, void *stream,
                          const char *what);
 

@@ -53,8 +53,18 @@ static hp_status_t nccl_ready(hp_comm_t *c, hp_dcall_t *d)
             (rc = t->x->user_rank(t->comm, &c->rank)) != ncclSuccess)
             return HP_ST_NCCL(rc);
     }
+    if (c->msgs.p != NULL)
+        return HP_OK;
+    /* at the first call: what its agreements need (every rank has it, or
+     * says it cannot compress; the settings agreement of a rank without it
+     * runs on the user's buffer, hp_nccl_ctx.h) */
     hp_gpu_ptr_query(d->recv, &where);
-    return hp_comm_dbuf(c, &c->msgs, &where, 65536, t->stream, "compressed messages");
+    c->msgs.where = where;
+    t->borrow = d->recv;
+    t->borrow_bytes = d->count * (d->elem == HP_ELEM_F32 ? 4 : 2);
+    if (hp_comm_dbuf(c, &c->msgs, &where, 65536, t->stream, "compressed messages") == HP_OK)
+        c->msgs.agreed = c->msgs.bytes;
+    return HP_OK;
 }
 
 /* The call's transport and memory, and its input: a call that may be
@@ -75,7 +85,8 @@ static hp_status_t nccl_begin(hp_comm_t *c, hp_dcall_t *d)
     hp_mem_begin(&d->mem, d->recv);
     hp_gpu_ptr_query(d->recv, &kinds[0]);
     kinds[1] = kinds[0];
-    d->local_ok = g != NULL && d->mem.err == HP_OK && hp_gpu_compress_route(&c->cfg, kinds, d->recv, d->recv);
+    d->local_ok = g != NULL && d->mem.err == HP_OK && c->msgs.p != NULL &&
+                  hp_gpu_compress_route(&c->cfg, kinds, d->recv, d->recv);
     t->joined = candidate && d->mem.cx != NULL && g->stream_join(d->mem.cx, t->stream) == HP_GPU_OK;
     if (candidate && !t->joined)
         HP_CHECK_GOTO(hp_nccl_stream_wait(t, INPUT_WAIT), st, out);
@@ -208,6 +219,7 @@ static hp_status_t nccl_end(hp_comm_t *c, hp_dcall_t *d)
     } else {
         st = hp_mem_end(&d->mem);
     }
+    HP_CHECK_KEEP(hp_nccl_ctx_end(t), st);
     hp_tp_fini(&t->tp);
     return st;
 }

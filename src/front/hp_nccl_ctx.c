@@ -13,6 +13,7 @@
 #include "hp_backend.h"
 #include "hp_watchdog.h"
 #include <sched.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -176,16 +177,44 @@ static hp_status_t tp_order_out(void *ctx)
     return codec()->stream_join(t->cx, t->stream) == HP_GPU_OK ? HP_OK : HP_ERR_DEVICE;
 }
 
+/* Whether every rank has `ok`, agreed on the communicator's device memory
+ * (what the ranks hold in common: its first 64 bytes), on the stream, with
+ * NCCL's own calls (not the transport's: this runs inside its flush). */
+static hp_status_t agree_ok(hp_nccl_ctx_t *t, int ok, int *all_p)
+{
+    int64_t v = !ok;
+    hp_status_t st = HP_OK;
+    HP_CHECK_KEEP(tp_h2d(t, t->c->msgs.p, &v, sizeof(v)), st);
+    HP_CHECK_KEEP(tp_max(t, t->c->msgs.p, 1, 0), st);
+    HP_CHECK_KEEP(tp_sync(t), st);
+    if (st == HP_OK)
+        HP_CHECK_KEEP(tp_d2h(t, &v, t->c->msgs.p, sizeof(v)), st);
+    *all_p = st == HP_OK && v == 0;
+    return st;
+}
+
 void *hp_nccl_async_dbuf(hp_nccl_ctx_t *t, size_t bytes)
 {
     hp_dbuf_t *b = &t->c->msgs;
-    if (b->p != NULL && b->bytes < bytes) {
-        /* growth is stream-ordered (hp_comm_dbuf); the old memory's last
-         * users are on the stream */
-        t->c->dev_busy = 1;
-    }
-    if (hp_comm_dbuf(t->c, b, &b->where, bytes, t->stream, "compressed messages") != HP_OK)
+    int all = 0;
+    if (b->p != NULL && bytes <= b->agreed)
+        return b->p;
+    /* A request beyond what every rank holds is the same on every rank (a
+     * function of agreed values: counts, codecs, the plan), so every rank
+     * is here, at the same point of its calls: each grows (after the
+     * stream, which may still use the old memory), and they agree; where
+     * any could not, every rank answers NULL alike (the call then fails
+     * or runs smaller messages on every rank, never mismatched ones). */
+    if (b->p == NULL || hp_nccl_stream_wait(t, "a compressed ncclAllReduce's wait before growing its device "
+                                              "messages") != HP_OK)
         return NULL;
+    t->c->dev_busy = 0;
+    {
+        int ok = hp_comm_dbuf(t->c, b, &b->where, bytes, t->stream, "compressed messages") == HP_OK;
+        if (agree_ok(t, ok, &all) != HP_OK || !all)
+            return NULL;
+    }
+    b->agreed = b->bytes;
     return b->p;
 }
 
@@ -194,6 +223,23 @@ void *hp_nccl_async_dbuf(hp_nccl_ctx_t *t, size_t bytes)
 static void *tp_staging(void *ctx, size_t bytes)
 {
     hp_nccl_ctx_t *t = ctx;
+    if (t->c->msgs.p == NULL) {
+        /* (only the settings agreement gets here: it says this rank cannot
+         * compress, and every rank passes through) */
+        if (t->borrow == NULL || bytes > t->borrow_bytes)
+            return NULL;
+        if (t->saved == NULL) {
+            t->saved_bytes = HP_MIN(t->borrow_bytes, (size_t)65536);
+            if (hp_nccl_stream_wait(t, "a compressed ncclAllReduce's wait for its input") != HP_OK ||
+                (t->saved = malloc(t->saved_bytes)) == NULL ||
+                tp_d2h(t, t->saved, t->borrow, t->saved_bytes) != HP_OK) {
+                free(t->saved);
+                t->saved = NULL;
+                return NULL;
+            }
+        }
+        return bytes <= t->saved_bytes ? t->borrow : NULL;
+    }
     if (t->c->dev_busy) {
         if (hp_nccl_stream_wait(t, "a compressed ncclAllReduce's wait for its device messages") != HP_OK)
             return NULL;
@@ -206,6 +252,17 @@ void *hp_nccl_async_msgs(void *ctx, size_t bytes)
 {
     char *p = hp_nccl_async_dbuf(ctx, 64 + bytes);
     return p != NULL ? p + 64 : NULL;
+}
+
+hp_status_t hp_nccl_ctx_end(hp_nccl_ctx_t *t)
+{
+    hp_status_t st = HP_OK;
+    if (t->saved != NULL) {
+        st = tp_h2d(t, t->borrow, t->saved, t->saved_bytes);
+        free(t->saved);
+        t->saved = NULL;
+    }
+    return st;
 }
 
 void hp_nccl_ctx_init(hp_nccl_ctx_t *t, const hp_nccl_xport_t *x, hp_comm_t *c, ncclComm_t comm,

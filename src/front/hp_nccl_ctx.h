@@ -42,6 +42,11 @@ typedef struct hp_nccl_ctx {
     void                  *cx;        /* a stream-ordered call's codec context (its ordering hooks) */
     int                    averaged;  /* the result was divided by NCCL (ncclAvg of a plain plan) */
     int                    joined;    /* the codec's streams wait for the caller's (no host wait yet) */
+    /* a rank without the communicator's device memory still takes part in
+     * the settings agreement: on the bytes of the user's buffer, saved on
+     * the host and put back at the call's end */
+    void                  *borrow, *saved;
+    size_t                 borrow_bytes, saved_bytes;
     /* the transport's environments over this context: host-synchronous
      * (no ordering hooks), stream-ordered (hp_tp_nccl_init_async); the
      * call's transport */
@@ -53,6 +58,10 @@ typedef struct hp_nccl_ctx {
  * calls x and the poll bound timeout. */
 void hp_nccl_ctx_init(hp_nccl_ctx_t *t, const hp_nccl_xport_t *x, hp_comm_t *c, ncclComm_t comm,
                       cudaStream_t stream, double timeout);
+
+/* The end of a call's context: what it borrowed put back.  HP_OK or
+ * HP_ERR_DEVICE. */
+hp_status_t hp_nccl_ctx_end(hp_nccl_ctx_t *t);
 
 /* A host wait for the caller's stream: within the CUDA module's bound
  * (half of HIPRESS_TIMEOUT: the wait fails, naming `what`, with a
