@@ -80,7 +80,7 @@ if run "unknown name" 1 HIPRESS_COMPRESOR=fp16 "$calls" one; then
 fi
 
 # 3.
-if run "local scope" 0 "$local_" "$HP_BUILDDIR/tests/.libs"; then
+if run "local scope" 0 "$local_" "$HP_BUILDDIR/tests/gpu/.libs"; then
     grep -q '^nccl_local: ok' "$out" || hp_fail "local scope: no ok line"
     n=$(grep -c '^hipress: error: ncclAllReduce was called, but no NCCL library in this process defines it' "$err")
     [ "$n" -eq 1 ] || { hp_fail "no NCCL: $n error lines, want 1"; cat "$err"; }
