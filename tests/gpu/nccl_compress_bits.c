@@ -306,11 +306,12 @@ void case_mpi_bits(void)
 /* ------------------------------------------- stream-ordered calls */
 
 /* What the stand-in driver counts as the host waiting for the device
- * (stream and event synchronisations and completed queries) or copying
- * between host and device memory. */
+ * (stream and event synchronisations and completed queries), the device
+ * synchronised as a whole (allocation, free, a kernel's first launch), or
+ * a copy between host and device memory. */
 unsigned long long host_work(void)
 {
-    return mock_count("syncs") + mock_count("d2h") + mock_count("h2d");
+    return mock_count("syncs") + mock_count("dev_syncs") + mock_count("d2h") + mock_count("h2d");
 }
 
 /* The bytes of h written to device memory d on the caller's stream
