@@ -55,6 +55,7 @@ tests_gpu_check_gpu_LDADD = libhpcore.la $(CHECK_LIBS) -lm
 tests_gpu_mpi_gpu_SOURCES = tests/gpu/mpi_gpu.c
 tests_gpu_mpi_gpu_LDADD = -ldl
 EXTRA_DIST += tests/gpu/run_gpu.sh tests/gpu/run_gpu_info.sh tests/gpu/run_nccl.sh tests/gpu/run_cuda.sh tests/gpu/run_nccl_compress.sh \
+    tests/gpu/run_nccl_scenarios.sh \
     tests/gpu/mock_nccl.h
 
 if HP_NCCL
@@ -80,6 +81,14 @@ tests_gpu_nccl_compress_SOURCES = tests/gpu/nccl_compress.c tests/gpu/nccl_compr
 tests_gpu_nccl_compress_CPPFLAGS = $(AM_CPPFLAGS) $(NCCL_CPPFLAGS)
 tests_gpu_nccl_compress_LDADD = tests/gpu/mock/libnccl.la -ldl -lm
 tests_gpu_nccl_compress_LDFLAGS = $(AM_LDFLAGS) -no-install
+# what hangs or breaks on a GPU when hipress synchronises what it must not
+# (tests/gpu/nccl_scenarios.c)
+check_PROGRAMS += tests/gpu/nccl_scenarios
+TESTS += tests/gpu/run_nccl_scenarios.sh
+tests_gpu_nccl_scenarios_SOURCES = tests/gpu/nccl_scenarios.c
+tests_gpu_nccl_scenarios_CPPFLAGS = $(AM_CPPFLAGS) $(NCCL_CPPFLAGS)
+tests_gpu_nccl_scenarios_LDADD = tests/gpu/mock/libnccl.la -ldl -lm -lpthread
+tests_gpu_nccl_scenarios_LDFLAGS = $(AM_LDFLAGS) -no-install
 tests_gpu_nccl_calls_SOURCES = tests/gpu/nccl_calls.c
 tests_gpu_nccl_calls_CPPFLAGS = $(AM_CPPFLAGS) $(NCCL_CPPFLAGS)
 tests_gpu_nccl_calls_LDADD = tests/gpu/mock/libnccl.la -ldl -lpthread
