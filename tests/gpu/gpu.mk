@@ -131,5 +131,6 @@ EXTRA_DIST += tests/gpu/run_gpu_device.sh tests/gpu/run_gpu_kit.sh
 # The GPU path's tests that need no GPU (scripts/test.sh runs them again in
 # its sanitizer and CUDA-less builds).
 print-gpu-tests:
-	@echo $(filter tests/gpu/check_gpu tests/gpu/run_gpu.sh tests/gpu/run_nccl.sh tests/gpu/run_gpu_info.sh tests/gpu/run_gpu_emu.sh tests/gpu/run_nccl_compress.sh tests/gpu/run_nompi.sh,$(TESTS))
+	@echo $(filter tests/gpu/check_gpu tests/gpu/run_gpu.sh tests/gpu/run_nccl.sh tests/gpu/run_gpu_info.sh tests/gpu/run_gpu_emu.sh tests/gpu/run_nccl_compress.sh tests/gpu/run_nompi.sh \
+	tests/gpu/run_standins.sh tests/gpu/run_nccl_scenarios.sh,$(TESTS))
 .PHONY: print-gpu-tests
