@@ -24,6 +24,11 @@
 #                     NCCL's communicators span MPI's ranks (data through
 #                     shared memory), the emulated CUDA module runs the codec
 #                     (tests/gpu/nccl_compress*.c)
+#   run_nccl_scenarios.sh  what hangs or breaks on a GPU when hipress
+#                     synchronises what it must not: two communicators in
+#                     opposite orders, an evicted residual, DDP's bucket
+#                     rebuild, a capture on another thread
+#                     (tests/gpu/nccl_scenarios.c, doc/standins.md)
 #   run_gpu_info.sh   hipress_info's GPU part, with and without a driver
 #   run_cuda.sh       a program linked by nvcc runs the module's self-test
 #                     kernel (on a machine without a GPU: a clean error)
