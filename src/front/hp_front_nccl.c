@@ -78,6 +78,7 @@ struct hp_nccl_cstate {
     hp_nccl_dbuf_t       wide;       /* float32 copy of a 16-bit call's data */
     hp_nccl_form_t       form;       /* HIPRESS_STAGING_FORM's codecs and verdicts */
     int                  warned;
+    void                *owner;      /* its codec contexts' owner (the CUDA module's) */
 };
 
 
@@ -284,7 +285,7 @@ static int run_call(hp_nccl_cstate_t *cs, const hp_config_t *cfg, hp_nccl_ctx_t 
         *rc_p = ncclSystemError;
         return 1;
     }
-    hp_mem_begin(&mem, user_recv);
+    hp_mem_begin_owned(&mem, user_recv, &cs->owner);
     /* (what reads the input first is the codec's: a 16-bit call's widen,
      * the copy of an out-of-place one; a join that fails is a host wait) */
     joined = async && mem.cx != NULL && codec()->stream_join(mem.cx, t->stream) == HP_GPU_OK;
@@ -516,6 +517,7 @@ void hp_nccl_comp_free(hp_nccl_cstate_t *cs)
         return;
     if (cs->res != NULL)
         hp_residual_destroy(cs->res, HP_RES_DROP_FREED);
+    hp_mem_owner_release(&cs->owner);
     if (cs->msgs.p != NULL && g != NULL)
         g->dev_free(&cs->msgs.where, cs->msgs.p);
     if (cs->wide.p != NULL && g != NULL)

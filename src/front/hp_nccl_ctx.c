@@ -176,10 +176,14 @@ static int tp_order_out(void *c)
 void *hp_nccl_async_dbuf(hp_nccl_ctx_t *t, size_t bytes)
 {
     hp_nccl_dbuf_t *b = t->msgs;
-    if (b->bytes < bytes &&
+    /* grown in the call's stream order (earlier calls' use of it is before
+     * on the codec's streams, which joined the caller's); without that,
+     * after a wait */
+    if (b->bytes < bytes && hp_gpu_module_v3() == NULL &&
         hp_nccl_stream_wait(t, "a compressed ncclAllReduce's wait before growing its device messages") != 0)
         return NULL;
-    return hp_nccl_dev_grow(b, &b->where, bytes, "compressed messages") == 0 ? b->p : NULL;
+    return hp_gpu_dev_grow(t->cx, &b->where, bytes, &b->p, &b->bytes, &b->where, "compressed messages") == 0 ? b->p
+                                                                                                            : NULL;
 }
 
 void *hp_nccl_async_msgs(void *ctx, size_t bytes)

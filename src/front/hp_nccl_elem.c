@@ -39,8 +39,9 @@ int hp_nccl_dev_grow(hp_nccl_dbuf_t *b, const hp_gpu_ptr_t *where, size_t bytes,
 int hp_nccl_widen(hp_nccl_dbuf_t *wide, hp_mem_t *mem, const void *src, size_t count, int elem, void **data_p)
 {
     const hp_gpu_ops_v2_t *g = codec();
-    if (mem->cx == NULL || hp_nccl_dev_grow(wide, &mem->where, count * sizeof(float),
-                                            "a 16-bit call's float32 copy") != 0)
+    /* (grown in the call's stream order: no wait, no synchronisation of the device) */
+    if (mem->cx == NULL || hp_gpu_dev_grow(mem->cx, &mem->where, count * sizeof(float), &wide->p, &wide->bytes,
+                                           &wide->where, "a 16-bit call's float32 copy") != 0)
         return -1;
     *data_p = wide->p;
     if (g->convert(mem->cx, wide->p, src, count,
