@@ -182,8 +182,12 @@ int main(int argc, char **argv)
     s = device_init();
     if (cu_alloc(&d, KIT_N * 4) != 0 || cu_alloc(&ds, KIT_N * 4) != 0)
         die("cuMemAlloc");
-    if (rank == 0)
-        printf("kit_nccl: %d ranks on device 0, %s preloaded, %zu elements per call\n", size, library(), KIT_N);
+    if (rank == 0) {
+        Dl_info di;
+        void *f = dlsym(RTLD_DEFAULT, "ncclCommInitRank");
+        printf("kit_nccl: %d ranks on device 0, %s preloaded, NCCL from %s, %zu elements per call\n", size, library(),
+               f != NULL && dladdr(f, &di) && di.dli_fname != NULL ? di.dli_fname : "?", KIT_N);
+    }
     for (int k = 0; k < KIT_NCASES; k++) {
         const kit_case_t *kc = &kit_cases[k];
         const char *kv[32];
