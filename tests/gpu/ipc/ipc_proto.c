@@ -77,7 +77,7 @@ typedef struct {
 
 struct ncclComm {
     char               name[64];
-    int                n, me, device, blocking, ready;
+    int                n, me, device, blocking, ready, opened;
     ncclResult_t       err;
     char               errmsg[512];
     pthread_mutex_t    mu;
@@ -309,31 +309,42 @@ static ncclResult_t open_peers(hpi_comm_t *c)
     return ncclSuccess;
 }
 
+/* The rendezvous in two rounds: every rank joins (its block exported),
+ * then every rank maps the others' and says so; a rank returns only after
+ * the second round, so no rank leaves (or exits) while a peer still maps
+ * its block. */
 ncclResult_t hpi_comm_progress(hpi_comm_t *c)
 {
-    int joined = 0;
+    int joined = 0, mapped = 0;
     ncclResult_t rc;
     if (c->ready)
         return ncclSuccess;
     if (c->err != ncclSuccess)
         return c->err;
-    for (int p = 0; p < c->n; p++)
-        joined += atomic_load(&c->shm->rank[p].state) >= 1;
-    if (joined < c->n) {
+    for (int p = 0; p < c->n; p++) {
+        int st = atomic_load(&c->shm->rank[p].state);
+        joined += st >= 1;
+        mapped += st >= 2;
+    }
+    if (joined == c->n && !c->opened) {
+        if ((rc = open_peers(c)) != ncclSuccess)
+            return rc;
+        c->opened = 1;
+        atomic_store(&c->shm->rank[c->me].state, 2);
+        mapped++;
+    }
+    if (mapped < c->n) {
         char miss[64] = "";
         size_t used = 0;
         if (now_s() - c->t_join < timeout_s())
             return ncclInProgress;
         for (int p = 0; p < c->n; p++)
-            if (atomic_load(&c->shm->rank[p].state) < 1)
+            if (atomic_load(&c->shm->rank[p].state) < (joined < c->n ? 1 : 2))
                 used += (size_t)snprintf(miss + used, used < sizeof(miss) ? sizeof(miss) - used : 0, " %d", p);
         shm_unlink(c->name);
-        return hpi_comm_fail(c, ncclSystemError, "communicator %s: rank(s)%s of %d did not join within %.0f s",
-                             c->name, miss, c->n, timeout_s());
+        return hpi_comm_fail(c, ncclSystemError, "communicator %s: rank(s)%s of %d did not %s within %.0f s",
+                             c->name, miss, c->n, joined < c->n ? "join" : "map the others' memory", timeout_s());
     }
-    if ((rc = open_peers(c)) != ncclSuccess)
-        return rc;
-    atomic_store(&c->shm->rank[c->me].state, 2);
     if (c->me == 0)
         shm_unlink(c->name);   /* everyone has it mapped */
     c->ready = 1;
@@ -714,28 +725,11 @@ ncclResult_t hpi_comm_finalize(hpi_comm_t *c)
     return rc;
 }
 
-/* Before its block goes: every peer has mapped it (or is gone), so a rank
- * that destroys a communicator at once does not pull the block from under
- * a peer still in the rendezvous. */
-static void wait_mapped(hpi_comm_t *c)
-{
-    double t0 = now_s();
-    for (int p = 0; p < c->n; p++) {
-        hpi_rank_t *r = &c->shm->rank[p];
-        while (p != c->me && atomic_load(&r->state) < 2 && !atomic_load(&r->left) && !atomic_load(&r->aborted) &&
-               atomic_load(&r->failed) == ncclSuccess && !(r->pid > 0 && r->pid != getpid() && gone(r->pid)) &&
-               now_s() - t0 < timeout_s())
-            nap(0.0005);
-    }
-}
-
 ncclResult_t hpi_comm_destroy(hpi_comm_t *c)
 {
     ncclResult_t rc = hpi_comm_finalize(c);
     void *saved = NULL;
     list_remove(c);
-    if (c->ready)
-        wait_mapped(c);
     if (c->shm != NULL) {
         atomic_store(&c->shm->rank[c->me].left, 1);
         if (!c->ready)
