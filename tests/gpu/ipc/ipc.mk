@@ -8,6 +8,8 @@
 #                     reduction kernel from a fatbin linked in
 #   check_ipc         its protocol between processes on host threads, no
 #                     GPU and no CUDA needed (ipc_host.c)
+#   ipc_one           its CUDA engine on the stand-in driver, one-rank
+#                     communicators (that driver has no CUDA IPC yet)
 #   run_ipc.sh        check_ipc; the library's exports against nccl.h and
 #                     against what hipress calls; the kit's programs over
 #                     the stand-in driver (and, where that driver has CUDA
@@ -57,6 +59,12 @@ tests/gpu/ipc/ipc_fatbin.c: tests/gpu/ipc/ipc_kern.fatbin
 	  echo 'const unsigned char hpi_fatbin[] __attribute__((aligned(8))) = {'; \
 	  od -An -v -tx1 $< | sed 's/\([0-9a-f][0-9a-f]\)/0x\1,/g'; echo '};'; } >$@.tmp && mv $@.tmp $@
 CLEANFILES += tests/gpu/ipc/ipc_kern.fatbin tests/gpu/ipc/ipc_fatbin.c
+# its CUDA engine on the stand-in driver (one-rank communicators)
+check_PROGRAMS += tests/gpu/ipc/ipc_one
+tests_gpu_ipc_ipc_one_SOURCES = tests/gpu/ipc/ipc_one.c
+tests_gpu_ipc_ipc_one_CPPFLAGS = $(AM_CPPFLAGS) $(NCCL_CPPFLAGS)
+tests_gpu_ipc_ipc_one_LDADD = tests/gpu/ipc/libnccl.la -ldl -lpthread
+tests_gpu_ipc_ipc_one_LDFLAGS = $(AM_LDFLAGS) -no-install -Wl,--as-needed
 endif
 endif
 EXTRA_DIST += tests/gpu/ipc/run_ipc.sh tests/gpu/ipc/ipc_kern.cu tests/gpu/ipc/ipc_host.c tests/gpu/ipc/ipc_cuda.c \

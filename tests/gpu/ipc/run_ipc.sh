@@ -4,6 +4,7 @@
 #   2. (a build with CUDA) ipc/libnccl.so.2: its soname, no library of CUDA
 #      or MPI needed at load, every function of the nccl.h this build uses
 #      exported, every nccl* function hipress calls among them, nothing else;
+#      its CUDA engine over the stand-in driver (ipc_one);
 #   3. kit_preflight: no driver at all is "no GPU" (77); the stand-in driver
 #      is a usable GPU without CUDA IPC (3);
 #   4. the kit's comparison: kit_mpi on host buffers at 2 ranks writes the
@@ -58,6 +59,12 @@ if [ -e "$lib" ]; then
     extra=$(grep -v '^nccl' "$work/exports" | tr '\n' ' ')
     [ -z "$extra" ] || fail "the IPC stand-in exports more than NCCL's names: $extra"
     echo "# ipc/libnccl.so.2: soname $soname, needs ${needed:-nothing}; exports all $(wc -l <"$work/declared") functions of $hdr, $(wc -l <"$work/hipress") of them called by hipress"
+    # its CUDA engine on the stand-in driver, in stream order
+    LD_LIBRARY_PATH=$B/tests/gpu/ipc/.libs:$B/tests/gpu/mock/.libs MOCK_CUDA_DEFERRED=1 "$B/tests/gpu/ipc/ipc_one" \
+        "$B/tests/gpu/mock/.libs/libcuda.so.1" >"$work/one.out" 2>&1
+    rc=$?
+    [ $rc -eq 0 ] && grep -q '^ipc_one: ok' "$work/one.out" || { fail "ipc_one exited $rc"; cat "$work/one.out"; }
+    grep '^ipc_one' "$work/one.out"
 else
     echo "# no ipc/libnccl.so.2 (a build without CUDA): its exports not checked"
 fi
