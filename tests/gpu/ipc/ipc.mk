@@ -18,10 +18,10 @@
 #   kit_nccl          the kit's multi-process compressed ncclAllReduce
 #   kit_mpi           the same calls through MPI_Allreduce (the reference)
 if HP_NCCL
-HP_IPC_PROTO = tests/gpu/ipc/ipc_proto.h tests/gpu/ipc/ipc_elem.h tests/gpu/ipc/ipc_nccl.c tests/gpu/ipc/ipc_proto.c \
-	tests/gpu/ipc/ipc_sched.c
+HP_IPC_PROTO = tests/gpu/ipc/ipc_proto.h tests/gpu/ipc/ipc_comm.h tests/gpu/ipc/ipc_elem.h tests/gpu/ipc/ipc_nccl.c \
+	tests/gpu/ipc/ipc_proto.c tests/gpu/ipc/ipc_watch.c tests/gpu/ipc/ipc_sched.c
 check_PROGRAMS += tests/gpu/ipc/check_ipc
-tests_gpu_ipc_check_ipc_SOURCES = tests/gpu/ipc/check_ipc.c tests/gpu/ipc/ipc_host.c $(HP_IPC_PROTO)
+tests_gpu_ipc_check_ipc_SOURCES = tests/gpu/ipc/check_ipc.c tests/gpu/ipc/check_ipc.h tests/gpu/ipc/ipc_host.c $(HP_IPC_PROTO)
 tests_gpu_ipc_check_ipc_CPPFLAGS = $(AM_CPPFLAGS) $(NCCL_CPPFLAGS)
 tests_gpu_ipc_check_ipc_LDADD = -lpthread -lrt -lm
 tests_gpu_ipc_check_ipc_LDFLAGS = $(AM_LDFLAGS) -no-install -Wl,--as-needed

@@ -1,8 +1,7 @@
 /*
  * The IPC stand-in NCCL's communicators (ipc_proto.h): the rendezvous in
- * shared memory, the blocks of device memory, the descriptors that catch
- * mismatched calls, the monitor that reports what never matches, and the
- * communicators' ends.
+ * shared memory, the blocks of device memory, split and shrink, and the
+ * communicators' ends (the checks are ipc_watch.c's).
  *
  * Settings, read when a communicator is created (the first rank's win):
  *   HP_IPC_CHUNK    bytes of a FIFO slot (default 1M, at least 4K)
@@ -11,13 +10,11 @@
  *                   descriptor may take before it is an error (default 120)
  */
 #define _GNU_SOURCE
-#include "ipc_proto.h"
+#include "ipc_comm.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdarg.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,117 +23,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#define HPI_MAGIC 0x6870697063763031ULL   /* "hpipcv01" */
-#define HPI_ID_MAGIC "hpipc01"
-#define HPI_RING 256                       /* descriptors kept per pair and side */
-#define HPI_SPLITS 4
-#define HPI_MAX_SLOTS 8
-#define HPI_FLAG_STRIDE 64
-#define HPI_FLAGS_BYTES (2 * HPI_MAX_RANKS * HPI_MAX_SLOTS * HPI_FLAG_STRIDE)
-#define HPI_EVENTS 8
-
-typedef struct {
-    _Atomic uint32_t seq;   /* the pair's operation number, 1-based; 0 while written */
-    uint8_t  kind, dtype;
-    int16_t  op;
-    int32_t  root;
-    uint32_t div;
-    uint64_t count, bytes, call;
-} hpi_desc_t;
-
-typedef struct {
-    _Atomic uint64_t posted;
-    char             pad[56];
-    hpi_desc_t       d[HPI_RING];
-} hpi_side_t;
-
-typedef struct {
-    _Atomic int      state;      /* 1: joined, its block exported; 2: the peers' blocks mapped */
-    _Atomic int      left;       /* destroyed the communicator */
-    _Atomic int      aborted;
-    _Atomic int      failed;     /* its sticky ncclResult_t */
-    int              pid;
-    int              device;
-    uint64_t         block_addr; /* in its own process: same-process peers use it */
-    hpi_handle_t     block;
-    char             msg[512];
-    struct {
-        _Atomic uint64_t seq;
-        int              color, key;
-    } split[HPI_SPLITS];
-} hpi_rank_t;
-
-typedef struct {
-    _Atomic uint64_t magic;      /* set by the creator once chunk and slots are in */
-    _Atomic int      nranks;     /* claimed by the first rank to come */
-    uint32_t         slots;
-    uint64_t         chunk;
-    hpi_rank_t       rank[HPI_MAX_RANKS];
-    hpi_side_t       side[HPI_MAX_RANKS][HPI_MAX_RANKS][2];   /* [sender][receiver][0 sender, 1 receiver] */
-} hpi_shm_t;
-
-struct ncclComm {
-    char               name[64];
-    int                n, me, device, blocking, ready, opened;
-    ncclResult_t       err;
-    char               errmsg[512];
-    pthread_mutex_t    mu;
-    hpi_shm_t         *shm;
-    void              *ctx;
-    char              *peer[HPI_MAX_RANKS];   /* blocks; mine at [me] */
-    size_t             block_bytes;
-    uint32_t           slots;
-    size_t             chunk;
-    uint64_t           sent[HPI_MAX_RANKS], rcvd[HPI_MAX_RANKS];
-    double             post_t[2][HPI_MAX_RANKS][HPI_RING];
-    void              *side_stream;
-    void              *ev[HPI_EVENTS], *ev_stream[HPI_EVENTS];
-    int                nev;
-    uint64_t           splits, shrinks;
-    unsigned long long calls;
-    double             t_join;
-    struct ncclComm   *next;
-};
-
 static const hpi_engine_t *E;
-static pthread_mutex_t list_mu = PTHREAD_MUTEX_INITIALIZER;
-static struct ncclComm *list;
-static int monitor_on;
 static pthread_mutex_t err_mu = PTHREAD_MUTEX_INITIALIZER;
 static char last_err[1024];
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static void nap(double s)
-{
-    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
-    nanosleep(&ts, NULL);
-}
-
-static double env_num(const char *name, double dflt)
-{
-    const char *s = getenv(name);
-    char *end;
-    double v;
-    if (s == NULL || *s == '\0')
-        return dflt;
-    v = strtod(s, &end);
-    if (*end == 'K' || *end == 'k')
-        v *= 1024;
-    else if (*end == 'M' || *end == 'm')
-        v *= 1048576;
-    return v > 0 ? v : dflt;
-}
-
-static double timeout_s(void)
-{
-    return env_num("HP_IPC_TIMEOUT", 120);
-}
 
 /* --------------------------------------------------------------- errors */
 
@@ -213,14 +102,6 @@ const char *hpi_kind_name(int kind)
     return kind > 0 && kind < (int)(sizeof(n) / sizeof(n[0])) ? n[kind] : "an operation";
 }
 
-static const char *op_name(int op, uint32_t div)
-{
-    static const char *n[] = {"sum", "prod", "max", "min"};
-    if (div > 1)
-        return "avg";
-    return op >= 0 && op < 4 ? n[op] : "premulsum";
-}
-
 int hpi_comm_rank(const hpi_comm_t *c) { return c->me; }
 int hpi_comm_size(const hpi_comm_t *c) { return c->n; }
 int hpi_comm_device(const hpi_comm_t *c) { return c->device; }
@@ -290,9 +171,6 @@ static const char *id_name(const ncclUniqueId *id)
     return id->internal + m;
 }
 
-static void list_add(hpi_comm_t *c);
-static void list_remove(hpi_comm_t *c);
-
 static ncclResult_t open_peers(hpi_comm_t *c)
 {
     for (int p = 0; p < c->n; p++) {
@@ -336,19 +214,19 @@ ncclResult_t hpi_comm_progress(hpi_comm_t *c)
     if (mapped < c->n) {
         char miss[64] = "";
         size_t used = 0;
-        if (now_s() - c->t_join < timeout_s())
+        if (hpi_now() - c->t_join < hpi_timeout())
             return ncclInProgress;
         for (int p = 0; p < c->n; p++)
             if (atomic_load(&c->shm->rank[p].state) < (joined < c->n ? 1 : 2))
                 used += (size_t)snprintf(miss + used, used < sizeof(miss) ? sizeof(miss) - used : 0, " %d", p);
         shm_unlink(c->name);
         return hpi_comm_fail(c, ncclSystemError, "communicator %s: rank(s)%s of %d did not %s within %.0f s",
-                             c->name, miss, c->n, joined < c->n ? "join" : "map the others' memory", timeout_s());
+                             c->name, miss, c->n, joined < c->n ? "join" : "map the others' memory", hpi_timeout());
     }
     if (c->me == 0)
         shm_unlink(c->name);   /* everyone has it mapped */
     c->ready = 1;
-    list_add(c);
+    hpi_watch_add(c);
     return ncclSuccess;
 }
 
@@ -376,7 +254,7 @@ ncclResult_t hpi_comm_create(const ncclUniqueId *id, int nranks, int rank, int b
     c->n = nranks;
     c->me = rank;
     c->blocking = blocking;
-    c->t_join = now_s();
+    c->t_join = hpi_now();
     *comm_p = c;
     fd = shm_open(c->name, O_RDWR | O_CREAT, 0600);
     if (fd < 0 || ftruncate(fd, sizeof(hpi_shm_t)) != 0) {
@@ -392,8 +270,8 @@ ncclResult_t hpi_comm_create(const ncclUniqueId *id, int nranks, int rank, int b
         return hpi_comm_fail(c, ncclSystemError, "mmap %s: %s", c->name, strerror(errno));
     }
     if (atomic_compare_exchange_strong(&c->shm->nranks, &want, nranks)) {
-        size_t chunk = (size_t)env_num("HP_IPC_CHUNK", 1 << 20);
-        int slots = (int)env_num("HP_IPC_SLOTS", 4);
+        size_t chunk = (size_t)hpi_env_num("HP_IPC_CHUNK", 1 << 20);
+        int slots = (int)hpi_env_num("HP_IPC_SLOTS", 4);
         c->shm->chunk = chunk < 4096 ? 4096 : (chunk + 255) / 256 * 256;
         c->shm->slots = (uint32_t)(slots < 1 ? 1 : slots > HPI_MAX_SLOTS ? HPI_MAX_SLOTS : slots);
         atomic_store(&c->shm->magic, HPI_MAGIC);
@@ -402,7 +280,7 @@ ncclResult_t hpi_comm_create(const ncclUniqueId *id, int nranks, int rank, int b
                              "join said %d", rank, c->name, nranks, want);
     }
     while (atomic_load(&c->shm->magic) != HPI_MAGIC)
-        if (now_s() - c->t_join > timeout_s())
+        if (hpi_now() - c->t_join > hpi_timeout())
             return hpi_comm_fail(c, ncclSystemError, "communicator %s: the first rank never set it up", c->name);
     c->chunk = (size_t)c->shm->chunk;
     c->slots = c->shm->slots;
@@ -428,7 +306,7 @@ ncclResult_t hpi_comm_create(const ncclUniqueId *id, int nranks, int rank, int b
     if (!blocking)
         return hpi_comm_progress(c) == ncclSuccess ? ncclSuccess : c->err != ncclSuccess ? c->err : ncclInProgress;
     while ((rc = hpi_comm_progress(c)) == ncclInProgress)
-        nap(0.001);
+        hpi_nap(0.001);
     return rc;
 }
 
@@ -443,173 +321,6 @@ ncclResult_t hpi_comm_status(hpi_comm_t *c)
     if (rc != ncclSuccess)
         hpi_error(rc, "%s", c->errmsg);
     return rc;
-}
-
-/* ------------------------------------------------------- descriptors */
-
-static void describe(char *buf, size_t len, const hpi_desc_t *d, int poster, int side, int pa, int pb)
-{
-    int peer = side == 0 ? pb : pa, red = d->kind == HPI_K_ALLREDUCE || d->kind == HPI_K_REDSCAT ||
-                                          d->kind == HPI_K_REDUCE;
-    char root[24] = "";
-    if (d->kind == HPI_K_BCAST || d->kind == HPI_K_REDUCE)
-        snprintf(root, sizeof(root), ", root %d", d->root);
-    if (d->kind == HPI_K_SEND || d->kind == HPI_K_RECV)
-        snprintf(buf, len, "rank %d's %s #%llu (%llu x %s, %llu bytes, %s rank %d)", poster, hpi_kind_name(d->kind),
-                 (unsigned long long)d->call, (unsigned long long)d->count, hpi_dtype_name(d->dtype),
-                 (unsigned long long)d->bytes, d->kind == HPI_K_SEND ? "to" : "from", peer);
-    else
-        snprintf(buf, len, "rank %d's %s #%llu (%llu x %s%s%s%s)", poster, hpi_kind_name(d->kind),
-                 (unsigned long long)d->call, (unsigned long long)d->count, hpi_dtype_name(d->dtype),
-                 red ? ", " : "", red ? op_name(d->op, d->div) : "", root);
-}
-
-static int matches(const hpi_desc_t *a, const hpi_desc_t *b)
-{
-    int ap = a->kind == HPI_K_SEND || a->kind == HPI_K_RECV, bp = b->kind == HPI_K_SEND || b->kind == HPI_K_RECV;
-    if (ap || bp)
-        return ap && bp && a->kind != b->kind && a->bytes == b->bytes;
-    return a->kind == b->kind && a->count == b->count && a->dtype == b->dtype && a->root == b->root &&
-           (a->kind == HPI_K_BCAST || a->kind == HPI_K_ALLGATHER || (a->op == b->op && a->div == b->div));
-}
-
-ncclResult_t hpi_post(hpi_comm_t *c, int side, int p, const hpi_task_t *t, uint64_t bytes)
-{
-    int pa = side == 0 ? c->me : p, pb = side == 0 ? p : c->me;
-    hpi_side_t *mine = &c->shm->side[pa][pb][side], *other = &c->shm->side[pa][pb][1 - side];
-    uint64_t k = atomic_load(&mine->posted), o;
-    hpi_desc_t *d = &mine->d[k % HPI_RING], theirs;
-    uint32_t s1, s2;
-
-    atomic_store(&d->seq, 0);
-    d->kind = (uint8_t)t->kind;
-    d->dtype = (uint8_t)t->dtype;
-    d->op = (int16_t)(t->premul ? 99 : t->op);
-    d->root = t->kind == HPI_K_SEND || t->kind == HPI_K_RECV ? 0 : t->root;
-    d->div = (uint32_t)t->div;
-    d->count = t->count;
-    d->bytes = bytes;
-    d->call = t->call;
-    atomic_store(&d->seq, (uint32_t)(k + 1));
-    c->post_t[side][p][k % HPI_RING] = now_s();
-    atomic_store(&mine->posted, k + 1);
-    o = atomic_load(&other->posted);
-    if (o <= k)
-        return ncclSuccess;   /* the peer compares when it posts */
-    s1 = atomic_load(&other->d[k % HPI_RING].seq);
-    memcpy((char *)&theirs + sizeof(theirs.seq), (char *)&other->d[k % HPI_RING] + sizeof(theirs.seq),
-           sizeof(theirs) - sizeof(theirs.seq));
-    atomic_thread_fence(memory_order_acquire);
-    s2 = atomic_load(&other->d[k % HPI_RING].seq);
-    if (s1 != (uint32_t)(k + 1) || s2 != s1)
-        return ncclSuccess;   /* overwritten: the peer is far ahead */
-    if (!matches(d, &theirs)) {
-        char a[160], b[160];
-        describe(a, sizeof(a), d, c->me, side, pa, pb);
-        describe(b, sizeof(b), &theirs, p, 1 - side, pa, pb);
-        return hpi_comm_fail(c, ncclInvalidUsage, "%s does not match %s (operation %llu between them)", a, b,
-                             (unsigned long long)(k + 1));
-    }
-    return ncclSuccess;
-}
-
-/* ------------------------------------------------------------ monitor */
-
-/* a process that exited, reaped or not (a zombie is gone too) */
-static int gone(int pid)
-{
-    char path[64], buf[256], *p;
-    FILE *f;
-    if (kill(pid, 0) != 0 && errno == ESRCH)
-        return 1;
-    snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-    if ((f = fopen(path, "r")) == NULL)
-        return 0;
-    p = fgets(buf, sizeof(buf), f) != NULL ? strrchr(buf, ')') : NULL;
-    fclose(f);
-    return p != NULL && p[1] == ' ' && p[2] == 'Z';
-}
-
-static void check_comm(hpi_comm_t *c)
-{
-    double t = now_s(), limit = timeout_s();
-    if (!c->ready || c->err != ncclSuccess)
-        return;
-    for (int p = 0; p < c->n; p++) {
-        hpi_rank_t *r = &c->shm->rank[p];
-        if (p == c->me || atomic_load(&r->left))
-            continue;
-        if (atomic_load(&r->failed) != ncclSuccess) {
-            hpi_comm_fail(c, ncclRemoteError, "rank %d failed: %s", p, r->msg);
-            return;
-        }
-        if (atomic_load(&r->aborted)) {
-            hpi_comm_fail(c, ncclRemoteError, "rank %d aborted communicator %s", p, c->name);
-            return;
-        }
-        if (r->pid != getpid() && gone(r->pid)) {
-            hpi_comm_fail(c, ncclRemoteError, "rank %d (process %d) is gone without destroying communicator %s",
-                          p, r->pid, c->name);
-            return;
-        }
-        for (int side = 0; side < 2; side++) {
-            int pa = side == 0 ? c->me : p, pb = side == 0 ? p : c->me;
-            uint64_t mine = atomic_load(&c->shm->side[pa][pb][side].posted);
-            uint64_t theirs = atomic_load(&c->shm->side[pa][pb][1 - side].posted);
-            if (theirs < mine && t - c->post_t[side][p][theirs % HPI_RING] > limit) {
-                char a[160];
-                describe(a, sizeof(a), &c->shm->side[pa][pb][side].d[theirs % HPI_RING], c->me, side, pa, pb);
-                hpi_comm_fail(c, ncclRemoteError, "%s has had no matching call on rank %d for %.0f s (rank %d has "
-                              "posted %llu operations between them, this rank %llu)", a, p, limit, p,
-                              (unsigned long long)theirs, (unsigned long long)mine);
-                return;
-            }
-        }
-    }
-}
-
-static void *monitor(void *arg)
-{
-    (void)arg;
-    for (;;) {
-        nap(0.1);
-        pthread_mutex_lock(&list_mu);
-        for (hpi_comm_t *c = list; c != NULL; c = c->next)
-            check_comm(c);
-        pthread_mutex_unlock(&list_mu);
-    }
-    return NULL;
-}
-
-static void list_add(hpi_comm_t *c)
-{
-    pthread_t th;
-    sigset_t all, old;
-    pthread_mutex_lock(&list_mu);
-    c->next = list;
-    list = c;
-    if (!monitor_on) {
-        /* the thread takes no signal the application expects */
-        sigfillset(&all);
-        pthread_sigmask(SIG_SETMASK, &all, &old);
-        if (pthread_create(&th, NULL, monitor, NULL) == 0) {
-            pthread_detach(th);
-            monitor_on = 1;
-        }
-        pthread_sigmask(SIG_SETMASK, &old, NULL);
-    }
-    pthread_mutex_unlock(&list_mu);
-}
-
-static void list_remove(hpi_comm_t *c)
-{
-    pthread_mutex_lock(&list_mu);
-    for (hpi_comm_t **pp = &list; *pp != NULL; pp = &(*pp)->next)
-        if (*pp == c) {
-            *pp = c->next;
-            break;
-        }
-    pthread_mutex_unlock(&list_mu);
 }
 
 /* ------------------------------------------------------ split, shrink */
@@ -631,7 +342,7 @@ ncclResult_t hpi_comm_split(hpi_comm_t *c, int color, int key, hpi_comm_t **new_
     uint64_t seq = ++c->splits;
     int slot = (int)(seq % HPI_SPLITS), n = 0, me = 0;
     hpi_rank_t *r = c->shm->rank;
-    double t0 = now_s();
+    double t0 = hpi_now();
 
     *new_p = NULL;
     r[c->me].split[slot].color = color;
@@ -642,10 +353,10 @@ ncclResult_t hpi_comm_split(hpi_comm_t *c, int color, int key, hpi_comm_t **new_
             ncclResult_t rc = hpi_comm_status(c);
             if (rc != ncclSuccess)
                 return rc;
-            if (now_s() - t0 > timeout_s())
+            if (hpi_now() - t0 > hpi_timeout())
                 return hpi_comm_fail(c, ncclRemoteError, "ncclCommSplit: rank %d did not call it within %.0f s", p,
-                                     timeout_s());
-            nap(0.0005);
+                                     hpi_timeout());
+            hpi_nap(0.0005);
         }
     if (color < 0)
         return ncclSuccess;
@@ -702,7 +413,7 @@ ncclResult_t hpi_comm_mark(hpi_comm_t *c, void *stream)
 
 ncclResult_t hpi_comm_finalize(hpi_comm_t *c)
 {
-    double t0 = now_s();
+    double t0 = hpi_now();
     void *saved = NULL;
     ncclResult_t rc = ncclSuccess;
     if (!c->ready)
@@ -711,12 +422,12 @@ ncclResult_t hpi_comm_finalize(hpi_comm_t *c)
     for (int i = 0; i < c->nev && rc == ncclSuccess; i++) {
         int q;
         while ((q = E->query(c->ev[i])) == 0) {
-            if (now_s() - t0 > timeout_s()) {
+            if (hpi_now() - t0 > hpi_timeout()) {
                 rc = hpi_comm_fail(c, ncclSystemError, "communicator %s: this rank's operations did not finish "
-                                   "within %.0f s of ncclCommFinalize", c->name, timeout_s());
+                                   "within %.0f s of ncclCommFinalize", c->name, hpi_timeout());
                 break;
             }
-            nap(0.0002);
+            hpi_nap(0.0002);
         }
         if (q < 0)
             rc = hpi_comm_fail(c, ncclUnhandledCudaError, "an operation failed on the device: %s", E->last_error());
@@ -729,7 +440,7 @@ ncclResult_t hpi_comm_destroy(hpi_comm_t *c)
 {
     ncclResult_t rc = hpi_comm_finalize(c);
     void *saved = NULL;
-    list_remove(c);
+    hpi_watch_remove(c);
     if (c->shm != NULL) {
         atomic_store(&c->shm->rank[c->me].left, 1);
         if (!c->ready)
@@ -758,7 +469,7 @@ ncclResult_t hpi_comm_destroy(hpi_comm_t *c)
 ncclResult_t hpi_comm_abort(hpi_comm_t *c)
 {
     void *saved = NULL;
-    list_remove(c);
+    hpi_watch_remove(c);
     if (c->shm != NULL) {
         atomic_store(&c->shm->rank[c->me].aborted, 1);
         if (!c->ready)
