@@ -14,8 +14,9 @@
  * over several communicators and streams), ncclMemAlloc, ncclMemFree.
  * ncclCommRegister registers nothing (NCCL's registration is an
  * optimisation).  Refused with ncclInvalidUsage and a message:
- * ncclCommWindowRegister, ncclCommRevoke, ncclGroupSimulateEnd's estimate
- * (it drops the group, estimating 0).
+ * ncclCommWindowRegister, ncclCommRevoke, and the functions of later NCCL
+ * releases (REFUSE below); ncclGroupSimulateEnd drops the group,
+ * estimating 0.
  */
 #include "ipc_proto.h"
 #include <pthread.h>
@@ -511,6 +512,33 @@ API ncclResult_t ncclMemFree(void *ptr)
         hpi_engine()->mem_free(ptr);
     return ncclSuccess;
 }
+
+/* Functions of NCCL releases after 2.28, refused: a program built against a
+ * newer header (a PyTorch wheel linked with immediate binding) still loads,
+ * and a call says what is missing.  With a newer nccl.h they are declared
+ * there, and tests/gpu/ipc/run_ipc.sh fails until they are written. */
+#if NCCL_VERSION_CODE < NCCL_VERSION(2, 29, 0)
+#define REFUSE(name)                                                                         \
+    API ncclResult_t name(void)                                                              \
+    {                                                                                        \
+        return hpi_error(ncclInvalidUsage, "%s: not supported by the IPC stand-in", #name); \
+    }
+REFUSE(ncclCommGetUniqueId)
+REFUSE(ncclCommGrow)
+REFUSE(ncclCommSuspend)
+REFUSE(ncclCommResume)
+REFUSE(ncclCommMemStats)
+REFUSE(ncclCommQueryProperties)
+REFUSE(ncclWinGetUserPtr)
+REFUSE(ncclPutSignal)
+REFUSE(ncclSignal)
+REFUSE(ncclWaitSignal)
+REFUSE(ncclDevCommCreate)
+REFUSE(ncclDevCommDestroy)
+REFUSE(ncclGetLsaMultimemDevicePointer)
+REFUSE(ncclGetLsaDevicePointer)
+REFUSE(ncclGetPeerDevicePointer)
+#endif
 
 API const char *ncclGetErrorString(ncclResult_t result)
 {
