@@ -7,7 +7,8 @@
 # RECORDS: the run's records, a tab-separated line each: "H<tab>text" (the
 # heading), "STATUS<tab>step<tab>time<tab>what it showed" (PASS, FAIL,
 # SKIP), "T<tab>target<tab>met|NOT MET|BELOW|not run<tab>detail".  SUMMARY
-# (0-summary.txt) is replaced by the page: the heading, the verdict, a line
+# (0-summary.txt) is replaced by the page: the heading, the verdict (PASS,
+# FAIL, STOP for an unusable GPU, NO GPU), a line
 # per step, the targets of doc/kit.md and where each step's log is.  GPU: 1
 # when the run had a GPU.  The run writes SUMMARY line by line as it goes,
 # so a run cut short still leaves its lines.
@@ -18,7 +19,9 @@ nfail=$(grep -c "^FAIL$tab" "$rec")
 nmiss=$(grep -Ec "^T$tab[^$tab]*$tab(NOT MET|BELOW)$tab" "$rec")
 {
     sed -n "s/^H$tab//p" "$rec" | head -n 1
-    if [ "$nfail" -gt 0 ]; then
+    if grep -q "^FAIL${tab}preflight$tab[^$tab]*${tab}STOP" "$rec"; then
+        echo "verdict: STOP: a GPU is here but the kit cannot use it (the preflight's line below, 1-preflight.log)"
+    elif [ "$nfail" -gt 0 ]; then
         echo "verdict: FAIL ($nfail step(s) failed)"
     elif [ "$gpu" != 1 ]; then
         echo "verdict: NO GPU: the device steps were skipped, their stand-in forms passed"
