@@ -23,6 +23,13 @@ set -u
 . "$HP_SRCDIR/tests/mpi_env.sh"
 B=$HP_BUILDDIR
 status=0
+# a sanitizer build: the ASan runtime first in every preload, no leak report
+# (Open MPI's components are unloaded before it)
+asan=$(ldd "$B/.libs/libhipress.so" 2>/dev/null | awk '/libasan/ { print $3 }')
+[ -n "$asan" ] && export ASAN_OPTIONS=detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}
+preload() {
+    echo "${asan:+$asan }$1"
+}
 fail() {
     echo "FAIL: $*"
     status=1
@@ -38,7 +45,9 @@ cat "$work/check.out"
 
 # 2.
 lib=$B/tests/gpu/ipc/.libs/libnccl.so.2
-if [ -e "$lib" ]; then
+if [ -e "$lib" ] && ! command -v nm >/dev/null 2>&1; then
+    echo "# no nm (binutils): the IPC stand-in's exports not checked"
+elif [ -e "$lib" ]; then
     inc=$(sed -n 's/^NCCL_CPPFLAGS = //p' "$B/Makefile" | tr ' ' '\n' | sed -n 's/^-I//p')
     hdr=
     for d in $inc; do [ -z "$hdr" ] && [ -f "$d/nccl.h" ] && hdr=$d/nccl.h; done
@@ -95,14 +104,14 @@ if [ ! -e "$emu" ] || [ ! -e "$nompi/libnccl.so.2" ]; then
     echo "# no emulated module or stand-in NCCL: the kit's comparison not run"
     exit $status
 fi
-hp_mpirun 2 -x LD_PRELOAD="$B/.libs/libhipress.so" "$B/tests/gpu/ipc/kit_mpi" --out "$work/ref2" >"$work/mpi.out" 2>&1 ||
+hp_mpirun 2 -x LD_PRELOAD="$(preload "$B/.libs/libhipress.so")" -x ASAN_OPTIONS "$B/tests/gpu/ipc/kit_mpi" --out "$work/ref2" >"$work/mpi.out" 2>&1 ||
     { fail "kit_mpi --out"; cat "$work/mpi.out"; }
 grep '^kit_mpi: ok' "$work/mpi.out"
 # kit_nccl NP NCCLDIR LABEL [ENV...]: over the NCCL in NCCLDIR
 kit_nccl() {
     np=$1 dir=$2 label=$3
     shift 3
-    env LD_LIBRARY_PATH="$dir:$mock" LD_PRELOAD="$B/.libs/libhipress_nccl.so" HIPRESS_NCCL=compress \
+    env LD_LIBRARY_PATH="$dir:$mock" LD_PRELOAD="$(preload "$B/.libs/libhipress_nccl.so")" HIPRESS_NCCL=compress \
         HIPRESS_CUDA_MODULE="$emu" HIPRESS_STATS=1 "$@" \
         "$B/tests/gpu/nompi_launch" "$np" 300 "$B/tests/gpu/ipc/kit_nccl" --ref "$work/ref$np" \
         >"$work/nccl.out" 2>"$work/nccl.err"
@@ -121,7 +130,7 @@ kit_nccl 2 "$nompi" "the stand-in NCCL on shared memory" MOCK_NCCL_SHM=1
 ipc=$B/tests/gpu/ipc/.libs
 if [ -e "$lib" ] && nm -D "$mock/libcuda.so.1" | grep -q ' T cuIpcOpenMemHandle_v2$' &&
    nm -D "$mock/libcuda.so.1" | grep -q ' T cuStreamWaitValue32_v2$'; then
-    hp_mpirun 3 -x LD_PRELOAD="$B/.libs/libhipress.so" "$B/tests/gpu/ipc/kit_mpi" --out "$work/ref3" >"$work/mpi.out" 2>&1 ||
+    hp_mpirun 3 -x LD_PRELOAD="$(preload "$B/.libs/libhipress.so")" -x ASAN_OPTIONS "$B/tests/gpu/ipc/kit_mpi" --out "$work/ref3" >"$work/mpi.out" 2>&1 ||
         { fail "kit_mpi --out at 3 ranks"; cat "$work/mpi.out"; }
     for np in 2 3; do
         kit_nccl $np "$ipc" "the IPC stand-in on the stand-in driver" HP_IPC_TIMEOUT=60
