@@ -419,7 +419,7 @@ ratios() {
 step_kernels() {
 local kind below all
 if [ $gpu = 1 ]; then
-    run kernels 7-kernels.log 60 "$kit/bin/hipress-bench" --kernels --gpu --bytes 64M --csv
+    run kernels 7-kernels.log 75 "$kit/bin/hipress-bench" --kernels --gpu --bytes 256M --csv
     check_why="no rows"
     if verdict kernels 7-kernels.log "ratios to the device-to-device copy below" eval '[ -n "$(ratios)" ]'; then
         for kind in encode decode; do
