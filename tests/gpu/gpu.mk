@@ -132,6 +132,7 @@ TESTS += tests/gpu/run_gpu_kit.sh
 endif
 endif
 EXTRA_DIST += tests/gpu/run_gpu_device.sh tests/gpu/run_gpu_kit.sh
+include $(top_srcdir)/tests/gpu/ipc/ipc.mk
 
 # The GPU path's tests that need no GPU (scripts/test.sh runs them again in
 # its sanitizer and CUDA-less builds).
