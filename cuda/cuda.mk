@@ -14,8 +14,14 @@
 AM_CPPFLAGS += -DHP_PKGLIBDIR='"$(pkglibdir)"'
 
 libhpbase_la_SOURCES += src/backend/hp_gpu.h src/backend/hp_gpu.c src/comp/hp_gpu_fmt.h src/comp/hp_gpu_fmt.def src/backend/hp_backend.h src/backend/hp_gpu_backend.c
-libhpbase_la_SOURCES += src/backend/hp_gpu_devmsg.c
+libhpbase_la_SOURCES += src/backend/hp_gpu_devmsg.c src/backend/hp_gpu_owner.c
 libhipress_la_SOURCES += wrap/hp_wrap_gpu.h wrap/hp_mpi_gpu.c
+
+# The module's host side (cuda/hp_cuda_mod.h lists its files), in the module
+# and the emulated module alike.
+HP_MODULE_SOURCES = cuda/hp_cuda_mod.h cuda/hp_cuda_module.c cuda/hp_cuda_driver.c cuda/hp_cuda_wait.c \
+	cuda/hp_cuda_stream.c cuda/hp_cuda_cx.c cuda/hp_cuda_calls.c cuda/hp_cuda_bench.c
+
 # The device codec, plain C built into the module, the emulated module and
 # tests/gpu/check_kern: the frame (hp_codec_frame.c) and the rows of each family of
 # formats (cuda/hp_codec_fmt.h).  The kernels, a file per family too: the
@@ -62,14 +68,14 @@ SUFFIXES = .cu
 
 if HP_CUDA
 pkglib_LTLIBRARIES = libhipress_cuda.la
-libhipress_cuda_la_SOURCES = cuda/hp_cuda_module.c cuda/hp_cuda_kernels.h cuda/hp_cuda_kernels.cu src/backend/hp_gpu.h \
+libhipress_cuda_la_SOURCES = $(HP_MODULE_SOURCES) cuda/hp_cuda_kernels.h cuda/hp_cuda_kernels.cu src/backend/hp_gpu.h \
 	$(HP_CODEC_SOURCES) $(HP_KERN_CU_SOURCES)
 libhipress_cuda_la_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 libhipress_cuda_la_CFLAGS = $(AM_CFLAGS) -Werror
 # a dlopen()ed module exporting one symbol; the static CUDA runtime needs
 # librt, libdl, libpthread; --as-needed drops what the MPI compiler wrapper adds
 libhipress_cuda_la_LDFLAGS = -module -avoid-version -shared -Wl,--as-needed \
-	-export-symbols-regex '^hipress_gpu_ops_v[13]$$'
+	-export-symbols-regex '^hipress_gpu_ops_v[123]$$'
 libhipress_cuda_la_LIBADD = -L$(CUDA_LIBDIR) -lcudart_static -lrt -ldl -lpthread -lstdc++
 
 cuda/hp_cuda_kernels.lo cuda/hp_cuda_kernels.$(OBJEXT): $(srcdir)/cuda/hp_cuda_kernels.h config.h
@@ -85,11 +91,11 @@ cuda/hp_kern_psgd.$(OBJEXT): $(srcdir)/cuda/hp_kern_psgd.h \
 # stand-in driver (tests/gpu/mock/libcuda.so.1), so the MPI tests run the whole
 # device path without a GPU (tests/gpu/run_gpu_emu.sh).
 check_LTLIBRARIES += tests/gpu/mock/libhipress_cuda_emu.la
-tests_gpu_mock_libhipress_cuda_emu_la_SOURCES = cuda/hp_cuda_module.c $(HP_CODEC_SOURCES) $(HP_KERN_EMU_SOURCES)
+tests_gpu_mock_libhipress_cuda_emu_la_SOURCES = $(HP_MODULE_SOURCES) $(HP_CODEC_SOURCES) $(HP_KERN_EMU_SOURCES)
 tests_gpu_mock_libhipress_cuda_emu_la_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS) -I$(top_srcdir)/cuda -DHP_KL_TRANSLATE
 tests_gpu_mock_libhipress_cuda_emu_la_CFLAGS = $(AM_CFLAGS) -Werror
 tests_gpu_mock_libhipress_cuda_emu_la_LDFLAGS = -module -avoid-version -shared -Wl,--as-needed -rpath $(abs_builddir)/tests/gpu/mock/.libs \
-	-export-symbols-regex '^hipress_gpu_ops_v[13]$$'
+	-export-symbols-regex '^hipress_gpu_ops_v[123]$$'
 tests_gpu_mock_libhipress_cuda_emu_la_LIBADD = -ldl -lpthread -lm
 check_PROGRAMS += tests/gpu/mpi_gpu_codec
 tests_gpu_mpi_gpu_codec_SOURCES = tests/gpu/mpi_gpu_codec.c

@@ -30,9 +30,10 @@ extern "C" {
 
 enum { HP_STREAM_COMPUTE = 0, HP_STREAM_COPY = 1 };
 /* HP_EV_JOIN and HP_EV_REL0/1: the fork from and the join back to a
- * caller's stream (the module's stream_join, stream_release). */
+ * caller's stream (the module's stream_join, stream_release); HP_EV_WS:
+ * the streams' order around memory allocated or freed in stream order. */
 enum { HP_EV_PIECE = 0, HP_EV_DEC0, HP_EV_DEC1, HP_EV_FREE0, HP_EV_FREE1, HP_EV_COMPUTE, HP_EV_JOIN, HP_EV_REL0,
-       HP_EV_REL1, HP_EV_N };
+       HP_EV_REL1, HP_EV_WS, HP_EV_N };
 
 /* Memory, copies and ordering for the codec.  Every function returns 0 or
  * -1 (with a reason the caller can read where it came from). */
@@ -48,6 +49,11 @@ typedef struct hp_dev_ops {
     int (*sync)(void *self, int stream);
     int (*sync_event)(void *self, int event);
     void *(*stream)(void *self, int stream);                 /* for the launchers */
+    /* Device memory in a stream's order (no wait, no synchronisation of
+     * the device), or NULL where there is none: the workspace then grows
+     * with alloc and release after a wait. */
+    int (*alloc_q)(void *self, size_t bytes, void **p_p, int stream);
+    void (*release_q)(void *self, void *p, int stream);
 } hp_dev_ops_t;
 
 /* Device workspace slots, each grown on demand and kept. */
@@ -86,6 +92,9 @@ typedef struct hp_codec {
 int hp_codec_init(hp_codec_t *cx, const hp_dev_ops_t *dev, void *self);
 /* Frees the workspace (after a sync). */
 void hp_codec_fini(hp_codec_t *cx);
+/* Frees the workspace in stream order, after everything queued, with no
+ * wait (alloc_q's devices; else as hp_codec_fini). */
+void hp_codec_fini_q(hp_codec_t *cx);
 
 int hp_codec_encode(hp_codec_t *cx, const hp_gpu_enc_t *e, void *out, size_t cap, size_t *plen_p,
                     int *nonfinite_p);

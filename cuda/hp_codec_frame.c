@@ -12,8 +12,11 @@
 
 /* ---------------------------------------------------------- workspace */
 
-/* Slot `slot` of at least `bytes`; growing it waits for both streams (the
- * old buffer may still be read), which happens in the first calls only. */
+/* Slot `slot` of at least `bytes`.  In stream order where the device has
+ * it (the old buffer freed and the new one allocated on the compute stream
+ * after the copy stream's work, the copy stream's later work after them:
+ * no wait, no synchronisation of the device, whatever the call); else
+ * growing waits for both streams (the old buffer may still be read). */
 int hp_codec_ws(hp_codec_t *cx, int slot, size_t bytes, void **p_p)
 {
     size_t nb;
@@ -24,6 +27,23 @@ int hp_codec_ws(hp_codec_t *cx, int slot, size_t bytes, void **p_p)
     }
     nb = cx->wsb[slot] * 2 > bytes ? cx->wsb[slot] * 2 : bytes;
     nb = (nb + 65535) & ~(size_t)65535;
+    if (cx->dev->alloc_q != NULL) {
+        if (cx->ws[slot] != NULL) {
+            CK(cx->dev->record(cx->self, HP_EV_WS, HP_STREAM_COPY));
+            CK(cx->dev->wait(cx->self, HP_STREAM_COMPUTE, HP_EV_WS));
+            cx->dev->release_q(cx->self, cx->ws[slot], HP_STREAM_COMPUTE);
+            cx->ws[slot] = NULL;
+            cx->wsb[slot] = 0;
+        }
+        if (cx->dev->alloc_q(cx->self, nb, &p, HP_STREAM_COMPUTE) != 0)
+            return HP_GPU_ERR_NOMEM;
+        CK(cx->dev->record(cx->self, HP_EV_WS, HP_STREAM_COMPUTE));
+        CK(cx->dev->wait(cx->self, HP_STREAM_COPY, HP_EV_WS));
+        cx->ws[slot] = p;
+        cx->wsb[slot] = nb;
+        *p_p = p;
+        return HP_GPU_OK;
+    }
     if (cx->ws[slot] != NULL) {
         CK(cx->dev->sync(cx->self, HP_STREAM_COMPUTE));
         CK(cx->dev->sync(cx->self, HP_STREAM_COPY));
@@ -65,6 +85,25 @@ void hp_codec_fini(hp_codec_t *cx)
     for (int i = 0; i < HP_WS_N; i++)
         if (cx->ws[i] != NULL)
             cx->dev->release(cx->self, cx->ws[i]);
+    if (cx->hinfo != NULL)
+        cx->dev->hrelease(cx->self, cx->hinfo);
+    memset(cx, 0, sizeof(*cx));
+}
+
+void hp_codec_fini_q(hp_codec_t *cx)
+{
+    if (cx->dev == NULL)
+        return;
+    if (cx->dev->release_q == NULL) {
+        hp_codec_fini(cx);
+        return;
+    }
+    /* (a context whose streams are stuck frees nothing: nothing runs) */
+    if (cx->dev->record(cx->self, HP_EV_WS, HP_STREAM_COPY) == 0 &&
+        cx->dev->wait(cx->self, HP_STREAM_COMPUTE, HP_EV_WS) == 0)
+        for (int i = 0; i < HP_WS_N; i++)
+            if (cx->ws[i] != NULL)
+                cx->dev->release_q(cx->self, cx->ws[i], HP_STREAM_COMPUTE);
     if (cx->hinfo != NULL)
         cx->dev->hrelease(cx->self, cx->hinfo);
     memset(cx, 0, sizeof(*cx));

@@ -1,33 +1,40 @@
 #!/bin/bash
 # The device kit's run script: scripts/gpu-kit copies it into the kit as
-# run.sh, and the kit's RUN (one command) runs it from the repository root
-# of a copy of the working tree:
+# run.sh; the kit's RUN (one command) runs it from the root of a copy of the
+# working tree on the lent machine:
 #
 #   bash gpu-kit/run.sh [OUTDIR]       (OUTDIR: $OUT, else gpu-kit-out/)
 #
-# Everything it uses is in the kit: hipress built for sm_90 (binaries with
-# $ORIGIN-relative library paths), the CUDA runtime the test programs link,
-# Open MPI's runtime relocated (OPAL_PREFIX), hwloc, libevent, PMIx, a
-# compute-sanitizer when one was carried, and the stand-ins.  Logs, at most
-# eight files, the summary first:
-#   0-summary.txt  one line per step (PASS, FAIL, SKIP) and the figures
-#   1-driver.log   nvidia-smi, hipress_info --gpu, the machine (glibc,
-#                  Python, PyTorch), the kit, the relocated Open MPI
-#   2-kern.log     gpu_kern: every kernel bit for bit against the CPU
-#   3-sanitizer.log compute-sanitizer racecheck, synccheck and memcheck on
-#                  gpu_kern --quick --small (the sparse select first)
-#   4-mpi.log      mpi_cuda_codec at 4 ranks on cudaMalloc'd buffers
-#   5-torch.log    PyTorch (nccl backend, world size 1) under the preload:
-#                  libhipress.so, then libhipress_nccl.so without Open MPI
-#   6-kernels.log  hipress-bench --kernels --gpu: the CSV and the targets
-#   7-mpi_bench.log tests/gpu/mpi_cuda_bench at 4 ranks: device and host speedups
-# Without a GPU (nvidia-smi missing, failing or listing no GPU; or
-# HP_KIT_NO_GPU=1) the steps that need the device say "skipped: needs a GPU"
-# and their stand-in forms run instead (the stand-in CUDA driver, the
-# emulated CUDA module, the stand-in NCCL): what scripts/gpu-kit --selftest
-# checks.  HP_KIT_BUDGET (seconds, default 420) bounds all the steps
-# together; each has its own timeout within it.  HP_KIT_FULL=1: gpu_kern
-# without --quick.  Exit 0 when nothing failed.
+# The steps, in this order, each under its own limit within HP_KIT_BUDGET
+# seconds (default 400: the kit has 7 minutes), each with a status line:
+#   1-preflight.log  the driver's CUDA version against the kit's runtime,
+#                    cuDeviceGetCount, CUDA IPC and stream memory operations
+#                    between two processes (tests/gpu/ipc/kit_preflight), the
+#                    module loading and running its kernel (hipress_info
+#                    --gpu), the machine and the kit
+#   2-kern.log       every kernel bit for bit against the CPU (gpu_kern)
+#   3-sanitizer.log  compute-sanitizer racecheck and synccheck on a small
+#                    case of every kernel
+#   4-nccl.log       the compressed, stream-ordered ncclAllReduce at 2, 3
+#                    and 4 processes on the GPU through the NCCL stand-in on
+#                    CUDA IPC (kit_nccl), each call's result and residual the
+#                    bits of the same call through the MPI path, recorded
+#                    when the kit was made; MPI on cuMemAlloc'd buffers too
+#   5-ddp.log        PyTorch DDP, 2 processes on the GPU, libhipress.so
+#                    preloaded before the IPC stand-in: calls compressed,
+#                    replicas identical
+#   6-torchrun.log   the same under torchrun with libhipress_nccl.so, no
+#                    Open MPI on the library path
+#   7-kernels.log    hipress-bench --kernels --gpu: each kernel's throughput
+#                    against the device-to-device copy
+# and 0-summary.txt, one page (scripts/gpu-kit-summary.sh).  Without a GPU
+# (no driver library, no /dev/nvidia*; or HP_KIT_NO_GPU=1) each device step
+# says "skipped: needs a GPU" and its stand-in form runs (the stand-in CUDA
+# driver, the emulated module, the stand-in NCCL on shared memory): what
+# scripts/gpu-kit --selftest checks.  A GPU that is there but unusable stops
+# the run with a STOP line.  HP_KIT_STEPS=kern,sanitizer,nccl,ddp,kernels
+# runs only those (ddp: DDP and torchrun) after the preflight.  Exit 0 when
+# nothing failed.
 set -u
 
 kit=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -36,298 +43,415 @@ mkdir -p "$out" || exit 2
 out=$(cd "$out" && pwd)
 summary=$out/0-summary.txt
 : >"$summary"
-budget=${HP_KIT_BUDGET:-420}
+work=$(mktemp -d "${TMPDIR:-/tmp}/hipress-kit-run.XXXXXX") || exit 2
+trap 'rm -rf "$work"' EXIT
+rec=$work/records
+: >"$rec"
+budget=${HP_KIT_BUDGET:-400}
 t_start=$(date +%s)
 failed=0
 
 say() {
     echo "$*" | tee -a "$summary"
 }
-
-# step NAME LOG LIMIT CMD...: CMD's output appended to LOG, under
-# min(LIMIT, what is left of the budget); 0 pass, else fail (124: over time)
-step() {
-    local name=$1 log=$out/$2 limit=$3 left rc t0 dt
+# record STATUS NAME SECONDS NOTE: a step's line (0-summary.txt as it goes,
+# and the records the final page is made of)
+record() {
+    printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" >>"$rec"
+    say "$(printf '%-4s  %-16s %5s  %s' "$1" "$2" "$3" "$4")"
+    [ "$1" = FAIL ] && failed=1
+    return 0
+}
+# target NAME STATE DETAIL: a line of the targets' block
+target() {
+    printf 'T\t%s\t%s\t%s\n' "$1" "$2" "$3" >>"$rec"
+}
+left() {
+    echo $((budget - ($(date +%s) - t_start)))
+}
+# run NAME LOG LIMIT CMD...: CMD's output appended to LOG under
+# min(LIMIT, the budget left); sets rc (124: over time, 99: no time) and dt
+run() {
+    local name=$1 log=$out/$2 limit=$3 l t0
     shift 3
-    left=$((budget - ($(date +%s) - t_start)))
-    if [ "$left" -lt 15 ]; then
-        say "SKIP  $name: out of time (budget ${budget}s)"
+    l=$(left)
+    if [ "$l" -lt 15 ]; then
+        rc=99 dt=0
         return 99
     fi
-    [ "$limit" -gt "$left" ] && limit=$left
+    [ "$limit" -gt "$l" ] && limit=$l
     echo "## $name: $* (limit ${limit}s)" >>"$log"
     t0=$(date +%s)
     timeout -k 10 "$limit" "$@" >>"$log" 2>&1
     rc=$?
     dt=$(($(date +%s) - t0))
+    [ $rc -eq 137 ] && rc=124
     echo "## $name: exit $rc after ${dt}s" >>"$log"
-    case $rc in
-        0) say "PASS  $name (${dt}s)" ;;
-        124|137) say "FAIL  $name: over ${limit}s (see $(basename "$log"))"; failed=1 ;;
-        *) say "FAIL  $name (exit $rc, ${dt}s): see $(basename "$log")"; failed=1 ;;
-    esac
     return $rc
+}
+# verdict NAME LOG OK-NOTE [CHECK...]: PASS with the note (or the check's
+# $check_note) when rc is 0 and CHECK, a command, succeeds; else FAIL with
+# why ($check_why for a failed check)
+verdict() {
+    local name=$1 log=$2 note=$3
+    shift 3
+    check_note=
+    if [ $rc -eq 99 ]; then
+        record SKIP "$name" - "out of time (budget ${budget}s)"
+    elif [ $rc -eq 124 ]; then
+        record FAIL "$name" "${dt}s" "over its time limit (see $log)"
+    elif [ $rc -ne 0 ]; then
+        record FAIL "$name" "${dt}s" "exit $rc (see $log)"
+    elif [ $# -gt 0 ] && ! "$@"; then
+        record FAIL "$name" "${dt}s" "$check_why (see $log)"
+    else
+        record PASS "$name" "${dt}s" "${check_note:-$note}"
+        return 0
+    fi
+    return 1
+}
+check_why= check_note=
+# section LOG NAME: the lines of NAME's run in LOG
+section() {
+    awk -v m="## $2:" 'index($0, "## ") == 1 { on = index($0, m) == 1 } on' "$out/$1"
 }
 
 # ------------------------------------------------------- the environment
 ompi=$kit/ompi/usr
 ompilib=$ompi/lib/x86_64-linux-gnu
 export OPAL_PREFIX=$ompi OPAL_SYSCONFDIR=$kit/ompi/etc/openmpi
-# Debian's PMIx names its folders outright: each one set
-p=$ompilib/pmix2
+p=$ompilib/pmix2   # Debian's PMIx names its folders outright: each one set
 export PMIX_PREFIX=$p PMIX_EXEC_PREFIX=$p PMIX_LIBDIR=$p/lib PMIX_PKGLIBDIR=$p/lib/pmix PMIX_DATAROOTDIR=$p/share \
     PMIX_DATADIR=$p/share PMIX_PKGDATADIR=$p/share/pmix PMIX_SYSCONFDIR=$p/share
-# (its pmix-mca-params.conf names the components' folder outright too)
 export PMIX_MCA_mca_base_component_path=$p/lib/pmix
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export PATH=$ompi/bin:$PATH
-# a system library Open MPI needs and the machine lacks (zlib, libudev):
-# the kit's copy, after the machine's own
-libs=$ompilib
+libs=$ompilib   # and, where the machine lacks zlib or libudev, the kit's copies
 if LD_LIBRARY_PATH=$libs ldd "$ompilib/libopen-pal.so.40" "$ompilib/libmpi.so.40" 2>/dev/null | grep -q 'not found'; then
     libs=$libs:$kit/fallback
 fi
 base_ld=${LD_LIBRARY_PATH:-}
-export LD_LIBRARY_PATH=$kit/lib:$kit/cudart:$libs${base_ld:+:$base_ld}
-# single node, no network, as root: shared memory only (its files in
-# $TMPDIR, not a container's small /dev/shm; no single-copy, which needs
-# ptrace rights), the launcher local
+export LD_LIBRARY_PATH=$kit/lib:$libs${base_ld:+:$base_ld}
+# one node, shared memory only, its files in $TMPDIR (not a small
+# /dev/shm), no single-copy (it needs ptrace rights), the launcher local
 mpirun="$ompi/bin/mpirun --oversubscribe --bind-to none --mca plm isolated --mca btl self,vader --mca pml ob1
     --mca btl_vader_single_copy_mechanism none --mca btl_vader_backing_directory ${TMPDIR:-/tmp}"
 for v in $(env | sed -n 's/^\(HIPRESS_[A-Za-z0-9_]*\)=.*/\1/p'); do unset "$v"; done
 export HIPRESS_CUDA_MODULE=$kit/lib/libhipress_cuda.so
+# the processes sharing the GPU: each stream its own hardware queue where
+# possible (a stream waiting for a peer must not hold up another stream)
+export CUDA_DEVICE_MAX_CONNECTIONS=32 HP_IPC_TIMEOUT=30 KIT_STREAM_TIMEOUT=30
+need=$(sed -n 's/^cuda runtime needs: //p' "$kit/MANIFEST" 2>/dev/null)
+standin=$kit/standin
+emu=$standin/libhipress_cuda_emu.so
+py=$(command -v python3)
+# the machine's own library path only (none of the kit's folders: no Open MPI)
+if [ -n "$base_ld" ]; then nompi_env=(env LD_LIBRARY_PATH="$base_ld"); else nompi_env=(env -u LD_LIBRARY_PATH); fi
 
-gpu=0
-if [ "${HP_KIT_NO_GPU:-0}" != 1 ] && command -v nvidia-smi >/dev/null 2>&1 &&
-   nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
-    gpu=1
-fi
-ngpu=0
-[ $gpu = 1 ] && ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
+printf 'H\thipress device kit %s, run %s on %s\n' "$(sed -n 's/^source: //p' "$kit/MANIFEST")" \
+    "$(date -u '+%Y-%m-%d %H:%M UTC')" "$(hostname)" >>"$rec"
+say "# hipress device kit $(sed -n 's/^source: //p' "$kit/MANIFEST"), run $(date -u '+%Y-%m-%d %H:%M UTC') on $(hostname)"
 
-say "# hipress device kit $(sed -n 's/^source: //p' "$kit/MANIFEST" 2>/dev/null), run $(date -u '+%Y-%m-%d %H:%M UTC') on $(hostname)"
-say "# $( [ $gpu = 1 ] && echo "$ngpu GPU(s): the device steps run" || echo "no GPU (no nvidia-smi, or it lists none): the device steps are skipped, their stand-in forms run")"
-
-# ------------------------------------------------------------- driver
-drv=$out/1-driver.log
+# ------------------------------------------------------------- preflight
+plog=$out/1-preflight.log
 {
     echo "## the kit"
-    cat "$kit/MANIFEST" 2>/dev/null
+    cat "$kit/MANIFEST"
     echo "## the machine"
     uname -a
     echo "glibc $(getconf GNU_LIBC_VERSION 2>/dev/null | awk '{print $2}')"
+    ls -l /dev/nvidia* 2>&1 | head -n 8
     echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
-    python3 -c 'import sys, torch; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda)' 2>&1 | tail -n 1
+    [ -n "$py" ] && "$py" -c 'import sys, torch; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda)' 2>&1 | tail -n 1
     echo "## relocated Open MPI"
-    "$ompi/bin/ompi_info" --path prefix --path libdir --path pkglibdir --path pkgdatadir 2>&1 | head -n 8
     "$ompi/bin/mpirun" --version 2>&1 | head -n 1
-} >>"$drv" 2>&1
-need=$(sed -n 's/^glibc needed: //p' "$kit/MANIFEST" 2>/dev/null)
-have=$(getconf GNU_LIBC_VERSION 2>/dev/null | awk '{print $2}')
-if [ -n "$need" ] && [ -n "$have" ] &&
-   [ "$(printf '%s\n%s\n' "$need" "$have" | sort -V | head -n 1)" != "$need" ]; then
-    say "FAIL  glibc: the kit needs $need, this machine has $have (build the kit on an older system)"
-    failed=1
+} >>"$plog" 2>&1
+gneed=$(sed -n 's/^glibc needed: //p' "$kit/MANIFEST")
+ghave=$(getconf GNU_LIBC_VERSION 2>/dev/null | awk '{print $2}')
+if [ -n "$gneed" ] && [ -n "$ghave" ] && [ "$(printf '%s\n%s\n' "$gneed" "$ghave" | sort -V | head -n 1)" != "$gneed" ]; then
+    record FAIL glibc - "the kit needs glibc $gneed, this machine has $ghave (build the kit on an older system)"
 fi
-if [ $gpu = 1 ]; then
-    step driver 1-driver.log 30 nvidia-smi
-    say "#     $(nvidia-smi --query-gpu=name,compute_cap,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -n 1)"
-    # the module loads, finds the device and runs its kernel there
-    step info 1-driver.log 60 "$kit/bin/hipress_info" --gpu
+gpu=0 ipc=0
+if [ "${HP_KIT_NO_GPU:-0}" = 1 ]; then
+    echo "preflight: no GPU: HP_KIT_NO_GPU=1" >>"$plog"
+    rc=77
 else
-    say "SKIP  driver: skipped: needs a GPU ($(command -v nvidia-smi >/dev/null 2>&1 && echo 'nvidia-smi lists no GPU' || echo 'no nvidia-smi'))"
+    run preflight 1-preflight.log 30 "$kit/bin/kit_preflight" --need "${need:-0}"
+fi
+pline=$(grep '^preflight: ' "$plog" | tail -n 1)
+case $rc in
+    0) gpu=1 ipc=1; record PASS preflight "${dt}s" "${pline#preflight: ok: }" ;;
+    3) gpu=1; record FAIL preflight "${dt}s" "${pline#preflight: } (the multi-process steps cannot run)" ;;
+    77) record SKIP preflight - "no GPU (${pline#preflight: no GPU: }): each device step is skipped, its stand-in form runs" ;;
+    *) record FAIL preflight "${dt:-0}s" "STOP: ${pline#preflight: STOP: }"
+       say "# STOP: a GPU is here but the kit cannot use it (1-preflight.log); nothing else runs"
+       bash "$kit/summary.sh" "$rec" "$summary" >/dev/null 2>&1
+       exit 1 ;;
+esac
+if [ $gpu = 1 ]; then
+    run module 1-preflight.log 60 "$kit/bin/hipress_info" --gpu
+    verdict module 1-preflight.log "libhipress_cuda.so loads and runs its kernel on the GPU" ||
+        say "#     (the module's own report is in 1-preflight.log)"
+else
+    run preflight_standin 1-preflight.log 30 env LD_LIBRARY_PATH="$standin:$LD_LIBRARY_PATH" \
+        "$kit/bin/kit_preflight" --need "${need:-0}"
+    [ $rc -eq 3 ] && rc=0   # the stand-in driver has no CUDA IPC (yet)
+    check_why="no stand-in device found"
+    verdict preflight_standin 1-preflight.log "kit_preflight on the stand-in driver: $(section 1-preflight.log preflight_standin | grep '^preflight:' | tail -n 1)" \
+        grep -q '^device 0: hipress mock device' "$plog"
 fi
 
-# -------------------------------------------------------------- kern
-quick=--quick
-[ "${HP_KIT_FULL:-0}" = 1 ] && quick=
+# ------------------------------------------------------------------ kern
+step_kern() {
+local klog=2-kern.log ok
 if [ $gpu = 1 ]; then
-    step kern 2-kern.log 180 "$kit/bin/gpu_kern" $quick &&
-        say "#     $(grep '^gpu_kern: ok' "$out/2-kern.log" | tail -n 1)"
-else
-    say "SKIP  kern: skipped: needs a GPU"
-    LD_LIBRARY_PATH=$kit/standin:$LD_LIBRARY_PATH HIPRESS_CUDA_MODULE=$kit/standin/libhipress_cuda_emu.so \
-        step kern_standin 2-kern.log 120 "$kit/bin/gpu_kern" --quick --small --only none,onebit,graddrop,fp16,ops &&
-        say "#     the emulated module: $(grep '^gpu_kern: ok' "$out/2-kern.log" | tail -n 1)"
-fi
-
-# ---------------------------------------------------------------- mpi
-# rank 0 prints "PROG: ok, N device calls"; HIPRESS_STATS must count the
-# N calls as compressed on the GPU
-mpi_check() {
-    local prog=$1 log=$out/4-mpi.log n c s
-    n=$(sed -n "s/^$prog: ok, \\([0-9]*\\) device calls.*/\\1/p" "$log" | tail -n 1)
-    c=$(sed -n 's/^  compressed on the GPU  *\([0-9][0-9]*\).*/\1/p' "$log" | tail -n 1)
-    s=$(sed -n 's/^  staged through host memory  *\([0-9][0-9]*\).*/\1/p' "$log" | tail -n 1)
-    if [ -z "$n" ] || [ "$c" != "$n" ]; then
-        say "FAIL  $prog: ${n:-no} device calls, ${c:-?} compressed on the GPU"
-        failed=1
+    run kern $klog 90 "$kit/bin/gpu_kern" --quick
+    ok=$(grep '^gpu_kern: ok' "$out/$klog" | tail -n 1)
+    check_why="no ok line"
+    if verdict kern $klog "${ok#gpu_kern: ok, }" test -n "$ok"; then
+        target "kernels bit-identical to the CPU" met "${ok#gpu_kern: ok, }"
     else
-        say "#     $prog at 4 ranks: $n device calls, all compressed on the GPU (${s:-?} staged)"
-    fi
-}
-if [ $gpu = 1 ]; then
-    step mpi 4-mpi.log 180 $mpirun -np 4 -x LD_PRELOAD="$kit/lib/libhipress.so" -x HIPRESS_STATS=1 \
-        -x HIPRESS_CUDA_MODULE -x LD_LIBRARY_PATH "$kit/bin/mpi_cuda_codec" && mpi_check mpi_cuda_codec
-else
-    say "SKIP  mpi: skipped: needs a GPU (mpi_cuda_codec on cudaMalloc'd buffers)"
-    LD_LIBRARY_PATH=$kit/standin:$LD_LIBRARY_PATH HIPRESS_CUDA_MODULE=$kit/standin/libhipress_cuda_emu.so \
-        step mpi_standin 4-mpi.log 150 $mpirun -np 4 -x LD_PRELOAD="$kit/lib/libhipress.so" -x HIPRESS_STATS=1 \
-        -x HIPRESS_CUDA_MODULE -x LD_LIBRARY_PATH "$kit/standin/mpi_gpu_codec" "$kit/standin/libcuda.so.1" &&
-        mpi_check mpi_gpu_codec
-fi
-
-# -------------------------------------------------------------- torch
-# the preload in a process without MPI: libhipress.so with only Open MPI's
-# libraries on the path (it needs libmpi.so.40), not the kit's CUDA runtime;
-# then the NCCL-only libhipress_nccl.so with none of the kit's libraries on
-# the path (the machine's own only: no Open MPI), as under torchrun
-tlog=$out/5-torch.log
-# section STEP: the lines of STEP's run in the torch log
-section() {
-    awk -v m="## $1:" 'index($0, "## ") == 1 { on = index($0, m) == 1 } on' "$tlog"
-}
-# torch_check STEP MODE [LIBRARY]: the ok line, the preload saw every call,
-# and (LIBRARY) hipress_library() said LIBRARY and no libmpi was mapped
-torch_check() {
-    local name=$1 mode=$2 want=${3:-} k n
-    k=$(section "$name" | sed -n "s/^torch_check $mode: ok, \\([0-9]*\\) all_reduce calls.*/\\1/p" | tail -n 1)
-    n=$(section "$name" | awk '/^  ncclAllReduce calls/ { v = $3 } END { print v }')
-    if [ -z "$k" ]; then
-        say "FAIL  $name: no ok line"
-        failed=1
-    elif [ -z "$n" ] || [ "$n" -lt "$k" ]; then
-        say "FAIL  $name: the preload saw ${n:-no} ncclAllReduce calls of PyTorch's $k (PyTorch binds NCCL past the preload, or skips NCCL with one rank)"
-        failed=1
-    elif [ -n "$want" ] && ! section "$name" | grep -q "^hipress library: $want\$"; then
-        say "FAIL  $name: hipress_library() is not $want"
-        failed=1
-    elif [ -n "$want" ] && ! section "$name" | grep -q '^libmpi mapped: none$'; then
-        say "FAIL  $name: a libmpi was mapped"
-        failed=1
-    else
-        say "#     $name: the preload saw $n ncclAllReduce calls ($k from the check), results exact${want:+, $want without libmpi}"
-    fi
-}
-# the machine's own library path only (none of the kit's folders)
-if [ -n "$base_ld" ]; then nompi_env=(env LD_LIBRARY_PATH="$base_ld"); else nompi_env=(env -u LD_LIBRARY_PATH); fi
-if [ $gpu = 1 ]; then
-    for mode in pass compress; do
-        LD_LIBRARY_PATH="$libs${base_ld:+:$base_ld}" HIPRESS_STATS=1 HIPRESS_NCCL=$mode \
-            MASTER_ADDR=127.0.0.1 MASTER_PORT=$((29500 + $$ % 1000)) RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 \
-            step torch_$mode 5-torch.log 120 env LD_PRELOAD="$kit/lib/libhipress.so" python3 "$kit/torch_check.py" $mode &&
-            torch_check torch_$mode $mode
-    done
-    for mode in pass compress; do
-        HIPRESS_STATS=1 HIPRESS_NCCL=$mode \
-            MASTER_ADDR=127.0.0.1 MASTER_PORT=$((29600 + $$ % 1000)) RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 \
-            step torch_nompi_$mode 5-torch.log 120 "${nompi_env[@]}" LD_PRELOAD="$kit/lib/libhipress_nccl.so" \
-            python3 "$kit/torch_check.py" $mode &&
-            torch_check torch_nompi_$mode $mode libhipress_nccl
-    done
-    [ "$ngpu" -lt 2 ] && say "SKIP  nccl_ranks: one GPU cannot run multi-rank NCCL (a device per rank): the multi-rank NCCL figures wait for a machine with two or more GPUs"
-else
-    say "SKIP  torch: skipped: needs a GPU (PyTorch's nccl backend)"
-    LD_LIBRARY_PATH="$kit/standin:$libs${base_ld:+:$base_ld}" HIPRESS_STATS=1 \
-        step nccl_standin 5-torch.log 60 env LD_PRELOAD="$kit/lib/libhipress.so" "$kit/standin/nccl_local" "$kit/standin" &&
-        if grep -q '^nccl_local: ok' "$tlog" && grep -Eq '^  ncclAllReduce calls +[1-9]' "$tlog"; then
-            say "#     the preload, with the kit's Open MPI libraries and no MPI_Init, saw ncclAllReduce from a local scope (the stand-in NCCL)"
-        else
-            say "FAIL  nccl_standin: no ok line or no ncclAllReduce calls counted"
-            failed=1
-        fi
-    # the NCCL-only library with none of the kit's folders on the path (no
-    # Open MPI), over the stand-in NCCL built without MPI
-    HIPRESS_STATS=1 step nompi_standin 5-torch.log 60 "${nompi_env[@]}" LD_PRELOAD="$kit/lib/libhipress_nccl.so" \
-        "$kit/standin_nompi/nompi_calls" all "$kit/standin" &&
-        if section nompi_standin | grep -q '^nccl_calls: ok' &&
-           section nompi_standin | grep -Eq '^  ncclAllReduce calls +[1-9]'; then
-            say "#     libhipress_nccl.so, without Open MPI on the library path, passed every nccl_calls case (the stand-in NCCL without MPI)"
-        else
-            say "FAIL  nompi_standin: no ok line or no ncclAllReduce calls counted"
-            failed=1
-        fi
-    say "SKIP  nccl_ranks: one GPU cannot run multi-rank NCCL (a device per rank): the multi-rank NCCL figures wait for a machine with two or more GPUs"
-fi
-
-# ------------------------------------------------------------ kernels
-klog=$out/6-kernels.log
-if [ $gpu = 1 ]; then
-    if step kernels 6-kernels.log 150 "$kit/bin/hipress-bench" --kernels --gpu --bytes 256M --csv; then
-        # the targets (doc/gpu.md): ratio to the device-to-device copy
-        awk -F, '/^#/ || /^## / { next } $2 == "encode" || $2 == "decode" {
-            t = ""
-            if ($1 == "tbq" || $1 == "fp16" || $1 == "bf16") t = 0.6
-            else if ($1 == "tbq-b65536" || $1 == "onebit" || $1 == "onebit-noef" || $1 == "terngrad") t = 0.4
-            else if (($1 == "graddrop" || $1 == "dgc") && $2 == "encode") t = 0.2
-            if ($2 == "decode" && $1 != "none" && (t == "" || t < 0.5)) t = 0.5
-            if (t == "") { printf "#     %-12s %-6s %6.2f of the copy (%.0f GB/s)\n", $1, $2, $6, $4; next }
-            printf "#     %-12s %-6s %6.2f of the copy (%.0f GB/s), target %.1f: %s\n", $1, $2, $6, $4, t,
-                   ($6 >= t ? "met" : "BELOW")
-        }' "$klog" | tee -a "$summary"
+        target "kernels bit-identical to the CPU" "NOT MET" "see 2-kern.log"
     fi
 else
-    say "SKIP  kernels: skipped: needs a GPU"
-    LD_LIBRARY_PATH=$kit/standin:$LD_LIBRARY_PATH HIPRESS_CUDA_MODULE=$kit/standin/libhipress_cuda_emu.so \
-        step kernels_standin 6-kernels.log 60 "$kit/bin/hipress-bench" --kernels --gpu --bytes 1M --csv &&
-        if [ "$(grep -Ec '^(fp16|onebit|graddrop|dgc|tbq),(en|de)code,' "$klog")" -eq 10 ]; then
-            say "#     hipress-bench --kernels --gpu on the emulated module: $(grep -Ec ',(en|de)code,' "$klog") rows"
-        else
-            say "FAIL  kernels_standin: not every format timed"
-            failed=1
-        fi
+    record SKIP kern - "skipped: needs a GPU"
+    run kern_standin $klog 90 env LD_LIBRARY_PATH="$standin:$LD_LIBRARY_PATH" HIPRESS_CUDA_MODULE="$emu" \
+        "$kit/bin/gpu_kern" --quick --small --only none,onebit,graddrop,fp16,ops
+    ok=$(grep '^gpu_kern: ok' "$out/$klog" | tail -n 1)
+    check_why="no ok line"
+    verdict kern_standin $klog "the emulated module: ${ok#gpu_kern: ok, }" test -n "$ok"
+    target "kernels bit-identical to the CPU" "not run" "no GPU"
 fi
+}
 
-# ---------------------------------------------------------- sanitizer
-san=
+# ------------------------------------------------------------- sanitizer
+step_sanitizer() {
+local slog=$out/3-sanitizer.log san= notes= clean=1 refused=0 line c run_
 if [ -f "$kit/sanitizer.tar.gz" ]; then
-    sandir=${TMPDIR:-/tmp}/hipress-kit-sanitizer.$$
-    mkdir -p "$sandir" && tar xzf "$kit/sanitizer.tar.gz" -C "$sandir" && san=$sandir/bin/compute-sanitizer
+    mkdir -p "$work/san" && tar xzf "$kit/sanitizer.tar.gz" -C "$work/san" && san=$work/san/bin/compute-sanitizer
 fi
 [ -n "$san" ] || san=$(command -v compute-sanitizer 2>/dev/null)
 for c in /usr/local/cuda/bin/compute-sanitizer /usr/local/cuda/compute-sanitizer/compute-sanitizer; do
     [ -z "$san" ] && [ -x "$c" ] && san=$c
 done
-slog=$out/3-sanitizer.log
 if [ -z "$san" ]; then
-    say "SKIP  sanitizer: no compute-sanitizer on this machine or in the kit"
+    record SKIP sanitizer - "no compute-sanitizer on this machine or in the kit"
+    target "racecheck and synccheck clean" "not run" "no compute-sanitizer"
 elif [ $gpu = 1 ]; then
     echo "## $san: $("$san" --version 2>&1 | tail -n 1)" >>"$slog"
-    # the sparse select (k_sparse_select: graddrop, dgc) first: the race fix
-    # (racecheck: shared-memory hazards; synccheck: barriers some threads
-    # of a block miss; memcheck: out-of-bounds and misaligned accesses)
-    all=none,onebit,tbq,terngrad,q2,q4,q8,graddrop,dgc,fp16,bf16,ops
-    for run in "racecheck graddrop,dgc 150" "synccheck graddrop,dgc 60" "memcheck $all 120" \
-               "racecheck none,onebit,tbq,terngrad,q2,q4,q8,fp16,bf16,ops 90"; do
-        set -- $run
-        before=$(wc -l <"$slog")
-        step "$1($2)" 3-sanitizer.log "$3" "$san" --tool "$1" --error-exitcode 3 --print-limit 20 \
-            "$kit/bin/gpu_kern" --quick --small --only "$2"
-        line=$(tail -n +"$((before + 1))" "$slog" | grep 'ERROR SUMMARY\|RACECHECK SUMMARY' | tail -n 1)
-        [ -n "$line" ] && say "#     $line"
+    # racecheck: shared-memory hazards between a block's threads; synccheck:
+    # barriers some threads of a block miss.  The sparse select first (where
+    # a race was once fixed), then the others in groups, each run under what
+    # is left of the tool's time, so a slow run still covers the first ones
+    for run_ in "racecheck 75 graddrop,dgc fp16,bf16,onebit,tbq,terngrad q2,q4,q8,none,ops" \
+                "synccheck 35 graddrop,dgc,fp16,bf16,onebit,tbq,terngrad,q2,q4,q8,none,ops"; do
+        set -- $run_
+        local tool=$1 t_end=$(($(date +%s) + $2)) done_= miss= lim g
+        shift 2
+        for g in "$@"; do
+            lim=$((t_end - $(date +%s)))
+            if [ $lim -lt 8 ]; then
+                miss="$miss${miss:+,}$g"
+                continue
+            fi
+            run "$tool($g)" 3-sanitizer.log $lim "$san" --tool "$tool" --error-exitcode 3 --print-limit 20 \
+                "$kit/bin/gpu_kern" --quick --small --only "$g"
+            line=$(section 3-sanitizer.log "$tool($g)" | grep 'ERROR SUMMARY\|RACECHECK SUMMARY' | tail -n 1)
+            if section 3-sanitizer.log "$tool($g)" | grep -q 'Device not supported\|not supported on this'; then
+                refused=1
+                break
+            elif [ $rc -eq 124 ] || [ $rc -eq 99 ]; then
+                miss="$miss${miss:+,}$g"
+            elif [ $rc -ne 0 ] || ! section 3-sanitizer.log "$tool($g)" | grep -q '^gpu_kern: ok'; then
+                clean=0
+                notes="$notes${notes:+; }$tool $g: ${line:-exit $rc}"
+            else
+                done_="$done_${done_:+,}$g"
+            fi
+        done
+        [ -n "$done_" ] && notes="$notes${notes:+; }$tool clean: $done_"
+        [ -n "$miss" ] && clean=0 && notes="$notes${notes:+; }$tool over its time, not checked (no finding): $miss"
     done
+    if [ $refused = 1 ]; then
+        record SKIP sanitizer - "compute-sanitizer refused this device (as on gVisor machines): $notes"
+        target "racecheck and synccheck clean" "not run" "the sanitizer cannot attach here"
+    elif [ $clean = 1 ]; then
+        record PASS sanitizer - "$notes"
+        target "racecheck and synccheck clean" met "$notes"
+    else
+        record FAIL sanitizer - "$notes (see 3-sanitizer.log)"
+        target "racecheck and synccheck clean" "NOT MET" "$notes"
+    fi
 else
     if "$san" --version >>"$slog" 2>&1; then
-        say "SKIP  sanitizer: skipped: needs a GPU ($(tail -n 1 "$slog" | tr -s ' ') runs here)"
+        record SKIP sanitizer - "skipped: needs a GPU ($(tail -n 1 "$slog" | tr -s ' ') runs here)"
     else
-        say "FAIL  sanitizer: $san does not run here (see 3-sanitizer.log)"
-        failed=1
+        record FAIL sanitizer - "$san does not run here (see 3-sanitizer.log)"
     fi
+    target "racecheck and synccheck clean" "not run" "no GPU"
 fi
-[ -n "${sandir:-}" ] && rm -rf "$sandir"
+}
 
-# ---------------------------------------------------------- mpi_bench
-if [ $gpu = 1 ]; then
-    blog=$out/7-mpi_bench.log
-    for c in onebit tbq; do
-        step "mpi_bench($c)" 7-mpi_bench.log 120 $mpirun -np 4 -x LD_PRELOAD="$kit/lib/libhipress.so" \
-            -x HIPRESS_CUDA_MODULE -x LD_LIBRARY_PATH "$kit/bin/mpi_cuda_bench" -c $c -b 64M -e 64M -n 5 -w 16
+# ------------------------------------------------------------------ nccl
+# kit_nccl NAME NP ENV...: NP processes on device 0 under libhipress_nccl.so
+# with HIPRESS_NCCL=compress; every result line the MPI path's; the table of
+# rank 0 (HIPRESS_STATS) counts every call compressed
+nlog=4-nccl.log
+identical=
+kit_nccl() {
+    local name=$1 np=$2 calls
+    shift 2
+    run "$name" $nlog 45 env "$@" LD_PRELOAD="$kit/lib/libhipress_nccl.so" HIPRESS_NCCL=compress HIPRESS_STATS=1 \
+        "$kit/bin/nompi_launch" "$np" 40 "$kit/bin/kit_nccl" --ref "$kit/ref/kit-ref-$np.txt"
+    calls=$(section $nlog "$name" | sed -n 's/^  nccl compressed  *\([0-9]*\)$/\1/p' | tail -n 1)
+    check_why="no ok line, or ${calls:-no} of 30 calls compressed"
+    verdict "$name" $nlog "$np processes: 30 compressed calls, every result and residual the MPI path's bits" \
+        eval 'section $nlog "$name" | grep -q "^kit_nccl: ok, 30 ncclAllReduce calls at $np ranks" && [ "$calls" = 30 ]' &&
+        identical="$identical${identical:+, }$np"
+}
+step_nccl() {
+local np
+if [ $gpu = 1 ] && [ $ipc = 0 ]; then
+    record FAIL nccl_ipc - "needs CUDA IPC and stream memory operations: ${pline#*multi-process NO: }"
+    target "the multi-process compressed call identical to the MPI path" "not run" "no CUDA IPC here"
+elif [ $gpu = 1 ]; then
+    for np in 2 3 4; do
+        kit_nccl nccl_ipc_$np $np LD_LIBRARY_PATH="$kit/ipc:$LD_LIBRARY_PATH"
     done
-    grep -E '^[0-9]' "$blog" 2>/dev/null | awk -F, '{ printf "#     %-8s %5d MiB: device %.2fx (%.1f -> %.1f ms), host %.2fx (%.1f -> %.1f ms): %s\n",
-        $2, $1 / 1048576, $8, $6, $7, $5, $3, $4, ($8 >= $5 ? "device >= host" : "DEVICE BELOW HOST") }' | tee -a "$summary"
+    run mpi_device $nlog 45 $mpirun -np 4 -x LD_PRELOAD="$kit/lib/libhipress.so" -x HIPRESS_CUDA_MODULE \
+        -x LD_LIBRARY_PATH "$kit/bin/kit_mpi" --device --ref "$kit/ref/kit-ref-4.txt"
+    check_why="no ok line"
+    verdict mpi_device $nlog "MPI_Allreduce on cuMemAlloc'd buffers at 4 ranks: the host path's bits" \
+        eval 'section $nlog mpi_device | grep -q "^kit_mpi: ok"'
+    if [ "$identical" = "2, 3, 4" ]; then
+        target "the multi-process compressed call identical to the MPI path" met "2, 3 and 4 processes, 30 calls each"
+    else
+        target "the multi-process compressed call identical to the MPI path" "NOT MET" "identical at: ${identical:-none}"
+    fi
 else
-    say "SKIP  mpi_bench: skipped: needs a GPU"
+    record SKIP nccl_ipc - "skipped: needs a GPU (the NCCL stand-in on CUDA IPC)"
+    for np in 2 3 4; do
+        kit_nccl nccl_standin_$np $np LD_LIBRARY_PATH="$kit/standin_nompi:$standin:$LD_LIBRARY_PATH" MOCK_NCCL_SHM=1 \
+            HIPRESS_CUDA_MODULE="$emu"
+    done
+    run mpi_standin $nlog 60 $mpirun -np 4 -x LD_PRELOAD="$kit/lib/libhipress.so" -x HIPRESS_CUDA_MODULE="$emu" \
+        -x LD_LIBRARY_PATH="$standin:$LD_LIBRARY_PATH" "$kit/bin/kit_mpi" --device --ref "$kit/ref/kit-ref-4.txt"
+    check_why="no ok line"
+    verdict mpi_standin $nlog "MPI_Allreduce on the stand-in driver's memory (the emulated module): the host path's bits" \
+        eval 'section $nlog mpi_standin | grep -q "^kit_mpi: ok"'
+    target "the multi-process compressed call identical to the MPI path" "not run" \
+        "no GPU (the stand-in forms: identical at ${identical:-none} processes)"
 fi
+}
 
-say "# $(($(date +%s) - t_start)) s in all; $( [ $failed = 0 ] && echo 'nothing failed' || echo 'FAILURES above'); logs in $out"
+# ----------------------------------------------------- ddp and torchrun
+# ddp_check NAME LOG [LIBRARY]: the ok line, calls compressed (rank 0's
+# table), and with LIBRARY: hipress_library() said it and no libmpi mapped
+ddp_check() {
+    local name=$1 log=$2 want=${3:-} n
+    n=$(section "$log" "$name" | sed -n 's/^  nccl compressed  *\([0-9]*\)$/\1/p' | tail -n 1)
+    check_why="no ok line"
+    section "$log" "$name" | grep -q '^gpu_kit_ddp: ok' || return 1
+    check_why="hipress compressed ${n:-no} calls"
+    [ "${n:-0}" -gt 0 ] || return 1
+    check_why="hipress_library() is not $want, or a libmpi was mapped"
+    [ -z "$want" ] || { section "$log" "$name" | grep -q "^hipress library: $want\$" &&
+                        section "$log" "$name" | grep -q '^libmpi mapped: none$'; } || return 1
+    check_note="$(section "$log" "$name" | sed -n 's/^gpu_kit_ddp: ok, //p' | tail -n 1); $n calls compressed${want:+, $want.so without libmpi}"
+}
+# a fixed plan (no exploration, no plain plan): every bucket's call compressed
+ddp_env=(HIPRESS_NCCL=compress HIPRESS_STATS=1 HIPRESS_COMPRESSOR=onebit HIPRESS_ALGO=ring HIPRESS_ALLOW_PLAIN=0
+         HIPRESS_MIN_BYTES=64K MASTER_ADDR=127.0.0.1 PYTHONUNBUFFERED=1)
+step_ddp() {
+if [ $gpu = 1 ] && [ $ipc = 1 ] && [ -n "$py" ]; then
+    run ddp 5-ddp.log 90 env "${ddp_env[@]}" MASTER_PORT=$((29500 + $$ % 1000)) LD_LIBRARY_PATH="$libs${base_ld:+:$base_ld}" \
+        LD_PRELOAD="$kit/lib/libhipress.so:$kit/ipc/libnccl.so.2" "$kit/bin/nompi_launch" 2 85 "$py" "$kit/ddp.py"
+    verdict ddp 5-ddp.log "" ddp_check ddp 5-ddp.log
+    run torchrun 6-torchrun.log 80 "${nompi_env[@]}" "${ddp_env[@]}" \
+        LD_PRELOAD="$kit/lib/libhipress_nccl.so:$kit/ipc/libnccl.so.2" KIT_CHECK_DIR="$work/torchrun" \
+        "$py" -m torch.distributed.run --standalone --nproc_per_node 2 "$kit/ddp.py"
+    verdict torchrun 6-torchrun.log "" ddp_check torchrun 6-torchrun.log libhipress_nccl
+elif [ $gpu = 1 ]; then
+    record FAIL ddp - "needs $([ $ipc = 0 ] && echo 'CUDA IPC' || echo 'python3 with PyTorch')"
+    record FAIL torchrun - "needs $([ $ipc = 0 ] && echo 'CUDA IPC' || echo 'python3 with PyTorch')"
+else
+    record SKIP ddp - "skipped: needs a GPU (PyTorch DDP over the IPC stand-in)"
+    # the preload with only Open MPI's libraries, no MPI_Init: ncclAllReduce
+    # seen from a local scope (the stand-in NCCL)
+    run nccl_standin 5-ddp.log 60 env LD_LIBRARY_PATH="$standin:$libs${base_ld:+:$base_ld}" HIPRESS_STATS=1 \
+        LD_PRELOAD="$kit/lib/libhipress.so" "$standin/nccl_local" "$standin"
+    check_why="no ok line or no ncclAllReduce calls counted"
+    verdict nccl_standin 5-ddp.log "the preload with Open MPI's libraries and no MPI_Init saw ncclAllReduce from a local scope" \
+        eval 'section 5-ddp.log nccl_standin | grep -q "^nccl_local: ok" && section 5-ddp.log nccl_standin | grep -Eq "^  ncclAllReduce calls +[1-9]"'
+    if [ -n "$py" ] && "$py" -c 'import torch' 2>/dev/null; then
+        run ddp_standin 5-ddp.log 60 env MASTER_ADDR=127.0.0.1 MASTER_PORT=$((29500 + $$ % 1000)) \
+            "$kit/bin/nompi_launch" 2 55 "$py" "$kit/ddp.py" --device cpu
+        check_why="no ok line"
+        verdict ddp_standin 5-ddp.log "ddp.py on the CPU (gloo), 2 processes: $(section 5-ddp.log ddp_standin | sed -n 's/^replicas: //p' | tail -n 1)" \
+            eval 'section 5-ddp.log ddp_standin | grep -q "^gpu_kit_ddp: ok"'
+    else
+        record SKIP ddp_standin - "no python3 with PyTorch here"
+    fi
+    record SKIP torchrun - "skipped: needs a GPU"
+    # the NCCL-only library with none of the kit's folders on the path
+    run nompi_standin 6-torchrun.log 60 "${nompi_env[@]}" HIPRESS_STATS=1 LD_PRELOAD="$kit/lib/libhipress_nccl.so" \
+        "$kit/standin_nompi/nompi_calls" all "$standin"
+    check_why="no ok line or no ncclAllReduce calls counted"
+    verdict nompi_standin 6-torchrun.log "libhipress_nccl.so without Open MPI on the path passed every nccl_calls case" \
+        eval 'section 6-torchrun.log nompi_standin | grep -q "^nccl_calls: ok" && section 6-torchrun.log nompi_standin | grep -Eq "^  ncclAllReduce calls +[1-9]"'
+fi
+}
+
+# --------------------------------------------------------------- kernels
+klog=$out/7-kernels.log
+# the targets (doc/kit.md): ratio to the device-to-device copy
+ratios() {
+    awk -F, '/^#/ || /^## / { next } $2 == "encode" || $2 == "decode" {
+        t = ""
+        if ($1 == "tbq" || $1 == "fp16" || $1 == "bf16") t = 0.6
+        else if ($1 == "onebit" || $1 == "terngrad") t = 0.4
+        else if (($1 == "graddrop" || $1 == "dgc") && $2 == "encode") t = 0.2
+        if ($2 == "decode" && $1 != "none") t = 0.5
+        if (t == "") next
+        printf "%s %s %.2f %s %s\n", $1, $2, $6, t, ($6 >= t ? "met" : "BELOW")
+    }' "$klog"
+}
+step_kernels() {
+local kind below all
+if [ $gpu = 1 ]; then
+    run kernels 7-kernels.log 75 "$kit/bin/hipress-bench" --kernels --gpu --bytes 256M --csv
+    check_why="no rows"
+    if verdict kernels 7-kernels.log "ratios to the device-to-device copy below" eval '[ -n "$(ratios)" ]'; then
+        for kind in encode decode; do
+            below=$(ratios | awk -v k=$kind '$2 == k && $5 == "BELOW" { printf "%s%s %s (want %s)", s, $1, $3, $4; s = ", " }')
+            all=$(ratios | awk -v k=$kind '$2 == k { printf "%s%s %s", s, $1, $3; s = ", " }')
+            target "$kind throughput against the copy" "$([ -z "$below" ] && echo met || echo BELOW)" \
+                "${below:+below: $below; }$all"
+        done
+    else
+        target "encode and decode throughput against the copy" "not run" "see 7-kernels.log"
+    fi
+else
+    record SKIP kernels - "skipped: needs a GPU"
+    run kernels_standin 7-kernels.log 60 env LD_LIBRARY_PATH="$standin:$LD_LIBRARY_PATH" HIPRESS_CUDA_MODULE="$emu" \
+        "$kit/bin/hipress-bench" --kernels --gpu --bytes 1M --csv
+    check_why="not every format timed"
+    verdict kernels_standin 7-kernels.log "hipress-bench --kernels --gpu on the emulated module: every format timed" \
+        eval '[ "$(grep -Ec "^(fp16|onebit|graddrop|dgc|tbq),(en|de)code," "$klog")" -eq 10 ]'
+    target "encode and decode throughput against the copy" "not run" "no GPU"
+fi
+}
+
+# HP_KIT_STEPS=kern,nccl,...: only those (the preflight always runs)
+for st in kern sanitizer nccl ddp kernels; do
+    case ,${HP_KIT_STEPS:-$st}, in
+        *,$st,*) step_$st ;;
+        *) record SKIP "$st" - "not asked for (HP_KIT_STEPS=$HP_KIT_STEPS)" ;;
+    esac
+done
+
+printf 'H\t%s s of a budget of %s s; %s\n' "$(($(date +%s) - t_start))" "$budget" \
+    "$([ $failed = 0 ] && echo 'nothing failed' || echo 'FAILURES: see the steps below')" >>"$rec"
+bash "$kit/summary.sh" "$rec" "$summary" "$gpu" || say "# (summary.sh failed: this is the running record)"
+cat "$summary"
 exit $failed

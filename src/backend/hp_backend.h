@@ -118,6 +118,16 @@ extern const hp_mem_ops_t hp_mem_dev;
  * with m->err set: the call then fails on every rank through the usual
  * protocol.  Ends with hp_mem_end. */
 void hp_mem_begin(hp_mem_t *m, const void *recvbuf);
+/* The same with a codec context of the owner *owner_p (a communicator's,
+ * made at its first call; the module's third table), so that its calls
+ * share streams with no other communicator's, and its residuals are
+ * allocated and freed in its contexts' stream order; a module without the
+ * third table: hp_mem_begin. */
+void hp_mem_begin_owned(hp_mem_t *m, const void *recvbuf, void **owner_p);
+/* The owner's end (its communicator's release): no wait, nothing freed
+ * synchronously (hp_gpu_ops_v3_t.owner_release).  After the residual
+ * store whose vectors it allocated went. */
+void hp_mem_owner_release(void **owner_p);
 /* Waits for the device; the call's first device error, or HP_OK. */
 hp_status_t hp_mem_end(hp_mem_t *m);
 /* The device-message mode of a call on the device backend (the NCCL
@@ -176,5 +186,16 @@ int hp_gpu_compress_route(const hp_config_t *cfg, const hp_gpu_ptr_t kinds[2], c
 
 /* The module's v2 table when loaded and usable, else NULL. */
 const hp_gpu_ops_v2_t *hp_gpu_codec(void);
+
+/* Device memory of a caller's (*p_p of *bytes_p bytes in *where_p's
+ * context; NULL: none yet) holding at least `bytes` afterwards, in where's
+ * context, zero-filled when new: grown in the stream order of codec context
+ * cx (no wait and no synchronisation of the device: what used the old
+ * memory on cx's streams, or before on a stream they joined, runs first;
+ * what uses the new memory must be ordered after cx's streams), or, without
+ * cx or the module's third table, through a synchronous free and
+ * allocation.  0, or -1 with a warning naming `what`. */
+int hp_gpu_dev_grow(void *cx, const hp_gpu_ptr_t *where, size_t bytes, void **p_p, size_t *bytes_p,
+                    hp_gpu_ptr_t *where_p, const char *what);
 
 #endif

@@ -40,6 +40,7 @@ static struct {
     int                    mod_tried;
     const hp_gpu_ops_t    *mod_ops;
     const hp_gpu_ops_v2_t *mod_ops2;     /* the same table with the device codec, or NULL */
+    const hp_gpu_ops_v3_t *mod_ops3;     /* and with owners and stream-ordered memory, or NULL */
     char                   mod_why[1024];
 } g = {.lock = PTHREAD_MUTEX_INITIALIZER, .wait_bound = 150.0};
 
@@ -319,20 +320,28 @@ const hp_gpu_ops_t *hp_gpu_module(int load_driver, char *why, size_t whylen)
         snprintf(g.mod_why, sizeof(g.mod_why), "cannot load %.900s", dlerror());
         goto out_locked;
     }
-    /* the newest table first: the codec's (HP_GPU_CODEC_VERSION) */
+    /* the newest table first (v3, whose first member is the codec's v2),
+     * then the codec's; each by its symbol, version and size (a smaller
+     * table is an older layout: refused) */
     {
+        const hp_gpu_ops_v3_t *(*get3)(void) = (const hp_gpu_ops_v3_t *(*)(void))dlsym(h, HP_GPU_OPS_V3_SYMBOL);
         const hp_gpu_ops_v2_t *(*get2)(void) = (const hp_gpu_ops_v2_t *(*)(void))dlsym(h, HP_GPU_CODEC_SYMBOL);
+        const hp_gpu_ops_v3_t *o3 = get3 != NULL ? get3() : NULL;
         const hp_gpu_ops_v2_t *o2 = get2 != NULL ? get2() : NULL;
-        /* the size covers the functions appended last (set_wait_bound): a
-         * module without them has no bounded waits, and no codec here */
-        if (o2 != NULL && o2->base.version == HP_GPU_CODEC_VERSION && o2->base.size >= sizeof(hp_gpu_ops_v2_t))
+        if (o3 != NULL && o3->v2.base.version == HP_GPU_OPS_V3_VERSION && o3->v2.base.size >= sizeof(hp_gpu_ops_v3_t)) {
+            g.mod_ops3 = o3;
+            g.mod_ops2 = &o3->v2;
+        } else if (o2 != NULL && o2->base.version == HP_GPU_CODEC_VERSION &&
+                   o2->base.size >= sizeof(hp_gpu_ops_v2_t)) {
             g.mod_ops2 = o2;
+        }
     }
     /* the version-1 table serves the staging and the queries either way */
     get = (const hp_gpu_ops_t *(*)(void))dlsym(h, HP_GPU_OPS_SYMBOL);
     ops = get != NULL ? get() : NULL;
     if (ops == NULL || ops->version != HP_GPU_OPS_VERSION || ops->size < sizeof(hp_gpu_ops_t)) {
         g.mod_ops2 = NULL;
+        g.mod_ops3 = NULL;
         snprintf(g.mod_why, sizeof(g.mod_why), "%.700s: no %s table of version %d", path, HP_GPU_OPS_SYMBOL,
                  HP_GPU_OPS_VERSION);
         ops = NULL;
@@ -344,12 +353,14 @@ const hp_gpu_ops_t *hp_gpu_module(int load_driver, char *why, size_t whylen)
         snprintf(g.mod_why, sizeof(g.mod_why), "%.700s: %.250s", path, ops->last_error());
         ops = NULL;     /* the module stays loaded: dlclose of a CUDA runtime is not safe */
         g.mod_ops2 = NULL;
+        g.mod_ops3 = NULL;
         goto out_locked;
     }
     if (g.mod_ops2 != NULL)
         g.mod_ops2->set_wait_bound(g.wait_bound);
     snprintf(g.mod_why, sizeof(g.mod_why), "%.700s (%.200s%s)", path, ops->build,
-             g.mod_ops2 != NULL ? "; device codec" : "; no device codec: device buffers are not compressed");
+             g.mod_ops3 != NULL ? "; device codec, codec contexts per communicator"
+             : g.mod_ops2 != NULL ? "; device codec" : "; no device codec: device buffers are not compressed");
     g.mod_ops = ops;
 #endif
 out_locked:
@@ -374,6 +385,17 @@ const hp_gpu_ops_v2_t *hp_gpu_module_v2(void)
     o2 = g.mod_ops2;
     pthread_mutex_unlock(&g.lock);
     return o2;
+}
+
+const hp_gpu_ops_v3_t *hp_gpu_module_v3(void)
+{
+    const hp_gpu_ops_v3_t *o3;
+    if (hp_gpu_module(0, NULL, 0) == NULL)
+        return NULL;
+    pthread_mutex_lock(&g.lock);
+    o3 = g.mod_ops3;
+    pthread_mutex_unlock(&g.lock);
+    return o3;
 }
 
 /* ------------------------------------------------------ pure decisions */

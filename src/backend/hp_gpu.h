@@ -86,8 +86,8 @@ typedef struct hp_gpu_probe {
 
 /*
  * The CUDA module's functions.  Frozen once released: a new function goes
- * into the second table (hp_gpu_ops_v2_t, HP_GPU_CODEC_VERSION), found by
- * its own symbol.  Every int function returns HP_GPU_OK or an HP_GPU_ERR_*
+ * into a later table (hp_gpu_ops_v2_t, hp_gpu_ops_v3_t), found by its own
+ * symbol.  Every int function returns HP_GPU_OK or an HP_GPU_ERR_*
  * value; last_error() then holds a one-line reason for this thread.
  * Functions that take a `where` pointer work in the context of that
  * allocation (its own context, else the primary context of its device) and
@@ -160,17 +160,16 @@ typedef struct hp_gpu_dec {
     size_t       n;
 } hp_gpu_dec_t;
 
-/* The codec's table: its version and the symbol that returns it.  Version
- * 3 passes formats as hp_gpu_fmt_t (version 2's hp_gpu_enc_t named every
- * format's fields): a module of another version has no codec for this
- * library (its staging and queries, the version-1 table, still serve). */
-#define HP_GPU_CODEC_VERSION 3
-#define HP_GPU_CODEC_SYMBOL "hipress_gpu_ops_v3"
+/* The codec's table, hp_gpu_ops_v2_t: its version and the symbol that
+ * returns it.  Frozen as it is here.  (Builds before it was frozen served
+ * earlier layouts, smaller ones, under this symbol and, for a while, under
+ * HP_GPU_OPS_V3_SYMBOL: the size check refuses every one of them.) */
+#define HP_GPU_CODEC_VERSION 2
+#define HP_GPU_CODEC_SYMBOL "hipress_gpu_ops_v2"
 
 /*
- * The second table (its type keeps the name of its first release, version
- * 2; now HP_GPU_CODEC_VERSION) adds the device codec: compressed
- * MPI_Allreduce on device buffers.  A call runs in a codec context
+ * The second table adds the device codec: compressed MPI_Allreduce on
+ * device buffers.  A call runs in a codec context
  * (call_begin .. call_end: the context of the buffer, two streams, events, a
  * device workspace kept from call to call, so no device allocation after the
  * first calls).  Work is queued in stream order; the functions that hand
@@ -326,6 +325,46 @@ typedef struct hp_gpu_ops_v2 {
 /* hp_gpu_ops_v2_t.convert's directions. */
 enum { HP_GPU_CVT_F16_F32, HP_GPU_CVT_BF16_F32, HP_GPU_CVT_F32_F16, HP_GPU_CVT_F32_BF16 };
 
+/* ------------------------------------------------- the third table (v3) */
+
+#define HP_GPU_OPS_V3_VERSION 3
+#define HP_GPU_OPS_V3_SYMBOL "hipress_gpu_ops_v3"
+
+/*
+ * The third table: codec contexts of their own per owner (a communicator),
+ * and device memory in stream order, so that no call after a communicator's
+ * first ones synchronises the device (doc/gpu.md, "Lifecycle under NCCL").
+ * Frozen: a new function goes into a fourth table.  Its first member is the
+ * second table (v2.base.version = HP_GPU_OPS_V3_VERSION, v2.base.size =
+ * sizeof(hp_gpu_ops_v3_t)).
+ */
+typedef struct hp_gpu_ops_v3 {
+    hp_gpu_ops_v2_t v2;
+
+    /* An owner of codec contexts: calls begun for it (call_begin_owner) get
+     * contexts of its own -- streams, events, workspace -- never one of
+     * another owner's, so two communicators' calls on two streams wait for
+     * nothing the application did not order.  An owner's calls are one at
+     * a time (a communicator's are).  Creates nothing on the device. */
+    int (*owner_create)(void **owner_p);
+    /* Let go of an owner: nothing waits and nothing is freed synchronously
+     * (safe while one of its calls is stuck on the device, from any
+     * thread): an idle context's workspace is freed in its stream order and
+     * its streams destroyed (the driver frees them once their work ran); a
+     * context in a call goes when the call ends. */
+    int (*owner_release)(void *owner);
+    /* call_begin for an owner (where: the buffer's allocation). */
+    int (*call_begin_owner)(void *owner, const hp_gpu_ptr_t *where, void **cx_p);
+    /* Device memory in the codec context's stream order (cuMemAllocAsync:
+     * no synchronisation of the device): usable by the work queued on the
+     * context after it, and by a stream released after it (stream_release);
+     * zero-filled when `zero`.  mem_free frees p after everything queued on
+     * the context's streams so far; p was allocated by this owner's
+     * contexts (any of them, any call). */
+    int (*mem_alloc)(void *cx, size_t bytes, int zero, void **p_p);
+    int (*mem_free)(void *cx, void *p);
+} hp_gpu_ops_v3_t;
+
 #ifndef HP_GPU_OPS_ONLY
 
 #include <link.h>
@@ -392,6 +431,8 @@ const hp_gpu_ops_t *hp_gpu_module(int load_driver, char *why, size_t whylen);
  * or one without the codec (version 1).  Loads the module as
  * hp_gpu_module(0, ...) does. */
 const hp_gpu_ops_v2_t *hp_gpu_module_v2(void);
+/* Its third table (owners, stream-ordered memory), or NULL. */
+const hp_gpu_ops_v3_t *hp_gpu_module_v3(void);
 
 /* The module file hipress would load (HIPRESS_CUDA_MODULE, next to the
  * library, or the install directory), or "" when none is found; `searched`

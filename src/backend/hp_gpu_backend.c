@@ -1,10 +1,11 @@
 /*
  * The device backend of hp_backend.h: compressed MPI_Allreduce on device
  * buffers through the CUDA module's codec (hp_gpu_ops_v2_t), the routing
- * decision, page-locked message memory, device residual vectors, and the
- * host copies through which exact MPI runs on device buffers
- * (src/backend/hp_backend_mpi.c: this file uses no MPI, so that the NCCL-only
- * library, libhipress_nccl.so, carries it).
+ * decision, page-locked message memory, and the host copies through which
+ * exact MPI runs on device buffers (src/backend/hp_backend_mpi.c: this file
+ * uses no MPI, so that the NCCL-only library, libhipress_nccl.so, carries
+ * it).  A call's start, its codec context's owner and the device memory
+ * that outlives a call are src/backend/hp_gpu_owner.c.
  *
  * A compressor whose hp_comp_ext_t names no device format (a plugin) still
  * runs on a device buffer: its range, residual and state are copied to host
@@ -77,16 +78,22 @@ int hp_gpu_compress_route(const hp_config_t *cfg, const hp_gpu_ptr_t kinds[2], c
 
 /* ------------------------------------------------ host memory of a thread */
 
-/* Page-locked memory per thread, grown on demand and kept: the message
- * slots of a device call (so the codec's copies are asynchronous) and the
- * host copies of the fallbacks.  Freed when the thread exits, or when it
- * grows, in the context it was allocated in (`where`: a thread may move
- * between devices). */
+/* Host memory per thread and kind, kept: the message slots of a device
+ * call (so the codec's copies are asynchronous) and the host copies of the
+ * fallbacks.  Page-locked memory is allocated once per thread and kind, at
+ * its first device call, and freed only when the thread exits (in the
+ * context it was allocated in, `where`: a thread may move between
+ * devices): both synchronise the device, which no later call may.  A
+ * request that does not fit it gets ordinary memory (grown and freed at
+ * will: the copies from it are slower, never wrong). */
+#define ARENA_PINNED_MIN ((size_t)1 << 20)
 typedef struct {
-    void        *p[2];
+    void        *p[2];          /* page-locked */
     size_t       bytes[2];
-    int          pinned[2];
+    int          pinned[2];     /* tried: p is page-locked memory, or none could be had */
     hp_gpu_ptr_t where[2];
+    void        *h[2];          /* ordinary */
+    size_t       hbytes[2];
 } arena_t;
 
 static pthread_key_t arena_key;
@@ -97,12 +104,9 @@ static void arena_free(void *v)
     arena_t *a = (arena_t *)v;
     const hp_gpu_ops_v2_t *g = hp_gpu_codec();
     for (int i = 0; i < 2; i++) {
-        if (a->p[i] == NULL)
-            continue;
-        if (a->pinned[i] && g != NULL)
+        if (a->p[i] != NULL && g != NULL)
             g->base.host_free(a->p[i], &a->where[i]);
-        else
-            free(a->p[i]);
+        free(a->h[i]);
     }
     free(a);
 }
@@ -128,25 +132,27 @@ static void *arena(int which, size_t bytes, const hp_gpu_ptr_t *where)
             return NULL;
         }
     }
+    if (!a->pinned[which]) {
+        nb = bytes > ARENA_PINNED_MIN ? bytes : ARENA_PINNED_MIN;
+        nb = (nb + 65535) & ~(size_t)65535;
+        a->pinned[which] = 1;
+        if (g != NULL && g->base.host_alloc(nb, where, &a->p[which]) == HP_GPU_OK) {
+            a->bytes[which] = nb;
+            a->where[which] = *where;
+        } else {
+            a->p[which] = NULL;
+        }
+    }
     if (a->bytes[which] >= bytes && a->p[which] != NULL)
         return a->p[which];
-    nb = bytes > 2 * a->bytes[which] ? bytes : 2 * a->bytes[which];
+    if (a->hbytes[which] >= bytes && a->h[which] != NULL)
+        return a->h[which];
+    nb = bytes > 2 * a->hbytes[which] ? bytes : 2 * a->hbytes[which];
     nb = (nb + 65535) & ~(size_t)65535;
-    if (a->p[which] != NULL) {
-        if (a->pinned[which] && g != NULL)
-            g->base.host_free(a->p[which], &a->where[which]);
-        else
-            free(a->p[which]);
-        a->p[which] = NULL;
-        a->bytes[which] = 0;
-    }
-    a->pinned[which] = g != NULL && g->base.host_alloc(nb, where, &a->p[which]) == HP_GPU_OK;
-    a->where[which] = *where;
-    if (!a->pinned[which])
-        a->p[which] = hp_aligned_alloc(nb);
-    if (a->p[which] != NULL)
-        a->bytes[which] = nb;
-    return a->p[which];
+    free(a->h[which]);
+    a->h[which] = hp_aligned_alloc(nb);
+    a->hbytes[which] = a->h[which] != NULL ? nb : 0;
+    return a->h[which];
 }
 
 /* -------------------------------------------------------- device errors */
@@ -456,30 +462,6 @@ const hp_mem_ops_t hp_mem_dev = {
 
 /* ------------------------------------------------------------ a call */
 
-void hp_mem_begin(hp_mem_t *m, const void *recvbuf)
-{
-    const hp_gpu_ops_v2_t *g;
-    memset(m, 0, sizeof(*m));
-    m->ops = &hp_mem_cpu;
-    m->where.kind = HP_MEM_HOST;
-    m->where.device = -1;
-    if (HP_LIKELY(!hp_gpu_watch_fired()))
-        return;
-    hp_gpu_ptr_query(recvbuf, &m->where);
-    if (m->where.kind == HP_MEM_HOST)
-        return;
-    m->ops = &hp_mem_dev;
-    g = g2();
-    if (g == NULL) {
-        HP_WARN("gpu: a device buffer reached the compressed path without the cuda module's codec");
-        m->err = HP_ERR_DEVICE;
-    } else if (g->call_begin(&m->where, &m->cx) != HP_GPU_OK) {
-        HP_WARN("gpu: cannot start a compressed call on device %d: %s", m->where.device, g->base.last_error());
-        m->cx = NULL;
-        m->err = HP_ERR_DEVICE;
-    }
-}
-
 hp_status_t hp_mem_end(hp_mem_t *m)
 {
     hp_status_t st = m->ops->sync(m);
@@ -509,76 +491,4 @@ float *hp_mem_stage_in(hp_mem_t *m, const void *dev, size_t count)
 int hp_mem_stage_out(hp_mem_t *m, void *dev, const float *h, size_t count)
 {
     return dev_xfer(m, dev, h, count * sizeof(float));
-}
-
-/* ------------------------------------------------- residual vectors */
-
-/* Device memory of one context for the residual store, kept for the
- * process's life (a handful: one per device context used). */
-typedef struct res_dev {
-    hp_res_mem_t    mem;   /* first: the store holds &mem */
-    hp_gpu_ptr_t    where;
-    struct res_dev *next;
-} res_dev_t;
-
-static pthread_mutex_t res_lock = PTHREAD_MUTEX_INITIALIZER;
-static res_dev_t *res_devs;
-
-static void *res_alloc(const hp_res_mem_t *mm, size_t bytes)
-{
-    const res_dev_t *r = (const res_dev_t *)mm;
-    void *p = NULL;
-    if (g2() == NULL || g2()->dev_alloc(&r->where, bytes, &p) != HP_GPU_OK) {
-        HP_WARN("gpu: no device memory for an error-feedback vector of %zu bytes", bytes);
-        return NULL;
-    }
-    return p;
-}
-
-static void res_release(const hp_res_mem_t *mm, void *p)
-{
-    const res_dev_t *r = (const res_dev_t *)mm;
-    if (g2() != NULL)
-        g2()->dev_free(&r->where, p);
-}
-
-static double res_l1(const hp_res_mem_t *mm, const float *p, size_t n)
-{
-    const res_dev_t *r = (const res_dev_t *)mm;
-    double l1 = 0.0;
-    if (g2() == NULL || g2()->dev_l1(&r->where, p, n, &l1) != HP_GPU_OK)
-        return NAN;
-    return l1;
-}
-
-const hp_res_mem_t *hp_mem_residual(const hp_mem_t *m)
-{
-    res_dev_t *r;
-    if (!hp_mem_is_device(m))
-        return NULL;
-    pthread_mutex_lock(&res_lock);
-    for (r = res_devs; r != NULL; r = r->next)
-        if (r->where.ctx == m->where.ctx && r->where.device == m->where.device)
-            break;
-    if (r == NULL && (r = (res_dev_t *)calloc(1, sizeof(*r))) != NULL) {
-        r->mem.alloc = res_alloc;
-        r->mem.release = res_release;
-        r->mem.l1 = res_l1;
-        r->where = m->where;
-        r->where.kind = HP_MEM_DEVICE;
-        r->next = res_devs;
-        res_devs = r;
-    }
-    pthread_mutex_unlock(&res_lock);
-    return r != NULL ? &r->mem : NULL;
-}
-
-int hp_mem_residual_read(const hp_res_buf_t *b, const float *r, float *out, size_t count)
-{
-    const res_dev_t *d = (const res_dev_t *)b->mem;
-    if (b->mem == NULL) {
-        memcpy(out, r, count * sizeof(float));
-        return 0;
-    }
-    return g2() != NULL && g2()->base.memcpy_d2h(out, r, count * sizeof(float), &d->where) == HP_GPU_OK ? 0 : -1;
 }

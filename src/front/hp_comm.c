@@ -7,6 +7,7 @@
 #include "hp_comm.h"
 #include "hp_global.h"
 #include "hp_comp.h"
+#include "hp_backend.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -141,6 +142,7 @@ static void comm_free(hp_comm_t *c)
             hp_residual_destroy(c->res, HP_RES_DROP_FREED);
         }
     }
+    hp_mem_owner_release(&c->owner);
     dbuf_free(c, &c->msgs);
     dbuf_free(c, &c->wide);
     free(c->scratch);
@@ -185,24 +187,33 @@ void *hp_comm_scratch2(hp_comm_t *c, size_t bytes)
     return grow(&c->scratch2, &c->scratch2_bytes, bytes);
 }
 
-hp_status_t hp_comm_dbuf(hp_comm_t *c, hp_dbuf_t *b, const hp_gpu_ptr_t *where, size_t bytes, void *stream,
+hp_status_t hp_comm_dbuf(hp_comm_t *c, hp_dbuf_t *b, const hp_gpu_ptr_t *where, size_t bytes, void *cx,
                          const char *what)
 {
     const hp_gpu_ops_v2_t *g = hp_gpu_codec();
+    const hp_gpu_ops_v3_t *g3 = cx != NULL ? hp_gpu_module_v3() : NULL;
     void *p = NULL;
-    (void)stream;
+    int rc;
     if (b->p != NULL && b->bytes >= bytes && b->where.ctx == where->ctx && b->where.device == where->device)
         return HP_OK;
     if (g == NULL)
         return HP_ERR_UNSUPPORTED;
     bytes = (bytes + 65535) & ~(size_t)65535;
-    if (g->dev_alloc(where, bytes, &p) != HP_GPU_OK) {
+    rc = g3 != NULL ? g3->mem_alloc(cx, bytes, 0, &p) : g->dev_alloc(where, bytes, &p);
+    if (rc != HP_GPU_OK) {
         HP_WARN("no device memory for %zu bytes of %s: %s", bytes, what, g->base.last_error());
         return HP_ERR_NOMEM;
     }
-    dbuf_free(c, b);
+    if (b->p != NULL) {
+        /* (a codec context frees only in its own CUDA context) */
+        if (g3 != NULL && b->where.ctx == where->ctx)
+            g3->mem_free(cx, b->p);
+        else
+            dbuf_free(c, b);
+    }
     b->p = p;
     b->bytes = bytes;
+    b->agreed = 0;
     b->where = *where;
     b->where.kind = HP_MEM_DEVICE;
     return HP_OK;

@@ -112,6 +112,8 @@ typedef struct hp_comm {
     size_t                 scratch_bytes, scratch2_bytes;
     hp_dbuf_t              msgs, wide;
     int                    dev_busy;   /* msgs may still be in use by stream-ordered work */
+    void                  *owner;      /* the CUDA module's owner of its codec contexts: calls
+                                        * of different communicators share no stream */
 } hp_comm_t;
 
 /* A new state of `size` ranks (rank: this one's; size 0: not known yet)
@@ -154,11 +156,12 @@ void *hp_comm_scratch2(hp_comm_t *c, size_t bytes);
 
 /* Device memory of at least `bytes` in b (grown, contents not kept), in
  * the context of `where`; freed by the state.  The new memory is had
- * before the old is let go: on failure b is as it was.  `stream`: the
- * caller's stream, on which an old allocation may still be in use (its
- * users are done: the caller waited for the stream).  HP_OK or an error
- * with a warning naming `what`. */
-hp_status_t hp_comm_dbuf(hp_comm_t *c, hp_dbuf_t *b, const hp_gpu_ptr_t *where, size_t bytes, void *stream,
+ * before the old is let go: on failure b is as it was.  cx: a codec
+ * context of c's owner (the call's), in whose stream order the growth is
+ * made (no synchronisation of the device: the old memory goes after the
+ * work queued before); NULL: synchronously.  HP_OK or an error with a
+ * warning naming `what`. */
+hp_status_t hp_comm_dbuf(hp_comm_t *c, hp_dbuf_t *b, const hp_gpu_ptr_t *where, size_t bytes, void *cx,
                          const char *what);
 
 /* Add this communicator's new residual counters to the stats. */

@@ -450,7 +450,15 @@ hp_drive_res_t hp_drive(hp_comm_t *c, hp_dcall_t *d, hp_status_t *st_p, int *rea
         *reason_p = HP_ELIG_PEER;
         return HP_DRIVE_PASS;
     }
-    HP_CHECK_GOTO(c->front->widen(c, d), st, fail);
+    st = c->front->widen(c, d);
+    if (HP_ST_CLASS(st) == HP_ERR_NOMEM) {
+        /* (agreed: every rank passes it on) */
+        hp_wd_leave(&wdw);
+        c->front->end(c, d);
+        *reason_p = HP_ELIG_NOPLAN;
+        return HP_DRIVE_PASS;
+    }
+    HP_CHECK_GOTO(st, st, fail);
     /* the staging verdict, then the plan keyed by the codecs it gives */
     rec = hp_counts_find(&c->counts, d->count, (uintptr_t)d->recv, &fresh);
     if (!(c->front->flags & HP_FRONT_AGREE_CALLS) && (c->staging_form == HP_FORM_BIASED ||

@@ -66,7 +66,8 @@ typedef struct hp_front {
      * (a call that may be stream-ordered: go_async decides). */
     hp_status_t (*begin)(hp_comm_t *c, hp_dcall_t *d);
     /* The float32 data of the call (d->data): recv, or a 16-bit call's
-     * widened copy of its input. */
+     * widened copy of its input.  HP_ERR_NOMEM only when agreed (every
+     * rank then passes the call on). */
     hp_status_t (*widen)(hp_comm_t *c, hp_dcall_t *d);
     /* The user's own reduction of d->data (a plain plan), input `send`
      * (NULL: in place), finished on return. */

@@ -24,7 +24,7 @@ static hp_status_t mpi_begin(hp_comm_t *c, hp_dcall_t *d)
 {
     d->tp = c->tp;
     d->async = 0;
-    hp_mem_begin(&d->mem, d->recv);
+    hp_mem_begin_owned(&d->mem, d->recv, &c->owner);
     if (hp_mem_is_device(&d->mem))
         STAT_ADD(dev_calls[HP_COLL_ALLREDUCE], 1);
     return HP_OK;

@@ -62,7 +62,7 @@ static hp_status_t nccl_ready(hp_comm_t *c, hp_dcall_t *d)
     c->msgs.where = where;
     t->borrow = d->recv;
     t->borrow_bytes = d->count * (d->elem == HP_ELEM_F32 ? 4 : 2);
-    if (hp_comm_dbuf(c, &c->msgs, &where, 65536, t->stream, "compressed messages") == HP_OK)
+    if (hp_comm_dbuf(c, &c->msgs, &where, 65536, NULL, "compressed messages") == HP_OK)
         c->msgs.agreed = c->msgs.bytes;
     return HP_OK;
 }
@@ -82,7 +82,7 @@ static hp_status_t nccl_begin(hp_comm_t *c, hp_dcall_t *d)
         HP_CHECK_GOTO(hp_nccl_stream_wait(t, INPUT_WAIT), st, out);
     HP_CHECK_GOTO(hp_tp_nccl_init(&t->tp, &t->env, c->rank, c->size), st, out);
     d->tp = &t->tp;
-    hp_mem_begin(&d->mem, d->recv);
+    hp_mem_begin_owned(&d->mem, d->recv, &c->owner);
     hp_gpu_ptr_query(d->recv, &kinds[0]);
     kinds[1] = kinds[0];
     d->local_ok = g != NULL && d->mem.err == HP_OK && c->msgs.p != NULL &&
@@ -102,7 +102,7 @@ static hp_status_t nccl_widen(hp_comm_t *c, hp_dcall_t *d)
         return HP_OK;
     /* the copy is the input from here on */
     d->send = NULL;
-    return hp_nccl_widen(c, &d->mem, src, d->count, d->elem, ctx_of(d)->stream, &d->data);
+    return hp_nccl_widen(c, ctx_of(d), &d->mem, src, d->count, d->elem, &d->data);
 }
 
 /* The user's reduction (ncclAvg as asked), waited for. */

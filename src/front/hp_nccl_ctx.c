@@ -180,15 +180,18 @@ static hp_status_t tp_order_out(void *ctx)
 /* Whether every rank has `ok`, agreed on the communicator's device memory
  * (what the ranks hold in common: its first 64 bytes), on the stream, with
  * NCCL's own calls (not the transport's: this runs inside its flush). */
-static hp_status_t agree_ok(hp_nccl_ctx_t *t, int ok, int *all_p)
+hp_status_t hp_nccl_agree_ok(hp_nccl_ctx_t *t, int ok, int *all_p)
 {
+    /* (bytes 16 to 24 of the 64 the messages leave: a stream-ordered call's
+     * failure flag, bytes 0 to 8, may still be read on the device) */
+    char *at = (char *)t->c->msgs.p + 16;
     int64_t v = !ok;
     hp_status_t st = HP_OK;
-    HP_CHECK_KEEP(tp_h2d(t, t->c->msgs.p, &v, sizeof(v)), st);
-    HP_CHECK_KEEP(tp_max(t, t->c->msgs.p, 1, 0), st);
+    HP_CHECK_KEEP(tp_h2d(t, at, &v, sizeof(v)), st);
+    HP_CHECK_KEEP(tp_max(t, at, 1, 0), st);
     HP_CHECK_KEEP(tp_sync(t), st);
     if (st == HP_OK)
-        HP_CHECK_KEEP(tp_d2h(t, &v, t->c->msgs.p, sizeof(v)), st);
+        HP_CHECK_KEEP(tp_d2h(t, &v, at, sizeof(v)), st);
     *all_p = st == HP_OK && v == 0;
     return st;
 }
@@ -210,8 +213,8 @@ void *hp_nccl_async_dbuf(hp_nccl_ctx_t *t, size_t bytes)
         return NULL;
     t->c->dev_busy = 0;
     {
-        int ok = hp_comm_dbuf(t->c, b, &b->where, bytes, t->stream, "compressed messages") == HP_OK;
-        if (agree_ok(t, ok, &all) != HP_OK || !all)
+        int ok = hp_comm_dbuf(t->c, b, &b->where, bytes, t->cx, "compressed messages") == HP_OK;
+        if (hp_nccl_agree_ok(t, ok, &all) != HP_OK || !all)
             return NULL;
     }
     b->agreed = b->bytes;

@@ -76,6 +76,13 @@ hp_status_t hp_nccl_stream_wait(hp_nccl_ctx_t *t, const char *what);
  * NCCL's code (HP_ST_NCCL). */
 hp_status_t hp_nccl_settle(hp_nccl_ctx_t *t, ncclResult_t rc, const char *what);
 
+/* Whether every rank has `ok` (*all_p), agreed with NCCL's own calls on
+ * the communicator's device memory (never through the transport: it runs
+ * inside the transport's flush), host-synchronously.  Every rank must call
+ * it at the same point: where a need that is the same on every rank (a
+ * function of agreed values) meets what every rank is known to hold. */
+hp_status_t hp_nccl_agree_ok(hp_nccl_ctx_t *t, int ok, int *all_p);
+
 /* A stream-ordered call's device memory (the communicator's msgs): the
  * failure agreement in its first 64 bytes, the messages after them.  At
  * least `bytes`, grown only after a wait for the stream (earlier calls may

@@ -14,16 +14,24 @@ static const hp_gpu_ops_v2_t *codec(void)
     return hp_gpu_codec();
 }
 
-hp_status_t hp_nccl_widen(hp_comm_t *c, hp_mem_t *mem, const void *src, size_t count, int elem, void *stream,
+hp_status_t hp_nccl_widen(hp_comm_t *c, hp_nccl_ctx_t *t, hp_mem_t *mem, const void *src, size_t count, int elem,
                           float **data_p)
 {
     const hp_gpu_ops_v2_t *g = codec();
-    hp_status_t st;
-    if (mem->cx == NULL)
-        return HP_ERR_DEVICE;
-    st = hp_comm_dbuf(c, &c->wide, &mem->where, count * sizeof(float), stream, "a 16-bit call's float32 copy");
-    if (st != HP_OK)
-        return st;
+    if (count * sizeof(float) > c->wide.agreed) {
+        /* every rank grows at this call (the count is agreed), in the
+         * call's stream order, and agrees: where any could not, every rank
+         * passes the call on (HP_ERR_NOMEM) */
+        int ok = mem->cx != NULL &&
+                 hp_comm_dbuf(c, &c->wide, &mem->where, count * sizeof(float), mem->cx, "a 16-bit call's float32 copy") ==
+                     HP_OK, all = 0;
+        hp_status_t st = hp_nccl_agree_ok(t, ok, &all);
+        if (st != HP_OK)
+            return st;
+        if (!all)
+            return HP_ERR_NOMEM;
+        c->wide.agreed = c->wide.bytes;
+    }
     *data_p = c->wide.p;
     if (g->convert(mem->cx, c->wide.p, src, count, elem == HP_ELEM_F16 ? HP_GPU_CVT_F16_F32 : HP_GPU_CVT_BF16_F32) !=
         HP_GPU_OK) {

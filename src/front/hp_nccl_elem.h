@@ -10,11 +10,13 @@
 
 #include "hp_backend.h"
 #include "hp_comm.h"
+#include "hp_nccl_ctx.h"
 
 /* The float32 data of a 16-bit call of count elements of `elem`
- * (HP_ELEM_F16/BF16) from src: c->wide grown (stream-ordered on `stream`)
+ * (HP_ELEM_F16/BF16) from src: c->wide grown (by agreement, in the call's
+ * stream order: HP_ERR_NOMEM on every rank alike when a rank could not)
  * and the conversion queued on the call's codec; *data_p. */
-hp_status_t hp_nccl_widen(hp_comm_t *c, hp_mem_t *mem, const void *src, size_t count, int elem, void *stream,
+hp_status_t hp_nccl_widen(hp_comm_t *c, hp_nccl_ctx_t *t, hp_mem_t *mem, const void *src, size_t count, int elem,
                           float **data_p);
 
 /* The float32 result data narrowed into dst (a 16-bit call); nothing for

@@ -3,8 +3,11 @@
 #
 # Stand-ins, never installed, in tests/gpu/mock/.libs/:
 #   libcuda.so.1  the driver functions hipress uses; its "device memory"
-#                 crashes on any host access, like real device memory
-#   libnccl.so.2  records the NCCL calls it gets (builds with nccl.h)
+#                 crashes on any host access, like real device memory; its
+#                 streams run on a device executor; what hangs on a GPU is
+#                 reported as a deadlock (doc/standins.md)
+#   libnccl.so.2  records the NCCL calls it gets (builds with nccl.h); its
+#                 operations are stream entries that wait for their peers'
 #   libhpwatch.so an object to load, to show the load watch fires
 #   libnccl_user.so  calls ncclAllReduce; linked to the stand-in NCCL and
 #                 loaded into a local scope, as a Python extension is
@@ -18,8 +21,14 @@
 #   run_nccl.sh       ncclAllReduce and friends through the preload, without
 #                     MPI: pass-through, groups, capture, release, settings
 #   run_nccl_compress.sh  HIPRESS_NCCL=compress at 2, 3, 4 ranks: the stand-in
-#                     NCCL replays its collectives through MPI, the emulated
-#                     CUDA module runs the codec (tests/gpu/nccl_compress.c)
+#                     NCCL's communicators span MPI's ranks (data through
+#                     shared memory), the emulated CUDA module runs the codec
+#                     (tests/gpu/nccl_compress*.c)
+#   run_nccl_scenarios.sh  what hangs or breaks on a GPU when hipress
+#                     synchronises what it must not: two communicators in
+#                     opposite orders, an evicted residual, DDP's bucket
+#                     rebuild, a capture on another thread
+#                     (tests/gpu/nccl_scenarios.c, doc/standins.md)
 #   run_gpu_info.sh   hipress_info's GPU part, with and without a driver
 #   run_cuda.sh       a program linked by nvcc runs the module's self-test
 #                     kernel (on a machine without a GPU: a clean error)
@@ -36,8 +45,10 @@
 HP_MOCK_LDFLAGS = $(AM_LDFLAGS) -rpath $(abs_builddir)/tests/gpu/mock/.libs -no-undefined -Wl,--as-needed
 
 check_LTLIBRARIES += tests/gpu/mock/libcuda.la tests/gpu/mock/libhpwatch.la
-tests_gpu_mock_libcuda_la_SOURCES = tests/gpu/mock_cuda.c
-tests_gpu_mock_libcuda_la_LDFLAGS = $(HP_MOCK_LDFLAGS) -version-info 1:0:0 -lpthread
+tests_gpu_mock_libcuda_la_SOURCES = tests/gpu/mock_cuda.c tests/gpu/mock_cuda_stream.c tests/gpu/mock_cuda_exec.c \
+	tests/gpu/mock_cuda_wfg.c \
+	tests/gpu/mock_cuda.h tests/gpu/mock_cuda_int.h
+tests_gpu_mock_libcuda_la_LDFLAGS = $(HP_MOCK_LDFLAGS) -version-info 1:0:0 -lpthread -lrt
 tests_gpu_mock_libhpwatch_la_SOURCES = tests/gpu/mock_watch.c
 tests_gpu_mock_libhpwatch_la_LDFLAGS = $(HP_MOCK_LDFLAGS) -avoid-version
 
@@ -49,13 +60,16 @@ tests_gpu_check_gpu_LDADD = libhpcore.la $(CHECK_LIBS) -lm
 tests_gpu_mpi_gpu_SOURCES = tests/gpu/mpi_gpu.c
 tests_gpu_mpi_gpu_LDADD = -ldl
 EXTRA_DIST += tests/gpu/run_gpu.sh tests/gpu/run_gpu_info.sh tests/gpu/run_nccl.sh tests/gpu/run_cuda.sh tests/gpu/run_nccl_compress.sh \
+    tests/gpu/run_nccl_scenarios.sh \
     tests/gpu/mock_nccl.h
 
 if HP_NCCL
 check_LTLIBRARIES += tests/gpu/mock/libnccl.la tests/gpu/libnccl_user.la
-tests_gpu_mock_libnccl_la_SOURCES = tests/gpu/mock_nccl.c tests/gpu/mock_nccl_shm.c
+HP_MOCK_NCCL_SOURCES = tests/gpu/mock_nccl.c tests/gpu/mock_nccl_ent.c tests/gpu/mock_nccl_shm.c tests/gpu/mock_nccl_int.h \
+	tests/gpu/mock_nccl_shm.h tests/gpu/mock_cuda.h
+tests_gpu_mock_libnccl_la_SOURCES = $(HP_MOCK_NCCL_SOURCES)
 tests_gpu_mock_libnccl_la_CPPFLAGS = $(AM_CPPFLAGS) $(NCCL_CPPFLAGS)
-tests_gpu_mock_libnccl_la_LDFLAGS = $(HP_MOCK_LDFLAGS) -version-info 2:0:0 -lpthread
+tests_gpu_mock_libnccl_la_LDFLAGS = $(HP_MOCK_LDFLAGS) -version-info 2:0:0 -lpthread -ldl -lrt
 tests_gpu_libnccl_user_la_SOURCES = tests/gpu/nccl_user.c
 tests_gpu_libnccl_user_la_CPPFLAGS = $(AM_CPPFLAGS) $(NCCL_CPPFLAGS)
 tests_gpu_libnccl_user_la_LDFLAGS = $(AM_LDFLAGS) -rpath $(abs_builddir)/tests/gpu/.libs -avoid-version -no-undefined
@@ -67,10 +81,19 @@ TESTS += tests/gpu/run_nccl.sh
 # (run_nccl_compress.sh skips where the emulated CUDA module is not built)
 check_PROGRAMS += tests/gpu/nccl_compress
 TESTS += tests/gpu/run_nccl_compress.sh
-tests_gpu_nccl_compress_SOURCES = tests/gpu/nccl_compress.c
+tests_gpu_nccl_compress_SOURCES = tests/gpu/nccl_compress.c tests/gpu/nccl_compress.h tests/gpu/nccl_compress_bits.c \
+	tests/gpu/nccl_compress_form.c
 tests_gpu_nccl_compress_CPPFLAGS = $(AM_CPPFLAGS) $(NCCL_CPPFLAGS)
 tests_gpu_nccl_compress_LDADD = tests/gpu/mock/libnccl.la -ldl -lm
 tests_gpu_nccl_compress_LDFLAGS = $(AM_LDFLAGS) -no-install
+# what hangs or breaks on a GPU when hipress synchronises what it must not
+# (tests/gpu/nccl_scenarios.c)
+check_PROGRAMS += tests/gpu/nccl_scenarios
+TESTS += tests/gpu/run_nccl_scenarios.sh
+tests_gpu_nccl_scenarios_SOURCES = tests/gpu/nccl_scenarios.c
+tests_gpu_nccl_scenarios_CPPFLAGS = $(AM_CPPFLAGS) $(NCCL_CPPFLAGS)
+tests_gpu_nccl_scenarios_LDADD = tests/gpu/mock/libnccl.la -ldl -lm -lpthread
+tests_gpu_nccl_scenarios_LDFLAGS = $(AM_LDFLAGS) -no-install
 tests_gpu_nccl_calls_SOURCES = tests/gpu/nccl_calls.c
 tests_gpu_nccl_calls_CPPFLAGS = $(AM_CPPFLAGS) $(NCCL_CPPFLAGS)
 tests_gpu_nccl_calls_LDADD = tests/gpu/mock/libnccl.la -ldl -lpthread
@@ -109,9 +132,11 @@ TESTS += tests/gpu/run_gpu_kit.sh
 endif
 endif
 EXTRA_DIST += tests/gpu/run_gpu_device.sh tests/gpu/run_gpu_kit.sh
+include $(top_srcdir)/tests/gpu/ipc/ipc.mk
 
 # The GPU path's tests that need no GPU (scripts/test.sh runs them again in
 # its sanitizer and CUDA-less builds).
 print-gpu-tests:
-	@echo $(filter tests/gpu/check_gpu tests/gpu/run_gpu.sh tests/gpu/run_nccl.sh tests/gpu/run_gpu_info.sh tests/gpu/run_gpu_emu.sh tests/gpu/run_nccl_compress.sh tests/gpu/run_nompi.sh,$(TESTS))
+	@echo $(filter tests/gpu/check_gpu tests/gpu/run_gpu.sh tests/gpu/run_nccl.sh tests/gpu/run_gpu_info.sh tests/gpu/run_gpu_emu.sh tests/gpu/run_nccl_compress.sh tests/gpu/run_nompi.sh \
+	tests/gpu/run_standins.sh tests/gpu/run_nccl_scenarios.sh,$(TESTS))
 .PHONY: print-gpu-tests

@@ -3,54 +3,50 @@
  * libnccl.so.2) from the real nccl.h, so the prototypes are NCCL's.  It
  * records every call it receives, with its arguments, and keeps the group
  * depth per thread as NCCL does (ncclGroupEnd outside a group is
- * ncclInvalidUsage).  Communicators are made with mock_nccl_comm_new().
- * Tests read the record through mock_nccl_*.
+ * ncclInvalidUsage).  Tests read the record through mock_nccl_*.
  *
- * Replay: with MOCK_NCCL_MPI=1 in the environment of an MPI program (after
- * MPI_Init), ncclAllGather and ncclAllReduce also move the data, through
- * PMPI over MPI_COMM_WORLD (whatever the communicator), and ncclCommCount
- * and ncclCommUserRank answer the world's size and rank; device pointers of
- * the stand-in driver (tests/gpu/mock_cuda.c) are read and written through
- * their host shadow.  ncclSend and ncclRecv move data too: inside a group
- * they are held and posted at the outermost ncclGroupEnd, as PMPI
- * point-to-point on MPI_COMM_WORLD matched in posting order per peer, and
- * the group end waits for them all (NCCL's rule: a group of sends and
- * receives completes as a whole); outside a group each completes at once.
- * A receive that gets fewer bytes than it posted fails the group
- * (ncclInvalidUsage): NCCL needs the counts of a send and its receive to
- * match.  Otherwise no data moves, and a communicator has one rank.
- * Operations complete when called: in replay mode, what the stand-in
- * driver has queued on the operation's stream before it runs first
- * (mock_cuda_stream_flush, so the driver's deferred mode,
- * MOCK_CUDA_DEFERRED, orders them as a GPU would); nothing queued after it
- * runs before it.
+ * Operations are entries of the caller's stream in the stand-in driver's
+ * model (tests/gpu/mock_nccl_ent.c): each completes only when the peers'
+ * matching entries have been reached by their streams, so a send without
+ * its receive never completes (and the driver's wait-for graph reports the
+ * deadlock), and a count or type mismatch is reported naming both sides.
+ * Inside a group, operations are held and enqueued at the outermost
+ * ncclGroupEnd, as NCCL does.  An operation on a stream being captured is
+ * recorded into the capture, not run.
  *
- * Built with -DMOCK_NCCL_NO_MPI (tests/gpu/mock_nompi/libnccl.so.2) it names
- * no MPI symbol and never replays through MPI (tests/gpu/run_nompi.sh).
- *
- * Without MPI (MOCK_NCCL_SHM=1, tests/gpu/mock_nccl_shm.c): a communicator
- * made by ncclCommInitRank or ncclCommInitRankConfig with an id of
- * ncclGetUniqueId (the processes of a torchrun-like launcher,
- * tests/gpu/nompi_launch.c) joins the id's shared-memory segment, and its
+ * Communicators:
+ *   - ncclCommInitRank / ncclCommInitRankConfig with an id of
+ *     ncclGetUniqueId under MOCK_NCCL_SHM=1 (the processes of a
+ *     torchrun-like launcher, tests/gpu/nompi_launch.c): the id's
+ *     shared-memory segment (tests/gpu/mock_nccl_shm.c);
+ *   - under MOCK_NCCL_MPI=1 in an MPI program (after MPI_Init):
+ *     mock_nccl_comm_new(), ncclCommInitRank(Config) and ncclCommSplit are
+ *     collective over MPI_COMM_WORLD (a segment named through MPI, the only
+ *     use of MPI: the data moves through shared memory), with MPI's ranks
+ *     (a split: the ranks of its colour, ordered by key);
+ *   - otherwise one rank: operations complete when reached and move
+ *     nothing.
  * ncclAllReduce, ncclAllGather, ncclBroadcast, ncclBcast, ncclSend and
- * ncclRecv move the data between its ranks as the MPI form does through
- * MPI (sends and receives held to the group's end, the stream flushed
- * first, device pointers through their shadow; the reduction in rank
- * order), and ncclCommCount and ncclCommUserRank answer its size and rank.
- * Every wait is bounded (MOCK_NCCL_TIMEOUT).  Other communicators (made by
- * mock_nccl_comm_new or ncclCommSplit) have one rank and move nothing.
+ * ncclRecv move data between the ranks (device pointers of the stand-in
+ * driver through their shadow; the reduction in rank order, so every rank
+ * gets the same bits); ncclReduce and ncclReduceScatter move nothing.
+ * ncclCommAbort makes the communicator's operations fail at once (and its
+ * peers' transfers with it); ncclCommDestroy frees it once its operations
+ * have ended.
  *
  * Non-blocking communicators: one made by ncclCommInitRankConfig or
  * ncclCommSplit with config->blocking == 0 (a split without a config
- * inherits its parent's) answers ncclInProgress from its creation, from
- * ncclAllReduce outside a group and from the ncclGroupEnd of a group it
- * took part in; ncclCommGetAsyncError then answers ncclInProgress
- * MOCK_NCCL_POLLS times (default 3) and ncclSuccess after, and only then
- * does the operation happen (the data of its ncclAllReduce, or its group's
- * sends and receives, moves at that last poll): a caller that reads the
- * result before polling it out reads the old bytes.  Any operation on the
- * communicator while one is in progress is ncclInvalidUsage, as NCCL
- * requires ncclCommGetAsyncError to be polled out first.
+ * inherits its parent's) answers ncclInProgress from its creation, from an
+ * operation outside a group and from the ncclGroupEnd of a group it took
+ * part in; ncclCommGetAsyncError then answers ncclInProgress MOCK_NCCL_POLLS
+ * times (default 3) and ncclSuccess after, and only then are the
+ * operations enqueued: a caller that reads the result before polling it out
+ * reads the old bytes.  Any operation on the communicator while one is in
+ * progress is ncclInvalidUsage, as NCCL requires ncclCommGetAsyncError to
+ * be polled out first.
+ *
+ * Built with -DMOCK_NCCL_NO_MPI (tests/gpu/mock_nompi/libnccl.so.2) it names
+ * no MPI symbol (tests/gpu/run_nompi.sh).
  */
 #include <dlfcn.h>
 #ifdef MOCK_NCCL_NO_MPI
@@ -65,10 +61,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include "mock_nccl.h"
-#include "mock_nccl_shm.h"
+#include "mock_nccl_int.h"
 
 #define API __attribute__((visibility("default")))
-
 
 static mock_call_t *calls;
 static int ncalls, room;
@@ -126,33 +121,6 @@ API int mock_nccl_depth(void)
     return depth;
 }
 
-/* A stand-in communicator. */
-typedef struct p2p p2p_t;
-typedef struct {
-    int          nonblocking;
-    int          pending;     /* polls of ncclCommGetAsyncError before the operation in progress happens */
-    int          op;          /* 0 none, 1 an allreduce, 2 a group's sends and receives */
-    const void  *sendbuff;
-    void        *recvbuff;
-    size_t       count;
-    ncclDataType_t dt;
-    ncclRedOp_t  redop;
-    p2p_t       *p2p;         /* op 2: the group's */
-    int          np2p;
-    mock_shm_t  *world;       /* MOCK_NCCL_SHM: the ranks it moves data between */
-} mock_comm_t;
-
-API ncclComm_t mock_nccl_comm_new(void)
-{
-    return (ncclComm_t)calloc(1, sizeof(mock_comm_t));
-}
-
-/* Whether comm has an operation in progress (polls left). */
-API int mock_nccl_pending(ncclComm_t comm)
-{
-    return comm != NULL ? ((mock_comm_t *)comm)->pending : 0;
-}
-
 static int polls_set;
 
 /* The polls of the next operations in progress (0: MOCK_NCCL_POLLS). */
@@ -169,26 +137,10 @@ static int polls(void)
     return v != NULL && atoi(v) > 0 ? atoi(v) : 3;
 }
 
-/* The communicator's next operation: ncclInvalidUsage while one is in
- * progress. */
-static int busy(ncclComm_t comm)
+/* Whether comm has an operation in progress (polls left). */
+API int mock_nccl_pending(ncclComm_t comm)
 {
-    return comm != NULL && ((mock_comm_t *)comm)->pending > 0;
-}
-
-static void comm_free(ncclComm_t comm)
-{
-    if (comm != NULL) {
-        free(((mock_comm_t *)comm)->p2p);
-        mock_shm_leave(((mock_comm_t *)comm)->world);
-    }
-    free(comm);
-}
-
-/* The communicator's shared-memory ranks (MOCK_NCCL_SHM), or NULL. */
-static mock_shm_t *world_of(ncclComm_t comm)
-{
-    return comm != NULL ? ((mock_comm_t *)comm)->world : NULL;
+    return comm != NULL ? ((mock_comm_t *)comm)->pending : 0;
 }
 
 static ncclComm_t next_split;
@@ -200,7 +152,7 @@ API void mock_nccl_next_split(ncclComm_t c)
     next_split = c;
 }
 
-/* ------------------------------------------------------------- replay */
+/* ------------------------------------------------------- communicators */
 
 static int replay(void)
 {
@@ -215,229 +167,166 @@ static int replay(void)
     return init && !fin;
 }
 
-/* Host memory holding p's bytes: the stand-in driver's shadow of a device
- * pointer, else p. */
-static void *host_of(const void *p)
+/* c (zeroed, or a test's address) as a communicator of world (NULL: one rank). */
+static mock_comm_t *comm_init(mock_comm_t *c, mock_shm_t *world)
 {
-    static void *(*shadow)(const void *);
-    if (shadow == NULL) {
-        void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
-        if (h != NULL) {
-            shadow = (void *(*)(const void *))dlsym(h, "mock_cuda_shadow");
-            dlclose(h);
-        }
-    }
-    return shadow != NULL ? shadow(p) : (void *)(uintptr_t)p;
+    int n = world != NULL ? mock_shm_size(world) : 1;
+    memset(c, 0, sizeof(*c));
+    c->world = world;
+    c->size = n;
+    c->rank = world != NULL ? mock_shm_rank(world) : 0;
+    c->refs = 1;
+    c->sseq = calloc((size_t)n, sizeof(uint64_t));
+    c->rseq = calloc((size_t)n, sizeof(uint64_t));
+    c->wnext = calloc((size_t)n, sizeof(uint64_t));
+    c->rnext = calloc((size_t)n, sizeof(uint64_t));
+    c->wtop = calloc((size_t)n, sizeof(uint64_t));
+    c->rtop = calloc((size_t)n, sizeof(uint64_t));
+    if (c->sseq == NULL || c->rseq == NULL || c->wnext == NULL || c->rnext == NULL || c->wtop == NULL ||
+        c->rtop == NULL)
+        abort();
+    for (int p = 0; p < n; p++)
+        c->wnext[p] = c->rnext[p] = 1;
+    return c;
 }
 
-/* Replay: run what the stand-in driver queued on `stream` so far (the
- * operation reads its buffers now). */
-static void run_stream(cudaStream_t stream)
+void mock_comm_unref(mock_comm_t *c)
 {
-    static void (*flush)(void *);
-    if (flush == NULL) {
-        void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
-        if (h != NULL) {
-            flush = (void (*)(void *))dlsym(h, "mock_cuda_stream_flush");
-            dlclose(h);
-        }
-    }
-    if (flush != NULL)
-        flush(stream);
+    if (__atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL) != 0)
+        return;
+    mock_shm_leave(c->world);
+    free(c->sseq);
+    free(c->rseq);
+    free(c->wnext);
+    free(c->rnext);
+    free(c->wtop);
+    free(c->rtop);
+    free(c);
 }
 
-static size_t dt_size(ncclDataType_t t)
+/* A segment of MPI_COMM_WORLD's ranks of colour `color` (every rank calls;
+ * -1: all of them), ordered by key then world rank; NULL for a rank
+ * outside it (or after a line on stderr). */
+static mock_shm_t *world_join(int color, int key)
 {
-    switch (t) {
-    case ncclInt8: case ncclUint8: return 1;
-    case ncclFloat16: case ncclBfloat16: return 2;
-    case ncclInt32: case ncclUint32: case ncclFloat32: return 4;
-    default: return 8;
+    static unsigned seq;
+    char id[96];
+    int rank = 0, size = 1, me = 0, n = 0, *all;
+    mock_shm_t *w = NULL;
+    PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    PMPI_Comm_size(MPI_COMM_WORLD, &size);
+    memset(id, 0, sizeof(id));
+    if (rank == 0)
+        mock_shm_unique_id(id, sizeof(id) - 16);
+    if ((all = malloc(2 * (size_t)size * sizeof(int))) == NULL ||
+        PMPI_Bcast(id, (int)sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD) != MPI_SUCCESS ||
+        PMPI_Allgather((int[2]){color, key}, 2, MPI_INT, all, 2, MPI_INT, MPI_COMM_WORLD) != MPI_SUCCESS) {
+        free(all);
+        fprintf(stderr, "mock_nccl: a communicator's rendezvous through MPI failed\n");
+        return NULL;
     }
+    seq++;
+    for (int r = 0; r < size; r++) {
+        if (all[2 * r] != color)
+            continue;
+        n++;
+        if (r != rank && (all[2 * r + 1] < key || (all[2 * r + 1] == key && r < rank)))
+            me++;
+    }
+    free(all);
+    if (color != -1 || n == size) {
+        snprintf(id + strlen(id), 16, "-c%d", color < 0 ? 0 : color & 0xffff);
+        w = mock_shm_join(id, n, me);
+    }
+    return w;
 }
 
-static ncclResult_t replay_allgather(const void *sendbuff, void *recvbuff, size_t sendcount, ncclDataType_t dt)
+static ncclComm_t comm_new(int collective)
 {
-    size_t bytes = sendcount * dt_size(dt);
-    void *tmp = malloc(bytes ? bytes : 1);
-    int rc;
-    if (tmp == NULL)
-        return ncclSystemError;
-    memcpy(tmp, host_of(sendbuff), bytes);
-    rc = PMPI_Allgather(tmp, (int)bytes, MPI_BYTE, host_of(recvbuff), (int)bytes, MPI_BYTE, MPI_COMM_WORLD);
-    free(tmp);
-    return rc == MPI_SUCCESS ? ncclSuccess : ncclSystemError;
+    mock_comm_t *c = malloc(sizeof(*c));
+    mock_shm_t *w = collective && replay() ? world_join(-1, 0) : NULL;
+    if (c == NULL)
+        return NULL;
+    return (ncclComm_t)comm_init(c, w);
 }
 
-/* float32 sum, avg, max, min; int64 and float64 sum, max, min; other
- * types move nothing. */
-static ncclResult_t replay_allreduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t dt,
-                                     ncclRedOp_t op, mock_shm_t *w)
+/* A communicator: one rank, or (MOCK_NCCL_MPI=1 after MPI_Init) every
+ * rank of MPI_COMM_WORLD (collective). */
+API ncclComm_t mock_nccl_comm_new(void)
 {
-    MPI_Datatype mt = dt == ncclFloat32 ? MPI_FLOAT : dt == ncclInt64 ? MPI_LONG_LONG
-                    : dt == ncclFloat64 ? MPI_DOUBLE : MPI_DATATYPE_NULL;
-    MPI_Op mo = op == ncclMax ? MPI_MAX : op == ncclMin ? MPI_MIN : MPI_SUM;
-    size_t bytes = count * dt_size(dt);
-    void *tmp;
-    int rc, n = 1;
-    if (w != NULL)
-        return (ncclResult_t)mock_shm_allreduce(w, host_of(sendbuff), host_of(recvbuff), count, dt, op);
-    if (mt == MPI_DATATYPE_NULL || (op != ncclSum && op != ncclAvg && op != ncclMax && op != ncclMin))
-        return ncclSuccess;
-    if ((tmp = malloc(bytes ? bytes : 1)) == NULL)
-        return ncclSystemError;
-    memcpy(tmp, host_of(sendbuff), bytes);
-    rc = PMPI_Allreduce(tmp, host_of(recvbuff), (int)count, mt, mo, MPI_COMM_WORLD);
-    free(tmp);
-    PMPI_Comm_size(MPI_COMM_WORLD, &n);
-    if (op == ncclAvg && dt == ncclFloat32) {
-        float *r = (float *)host_of(recvbuff);
-        for (size_t i = 0; i < count; i++)
-            r[i] = r[i] / (float)n;
-    }
-    return rc == MPI_SUCCESS ? ncclSuccess : ncclSystemError;
+    return comm_new(1);
 }
 
-/* ------------------------------------------------------------ NCCL API */
+/* --------------------------------------------------------------- groups */
 
-API ncclResult_t ncclCommCount(const ncclComm_t comm, int *count)
+/* An operation held in the open group. */
+typedef struct {
+    int          coll;       /* 0: a send or receive, else MOCK_D_* */
+    int          send, peer, dt, op;
+    const void  *sbuf;
+    void        *rbuf;
+    size_t       count;
+    mock_comm_t *c;
+    void        *stream;
+} gop_t;
+static __thread gop_t *gops;
+static __thread int ngops, gops_room;
+
+static int group_add(const gop_t *g)
 {
-    *count = 1;
-    if (world_of(comm) != NULL)
-        *count = mock_shm_size(world_of(comm));
-    else if (replay())
-        PMPI_Comm_size(MPI_COMM_WORLD, count);
-    return ncclSuccess;
-}
-
-API ncclResult_t ncclCommUserRank(const ncclComm_t comm, int *rank)
-{
-    *rank = 0;
-    if (world_of(comm) != NULL)
-        *rank = mock_shm_rank(world_of(comm));
-    else if (replay())
-        PMPI_Comm_rank(MPI_COMM_WORLD, rank);
-    return ncclSuccess;
-}
-
-/* Sends and receives of the open group (replay mode), posted at its end. */
-struct p2p {
-    int         send;
-    void       *buf;
-    size_t      bytes;
-    int         peer;
-    mock_shm_t *world;        /* MOCK_NCCL_SHM: its communicator's, else MPI */
-};
-static __thread p2p_t *p2p;
-static __thread int np2p, room2p;
-/* a non-blocking communicator that took part in the open group */
-static __thread mock_comm_t *group_nb;
-
-/* ops[0..n) through shared memory: one communicator's. */
-static ncclResult_t p2p_run_shm(p2p_t *ops, int n)
-{
-    mock_shm_op_t *o = malloc((size_t)n * sizeof(*o));
-    int rc = ncclSuccess;
-    if (o == NULL)
-        return ncclSystemError;
-    for (int i = 0; i < n && rc == ncclSuccess; i++) {
-        o[i] = (mock_shm_op_t){ops[i].send, ops[i].buf, ops[i].bytes, ops[i].peer};
-        rc = ops[i].world == ops[0].world ? ncclSuccess : ncclInvalidUsage;
-    }
-    if (rc != ncclSuccess)
-        fprintf(stderr, "mock_nccl (shm): a group of sends and receives on more than one communicator\n");
-    else if ((rc = mock_shm_run(ops[0].world, o, n)) == ncclSuccess)
-        mock_shm_drop(ops[0].world, o, n);   /* (the mutation, when asked for) */
-    free(o);
-    return (ncclResult_t)rc;
-}
-
-/* Post ops[0..n) as PMPI point-to-point and wait for them all. */
-static ncclResult_t p2p_run(p2p_t *ops, int n)
-{
-    MPI_Request *rq = malloc((size_t)(n > 0 ? n : 1) * sizeof(MPI_Request));
-    MPI_Status *sts = malloc((size_t)(n > 0 ? n : 1) * sizeof(MPI_Status));
-    int rc = MPI_SUCCESS, short_recv = 0;
-    if (n > 0 && ops[0].world != NULL) {
-        free(rq);
-        free(sts);
-        return p2p_run_shm(ops, n);
-    }
-    if (rq == NULL || sts == NULL) {
-        free(rq);
-        free(sts);
-        return ncclSystemError;
-    }
-    for (int i = 0; i < n && rc == MPI_SUCCESS; i++) {
-        p2p_t *p = &ops[i];
-        rc = p->send ? PMPI_Isend(p->buf, (int)p->bytes, MPI_BYTE, p->peer, 7301, MPI_COMM_WORLD, &rq[i])
-                     : PMPI_Irecv(p->buf, (int)p->bytes, MPI_BYTE, p->peer, 7301, MPI_COMM_WORLD, &rq[i]);
-        if (rc != MPI_SUCCESS)
-            n = i;
-    }
-    if (n > 0 && PMPI_Waitall(n, rq, sts) != MPI_SUCCESS)
-        rc = MPI_ERR_OTHER;
-    for (int i = 0; i < n && rc == MPI_SUCCESS; i++) {
-        int got = 0;
-        if (!ops[i].send && (PMPI_Get_count(&sts[i], MPI_BYTE, &got) != MPI_SUCCESS || (size_t)got != ops[i].bytes))
-            short_recv = 1;
-    }
-    free(rq);
-    free(sts);
-    return rc != MPI_SUCCESS ? ncclSystemError : short_recv ? ncclInvalidUsage : ncclSuccess;
-}
-
-/* The thread's held sends and receives: run now, or handed to the
- * non-blocking communicator of the group (run at its last poll). */
-static ncclResult_t p2p_flush(void)
-{
-    int n = np2p;
-    np2p = 0;
-    if (group_nb != NULL && n > 0) {
-        mock_comm_t *c = group_nb;
-        free(c->p2p);
-        c->p2p = malloc((size_t)n * sizeof(p2p_t));
-        if (c->p2p == NULL)
-            return ncclSystemError;
-        memcpy(c->p2p, p2p, (size_t)n * sizeof(p2p_t));
-        c->np2p = n;
-        c->op = 2;
-        return ncclSuccess;
-    }
-    return p2p_run(p2p, n);
-}
-
-static ncclResult_t p2p_post(int send, const void *buf, size_t count, ncclDataType_t dt, int peer,
-                            ncclComm_t comm, cudaStream_t stream)
-{
-    if (world_of(comm) == NULL && !replay())
-        return ncclSuccess;
-    run_stream(stream);
-    if (np2p == room2p) {
-        int room = room2p ? 2 * room2p : 256;
-        p2p_t *p = realloc(p2p, (size_t)room * sizeof(p2p_t));
+    if (ngops == gops_room) {
+        int r = gops_room ? 2 * gops_room : 64;
+        gop_t *p = realloc(gops, (size_t)r * sizeof(*p));
         if (p == NULL)
-            return ncclInternalError;
-        p2p = p;
-        room2p = room;
+            return -1;
+        gops = p;
+        gops_room = r;
     }
-    p2p[np2p++] = (p2p_t){send, host_of(buf), count * dt_size(dt), peer, world_of(comm)};
-    return depth == 0 ? p2p_flush() : ncclSuccess;
+    gops[ngops++] = *g;
+    return 0;
 }
 
-/* An operation of comm enters the open group, or (outside groups) starts
- * on a non-blocking communicator: 1 when it is then in progress. */
-static int nb_enter(ncclComm_t comm)
+/* An operation's entry on its stream now, or held for the polls of a
+ * non-blocking communicator (1 then). */
+static ncclResult_t submit(struct entry *e, mock_comm_t *c, int *held_p)
 {
-    mock_comm_t *c = (mock_comm_t *)comm;
-    if (c == NULL || !c->nonblocking)
-        return 0;
-    if (depth > 0) {
-        group_nb = c;
-        return 0;
+    if (e == NULL)
+        return ncclSystemError;
+    if (c->nonblocking) {
+        mock_ent_hold(c, e);
+        *held_p = 1;
+        return ncclSuccess;
     }
-    c->pending = polls();
-    return 1;
+    return mock_ent_enqueue(e);
+}
+
+/* The group's operations: consecutive sends and receives of one
+ * communicator and stream in one entry, each collective in its own. */
+static ncclResult_t group_flush(void)
+{
+    ncclResult_t rc = ncclSuccess;
+    int held = 0;
+    for (int i = 0; i < ngops;) {
+        gop_t *g = &gops[i];
+        struct entry *e;
+        ncclResult_t r;
+        if (g->coll) {
+            e = mock_ent_coll(g->c, g->stream, g->coll, g->sbuf, g->rbuf, g->count, g->dt, g->op, g->peer);
+            i++;
+        } else {
+            e = mock_ent_p2p(g->c, g->stream);
+            for (; i < ngops && !gops[i].coll && gops[i].c == g->c && gops[i].stream == g->stream; i++)
+                if (e != NULL && mock_ent_add(e, gops[i].send, gops[i].send ? gops[i].sbuf : gops[i].rbuf,
+                                              gops[i].count, gops[i].dt, gops[i].peer) != 0 && rc == ncclSuccess)
+                    rc = ncclInvalidArgument;
+        }
+        if ((r = submit(e, g->c, &held)) != ncclSuccess && rc == ncclSuccess)
+            rc = r;
+        if (held)
+            g->c->pending = polls();
+    }
+    ngops = 0;
+    return rc == ncclSuccess && held ? ncclInProgress : rc;
 }
 
 API ncclResult_t ncclGroupStart(void)
@@ -449,69 +338,76 @@ API ncclResult_t ncclGroupStart(void)
 
 API ncclResult_t ncclGroupEnd(void)
 {
-    ncclResult_t rc = ncclSuccess;
     record("ncclGroupEnd", NULL, NULL, 0, -1, -1, -1, NULL, NULL);
     if (depth == 0)
         return ncclInvalidUsage;
-    depth--;
-    if (depth > 0)
+    if (--depth > 0)
         return ncclSuccess;
-    if (np2p > 0)
-        rc = p2p_flush();
-    if (group_nb != NULL && rc == ncclSuccess) {
-        /* the group's non-blocking communicator: in progress until polled */
-        group_nb->pending = polls();
-        rc = ncclInProgress;
+    return group_flush();
+}
+
+/* ----------------------------------------------------------- operations */
+
+/* Any operation on comm while one is in progress (a non-blocking
+ * communicator not polled out) is ncclInvalidUsage. */
+static int busy(ncclComm_t comm)
+{
+    return comm != NULL && ((mock_comm_t *)comm)->pending > 0;
+}
+
+/* One operation: into the open group, or enqueued (held when non-blocking). */
+static ncclResult_t operation(const gop_t *g)
+{
+    int held = 0;
+    ncclResult_t rc;
+    if (g->c == NULL)
+        return ncclInvalidArgument;
+    if (busy((ncclComm_t)g->c))
+        return ncclInvalidUsage;
+    if (g->c->aborted)
+        return ncclInvalidUsage;
+    if (depth > 0)
+        return group_add(g) == 0 ? ncclSuccess : ncclSystemError;
+    if (g->coll) {
+        rc = submit(mock_ent_coll(g->c, g->stream, g->coll, g->sbuf, g->rbuf, g->count, g->dt, g->op, g->peer), g->c,
+                    &held);
+    } else {
+        struct entry *e = mock_ent_p2p(g->c, g->stream);
+        if (e != NULL && mock_ent_add(e, g->send, g->send ? g->sbuf : g->rbuf, g->count, g->dt, g->peer) != 0) {
+            mock_ent_free(e);
+            return ncclInvalidArgument;
+        }
+        rc = submit(e, g->c, &held);
     }
-    group_nb = NULL;
+    if (held) {
+        g->c->pending = polls();
+        return ncclInProgress;
+    }
     return rc;
 }
 
 API ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
                                ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream)
 {
+    gop_t g = {MOCK_D_ALLREDUCE, 0, -1, datatype, op, sendbuff, recvbuff, count, (mock_comm_t *)comm, stream};
     record("ncclAllReduce", sendbuff, recvbuff, count, datatype, op, -1, comm, stream);
-    if (comm == NULL)
-        return ncclInvalidArgument;
-    if (busy(comm))
-        return ncclInvalidUsage;
-    if (nb_enter(comm)) {
-        /* the data moves at the last poll */
-        mock_comm_t *c = (mock_comm_t *)comm;
-        c->op = 1;
-        c->sendbuff = sendbuff;
-        c->recvbuff = recvbuff;
-        c->count = count;
-        c->dt = datatype;
-        c->redop = op;
-        return ncclInProgress;
-    }
-    if (world_of(comm) == NULL && !replay())
-        return ncclSuccess;
-    run_stream(stream);
-    return replay_allreduce(sendbuff, recvbuff, count, datatype, op, world_of(comm));
+    return operation(&g);
 }
 
 API ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
                                int root, ncclComm_t comm, cudaStream_t stream)
 {
+    gop_t g = {MOCK_D_BCAST, 0, root, datatype, -1, sendbuff, recvbuff, count, (mock_comm_t *)comm, stream};
     record("ncclBroadcast", sendbuff, recvbuff, count, datatype, -1, root, comm, stream);
-    if (world_of(comm) == NULL)
-        return ncclSuccess;
-    run_stream(stream);
-    return (ncclResult_t)mock_shm_bcast(world_of(comm), host_of(sendbuff), host_of(recvbuff),
-                                        count * dt_size(datatype), root);
+    return operation(&g);
 }
 
 API ncclResult_t ncclBcast(void *buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
                            cudaStream_t stream)
 {
+    gop_t g = {MOCK_D_BCAST, 0, root, datatype, -1, buff, buff, count, (mock_comm_t *)comm, stream};
     record("ncclBcast", buff, buff, count, datatype, -1, root, comm, stream);
-    if (world_of(comm) == NULL)
-        return ncclSuccess;
-    run_stream(stream);
-    return (ncclResult_t)mock_shm_bcast(world_of(comm), host_of(buff), host_of(buff), count * dt_size(datatype),
-                                        root);
+    return operation(&g);
 }
 
 API ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
@@ -524,14 +420,9 @@ API ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t count, 
 API ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount, ncclDataType_t datatype,
                                ncclComm_t comm, cudaStream_t stream)
 {
+    gop_t g = {MOCK_D_ALLGATHER, 0, -1, datatype, -1, sendbuff, recvbuff, sendcount, (mock_comm_t *)comm, stream};
     record("ncclAllGather", sendbuff, recvbuff, sendcount, datatype, -1, -1, comm, stream);
-    if (world_of(comm) == NULL && !replay())
-        return ncclSuccess;
-    run_stream(stream);
-    if (world_of(comm) != NULL)
-        return (ncclResult_t)mock_shm_allgather(world_of(comm), host_of(sendbuff), host_of(recvbuff),
-                                                sendcount * dt_size(datatype));
-    return replay_allgather(sendbuff, recvbuff, sendcount, datatype);
+    return operation(&g);
 }
 
 API ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount, ncclDataType_t datatype,
@@ -544,23 +435,31 @@ API ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t 
 API ncclResult_t ncclSend(const void *sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
                           cudaStream_t stream)
 {
+    gop_t g = {0, 1, peer, datatype, -1, sendbuff, NULL, count, (mock_comm_t *)comm, stream};
     record("ncclSend", sendbuff, NULL, count, datatype, -1, peer, comm, stream);
-    if (busy(comm))
-        return ncclInvalidUsage;
-    if (depth > 0)
-        nb_enter(comm);
-    return p2p_post(1, sendbuff, count, datatype, peer, comm, stream);
+    return operation(&g);
 }
 
 API ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
                           cudaStream_t stream)
 {
+    gop_t g = {0, 0, peer, datatype, -1, NULL, recvbuff, count, (mock_comm_t *)comm, stream};
     record("ncclRecv", NULL, recvbuff, count, datatype, -1, peer, comm, stream);
-    if (busy(comm))
-        return ncclInvalidUsage;
-    if (depth > 0)
-        nb_enter(comm);
-    return p2p_post(0, recvbuff, count, datatype, peer, comm, stream);
+    return operation(&g);
+}
+
+/* ------------------------------------------------- communicators' lives */
+
+API ncclResult_t ncclCommCount(const ncclComm_t comm, int *count)
+{
+    *count = comm != NULL ? ((mock_comm_t *)comm)->size : 1;
+    return ncclSuccess;
+}
+
+API ncclResult_t ncclCommUserRank(const ncclComm_t comm, int *rank)
+{
+    *rank = comm != NULL ? ((mock_comm_t *)comm)->rank : 0;
+    return ncclSuccess;
 }
 
 API ncclResult_t ncclCommFinalize(ncclComm_t comm)
@@ -570,31 +469,67 @@ API ncclResult_t ncclCommFinalize(ncclComm_t comm)
     return getenv("MOCK_NCCL_NONBLOCKING") != NULL ? ncclInProgress : ncclSuccess;
 }
 
+/* The user lets go: the communicator goes once its operations ended. */
+static void comm_drop(mock_comm_t *c)
+{
+    if (c == NULL)
+        return;
+    while (c->held != NULL) {
+        /* (never enqueued: dropped with the communicator) */
+        c->aborted = 1;
+        mock_ent_release_held(c);
+    }
+    c->closing = 1;
+    mock_comm_unref(c);
+}
+
 API ncclResult_t ncclCommDestroy(ncclComm_t comm)
 {
     record("ncclCommDestroy", NULL, NULL, 0, -1, -1, -1, comm, NULL);
-    comm_free(comm);
+    comm_drop((mock_comm_t *)comm);
     return ncclSuccess;
 }
 
 API ncclResult_t ncclCommAbort(ncclComm_t comm)
 {
+    mock_comm_t *c = (mock_comm_t *)comm;
     record("ncclCommAbort", NULL, NULL, 0, -1, -1, -1, comm, NULL);
-    comm_free(comm);
+    if (c != NULL) {
+        c->aborted = 1;
+        if (c->world != NULL)
+            mock_shm_abort(c->world);
+    }
+    comm_drop(c);
     return ncclSuccess;
 }
 
 API ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm, ncclConfig_t *config)
 {
-    mock_comm_t *c;
+    mock_comm_t *c, *parent = (mock_comm_t *)comm;
+    mock_shm_t *w = NULL;
     record("ncclCommSplit", NULL, NULL, 0, color, key, -1, comm, NULL);
     if (busy(comm))
         return ncclInvalidUsage;
-    *newcomm = next_split != NULL ? next_split : mock_nccl_comm_new();
+    /* replay: a split of a communicator of every rank is collective */
+    if (parent != NULL && parent->world != NULL && replay()) {
+        w = world_join(color, key);
+        if (w == NULL && color != NCCL_SPLIT_NOCOLOR) {
+            *newcomm = NULL;
+            return ncclSystemError;
+        }
+    }
+    if (color == NCCL_SPLIT_NOCOLOR) {
+        *newcomm = NULL;
+        return ncclSuccess;
+    }
+    c = next_split != NULL ? (mock_comm_t *)next_split : malloc(sizeof(*c));
     next_split = NULL;
-    c = (mock_comm_t *)*newcomm;
+    if (c == NULL)
+        return ncclSystemError;
+    comm_init(c, w);
+    *newcomm = (ncclComm_t)c;
     /* without a configuration, the parent's */
-    c->nonblocking = config != NULL ? config->blocking == 0 : comm != NULL && ((mock_comm_t *)comm)->nonblocking;
+    c->nonblocking = config != NULL ? config->blocking == 0 : parent != NULL && parent->nonblocking;
     if (c->nonblocking) {
         c->pending = polls();
         return ncclInProgress;
@@ -602,18 +537,37 @@ API ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *
     return ncclSuccess;
 }
 
-API ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank,
-                                        ncclConfig_t *config)
+/* A communicator of ncclCommInitRank(Config): the id's segment
+ * (MOCK_NCCL_SHM), every MPI rank (replay), or one rank. */
+static ncclResult_t init_rank(ncclComm_t *comm, int nranks, ncclUniqueId id, int rank)
 {
-    mock_comm_t *c;
-    record("ncclCommInitRankConfig", NULL, NULL, (size_t)nranks, -1, -1, rank, NULL, NULL);
-    if (comm == NULL || (c = (mock_comm_t *)mock_nccl_comm_new()) == NULL)
+    mock_comm_t *c = malloc(sizeof(*c));
+    mock_shm_t *w = NULL;
+    if (comm == NULL || c == NULL) {
+        free(c);
         return ncclInvalidArgument;
-    if (mock_shm_on() && (c->world = mock_shm_join(commId.internal, nranks, rank)) == NULL) {
+    }
+    if (mock_shm_on() && (w = mock_shm_join(id.internal, nranks, rank)) == NULL) {
         free(c);
         return ncclSystemError;
     }
-    *comm = (ncclComm_t)c;
+    if (w == NULL && replay() && (w = world_join(-1, 0)) == NULL) {
+        free(c);
+        return ncclSystemError;
+    }
+    *comm = (ncclComm_t)comm_init(c, w);
+    return ncclSuccess;
+}
+
+API ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank,
+                                        ncclConfig_t *config)
+{
+    ncclResult_t rc;
+    mock_comm_t *c;
+    record("ncclCommInitRankConfig", NULL, NULL, (size_t)nranks, -1, -1, rank, NULL, NULL);
+    if ((rc = init_rank(comm, nranks, commId, rank)) != ncclSuccess)
+        return rc;
+    c = (mock_comm_t *)*comm;
     c->nonblocking = config != NULL && config->blocking == 0;
     if (c->nonblocking) {
         c->pending = polls();
@@ -634,16 +588,8 @@ API ncclResult_t ncclGetUniqueId(ncclUniqueId *id)
 
 API ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank)
 {
-    mock_comm_t *c;
     record("ncclCommInitRank", NULL, NULL, (size_t)nranks, -1, -1, rank, NULL, NULL);
-    if (comm == NULL || (c = (mock_comm_t *)mock_nccl_comm_new()) == NULL)
-        return ncclInvalidArgument;
-    if (mock_shm_on() && (c->world = mock_shm_join(commId.internal, nranks, rank)) == NULL) {
-        free(c);
-        return ncclSystemError;
-    }
-    *comm = (ncclComm_t)c;
-    return ncclSuccess;
+    return init_rank(comm, nranks, commId, rank);
 }
 
 API ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError)
@@ -656,16 +602,10 @@ API ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError
         *asyncError = ncclInProgress;
         return ncclSuccess;
     }
-    /* the operation in progress happens now */
-    if (c->op == 1 && (replay() || c->world != NULL))
-        rc = replay_allreduce(c->sendbuff, c->recvbuff, c->count, c->dt, c->redop, c->world);
-    else if (c->op == 2)
-        rc = p2p_run(c->p2p, c->np2p);
-    free(c->p2p);
-    c->p2p = NULL;
-    c->np2p = 0;
-    c->op = 0;
-    *asyncError = rc;
+    /* the operations in progress are enqueued now */
+    if (c->held != NULL)
+        rc = mock_ent_release_held(c);
+    *asyncError = rc != ncclSuccess ? rc : c->async_err;
     return ncclSuccess;
 }
 

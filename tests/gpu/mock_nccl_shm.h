@@ -1,29 +1,31 @@
 /*
- * The stand-in NCCL's transport without MPI (tests/gpu/mock_nccl_shm.c,
- * MOCK_NCCL_SHM=1): the ranks of a communicator made by ncclGetUniqueId
- * and ncclCommInitRank move bytes through one POSIX shared-memory segment,
- * a byte channel per ordered pair of ranks.  Every wait is bounded
- * (MOCK_NCCL_TIMEOUT seconds, default 60) and ends at once when a peer's
- * process is gone, with a line on stderr naming the peer and the wait.
+ * The stand-in NCCL's transport (tests/gpu/mock_nccl_shm.c): the ranks of a
+ * communicator share one POSIX shared-memory segment with, per ordered pair
+ * of ranks (src, dst), a byte channel and the record of which transfers
+ * each side has reached (with their descriptions, so a mismatch names both
+ * sides).  Nothing here blocks except the rendezvous of the ranks.
  */
 #ifndef HP_TESTS_MOCK_NCCL_SHM_H
 #define HP_TESTS_MOCK_NCCL_SHM_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct mock_shm mock_shm_t;
 
-/* One send or receive of a group: posted in order per peer and direction;
- * the sizes of a send and its receive must be equal. */
-typedef struct {
-    int         send;
-    void       *buf;
-    size_t      bytes;
-    int         peer;
-} mock_shm_op_t;
-
 /* Results: as ncclResult_t's values */
 enum { MOCK_SHM_OK = 0, MOCK_SHM_SYSTEM = 2, MOCK_SHM_ARG = 4, MOCK_SHM_USAGE = 5 };
+
+/* What one side of a transfer belongs to: the operation (its kind, counts,
+ * type, reduction or root) and its number among the rank's operations on
+ * the communicator.  Two sides match when a send meets a receive of the
+ * same count and type, or a collective the same collective. */
+enum { MOCK_D_SEND = 1, MOCK_D_RECV, MOCK_D_ALLREDUCE, MOCK_D_ALLGATHER, MOCK_D_BCAST };
+typedef struct {
+    int32_t  kind, dt, op, root;
+    uint64_t count, bytes;
+    uint32_t opno, rank;
+} mock_desc_t;
 
 /* Whether MOCK_NCCL_SHM=1 is set. */
 int mock_shm_on(void);
@@ -36,16 +38,34 @@ mock_shm_t *mock_shm_join(const char *id, int nranks, int rank);
 void mock_shm_leave(mock_shm_t *w);
 int mock_shm_rank(const mock_shm_t *w);
 int mock_shm_size(const mock_shm_t *w);
-/* Run ops[0..n) as one group: every send and receive progresses together,
- * the call returns when all are done. */
-int mock_shm_run(mock_shm_t *w, const mock_shm_op_t *ops, int n);
-/* The MOCK_NCCL_SHM_DROP and _FLIP mutations on a group's ops after it
- * ran: the receives from that rank zeroed, or one bit of each flipped. */
-void mock_shm_drop(const mock_shm_t *w, const mock_shm_op_t *ops, int n);
-/* Collectives of host memory (dt, op: ncclDataType_t, ncclRedOp_t): the
- * reduction in rank order, so every rank gets the same bits. */
-int mock_shm_allreduce(mock_shm_t *w, const void *s, void *r, size_t count, int dt, int op);
-int mock_shm_allgather(mock_shm_t *w, const void *s, void *r, size_t bytes);
-int mock_shm_bcast(mock_shm_t *w, const void *s, void *r, size_t bytes, int root);
+int mock_shm_pid(const mock_shm_t *w, int rank);
+/* The communicator's number (the same on every rank). */
+uint64_t mock_shm_uid(const mock_shm_t *w);
+
+/* Side `send` (1: src's, 0: dst's) of transfer n (from 1) on the pair
+ * (src, dst) reached, described by d. */
+void mock_shm_reach(mock_shm_t *w, int src, int dst, int send, uint64_t n, const mock_desc_t *d);
+/* Whether that side has reached transfer n; its description then in *d_p
+ * (may be NULL). */
+int mock_shm_reached(mock_shm_t *w, int src, int dst, int send, uint64_t n, mock_desc_t *d_p);
+/* Move bytes of the pair's channel, never blocking: write at most len
+ * bytes of p (this rank is src), read at most len into p (this rank is
+ * dst); the bytes moved. */
+size_t mock_shm_write(mock_shm_t *w, int dst, const void *p, size_t len);
+size_t mock_shm_read(mock_shm_t *w, int src, void *p, size_t len);
+/* This rank's communicator was aborted (its peers' transfers with it fail);
+ * whether rank r's was. */
+void mock_shm_abort(mock_shm_t *w);
+int mock_shm_aborted(const mock_shm_t *w, int r);
+
+/* The MOCK_NCCL_SHM_DROP and _FLIP mutations on a message received from
+ * rank `from` with ncclRecv: zeroed, or one bit flipped. */
+void mock_shm_mutate(const mock_shm_t *w, int from, void *buf, size_t bytes);
+/* acc op= x over count elements of ncclDataType_t dt with ncclRedOp_t op
+ * (ncclAvg sums); -1 for a type or op the stand-in does not reduce. */
+int mock_shm_reduce(void *acc, const void *x, size_t count, int dt, int op);
+/* r /= n for ncclAvg (the floating types). */
+void mock_shm_avg(void *r, size_t count, int dt, int n);
+size_t mock_shm_dt_bytes(int dt);
 
 #endif

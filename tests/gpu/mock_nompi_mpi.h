@@ -1,22 +1,19 @@
 /*
- * The MPI names of the stand-in NCCL's replay (tests/gpu/mock_nccl.c) for its
- * build without MPI (tests/gpu/mock_nompi/libnccl.so.2, -DMOCK_NCCL_NO_MPI):
- * a process with no MPI at all (tests/gpu/run_nompi.sh).  PMPI_Initialized
- * answers "not initialised", so replay is always off and the other calls
- * are never reached; they fail if they were.  No symbol of libmpi is named.
+ * The MPI names of the stand-in NCCL's replay mode (tests/gpu/mock_nccl.c:
+ * its communicators' rendezvous through MPI) for its build without MPI
+ * (tests/gpu/mock_nompi/libnccl.so.2, -DMOCK_NCCL_NO_MPI): a process with
+ * no MPI at all (tests/gpu/run_nompi.sh).  PMPI_Initialized answers "not
+ * initialised", so replay is always off and the other calls are never
+ * reached; they fail if they were.  No symbol of libmpi is named.
  */
 #ifndef MOCK_NOMPI_MPI_H
 #define MOCK_NOMPI_MPI_H
 
 typedef int MPI_Datatype;
-typedef int MPI_Op;
 typedef int MPI_Comm;
-typedef int MPI_Request;
-typedef struct { int unused; } MPI_Status;
 
 enum { MPI_SUCCESS = 0, MPI_ERR_OTHER = 16 };
-enum { MPI_DATATYPE_NULL = 0, MPI_BYTE, MPI_FLOAT, MPI_LONG_LONG, MPI_DOUBLE };
-enum { MPI_SUM = 1, MPI_MAX, MPI_MIN };
+enum { MPI_BYTE = 1, MPI_INT };
 enum { MPI_COMM_WORLD = 1 };
 
 /* volatile: the compiler must not prove the replay code unreachable (its
@@ -26,31 +23,15 @@ static inline int PMPI_Initialized(int *flag) { *flag = mock_nompi_initialized; 
 static inline int PMPI_Finalized(int *flag) { *flag = 0; return MPI_SUCCESS; }
 static inline int PMPI_Comm_size(MPI_Comm c, int *n) { (void)c; *n = 1; return MPI_ERR_OTHER; }
 static inline int PMPI_Comm_rank(MPI_Comm c, int *r) { (void)c; *r = 0; return MPI_ERR_OTHER; }
+static inline int PMPI_Bcast(void *b, int n, MPI_Datatype t, int root, MPI_Comm c)
+{
+    (void)b; (void)n; (void)t; (void)root; (void)c;
+    return MPI_ERR_OTHER;
+}
 static inline int PMPI_Allgather(const void *s, int sc, MPI_Datatype st, void *r, int rc, MPI_Datatype rt,
                                  MPI_Comm c)
 {
     (void)s; (void)sc; (void)st; (void)r; (void)rc; (void)rt; (void)c;
-    return MPI_ERR_OTHER;
-}
-static inline int PMPI_Allreduce(const void *s, void *r, int n, MPI_Datatype t, MPI_Op o, MPI_Comm c)
-{
-    (void)s; (void)r; (void)n; (void)t; (void)o; (void)c;
-    return MPI_ERR_OTHER;
-}
-static inline int PMPI_Isend(const void *b, int n, MPI_Datatype t, int p, int tag, MPI_Comm c, MPI_Request *q)
-{
-    (void)b; (void)n; (void)t; (void)p; (void)tag; (void)c; *q = 0;
-    return MPI_ERR_OTHER;
-}
-static inline int PMPI_Irecv(void *b, int n, MPI_Datatype t, int p, int tag, MPI_Comm c, MPI_Request *q)
-{
-    (void)b; (void)n; (void)t; (void)p; (void)tag; (void)c; *q = 0;
-    return MPI_ERR_OTHER;
-}
-static inline int PMPI_Waitall(int n, MPI_Request *q, MPI_Status *s) { (void)n; (void)q; (void)s; return MPI_ERR_OTHER; }
-static inline int PMPI_Get_count(const MPI_Status *s, MPI_Datatype t, int *n)
-{
-    (void)s; (void)t; *n = 0;
     return MPI_ERR_OTHER;
 }
 

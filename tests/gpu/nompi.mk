@@ -15,10 +15,10 @@
 #                    and libhwloc hidden where a mount namespace can be made
 if HP_NCCL
 check_LTLIBRARIES += tests/gpu/mock_nompi/libnccl.la
-tests_gpu_mock_nompi_libnccl_la_SOURCES = tests/gpu/mock_nccl.c tests/gpu/mock_nccl_shm.c
+tests_gpu_mock_nompi_libnccl_la_SOURCES = $(HP_MOCK_NCCL_SOURCES)
 tests_gpu_mock_nompi_libnccl_la_CPPFLAGS = $(AM_CPPFLAGS) $(NCCL_CPPFLAGS) -DMOCK_NCCL_NO_MPI
 tests_gpu_mock_nompi_libnccl_la_LDFLAGS = $(AM_LDFLAGS) -rpath $(abs_builddir)/tests/gpu/mock_nompi/.libs -no-undefined \
-	-version-info 2:0:0 -Wl,--as-needed -lpthread
+	-version-info 2:0:0 -Wl,--as-needed -lpthread -ldl -lrt
 check_PROGRAMS += tests/gpu/nompi_calls
 tests_gpu_nompi_calls_SOURCES = tests/gpu/nccl_calls.c
 tests_gpu_nompi_calls_CPPFLAGS = $(AM_CPPFLAGS) $(NCCL_CPPFLAGS)
@@ -32,5 +32,13 @@ tests_gpu_nompi_compress_CPPFLAGS = $(AM_CPPFLAGS) $(NCCL_CPPFLAGS)
 tests_gpu_nompi_compress_LDADD = tests/gpu/mock_nompi/libnccl.la -ldl -lm
 tests_gpu_nompi_compress_LDFLAGS = $(AM_LDFLAGS) -no-install -Wl,--as-needed
 TESTS += tests/gpu/run_nompi.sh
+# the stand-ins' own model: what hangs is reported as a deadlock
+# (tests/gpu/standins.c, tests/gpu/run_standins.sh)
+check_PROGRAMS += tests/gpu/standins
+tests_gpu_standins_SOURCES = tests/gpu/standins.c
+tests_gpu_standins_CPPFLAGS = $(AM_CPPFLAGS) $(NCCL_CPPFLAGS)
+tests_gpu_standins_LDADD = tests/gpu/mock_nompi/libnccl.la -ldl -lpthread
+tests_gpu_standins_LDFLAGS = $(AM_LDFLAGS) -no-install -Wl,--as-needed
+TESTS += tests/gpu/run_standins.sh
 endif
-EXTRA_DIST += tests/gpu/run_nompi.sh tests/gpu/mock_nompi_mpi.h tests/gpu/mock_nccl_shm.h
+EXTRA_DIST += tests/gpu/run_nompi.sh tests/gpu/run_standins.sh tests/gpu/mock_nompi_mpi.h tests/gpu/mock_nccl_shm.h

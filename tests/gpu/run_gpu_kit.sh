@@ -2,15 +2,19 @@
 # The device kit (scripts/gpu-kit) made from this build, and its
 # self-containment check: the kit's one command run from a copy of the
 # working tree in a mount namespace where Open MPI, PMIx, hwloc, libevent,
-# Check, the CUDA toolkit, zlib, libudev and this build are hidden, with the
-# stand-in driver, the emulated module and the stand-in NCCL; every step
-# passes but those that need a GPU ("skipped: needs a GPU").
+# Check, the CUDA toolkit, zlib, libudev and this build are hidden; every
+# device step says "skipped: needs a GPU" and its stand-in form passes (the
+# stand-in driver, the emulated module, the stand-in NCCL on shared memory:
+# the multi-process compressed ncclAllReduce at 2, 3 and 4 processes must
+# give the MPI path's bits recorded in the kit).
 #   1. scripts/gpu-kit --build-dir BUILD: the kit is made, at most 64 MiB
 #      with the working tree, RUN one command of at most 2000 characters,
-#      no path of this build left in its binaries;
+#      no path of this build left in its binaries, the IPC stand-in in it,
+#      the MPI path's result lines for 2, 3 and 4 ranks recorded;
 #   2. scripts/gpu-kit --selftest: exit 0;
 #   3. the kit without its copy of zlib (hidden in the namespace) fails
-#      the self-test: the hiding holds and the check can fail.
+#      the self-test (its MPI step): the hiding holds and the check can
+#      fail.
 # Skipped (77) without CUDA (no module, no kernels to carry), without root
 # or mount namespaces, without patchelf, or where Debian's Open MPI packages
 # cannot be had (no apt cache, no network).
@@ -50,7 +54,12 @@ fi
 grep -q '^gpu-kit: .*MiB (the working tree .* of 64 MiB), RUN [0-9]* characters' "$work/make.log" ||
     { echo "FAIL: no size line"; status=1; }
 [ "$(cat "$work/gpu-kit/RUN")" = "bash gpu-kit/run.sh" ] || { echo "FAIL: RUN is '$(cat "$work/gpu-kit/RUN")'"; status=1; }
-for f in "$work"/gpu-kit/bin/* "$work"/gpu-kit/lib/*.so "$work"/gpu-kit/standin/*; do
+[ -f "$work/gpu-kit/ipc/libnccl.so.2" ] || { echo "FAIL: no IPC stand-in in the kit"; status=1; }
+for np in 2 3 4; do
+    [ "$(grep -c '^[0-9]' "$work/gpu-kit/ref/kit-ref-$np.txt" 2>/dev/null)" = $((30 * np)) ] ||
+        { echo "FAIL: ref/kit-ref-$np.txt does not hold 30 lines per rank"; status=1; }
+done
+for f in "$work"/gpu-kit/bin/* "$work"/gpu-kit/lib/*.so "$work"/gpu-kit/ipc/* "$work"/gpu-kit/standin/*; do
     rp=$(patchelf --print-rpath "$f" 2>/dev/null)
     case $rp in
         *"$HP_BUILDDIR"*|*/usr/local/cuda*) echo "FAIL: $f has the library path $rp"; status=1 ;;
@@ -65,9 +74,10 @@ cat "$work/selftest.log"
 [ $rc -eq 0 ] || { echo "FAIL: the self-test exited $rc"; status=1; }
 
 # 3. zlib gone from the kit (the namespace hides the machine's): nothing
-# of Open MPI loads, the self-test must fail
+# of Open MPI loads, the self-test must fail (only the step that runs
+# Open MPI asked for)
 rm -f "$work/gpu-kit/fallback/libz.so.1"
-"$kitsh" --selftest "$work/gpu-kit" >"$work/broken.log" 2>&1
+HP_KIT_STEPS=nccl "$kitsh" --selftest "$work/gpu-kit" >"$work/broken.log" 2>&1
 rc=$?
 echo "# the self-test of a kit without its zlib: exit $rc"
 if [ $rc -ne 1 ] || ! grep -q '^FAIL  mpi_standin' "$work/broken.log"; then

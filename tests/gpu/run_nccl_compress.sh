@@ -1,8 +1,10 @@
 #!/bin/sh
 # The experimental compressed ncclAllReduce (HIPRESS_NCCL=compress) without
-# a GPU: tests/gpu/nccl_compress under the preload, with the stand-in NCCL
-# replaying its collectives through MPI (MOCK_NCCL_MPI=1), the stand-in
-# driver's device memory and the emulated CUDA module.
+# a GPU: tests/gpu/nccl_compress under the preload, with the stand-in NCCL's
+# communicators spanning MPI_COMM_WORLD (MOCK_NCCL_MPI=1: their operations
+# are entries of the stand-in driver's streams, moving data through shared
+# memory), the stand-in driver's device memory and the emulated CUDA
+# module.
 #   1. HIPRESS_NCCL=compress at 2, 3 and 4 ranks (one mpirun each): every
 #      case of nccl_compress (the MPI path's bits for every compressor and
 #      algorithm, non-blocking communicators, splits, abort, auto);

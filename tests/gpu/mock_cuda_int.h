@@ -1,0 +1,172 @@
+/*
+ * What the stand-in driver's files share (tests/gpu/mock_cuda.c: memory,
+ * devices, contexts; mock_cuda_stream.c: the functions on streams, events
+ * and captures; mock_cuda_exec.c: the queues, the device executor and the
+ * host's waits; mock_cuda_wfg.c: the wait-for graph and its deadlock
+ * report).
+ * Private to them.
+ */
+#ifndef HP_TESTS_MOCK_CUDA_INT_H
+#define HP_TESTS_MOCK_CUDA_INT_H
+
+#define _GNU_SOURCE
+#include "mock_cuda.h"
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define API __attribute__((visibility("default")))
+
+typedef int CUresult;
+typedef int CUdevice;
+typedef unsigned long long CUdeviceptr;
+typedef void *CUcontext;
+typedef void *CUstream;
+typedef void *CUevent;
+typedef void (*CUhostFn)(void *);
+
+enum {
+    SUCCESS = 0, ERR_INVALID_VALUE = 1, ERR_OUT_OF_MEMORY = 2, ERR_NOT_INITIALIZED = 3, ERR_INVALID_DEVICE = 101,
+    ERR_INVALID_CONTEXT = 201, ERR_INVALID_HANDLE = 400, ERR_NOT_READY = 600,
+    ERR_CAPTURE_UNSUPPORTED = 900, ERR_CAPTURE_INVALIDATED = 901, ERR_CAPTURE_UNMATCHED = 903
+};
+/* cuda.h's CU_STREAM_LEGACY and CU_STREAM_PER_THREAD */
+#define STREAM_LEGACY ((CUstream)0x1)
+#define STREAM_PER_THREAD ((CUstream)0x2)
+
+/* ------------------------------------------------------------ counters */
+
+extern unsigned long long n_query, n_d2h, n_h2d, n_d2h_bytes, n_h2d_bytes, n_init, n_retain, n_streams, n_events,
+    n_async, n_alloc, n_alloc_async, n_syncs, n_dev_syncs, n_legacy, n_per_thread, n_pending, n_hostfn,
+    n_bad_free_host, n_kernel_loads, n_capture_broken, n_alloc_failed;
+#define COUNT(v, by) __atomic_add_fetch(&(v), (by), __ATOMIC_RELAXED)
+
+/* ------------------------------------------------------ memory, contexts */
+
+CUcontext mock_current(void);
+CUcontext mock_ctx_of(int device);
+/* The host shadow of a device address (p itself for host memory). */
+void *mock_shadow(const void *p);
+/* Whether [p, p + n) lies in device memory of this driver. */
+int mock_is_device(const void *p, size_t n);
+/* Count a copy between host and device memory ("d2h", "h2d"). */
+void mock_count_copy(const void *dst, const void *src, size_t n);
+/* Free a region now (the device-wide part is the caller's). */
+void mock_region_free(void *p);
+/* The process's rank for reports (OMPI_COMM_WORLD_RANK, RANK, else -1). */
+int mock_rank(void);
+
+/* --------------------------------------------------- streams and entries */
+
+enum { OP_COPY, OP_MEMSET, OP_FN, OP_WAIT, OP_EXT, OP_FREE, OP_MARK };
+
+struct mstream;
+typedef struct op {
+    int                   kind;
+    unsigned long long    seq;       /* its number in its stream (from 1) */
+    void                 *dst;
+    const void           *src;
+    size_t                n;
+    unsigned char         v;
+    CUhostFn              fn;
+    void                 *arg;
+    struct mstream       *ws;        /* OP_WAIT: ws has run its first wseq entries */
+    unsigned long long    wseq;
+    const mock_ext_ops_t *xo;        /* OP_EXT */
+    void                 *xarg;
+    int                   reached;
+    struct op            *next;
+} op_t;
+
+typedef struct mstream {
+    unsigned long long queued, done;   /* entries queued, entries run */
+    unsigned long long want;           /* MOCK_CUDA_DEFERRED: run entries up to this one */
+    op_t              *head, *tail;
+    int                running;        /* its head is being run outside the lock */
+    int                id;             /* for reports: 0 legacy, 1 per-thread, then by creation */
+    void              *handle;         /* as the application names it */
+    CUcontext          ctx;            /* NULL: every context's (the default streams) */
+    int                doomed;         /* destroyed: freed once it has run everything */
+    int                cap_mode;       /* -1, or the mode of the capture recording it */
+    int                cap_invalid;
+    pthread_t          cap_thread;
+    unsigned long long cap_ops;        /* entries recorded into the capture */
+    struct mstream    *next_all;
+} mstream_t;
+
+typedef struct mevent {
+    mstream_t         *s;      /* NULL: never recorded (complete) */
+    unsigned long long seq;
+} mevent_t;
+
+/* The queues' lock (recursive) and the one condition every waiter and the
+ * executor wait on. */
+extern pthread_mutex_t qlock;
+extern pthread_cond_t qcond;
+extern mstream_t legacy_s, per_thread_s;
+extern mstream_t *all_streams;
+
+/* Every stream: the default ones, then those made (under qlock). */
+#define FOR_STREAMS(s) \
+    for (mstream_t *s = &legacy_s; s != NULL; \
+         s = s == &legacy_s ? &per_thread_s : s == &per_thread_s ? all_streams : s->next_all)
+
+/* MOCK_CUDA_DEFERRED: 0 eager, 1 on demand, 2 on demand, others first. */
+int mock_deferred(void);
+/* The queue of a handle, counting the default streams' use (locks). */
+mstream_t *mock_stream_of(CUstream s);
+/* The same under qlock, without counting. */
+mstream_t *mock_queue_of(CUstream s);
+/* cuStreamCreate's queue, of the current context; cuStreamDestroy's end
+ * (once its queued work has run; the record stays for its events). */
+mstream_t *mock_stream_new(void);
+void mock_stream_destroy(mstream_t *m);
+/* Queue a copy of *o on s (the executor runs it; a capturing stream
+ * records it instead). */
+CUresult mock_enqueue(mstream_t *s, const op_t *o);
+/* Host waits: for s's first `upto` entries; for every stream of the
+ * current context (a device-wide synchronisation).  `what` names the call
+ * in reports.  0, or the CUresult of a prohibited call during a capture. */
+void mock_wait_stream(mstream_t *s, unsigned long long upto, const char *what);
+CUresult mock_device_sync(const char *what);
+/* Whether s has run its first `upto` entries; asks for them (deferred). */
+int mock_query(mstream_t *s, unsigned long long upto, const char *what);
+/* A call that would synchronise or touch the legacy stream: refused with
+ * ERR_CAPTURE_UNSUPPORTED (and the capture invalidated) while a capture
+ * forbids it from this thread, else 0. */
+CUresult mock_capture_check(const char *what);
+/* The first launch of a kernel (its host function and the first pointer of
+ * its argument) synchronises the device, as lazy loading may. */
+CUresult mock_kernel_launch(CUhostFn fn, void *arg);
+/* MOCK_CUDA_HANG */
+int mock_hangs(void);
+void mock_block_for_ever(const char *what);
+
+/* ------------------------------------------------- the wait-for graph */
+
+/* What a thread of the process is doing, for the graph. */
+enum { TH_RUNNING = 0, TH_WAIT_STREAM, TH_WAIT_DEVICE, TH_POLL };
+typedef struct mthread {
+    int        tid;
+    int        state;
+    mstream_t *target;      /* TH_WAIT_STREAM, TH_POLL */
+    int        nccl;        /* it enqueued external entries */
+    double     since;       /* when it began waiting */
+    char       what[48];
+} mthread_t;
+
+/* The calling thread's record (made at its first use). */
+mthread_t *mock_thread(void);
+/* Every live thread record (under qlock). */
+int mock_threads(mthread_t **out, int max);
+
+/* Serve a peer's request for this process's snapshot (under qlock). */
+void mock_wfg_serve(void);
+/* A thread of this process has waited long: look for a wait cycle across
+ * the processes; on one that holds, report it and end the process.  Called
+ * without qlock. */
+void mock_wfg_check(mthread_t *me);
+/* The executor's and the waiters' progress counter. */
+extern unsigned long long mock_progress;
+
+#endif

@@ -1,0 +1,49 @@
+/*
+ * What the stand-in NCCL's files share (tests/gpu/mock_nccl.c: the NCCL
+ * functions, communicators and groups; mock_nccl_ent.c: operations as
+ * entries of the stand-in driver's streams).  Private to them.
+ */
+#ifndef HP_TESTS_MOCK_NCCL_INT_H
+#define HP_TESTS_MOCK_NCCL_INT_H
+
+#include <nccl.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "mock_nccl_shm.h"
+
+struct entry;
+
+/* A stand-in communicator. */
+typedef struct mock_comm {
+    int           nonblocking;
+    int           pending;     /* polls of ncclCommGetAsyncError before the held operations are enqueued */
+    mock_shm_t   *world;       /* its ranks' shared memory; NULL: one rank, nothing moves */
+    int           rank, size;
+    int           aborted;     /* ncclCommAbort: its operations fail at once */
+    int           closing;     /* destroyed: freed when its last operation ends */
+    int           refs;        /* the user's (until destroyed) and one per operation queued */
+    unsigned      opno;        /* operations this rank enqueued on it */
+    uint64_t     *sseq, *rseq; /* per peer: transfers numbered so far, sent and received */
+    uint64_t     *wnext, *rnext; /* per peer: the next transfer the channel moves */
+    uint64_t     *wtop, *rtop;   /* per peer: the highest transfer reached here */
+    ncclResult_t  async_err;   /* the first failure of an operation */
+    struct entry *held;        /* a non-blocking communicator's operations, until polled out */
+} mock_comm_t;
+
+/* An operation enqueued on a stream: a group's sends and receives on one
+ * communicator, or one collective. */
+struct entry *mock_ent_p2p(mock_comm_t *c, void *stream);
+int mock_ent_add(struct entry *e, int send, const void *buf, size_t count, int dt, int peer);
+struct entry *mock_ent_coll(mock_comm_t *c, void *stream, int kind, const void *send, void *recv, size_t count,
+                            int dt, int op, int root);
+void mock_ent_free(struct entry *e);
+/* Number its transfers and put it on its stream (or, the stream being
+ * captured, into the capture); ncclSuccess or an error (freed then). */
+ncclResult_t mock_ent_enqueue(struct entry *e);
+/* A non-blocking communicator's held operations, in order. */
+void mock_ent_hold(mock_comm_t *c, struct entry *e);
+ncclResult_t mock_ent_release_held(mock_comm_t *c);
+/* The communicator is freed once its operations ended. */
+void mock_comm_unref(mock_comm_t *c);
+
+#endif

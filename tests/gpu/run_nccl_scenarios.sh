@@ -1,0 +1,81 @@
+#!/bin/sh
+# Scenarios that hang or break on a GPU when hipress synchronises what it
+# must not (tests/gpu/nccl_scenarios.c): the compressed ncclAllReduce under
+# the stand-ins' model (doc/standins.md: NCCL operations wait for their
+# peers, allocation synchronises the device, captures refuse it, wait
+# cycles are reported as deadlocks, exit 86).  Every run must pass, with
+# the same bits on every rank and no deadlock reported:
+#   twocomm  two communicators on two streams in opposite orders on even
+#            and odd ranks once their first calls are done;
+#   evict    rank 1's residuals evicted (HIPRESS_RESIDUAL_MAX_MB=2 there);
+#   ddp      DDP's buckets rebuilt at iteration 2, no synchronisation after;
+#   capture  a global-mode graph capture on another thread during calls;
+# at 2 ranks, and at 3 with the deferred and adversarial schedules.
+#
+# The scenarios that fail because of the front end (src/front, wrap) are run
+# only with `run_nccl_scenarios.sh all` (by hand; each is expected to pass
+# once its cause is fixed):
+#   twocomm_cold   the same interleaving from the first call: deadlock (86):
+#                  each rank's first call waits on the host for its settings
+#                  agreement (hp_front_nccl.c agree(): hp_nccl_stream_wait),
+#                  whose ncclAllReduce needs the other rank's first call on
+#                  that communicator, which waits for its own agreement;
+#   allocfail      a device allocation failing on one rank in a call that
+#                  grows its message memory: that rank sends 64-byte error
+#                  messages where the others post receives of the agreed
+#                  capacity (slots_short, src/algo/hp_algo_common.c): a count
+#                  mismatch (an error or a hang with NCCL);
+#   capture_first  a new communicator's first call during a global-mode
+#                  capture: its agreement's device memory is allocated with
+#                  cuMemAlloc (hp_nccl_dev_grow in agree()), which invalidates
+#                  the capture, and the communicator then passes through;
+#   abort          ncclCommAbort from a second thread in a call's middle: the
+#                  wrapper releases hipress' state before the real abort, and
+#                  the release frees device memory synchronously
+#                  (hp_nccl_comp_free: dev_free), which waits behind the call's
+#                  NCCL operation until the stand-in's timeout; the call then
+#                  uses the freed state (a segmentation fault).
+set -u
+HP_MPI_TIMEOUT=${HP_MPI_TIMEOUT:-120}
+. "${HP_SRCDIR:-$(dirname "$0")/../..}/tests/hp_test_lib.sh"
+
+prog="$HP_BUILDDIR/tests/gpu/nccl_scenarios"
+mock="$HP_BUILDDIR/tests/gpu/mock/.libs"
+emu="$mock/libhipress_cuda_emu.so"
+if [ ! -e "$emu" ]; then
+    echo "SKIP: no emulated CUDA module ($emu): a build without CUDA"
+    exit 77
+fi
+for f in "$prog" "$mock/libcuda.so.1" "$mock/libnccl.so.2"; do
+    [ -e "$f" ] || { echo "FAIL: $f is missing"; exit 1; }
+done
+out=$(mktemp) err=$(mktemp)
+trap 'rm -f "$out" "$err"' EXIT
+
+# scenario CASE NP DEFERRED
+scenario() {
+    c=$1 np=$2 d=$3
+    t0=$(date +%s)
+    hp_mpirun $np -x LD_PRELOAD="$HP_PRELOAD" -x HIPRESS_CUDA_MODULE="$emu" -x MOCK_NCCL_MPI=1 \
+        -x HIPRESS_NCCL=compress -x MOCK_NCCL_TIMEOUT=30 -x MOCK_CUDA_DEFERRED=$d -x MOCK_CUDA_SEED=$np$d \
+        "$prog" "$c" "$mock/libcuda.so.1" >"$out" 2>"$err"
+    rc=$?
+    echo "# $c np $np MOCK_CUDA_DEFERRED=$d: exit $rc in $(( $(date +%s) - t0 )) s"
+    grep '^# ' "$out"
+    if [ $rc -ne 0 ] || ! grep -q "^nccl_scenarios $c: ok$" "$out" || grep -q 'deadlock' "$err"; then
+        hp_fail "$c np $np MOCK_CUDA_DEFERRED=$d"
+        cat "$out"
+        grep -v 'lossy stages' "$err" | head -40
+    fi
+}
+
+cases="twocomm evict ddp capture"
+[ "${1:-}" = all ] && cases="$cases twocomm_cold allocfail capture_first abort"
+for c in $cases; do
+    scenario $c 2 0
+done
+for c in twocomm evict ddp capture; do
+    scenario $c 3 1
+    scenario $c 3 2
+done
+exit $status

@@ -1,0 +1,78 @@
+#!/bin/sh
+# The stand-ins' model (doc/standins.md), without hipress: tests/gpu/standins
+# under tests/gpu/nompi_launch, the stand-in NCCL moving data through shared
+# memory.  What must complete completes with the right bytes; what hangs on
+# a GPU is reported as a deadlock (exit 86, the cycle of waits on stderr)
+# well before any timeout; a count mismatch names both sides.
+set -u
+. "${HP_SRCDIR:-$(dirname "$0")/../..}/tests/hp_test_lib.sh"
+
+prog="$HP_BUILDDIR/tests/gpu/standins"
+launch="$HP_BUILDDIR/tests/gpu/nompi_launch"
+mock="$HP_BUILDDIR/tests/gpu/mock/.libs"
+for f in "$prog" "$launch" "$mock/libcuda.so.1"; do
+    [ -e "$f" ] || { echo "FAIL: $f is missing"; exit 1; }
+done
+out=$(mktemp) err=$(mktemp)
+trap 'rm -f "$out" "$err"' EXIT
+
+# run CASE NP WANT_EXIT [ENV...]: in $out and $err; the time in $t
+run() {
+    c=$1 np=$2 want=$3
+    shift 3
+    t0=$(date +%s)
+    env MOCK_NCCL_SHM=1 MOCK_NCCL_TIMEOUT=60 "$@" "$launch" "$np" 120 "$prog" "$c" "$mock/libcuda.so.1" \
+        >"$out" 2>"$err"
+    rc=$?
+    t=$(( $(date +%s) - t0 ))
+    echo "# $c np $np $*: exit $rc in $t s"
+    if [ $rc -ne "$want" ]; then
+        hp_fail "$c np $np: exit $rc, want $want"
+        cat "$out" "$err"
+        return 1
+    fi
+    return 0
+}
+
+for np in 2 3; do
+    run ok $np 0 && { grep -q '^standins ok: ok$' "$out" || hp_fail "ok np $np: no ok line"; }
+done
+run async 2 0
+run preload 2 0
+for d in 0 1 2; do
+    run ok 2 0 MOCK_CUDA_DEFERRED=$d MOCK_CUDA_SEED=$d
+done
+run order 1 0 MOCK_CUDA_DEFERRED=1 && grep '^# seed' "$out"
+run capture 1 0 && grep -q 'cuMemAlloc during a global-mode capture of stream .* (on another thread): prohibited' "$err" ||
+    hp_fail "capture: no line naming the prohibited call"
+run abort 2 0
+
+# deadlocks: reported (the launcher sees 86), the cycle named, fast
+for c in sendsend devsync lazy; do
+    for d in 0 1; do
+        run $c 2 86 MOCK_CUDA_DEFERRED=$d || continue
+        grep -q '^mock_cuda rank [01] (pid [0-9]*): deadlock: a cycle of waits' "$err" ||
+            hp_fail "$c: no deadlock report"
+        grep -q 'waits at a group of 1 ncclSend and 0 ncclRecv (communicator [0-9a-f]*, operation #1) for rank [01] to reach the matching operation' "$err" ||
+            hp_fail "$c: the report does not name the send and its peer"
+        grep -q 'has not enqueued the matching operation' "$err" || hp_fail "$c: the report does not say what the peer lacks"
+        case $c in
+        devsync) grep -q 'waits in cuMemAlloc (a device-wide synchronisation)' "$err" || hp_fail "devsync: cuMemAlloc not named" ;;
+        lazy) grep -q 'waits in the first launch of a kernel (lazy loading) (a device-wide synchronisation)' "$err" ||
+            hp_fail "lazy: the first launch not named" ;;
+        esac
+        [ "$t" -lt 20 ] || hp_fail "$c: reported after $t s"
+        [ "$d" = 0 ] && [ "$c" = devsync ] && sed -n '/deadlock/,$p' "$err" | head -12
+    done
+done
+
+# a count mismatch names both sides and fails the transfer on both
+if run mismatch 3 0; then
+    grep -q "^mock_nccl: count or type mismatch on communicator [0-9a-f]*: rank 1's ncclRecv of 99 x float32 from rank 0 (its operation #1) meets rank 0's ncclSend of 100 x float32 to rank 1 (its operation #1)$" "$err" ||
+        { hp_fail "mismatch: no line naming both sides"; cat "$err"; }
+fi
+if run collmismatch 2 0; then
+    grep -q "^mock_nccl: count or type mismatch on communicator [0-9a-f]*: rank [01]'s ncclAllReduce of [45] x int64 from rank [01] (its operation #1) meets rank [01]'s ncclAllReduce of [45] x int64 to rank [01] (its operation #1)$" "$err" ||
+        { hp_fail "collmismatch: no line naming both sides"; cat "$err"; }
+fi
+exit $status
