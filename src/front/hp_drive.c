@@ -302,8 +302,6 @@ static hp_status_t run_compressed(hp_comm_t *c, hp_dcall_t *d, hp_plan_t *plan, 
     int known, hier = plan->hier && c->hier.avail && !hp_mem_is_device(&d->mem);
     hp_status_t st = HP_OK, agreed;
 
-    if (c->front->go_async != NULL)
-        d->async = c->front->go_async(c, d, plan->algo, explore != NULL, cc->kind, sum_kind, cc->p);
     if (d->send != NULL)
         d->mem.ops->copy(&d->mem, d->data, d->send, d->count * sizeof(float));
     if (hp_cfg_i(&c->cfg, HP_S_VERIFY)) {
@@ -493,7 +491,16 @@ hp_drive_res_t hp_drive(hp_comm_t *c, hp_dcall_t *d, hp_status_t *st_p, int *rea
         STAT_ADD_P(d->form && c->staging_form == HP_FORM_EXACT ? &hp_g.stats.form_exact : &hp_g.stats.plan_plain, 1);
         st = run_plain(c, d, &pc, explore);
     } else {
-        st = run_compressed(c, d, &plan, &cc, &pc, explore, rec);
+        st = c->front->prepare != NULL
+                 ? c->front->prepare(c, d, &plan, explore != NULL, &cc, plan.sum != NULL ? cc.sum_kind : cc.kind)
+                 : HP_OK;
+        if (HP_ST_CLASS(st) == HP_ERR_NOMEM) {
+            /* (agreed: every rank sends this call plain) */
+            STAT_ADD(plan_plain, 1);
+            st = run_plain(c, d, &pc, NULL);
+        } else if (st == HP_OK) {
+            st = run_compressed(c, d, &plan, &cc, &pc, explore, rec);
+        }
     }
     HP_CHECK_KEEP(c->front->end(c, d), st);
     hp_comm_warn_residuals(c);

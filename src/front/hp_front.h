@@ -19,6 +19,7 @@
 #include "hp_comm.h"
 #include "hp_backend.h"
 #include "hp_global.h"
+#include "hp_plan.h"
 
 /* The element types of a call (float32 is what the algorithms reduce). */
 enum { HP_ELEM_F32, HP_ELEM_F16, HP_ELEM_BF16 };
@@ -63,7 +64,7 @@ typedef struct hp_front {
     hp_status_t (*ready)(hp_comm_t *c, hp_dcall_t *d);
     /* The call's ranks (d->tp), memory (d->mem, hp_mem_begin) and input:
      * what produced the input is done, or the codec's streams wait for it
-     * (a call that may be stream-ordered: go_async decides). */
+     * (a call that may be stream-ordered: prepare decides). */
     hp_status_t (*begin)(hp_comm_t *c, hp_dcall_t *d);
     /* The float32 data of the call (d->data): recv, or a 16-bit call's
      * widened copy of its input.  HP_ERR_NOMEM only when agreed (every
@@ -72,11 +73,14 @@ typedef struct hp_front {
     /* The user's own reduction of d->data (a plain plan), input `send`
      * (NULL: in place), finished on return. */
     hp_status_t (*plain)(hp_comm_t *c, hp_dcall_t *d, const void *send);
-    /* Whether a call of this plan can be stream-ordered; if so, switch it
-     * (device messages, the stream-ordered transport, d->dflag).  NULL:
-     * never. */
-    int (*go_async)(hp_comm_t *c, hp_dcall_t *d, int algo, int explore, int kind, int sum_kind,
-                    const hipress_comp_params_t *p);
+    /* Before a compressed run of `plan` with codecs cc: what the run needs
+     * beyond the buffer (the NCCL front end's device memory for the
+     * messages, reserved from agreed values: HP_ERR_NOMEM on every rank
+     * alike when a rank could not have it; the call then goes plain), and
+     * whether it is stream-ordered (d->async; then switched: device
+     * messages, the stream-ordered transport).  NULL: nothing. */
+    hp_status_t (*prepare)(hp_comm_t *c, hp_dcall_t *d, const hp_plan_t *plan, int explore, const hp_codecs_t *cc,
+                           int sum_kind);
     /* The result of a call that ran: ncclAvg's division, NaN everywhere on
      * a failed call (st: the agreed outcome; HP_OK on a stream-ordered call,
      * whose outcome is the device's flag), a 16-bit call's result narrowed

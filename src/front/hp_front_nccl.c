@@ -128,18 +128,61 @@ out:
     return st;
 }
 
-/* A stream-ordered call: a steady-state call (not an exploration) of ring,
- * ps, allgather or tree on formats with device messages, or a built-in
- * collective compressor's device run (its sums the `none` ring).  The same
- * choice on every rank (agreed settings and plan); a rank that cannot set
- * it up runs the host-synchronous form, which makes the same NCCL calls. */
-static int nccl_go_async(hp_comm_t *c, hp_dcall_t *d, int algo, int explore, int kind, int sum_kind,
-                         const hipress_comp_params_t *p)
+/* The device memory a compressed run may ask of the communicator's
+ * (the agreements' 64 bytes, then the messages: the host-synchronous
+ * form's staging of one flush, or the stream-ordered form's message
+ * slots), bounded from agreed values only, so every rank reserves alike:
+ * the algorithms' largest, allgather's, holds 2 N P slots of a part's
+ * capacity (each rounded to 64 bytes), in the worker's or the sum codec's
+ * format. */
+static size_t reserve_bytes(const hp_comm_t *c, const hp_dcall_t *d, const hp_plan_t *plan, const hp_codecs_t *cc,
+                            int sum_kind)
+{
+    const size_t N = (size_t)c->size, P = HP_MAX(plan->parts, 1) * N;
+    size_t cap = HP_MAX(hp_msg_max_bytes(cc->kind, d->count, cc->p), hp_msg_max_bytes(sum_kind, d->count, cc->p));
+    cap = HP_MAX(cap, hp_msg_max_bytes(hp_kind_none, d->count, cc->p));
+    return 64 + (2 * N + 2) * cap + 2 * N * (P + 1) * (64 + HP_MSG_EXCEPT_BYTES + 64);
+}
+
+/* The run's device memory (by agreement where it grows: hp_nccl_agree_ok),
+ * then whether it is stream-ordered: a steady-state call (not an
+ * exploration) of ring, ps, allgather or tree on formats with device
+ * messages, or a built-in collective compressor's device run (its sums
+ * the `none` ring).  The same choice on every rank (agreed settings and
+ * plan); a rank that cannot set it up runs the host-synchronous form,
+ * which makes the same NCCL calls. */
+static hp_status_t nccl_prepare(hp_comm_t *c, hp_dcall_t *d, const hp_plan_t *plan, int explore,
+                                const hp_codecs_t *cc, int sum_kind)
 {
     hp_nccl_ctx_t *t = ctx_of(d);
-    int ok;
+    const size_t need = reserve_bytes(c, d, plan, cc, sum_kind);
+    const int algo = plan->algo, kind = cc->kind;
+    const hipress_comp_params_t *p = cc->p;
+    hp_status_t st;
+    int ok, all = 0;
+
+    d->async = 0;
+    t->cx = d->mem.cx;
+    if (need > c->msgs.agreed) {
+        /* the same on every rank: each grows, in the call's stream order
+         * (after the stream: the old memory's last users), and they agree */
+        if ((st = hp_nccl_stream_wait(t, "a compressed ncclAllReduce's wait before growing its device messages")) !=
+            HP_OK)
+            return st;
+        c->dev_busy = 0;
+        ok = hp_comm_dbuf(c, &c->msgs, &c->msgs.where, need, d->mem.cx, "compressed messages") == HP_OK;
+        if ((st = hp_nccl_agree_ok(t, ok, &all)) != HP_OK)
+            return st;
+        if (!all)
+            return HP_ERR_NOMEM;
+        c->msgs.agreed = c->msgs.bytes;
+        /* (the agreement ran on the caller's stream: the codec's streams
+         * wait for it again before they read the input) */
+        if (t->joined && codec()->stream_join(d->mem.cx, t->stream) != HP_GPU_OK)
+            t->joined = 0;
+    }
     if (!t->joined)
-        return 0;
+        return HP_OK;
     if (explore || d->mem.cx == NULL || d->mem.err != HP_OK)
         ok = 0;
     else if (hp_comp_is_collective(kind))
@@ -147,12 +190,13 @@ static int nccl_go_async(hp_comm_t *c, hp_dcall_t *d, int algo, int explore, int
     else
         ok = (algo == HP_ALGO_RING || algo == HP_ALGO_PS || algo == HP_ALGO_ALLGATHER || algo == HP_ALGO_TREE) &&
              hp_mem_device_msgs_format(kind, p) && (sum_kind == kind || hp_mem_device_msgs_format(sum_kind, p));
-    t->cx = d->mem.cx;
-    if (ok && hp_nccl_async_dbuf(t, 64) != NULL) {
+    if (ok) {
         hp_tp_fini(&t->tp);
         if (hp_tp_nccl_init_async(&t->tp, &t->aenv, c->rank, c->size) == HP_OK &&
-            hp_mem_device_msgs(&d->mem, hp_nccl_async_msgs, t) == HP_OK)
-            return 1;
+            hp_mem_device_msgs(&d->mem, hp_nccl_async_msgs, t) == HP_OK) {
+            d->async = 1;
+            return HP_OK;
+        }
         hp_tp_fini(&t->tp);
         HP_WARN("nccl: cannot start a stream-ordered compressed ncclAllReduce (%s): this rank runs it "
                 "host-synchronously", codec()->base.last_error());
@@ -162,7 +206,8 @@ static int nccl_go_async(hp_comm_t *c, hp_dcall_t *d, int algo, int explore, int
     /* (the codec's streams joined the caller's: the host form waits) */
     if (hp_nccl_stream_wait(t, INPUT_WAIT) != HP_OK && d->mem.err == HP_OK)
         d->mem.err = HP_ERR_DEVICE;
-    return 0;
+    t->joined = 0;
+    return HP_OK;
 }
 
 /* This rank's failure flag of a stream-ordered call: one non-negative
@@ -274,7 +319,7 @@ const hp_front_t hp_front_nccl = {
     .begin = nccl_begin,
     .widen = nccl_widen,
     .plain = nccl_plain,
-    .go_async = nccl_go_async,
+    .prepare = nccl_prepare,
     .finish = nccl_finish,
     .end = nccl_end,
     .exact = nccl_exact,

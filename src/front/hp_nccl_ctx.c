@@ -202,12 +202,12 @@ void *hp_nccl_async_dbuf(hp_nccl_ctx_t *t, size_t bytes)
     int all = 0;
     if (b->p != NULL && bytes <= b->agreed)
         return b->p;
-    /* A request beyond what every rank holds is the same on every rank (a
-     * function of agreed values: counts, codecs, the plan), so every rank
-     * is here, at the same point of its calls: each grows (after the
-     * stream, which may still use the old memory), and they agree; where
-     * any could not, every rank answers NULL alike (the call then fails
-     * or runs smaller messages on every rank, never mismatched ones). */
+    /* Beyond what every rank holds: a run's requests, which differ from
+     * rank to rank (an owner's shard), stay within the reserve its
+     * preparation agreed (hp_front_nccl.c); what asks beyond it asks alike
+     * on every rank (the plan's measurements), so every rank is here: each
+     * grows, after the stream (the old memory's last users), and they
+     * agree; where any could not, every rank answers NULL alike. */
     if (b->p == NULL || hp_nccl_stream_wait(t, "a compressed ncclAllReduce's wait before growing its device "
                                               "messages") != HP_OK)
         return NULL;

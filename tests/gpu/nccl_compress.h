@@ -60,6 +60,7 @@ float grad_val(int r, int t, size_t i);
 ncclComm_t comm_with(const char *compressor);
 int same_everywhere(const float *h, size_t n);
 int calls_since(int from, const char *fn);
+int reserves_since(int from);
 void allreduce(const char *label, const void *s, void *r, size_t n, ncclDataType_t dt, ncclRedOp_t op,
                ncclComm_t comm, int want_compressed, int want_agree);
 void *dev(size_t n);
