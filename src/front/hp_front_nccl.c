@@ -53,17 +53,11 @@ static hp_status_t nccl_ready(hp_comm_t *c, hp_dcall_t *d)
             (rc = t->x->user_rank(t->comm, &c->rank)) != ncclSuccess)
             return HP_ST_NCCL(rc);
     }
-    if (c->msgs.p != NULL)
-        return HP_OK;
-    /* at the first call: what its agreements need (every rank has it, or
-     * says it cannot compress; the settings agreement of a rank without it
-     * runs on the user's buffer, hp_nccl_ctx.h) */
-    hp_gpu_ptr_query(d->recv, &where);
-    c->msgs.where = where;
-    t->borrow = d->recv;
-    t->borrow_bytes = d->count * (d->elem == HP_ELEM_F32 ? 4 : 2);
-    if (hp_comm_dbuf(c, &c->msgs, &where, 65536, NULL, "compressed messages") == HP_OK)
-        c->msgs.agreed = c->msgs.bytes;
+    if (c->msgs.p == NULL) {
+        /* (the user's buffer's context: its first call's memory, in begin) */
+        hp_gpu_ptr_query(d->recv, &where);
+        c->msgs.where = where;
+    }
     return HP_OK;
 }
 
@@ -83,6 +77,16 @@ static hp_status_t nccl_begin(hp_comm_t *c, hp_dcall_t *d)
     HP_CHECK_GOTO(hp_tp_nccl_init(&t->tp, &t->env, c->rank, c->size), st, out);
     d->tp = &t->tp;
     hp_mem_begin_owned(&d->mem, d->recv, &c->owner);
+    if (c->msgs.p == NULL) {
+        /* at the first call, in its stream order: what its agreements need
+         * (every rank has it, or says it cannot compress; the settings
+         * agreement of a rank without it runs on the user's buffer,
+         * hp_nccl_ctx.h) */
+        t->borrow = d->recv;
+        t->borrow_bytes = d->count * (d->elem == HP_ELEM_F32 ? 4 : 2);
+        if (hp_comm_dbuf(c, &c->msgs, &c->msgs.where, 65536, d->mem.cx, "compressed messages") == HP_OK)
+            c->msgs.agreed = c->msgs.bytes;
+    }
     hp_gpu_ptr_query(d->recv, &kinds[0]);
     kinds[1] = kinds[0];
     d->local_ok = g != NULL && d->mem.err == HP_OK && c->msgs.p != NULL &&

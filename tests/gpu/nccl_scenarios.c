@@ -22,7 +22,8 @@
  *               settings, and no synchronisation from the third call on;
  *   allocfail   a device allocation fails on rank 1 in a call that grows
  *               its memory (a new, larger buffer; the k-th allocation from
- *               its start, k = 1, 2, 3 in turn);
+ *               its start, k = 1, 2, 3 in turn): the same NCCL calls on
+ *               every rank (the stand-in checks counts), the same bits;
  *   ddp         DDP's buckets: three buffers in iteration 1, rebuilt at
  *               iteration 2 (two new buffers, new sizes), then steady:
  *               the MPI path's bits; no device-wide synchronisation from
@@ -35,9 +36,9 @@
  *   abort       a call that cannot complete (rank 1 never makes it) and
  *               ncclCommAbort from another thread of rank 0 in its middle:
  *               the call returns, nothing is left waiting.
- * Rank 0 prints "nccl_scenarios CASE: ok" or the program exits 1.  The
- * cases the front end does not pass yet are run by hand (the script's
- * header says which, and why).
+ * Rank 0 prints "nccl_scenarios CASE: ok" or the program exits 1.
+ * twocomm_cold is a known limit, run by hand (the script's header says
+ * why).
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -59,6 +60,7 @@ static int (*raw_write)(void *, const void *, size_t);
 static int (*raw_read)(void *, const void *, size_t);
 static unsigned long long (*count)(const char *);
 static int (*cu_sync)(void *);
+static int (*cu_ctx_sync)(void);
 static int (*cu_begin)(void *, int);
 static int (*cu_end)(void *, void **);
 static void (*set_current)(int);
@@ -463,7 +465,11 @@ static void case_abort(void)
         rc = call(c, SA, d, n, NULL);   /* rank 1 never makes it */
         pthread_join(t, NULL);
         CHECK(abort_done, "the call returned (%d) before the abort", (int)rc);
+        /* nothing left waiting: the whole device drains (what the
+         * released state freed in stream order included; anything stuck
+         * behind the aborted operations would be reported as a deadlock) */
         cu_sync(SA);
+        cu_ctx_sync();
         CHECK(count("pending") == 0, "%llu stream entries still queued after the abort", count("pending"));
     }
     MPI_Barrier(MPI_COMM_WORLD);
@@ -490,6 +496,7 @@ int main(int argc, char **argv)
     *(void **)&raw_read = dlsym(cu, "mock_cuda_read");
     *(void **)&count = dlsym(cu, "mock_cuda_count");
     *(void **)&cu_sync = dlsym(cu, "cuStreamSynchronize");
+    *(void **)&cu_ctx_sync = dlsym(cu, "cuCtxSynchronize");
     *(void **)&cu_begin = dlsym(cu, "cuStreamBeginCapture_v2");
     *(void **)&cu_end = dlsym(cu, "cuStreamEndCapture");
     *(void **)&set_current = dlsym(cu, "mock_cuda_set_current");
