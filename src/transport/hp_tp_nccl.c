@@ -144,7 +144,9 @@ static hp_status_t nccl_isend(hp_transport_t *tp, const void *buf, size_t len, s
                               hp_req_t *req)
 {
     op_t op = {1, 0, buf, NULL, len, HP_MAX(cap, len), peer};
-    tp->bytes_sent += op.cap;
+    /* (the message's bytes, as the MPI transport counts them: NCCL moves
+     * the whole capacity, which the stats do not count) */
+    tp->bytes_sent += len;
     return post(tp, op, req);
 }
 

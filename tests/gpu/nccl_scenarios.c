@@ -33,6 +33,9 @@
  *               passed through unchanged (nothing of hipress' on that
  *               stream);
  *   capture_first  the same while a new communicator's first call runs;
+ *   stats       the same calls through MPI_Allreduce and ncclAllReduce
+ *               (host-synchronous) with a fixed plan: the same stats rows
+ *               (compressed calls, raw and sent bytes, non-finite, errors);
  *   abort       a call that cannot complete (rank 1 never makes it) and
  *               ncclCommAbort from another thread of rank 0 in its middle:
  *               the call returns, nothing is left waiting.
@@ -67,6 +70,7 @@ static void (*set_current)(int);
 static void (*fail_alloc)(int);
 static int (*comm_set)(void *, const char *, const char *);
 static int (*mpi_comm_set)(MPI_Comm, const char *, const char *);
+static void (*stats_get)(hipress_stats_t *);
 
 #define SA ((cudaStream_t)0x5150)
 #define SB ((cudaStream_t)0x6160)
@@ -262,6 +266,55 @@ static void case_evict(void)
     nccl_ok(c, "evict");
     MPI_Comm_free(&mc);
     free(h[0]); free(h[1]);
+}
+
+/* One stats path: the same calls through MPI_Allreduce on host buffers and
+ * through ncclAllReduce on device buffers (host-synchronous, so that the
+ * messages' lengths are known on the host), with a fixed plan, count the
+ * same compressed calls, raw and message bytes, non-finite partitions,
+ * exceptions and errors; a NaN in one call's input included. */
+static void case_stats(void)
+{
+    const size_t n = 300000;
+    ncclComm_t c = new_comm();
+    MPI_Comm mc = new_mpi_comm();
+    void *d = dev(n);
+    float *h = malloc(n * sizeof(float));
+    hipress_stats_t s0, s1, s2;
+    unsigned long long m[5], q[5];
+    CHECK(comm_set(c, "HIPRESS_NCCL_ASYNC", "off") == HIPRESS_OK, "HIPRESS_NCCL_ASYNC=off");
+    stats_get(&s0);
+    for (int t = 0; t < 4; t++) {
+        fill(h, n, t, 6);
+        if (t == 2 && rank == 0)
+            h[n / 2] = NAN;
+        CHECK(MPI_Allreduce(MPI_IN_PLACE, h, (int)n, MPI_FLOAT, MPI_SUM, mc) == MPI_SUCCESS, "MPI call %d", t);
+    }
+    stats_get(&s1);
+    for (int t = 0; t < 4; t++) {
+        fill(h, n, t, 6);
+        if (t == 2 && rank == 0)
+            h[n / 2] = NAN;
+        dwrite(d, h, n * sizeof(float));
+        CHECK(call(c, SA, d, n, NULL) == ncclSuccess, "NCCL call %d", t);
+        syncall();
+    }
+    stats_get(&s2);
+    m[0] = s1.compressed - s0.compressed, q[0] = s2.compressed - s1.compressed;
+    m[1] = s1.bytes_raw - s0.bytes_raw, q[1] = s2.bytes_raw - s1.bytes_raw;
+    m[2] = s1.bytes_wire - s0.bytes_wire, q[2] = s2.bytes_wire - s1.bytes_wire;
+    m[3] = s1.nonfinite - s0.nonfinite, q[3] = s2.nonfinite - s1.nonfinite;
+    m[4] = s1.errors - s0.errors, q[4] = s2.errors - s1.errors;
+    CHECK(m[0] == 4 && m[1] == 4 * n * sizeof(float) && m[2] > 0 && m[3] > 0,
+          "MPI: %llu compressed, %llu raw bytes, %llu sent, %llu non-finite", m[0], m[1], m[2], m[3]);
+    for (int i = 0; i < 5; i++)
+        CHECK(m[i] == q[i], "stats row %d: %llu through MPI, %llu through NCCL", i, m[i], q[i]);
+    if (rank == 0)
+        printf("# stats: %llu calls, %llu raw bytes, %llu sent, %llu non-finite, %llu errors on either path\n", q[0], q[1],
+               q[2], q[3], q[4]);
+    nccl_ok(c, "stats");
+    MPI_Comm_free(&mc);
+    free(h);
 }
 
 /* An allocation of rank 1 fails in a call that grows its memory. */
@@ -503,8 +556,9 @@ int main(int argc, char **argv)
     *(void **)&fail_alloc = dlsym(cu, "mock_cuda_fail_alloc");
     *(void **)&comm_set = dlsym(RTLD_DEFAULT, "hipress_nccl_comm_set");
     *(void **)&mpi_comm_set = dlsym(RTLD_DEFAULT, "hipress_comm_set");
+    *(void **)&stats_get = dlsym(RTLD_DEFAULT, "hipress_stats_get");
     if (!dmalloc || !raw_write || !raw_read || !count || !cu_sync || !cu_begin || !cu_end || !set_current ||
-        !fail_alloc || !comm_set || !mpi_comm_set) {
+        !fail_alloc || !comm_set || !mpi_comm_set || !stats_get) {
         fprintf(stderr, "nccl_scenarios: the stand-in driver or hipress is missing\n");
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
@@ -523,6 +577,8 @@ int main(int argc, char **argv)
         case_capture(argv[1][7] == '_');
     else if (strcmp(argv[1], "abort") == 0)
         case_abort();
+    else if (strcmp(argv[1], "stats") == 0)
+        case_stats();
     else
         CHECK(0, "unknown case %s", argv[1]);
     MPI_Allreduce(&bad, &all, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);

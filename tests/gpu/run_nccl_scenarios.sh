@@ -18,6 +18,8 @@
 #                  sends that call plain, no count mismatch);
 #   abort          ncclCommAbort from a second thread in a call's middle: the
 #                  call returns, nothing is left queued, no use after free;
+#   stats          the same calls through MPI_Allreduce and ncclAllReduce: the
+#                  same stats rows (one stats path);
 # at 2 ranks, and at 3 with the deferred and adversarial schedules.
 #
 # By hand only (`run_nccl_scenarios.sh all`), a known limit:
@@ -61,7 +63,7 @@ scenario() {
     fi
 }
 
-cases="twocomm evict ddp capture capture_first allocfail abort"
+cases="twocomm evict ddp capture capture_first allocfail abort stats"
 [ "${1:-}" = all ] && cases="$cases twocomm_cold"
 for c in $cases; do
     scenario $c 2 0
