@@ -1,5 +1,5 @@
 /*
- * powersgd's stream-ordered run on a device buffer (issue 15; doc/powersgd.md
+ * powersgd's stream-ordered run on a device buffer (doc/powersgd.md
  * "Stream-ordered calls"): the steps of hp_psgd_run_dev with nothing on the
  * host -- no host copy of a factor, no host wait, no host branch on the
  * data.  Taken by hp_psgd_run_dev when the call's messages are device

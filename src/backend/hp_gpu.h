@@ -256,8 +256,8 @@ typedef struct hp_gpu_ops_v2 {
      * of the call's context. */
     int (*convert)(void *cx, void *dst, const void *src, size_t n, int how);
 
-    /* Appended: whole messages in device memory, stream-ordered (issue 15;
-     * doc/gpu.md "Messages in device memory").  Nothing here waits on the
+    /* Appended: whole messages in device memory, stream-ordered
+     * (doc/gpu-internals.md, "Messages in device memory").  Nothing here waits on the
      * host once the codec context's workspace has grown.
      * encode_msg: the message hp_msg_encode writes (header of kind `kind`,
      * payload) at dmsg, device memory of cap bytes (at least the header and

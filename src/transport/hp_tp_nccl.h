@@ -41,7 +41,7 @@ typedef struct hp_tp_nccl_env {
  * pointer: it must outlive the transport).  Release with hp_tp_fini. */
 hp_status_t hp_tp_nccl_init(hp_transport_t *tp, const hp_tp_nccl_env_t *env, int rank, int size);
 
-/* The asynchronous form (issue 15's stream-ordered path; doc/gpu.md): the
+/* The asynchronous form (the stream-ordered path; doc/gpu.md): the
  * messages are device memory of their capacity, a wait issues the held
  * posts as one group on the stream between order_in and order_out and
  * returns without waiting for the stream (complete in stream order), with

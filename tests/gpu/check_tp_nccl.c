@@ -2,7 +2,7 @@
  * The NCCL transport (src/transport/hp_tp_nccl.c) against a recording
  * stand-in of what it calls (hp_tp_nccl_env_t): the host-synchronous form
  * stages its messages and waits for the stream at each group; the
- * asynchronous form (issue 15) issues the same group on the messages' own
+ * asynchronous form issues the same group on the messages' own
  * device memory, between the ordering hooks, and never stages, copies or
  * waits; its iagree enqueues the max on the values where they are.
  */

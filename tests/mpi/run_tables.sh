@@ -1,5 +1,5 @@
 #!/bin/sh
-# The tables are the only seam (issue 12): the algorithm cases of
+# The tables are the only seam: the algorithm cases of
 # tests/mpi/run_algos.sh (tests/mpi/mpi_algos, the same arguments) run with the test
 # library preloaded (tests/mpi/.libs/libhipress_test.so, tests/mpi/tables.mk) and
 # HP_TEST_TRANSPORT=delay, so every send and receive of the algorithms and

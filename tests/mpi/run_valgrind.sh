@@ -45,7 +45,7 @@ run() {
 run "defaults"
 run "fp16 ring, stats, verify" -x HIPRESS_COMPRESSOR=fp16 -x HIPRESS_ALGO=ring -x HIPRESS_PARTITION_BYTES=64K \
     -x HIPRESS_STATS=1 -x HIPRESS_VERIFY=1
-# The collectives (issue 4): every algorithm's failure paths (a corrupted
+# The collectives: every algorithm's failure paths (a corrupted
 # message, an allocation failure) and a loop of error-feedback calls over
 # rotating buffers with a 1 MiB residual bound (evictions).  mpi_algos links
 # libhipress itself: run the real binary (not its libtool wrapper script,

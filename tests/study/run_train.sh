@@ -1,5 +1,5 @@
 #!/bin/sh
-# Training under the preload (issue 7's CI test): scripts/convergence.py
+# Training under the preload: scripts/convergence.py
 # trains the digits MLP (1.13M float32 parameters, one flat MPI_Allreduce of
 # the whole gradient per step) on 4 ranks for 110 steps at 2 seeds, plain and
 # with onebit under `auto` (with sum_codec=same: allgather its only candidate
@@ -41,7 +41,7 @@ sed 's/^/# /' "$dir/out"
 grep -q '^convergence check: ok' "$dir/out" || hp_fail "no 'convergence check: ok'"
 ;; esac
 
-# Issue 13: ps with its sum codec (the owner re-encodes the complete sum in
+# ps with its sum codec (the owner re-encodes the complete sum in
 # q4, with the owner's residual) against onebit's single-stage textbook form,
 # paired by seed, at 4 and 8 ranks, the global batch (128) and the steps (110)
 # the same at both, as in doc/accuracy.md's "Sum codecs" study (40-512-512
