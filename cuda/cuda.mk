@@ -26,7 +26,7 @@ HP_MODULE_SOURCES = cuda/hp_cuda_mod.h cuda/hp_cuda_module.c cuda/hp_cuda_driver
 # tests/gpu/check_kern: the frame (hp_codec_frame.c) and the rows of each family of
 # formats (cuda/hp_codec_fmt.h).  The kernels, a file per family too: the
 # CUDA ones (the module) and their emulation on the host (the others).
-HP_CODEC_SOURCES = cuda/hp_codec.h cuda/hp_codec_frame.c cuda/hp_codec_fmt.h cuda/hp_codec_quant.c \
+HP_CODEC_SOURCES = cuda/hp_codec.h cuda/hp_codec_frame.c cuda/hp_codec_ws.c cuda/hp_codec_fmt.h cuda/hp_codec_quant.c \
 	cuda/hp_codec_half.c cuda/hp_codec_sparse.c
 HP_KERN_CU_SOURCES = cuda/hp_kern.h cuda/hp_kern_msg.h cuda/hp_klaunch.h cuda/hp_kern_cu.cuh cuda/hp_kern.cu cuda/hp_kern_quant.cu \
 	cuda/hp_kern_half.cu cuda/hp_kern_sparse.cu cuda/hp_kern_psgd.h cuda/hp_kern_psgd.cu

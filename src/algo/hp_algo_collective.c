@@ -1,8 +1,7 @@
 /*
  * Collective compressors (hp_comp_is_collective): the table of their runs,
  * one per backend (hp_collectives.def), the dispatch by the call's backend,
- * the host-copies fallback for a backend a compressor has no run for, and
- * the exact ring sum their runs exchange factors with.
+ * and the host-copies fallback for a backend a compressor has no run for.
  */
 #include "hp_algo.h"
 #include <stdlib.h>
@@ -13,38 +12,6 @@ static const hp_collective_run_t runs[HP_BUILTIN_COUNT][HP_BACKEND_COUNT] = {
 #include "hp_collectives.def"
 #undef HP_COLLECTIVE
 };
-
-hp_status_t hp_call_ring_sum(hp_call_t *call, float *v, size_t len, int host, int corrupt, hp_status_t err)
-{
-    hp_call_t sub = *call;
-    hp_status_t st;
-    if (host)   /* v in host memory whatever the call's buffer is */
-        sub.mem = NULL;
-    sub.buf = v;
-    sub.n = len;
-    sub.kind = sub.sum_kind = hp_kind_none;
-    sub.rb = NULL;
-    sub.resid = sub.mom = sub.state = NULL;
-    sub.grain = 1;
-    sub.corrupt = corrupt;
-    sub.t_encode = sub.t_decode = 0;
-    sub.nonfinite = 0;
-    sub.err = err;
-    st = hp_algo_ring_run(&sub);
-    call->t_encode += sub.t_encode;
-    call->t_decode += sub.t_decode;
-    return st;
-}
-
-hp_status_t hp_call_ring_sum_agreed(hp_call_t *call, float *v, size_t len, int host, int corrupt,
-                                    hp_status_t err)
-{
-    hp_status_t st = hp_call_ring_sum(call, v, len, host, corrupt, err);
-    int failed = st != HP_OK;
-    if (hp_tp_agree_flag(call->tp, &failed) != HP_OK)
-        failed = 1;
-    return st != HP_OK ? st : failed ? HP_ERR_PEER : HP_OK;
-}
 
 /* A copy between host memory and the call's; 0, or -1 when the backend
  * failed (its first error is then in m->err). */

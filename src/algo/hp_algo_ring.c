@@ -144,3 +144,37 @@ void hp_algo_ring_volume(const hp_codecs_t *c, size_t n, int N, hp_algo_volume_t
     v->dec = S * (2.0 * N - 1) / N;
     v->msgs = 2.0 * (N - 1);
 }
+
+/* The exact ring sum a collective compressor's runs exchange factors with
+ * (hp_algo.h): the ring above on a sub-call of the `none` codec. */
+hp_status_t hp_call_ring_sum(hp_call_t *call, float *v, size_t len, int host, int corrupt, hp_status_t err)
+{
+    hp_call_t sub = *call;
+    hp_status_t st;
+    if (host)   /* v in host memory whatever the call's buffer is */
+        sub.mem = NULL;
+    sub.buf = v;
+    sub.n = len;
+    sub.kind = sub.sum_kind = hp_kind_none;
+    sub.rb = NULL;
+    sub.resid = sub.mom = sub.state = NULL;
+    sub.grain = 1;
+    sub.corrupt = corrupt;
+    sub.t_encode = sub.t_decode = 0;
+    sub.nonfinite = 0;
+    sub.err = err;
+    st = hp_algo_ring_run(&sub);
+    call->t_encode += sub.t_encode;
+    call->t_decode += sub.t_decode;
+    return st;
+}
+
+hp_status_t hp_call_ring_sum_agreed(hp_call_t *call, float *v, size_t len, int host, int corrupt,
+                                    hp_status_t err)
+{
+    hp_status_t st = hp_call_ring_sum(call, v, len, host, corrupt, err);
+    int failed = st != HP_OK;
+    if (hp_tp_agree_flag(call->tp, &failed) != HP_OK)
+        failed = 1;
+    return st != HP_OK ? st : failed ? HP_ERR_PEER : HP_OK;
+}

@@ -30,7 +30,6 @@ static const hp_comp_ext_t *registry_ext[HP_MAX_COMPRESSORS];
 static hp_comp_ext_t plugin_ext[HP_MAX_COMPRESSORS];
 static int registry_count = -1;
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
-int hp_kind_none = 0;
 
 static void registry_init(void)
 {
@@ -91,18 +90,6 @@ size_t hp_comp_grain2(int kind, int sum_kind, const hipress_comp_params_t *p)
         y = t;
     }
     return a / x * b;
-}
-
-int hp_sum_codec_q4(const hipress_comp_params_t *p)
-{
-    (void)p;
-    return HP_BUILTIN_q4;
-}
-
-int hp_unbiased_dense_q(const hipress_comp_params_t *p)
-{
-    (void)p;
-    return HP_FORM_DENSE_Q;
 }
 
 int hp_comp_unbiased_kind(int kind, const hipress_comp_params_t *p, int dense_q)

@@ -292,7 +292,8 @@ void hp_comp_unbiased_params(const hipress_comp_params_t *p, hipress_comp_params
 #define HP_FORM_DENSE_Q (-2)
 int hp_unbiased_dense_q(const hipress_comp_params_t *p);
 
-/* Built-in kinds that the algorithms refer to by name. */
-extern int hp_kind_none;
+/* Built-in kinds that the algorithms refer to by name (the registry's
+ * order: hp_builtins.def). */
+#define hp_kind_none HP_BUILTIN_none
 
 #endif

@@ -54,19 +54,6 @@ done
 # back into it; the fix is the owner's (a table file above both, or the
 # shared helpers in a file below both).
 NAMES_PENDING='
-src/comp/hp_comp.c
-src/comp/hp_comp_dgc.c
-src/comp/hp_comp_graddrop.c
-src/comp/hp_comp_onebit.c
-src/comp/hp_comp_powersgd.c
-src/comp/hp_comp_tbq.c
-src/algo/hp_algo_collective.c
-src/algo/hp_algo_psgd.c
-src/algo/hp_algo_psgd_dev.c
-cuda/hp_codec_frame.c
-cuda/hp_codec_half.c
-cuda/hp_codec_quant.c
-cuda/hp_codec_sparse.c
 '
 
 here=$(cd "$(dirname "$0")" && pwd) || exit 1
