@@ -11,9 +11,9 @@
 # the two builds may then run different plans), each build's own
 # hipress-bench runs under mpirun with that build's libhipress.so preloaded,
 # every rank under callgrind, on SIZES (one run: -b 1M -e 4M -f 4 by
-# default), the old build then the new one. The new build runs with
-# HIPRESS_SUM_CODEC=same (the old wire format; the old build has no such
-# setting). callgrind dumps its counters when hipress-bench calls
+# default), the old build then the new one. OLD_ARGS and NEW_ARGS add mpirun
+# arguments to one side (e.g. NEW_ARGS="-x HIPRESS_SUM_CODEC=same" against a
+# build that has no such setting). callgrind dumps its counters when hipress-bench calls
 # hipress_stats_get, which it does just before and just after its ITERS timed
 # calls of one size, so the dump in between holds those calls alone: no
 # start-up, no warm-up (-w WARM), no verification. scripts/lab/cg_objects.py
@@ -68,7 +68,7 @@ for np in $NPS; do
     for c in $COMPS; do
         for a in $ALGOS; do
             for side in old new; do
-                if [ $side = old ]; then b=$old; extra=""; else b=$new; extra="-x HIPRESS_SUM_CODEC=same"; fi
+                if [ $side = old ]; then b=$old; extra=${OLD_ARGS:-}; else b=$new; extra=${NEW_ARGS:-}; fi
                 rm -f "$tmp"/cg.*
                 # shellcheck disable=SC2086
                 nice -n 10 mpirun --oversubscribe -np "$np" -x LD_PRELOAD="$b/.libs/libhipress.so" \
