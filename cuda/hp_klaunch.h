@@ -39,6 +39,14 @@ extern "C" {
 #define HP_KL_PROBE_WORD 0x48505253u
 int hp_kl_probe(void *stream, uint32_t *word);
 
+/* Every kernel of this build loaded now, in the current context: each
+ * kernel's attributes are asked for (cudaFuncGetAttributes), so none is
+ * loaded lazily later, by a launch inside a stream-ordered call (loading
+ * can synchronise the context).  Returns the number of kernels (template
+ * instances counted apart), or -1 when one cannot be loaded.  The emulated
+ * builds count them and load nothing. */
+int hp_kl_preload(void);
+
 /* flags[0] |= HP_K_F_NONFINITE when x[0..n) holds NaN or Inf. */
 int hp_kl_finite(void *stream, const float *x, size_t n, uint32_t *flags);
 
