@@ -87,6 +87,7 @@ __global__ static void __launch_bounds__(1024) k_sparse_select(const float *g, f
     HP_SHARED_VAR(uint32_t, s_nnz);
     HP_SHARED_VAR(uint32_t, s_above);
     HP_SHARED_VAR(uint32_t, s_ncand);
+    HP_SHARED_VAR(uint32_t, s_skip);
     const size_t b = blockIdx.x, start = b * G, len = n - start < G ? n - start : G;
     const uint32_t k = len < G ? k_last : k_full;
     const int writes = r != NULL || u != NULL;
@@ -95,17 +96,21 @@ __global__ static void __launch_bounds__(1024) k_sparse_select(const float *g, f
     uint32_t t = 0, quota = 0, cnt = 0, ties = 0, nnz = 0, d0;
     int bad = 0, use_list;
 
-    if (flags[0] & HP_K_F_NONFINITE)
-        return;   /* NaN or Inf in g (hp_kl_finite ran first) */
     for (unsigned i = threadIdx.x; i < HP_K_RADIX_BINS; i += blockDim.x)
         hist[i] = 0;
     if (threadIdx.x == 0) {
+        /* NaN or Inf in g (hp_kl_finite ran first), or an overflow another
+         * CTA found: read by one thread, as other CTAs may set it while
+         * this one starts, and the CTA's threads must agree */
+        s_skip = hp_k_ld_relaxed(flags) & HP_K_F_NONFINITE;
         s_prefix = 0;
         s_kk = k;
         s_nnz = 0;
         s_ncand = 0;
     }
     __syncthreads();
+    if (s_skip)
+        return;
     /* pass 0, with the commit of u' and v */
     for (size_t i = threadIdx.x; i < len; i += blockDim.x) {
         float up = hp_k_sparse_u(g + start, u != NULL ? u + start : NULL, m, i);
@@ -340,8 +345,13 @@ __global__ static void k_sparse_check(const uint8_t *pairs, size_t m, size_t n, 
         atomicOr(bad, HP_K_F_BAD);
 }
 
-__global__ static void k_sparse_scatter(const uint8_t *pairs, size_t m, size_t n, float *dst, int accumulate)
+/* Nothing when the check failed: pairs out of order can name an element
+ * twice, and two threads would write it at once. */
+__global__ static void k_sparse_scatter(const uint8_t *pairs, size_t m, size_t n, float *dst, int accumulate,
+                                        const uint32_t *bad)
 {
+    if (bad[0] & HP_K_F_BAD)
+        return;
     GRID_STRIDE(j, m) {
         uint32_t i = hp_k_ld32(pairs + 8 * j);
         if ((size_t)i < n)
@@ -359,7 +369,7 @@ extern "C" int hp_kl_sparse_dec(void *stream, const uint8_t *pairs, size_t m, si
     if (!accumulate && n > 0)
         rc = hp_kl_fill(stream, dst, 0.0f, n);   /* its launch check covers the check's launch too */
     if (m > 0)
-        HP_LAUNCH(k_sparse_scatter, grid_for(m, 1), TPB, s)(pairs, m, n, dst, accumulate);
+        HP_LAUNCH(k_sparse_scatter, grid_for(m, 1), TPB, s)(pairs, m, n, dst, accumulate, bad);
     return launched() == 0 && rc == 0 ? 0 : -1;
 }
 
@@ -424,11 +434,12 @@ __global__ static void k_sparse_msg_dense(const uint8_t *m, size_t n, float *dst
     }
 }
 
-/* A thread per pair: the scatter (after the zero fill). */
+/* A thread per pair: the scatter (after the zero fill), of pairs that
+ * passed their checks (out of order, two could name one element). */
 __global__ static void k_sparse_msg_scatter(const uint8_t *m, size_t n, float *dst, int accumulate,
                                             const uint32_t *status)
 {
-    if (status[0] != HP_K_MSG_OK || status[3] != 0)
+    if (status[0] != HP_K_MSG_OK || status[3] != 0 || status[2] != 0)
         return;
     GRID_STRIDE(j, (size_t)(hp_k_ld32(m + 8) / 8)) {
         const uint8_t *pr = m + HP_K_MSG_HEADER + 8 * j;

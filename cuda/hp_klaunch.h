@@ -132,7 +132,8 @@ size_t hp_kl_sparse_tmp_bytes(size_t n, uint32_t G, uint32_t k_full, uint32_t k_
 int hp_kl_sparse_enc(void *stream, const hp_kl_sparse_t *a);
 
 /* Sparse decode of m pairs (validated on the device: HP_K_F_BAD in *bad);
- * overwrite mode zero-fills dst first. */
+ * overwrite mode zero-fills dst first; nothing is scattered once *bad has
+ * HP_K_F_BAD (pairs out of order may name an element twice). */
 int hp_kl_sparse_dec(void *stream, const uint8_t *pairs, size_t m, size_t n, float *dst, int accumulate,
                      uint32_t *bad);
 
@@ -148,7 +149,8 @@ int hp_kl_sparse_mask(void *stream, const uint8_t *pairs, const uint32_t *count,
  * pairs, status[2] |= HP_K_F_BAD when one breaks hp_k_sparse_pair_bad
  * (order, range, a NaN or Inf value); then overwrite mode zero-fills dst
  * and the pairs are scattered (or the dense values stored or added).
- * Nothing is written to dst unless status[0] is HP_K_MSG_OK.  status is
+ * Nothing is written to dst unless status[0] is HP_K_MSG_OK, and no pair
+ * is scattered once status[2] is set.  status is
  * the codec's HP_INFO_MSG words, [1..3] zeroed by the caller. */
 int hp_kl_sparse_dec_msg(void *stream, const uint8_t *m, size_t cap, uint32_t kind, uint32_t dense, size_t n,
                          float *dst, int accumulate, uint32_t *status);
