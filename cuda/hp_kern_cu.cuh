@@ -12,6 +12,9 @@
 #ifndef HP_KERN_CU_CUH
 #define HP_KERN_CU_CUH
 
+#if !defined(__CUDACC__)
+#include "simt/hp_simt.h"
+#endif
 #include "hp_klaunch.h"
 #include "hp_kern.h"
 
@@ -41,7 +44,6 @@ __device__ static inline uint32_t hp_k_ld_relaxed(const uint32_t *p)
     return *(const volatile uint32_t *)p;
 }
 #else
-#include "simt/hp_simt.h"
 static inline uint32_t hp_k_ld_relaxed(const uint32_t *p)
 {
     return hp_simt_ld_relaxed(p);

@@ -669,7 +669,7 @@ void submit(const launch_info &li, void *closure, void (*run)(void *), void (*xl
         destroy(closure);
         return;
     }
-    q = new pending{grid_t{li, closure, run, seed_now(), n_ordinal++, 0, {}}, xl, destroy};
+    q = new pending{grid_t{li, closure, run, seed_now(), n_ordinal++, 0, 0, {}}, xl, destroy};
     q->g.rng = mix(q->g.seed) ^ mix(q->g.ordinal + 0x5bd1e995u);
 #ifdef HP_KL_TRANSLATE
     {
@@ -703,6 +703,13 @@ int preload(const char *name)
 /* ------------------------------------------------------------ C API */
 
 using namespace hp_simt;
+
+extern "C" void hp_simt_misaligned(const void *p, unsigned bytes)
+{
+    thr_t *t = self("a word access");
+    fail(t->cta, "thread %u accesses %u bytes at %p, not %u-byte aligned (a fault on the device)", t->lin, bytes, p,
+         bytes);
+}
 
 extern "C" cudaError_t cudaGetLastError(void)
 {
