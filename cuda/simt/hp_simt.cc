@@ -11,124 +11,17 @@
  * release/acquire pairs, and nothing else (shuffles and votes order no
  * memory), so it sees the kernels' shared-memory races.
  */
-#include "hp_simt.h"
-#include "hp_simt_fiber.h"
-#include <dlfcn.h>
-#include <unistd.h>
-#include <atomic>
+#include "hp_simt_rt.h"
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
-#include <mutex>
-#include <set>
 #include <string>
-#include <vector>
 
 namespace hp_simt {
 
-thread_local const coords *cur;
-
-enum { T_READY, T_BAR, T_WARP, T_DONE };
-
-struct cta_t;
-
-struct thr_t {
-    coords c;
-    unsigned lin, lane, warp;
-    int state;
-    site at;          /* where it waits */
-    int kind;         /* BAR_* or W_* */
-    int pred, arg, width;
-    unsigned mask;
-    uint64_t val, res;
-    fiber_t *f;
-    cta_t *cta;
-};
-
-struct shalloc {
-    const void *tag;
-    void *p;
-    size_t bytes;
-    shalloc *next;
-};
-
-struct grid_t;
-
-struct cta_t {
-    grid_t *g;
-    unsigned long long id;
-    unsigned nthr, nwarps, nbar, ndone;
-    thr_t *th;
-    unsigned wready[32];   /* ready threads per warp */
-    unsigned wwait[32];    /* threads per warp waiting at a warp intrinsic */
-    unsigned wgen[32];     /* __syncwarp generations */
-    site bar_at;
-    int bar_kind;
-    unsigned bar_gen;
-    shalloc *sh;
-    size_t shbytes;
-    uint64_t rng;
-    int rpos[32];          /* where each warp is in the grid's ready list, or -1 */
-    uint32_t prio[32];     /* the warps' priorities (the skewed order) */
-    /* ThreadSanitizer's synchronisation objects (their addresses) */
-    char sync_start, sync_end, sync_bar[2], sync_warp[32][2];
-};
-
-struct grid_t {
-    launch_info li;
-    void *closure;
-    void (*run)(void *);
-    uint64_t seed, ordinal, rng;
-    int skew;              /* pick the ready warp of highest priority, not any */
-    std::vector<std::pair<cta_t *, unsigned>> ready;   /* warps with a thread ready */
-};
+__thread const coords *cur;
 
 static const size_t SHARED_MAX = 48 << 10;   /* static shared memory of a CTA */
-
-/* ------------------------------------------------------- bookkeeping */
-
-static std::mutex reg_lock;
-static std::set<std::string> reg[2];
-static std::atomic<unsigned long long> n_launch, n_cta, n_ordinal;
-static std::atomic<uint64_t> g_seed;
-static std::atomic<int> g_seed_set;
-static thread_local cudaError_t last_error = cudaSuccess;
-
-static void record(int which, const char *name)
-{
-    std::string s(name);
-    size_t lt = s.find('<');
-    if (lt != std::string::npos)
-        s.resize(lt);
-    std::lock_guard<std::mutex> g(reg_lock);
-    reg[which].insert(s);
-}
-
-HP_SIMT_NOTSAN static uint64_t mix(uint64_t x)
-{
-    x += 0x9E3779B97F4A7C15ULL;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
-    return x ^ (x >> 31);
-}
-
-HP_SIMT_NOTSAN static uint64_t next(uint64_t *s)
-{
-    *s += 0x9E3779B97F4A7C15ULL;
-    return mix(*s);
-}
-
-static uint64_t seed_now(void)
-{
-    if (!g_seed_set.load()) {
-        const char *e = getenv("HP_SIMT_SEED");
-        uint64_t s = e != nullptr && *e ? strtoull(e, nullptr, 0) : 1;
-        int no = 0;
-        if (g_seed_set.compare_exchange_strong(no, 1))
-            g_seed = s;
-    }
-    return g_seed.load();
-}
 
 /* ------------------------------------------------------------ reports */
 
@@ -178,7 +71,7 @@ static std::string threads(const cta_t *c, F pick)
     return out.empty() ? "none" : out;
 }
 
-[[noreturn]] static void fail(const cta_t *c, const char *fmt, ...)
+void fail(const cta_t *c, const char *fmt, ...)
 {
     char msg[2048];
     va_list ap;
@@ -375,25 +268,32 @@ HP_SIMT_NOTSAN void thread_body(fiber_t *f)
 {
     thr_t *t = f->t;
     cta_t *c = t->cta;
-    HP_SIMT_ACQUIRE(&c->sync_start);
+    if (c->ustart[t->unit]++ == 0)
+        HP_SIMT_ACQUIRE(&c->sync_start);
     c->g->run(c->g->closure);
     t->state = T_DONE;
-    HP_SIMT_RELEASE(&c->sync_end);
+    if (++c->uend[t->unit] == c->usize[t->unit])
+        HP_SIMT_RELEASE(&c->sync_end);
 }
 
 HP_SIMT_NOTSAN int barrier(site s, int kind, int pred)
 {
     thr_t *t = self(s.what);
     cta_t *c = t->cta;
-    const unsigned gen = c->bar_gen & 1;
+    const unsigned gen = c->bar_gen, u = t->unit;
     t->at = s;
     t->kind = kind;
     t->pred = pred;
     t->state = T_BAR;
-    HP_SIMT_RELEASE(&c->sync_bar[gen]);
+    if (++c->uarr[u] == c->usize[u]) {
+        c->uarr[u] = 0;
+        HP_SIMT_RELEASE(&c->sync_bar[gen & 1]);
+    }
     fiber_yield(t->f);
-    HP_SIMT_ACQUIRE(&c->sync_bar[gen]);
-    (void)gen;
+    if (c->uacq[u] != gen + 1) {
+        c->uacq[u] = gen + 1;
+        HP_SIMT_ACQUIRE(&c->sync_bar[gen & 1]);
+    }
     return (int)t->res;
 }
 
@@ -409,10 +309,11 @@ HP_SIMT_NOTSAN uint64_t warp_op(site s, int op, unsigned mask, uint64_t val, int
     t->arg = arg;
     t->width = width;
     t->state = T_WARP;
-    if (op == W_SYNC)
+    /* (lanes of a warp that are one ThreadSanitizer thread need nothing) */
+    if (op == W_SYNC && c->usize[t->unit] == 1)
         HP_SIMT_RELEASE(&c->sync_warp[t->warp][gen]);
     fiber_yield(t->f);
-    if (op == W_SYNC)
+    if (op == W_SYNC && c->usize[t->unit] == 1)
         HP_SIMT_ACQUIRE(&c->sync_warp[t->warp][gen]);
     (void)gen;
     return t->res;
@@ -466,6 +367,26 @@ void index_fail(const char *name, long long i, size_t n, const char *file, int l
 
 /* --------------------------------------------------------- scheduler */
 
+/* ThreadSanitizer's threads for the fibers, kept for the next CTAs */
+static thread_local std::vector<void *> *tsan_pool;
+
+static void *tsan_get(void)
+{
+    void *p;
+    if (tsan_pool == nullptr)
+        tsan_pool = new std::vector<void *>();
+    if (tsan_pool->empty())
+        return tsan_context();
+    p = tsan_pool->back();
+    tsan_pool->pop_back();
+    return p;
+}
+
+static void tsan_put(void *p)
+{
+    tsan_pool->push_back(p);
+}
+
 static void cta_start(grid_t *g, cta_t *c, unsigned long long id)
 {
     const dim3 b = g->li.block, gd = g->li.grid;
@@ -480,11 +401,16 @@ static void cta_start(grid_t *g, cta_t *c, unsigned long long id)
     c->nwarps = (c->nthr + 31) / 32;
     c->th = new thr_t[c->nthr]();
     c->rng = mix(g->seed ^ mix(g->ordinal) ^ (id << 1));
+    for (unsigned u = 0; u < (c->nthr + g->unit - 1) / g->unit; u++) {
+        c->tsan[u] = tsan_get();
+        c->usize[u] = c->nthr - u * g->unit < g->unit ? c->nthr - u * g->unit : g->unit;
+    }
     for (unsigned i = 0; i < c->nthr; i++) {
         thr_t *t = &c->th[i];
         t->lin = i;
         t->lane = i % 32;
         t->warp = i / 32;
+        t->unit = i / g->unit;
         t->c.tid = uint3{i % b.x, i / b.x % b.y, i / (b.x * b.y)};
         t->c.bid = uint3{(unsigned)(id % gd.x), (unsigned)(id / gd.x % gd.y), (unsigned)(id / ((unsigned long long)gd.x * gd.y))};
         t->c.bdim = b;
@@ -508,6 +434,8 @@ static void cta_end(cta_t *c)
     }
     for (unsigned i = 0; i < c->nthr; i++)
         fiber_put(c->th[i].f);
+    for (unsigned u = 0; u < (c->nthr + c->g->unit - 1) / c->g->unit; u++)
+        tsan_put(c->tsan[u]);
     delete[] c->th;
     c->th = nullptr;
 }
@@ -522,7 +450,7 @@ static void run_lane(cta_t *c, thr_t *t)
 {
     unready(c, t);
     set_cur(&t->c);
-    fiber_run(t->f);
+    fiber_run(t->f, c->tsan[t->unit]);
     set_cur(nullptr);
     switch (t->state) {
     case T_DONE: on_exit(c, t); break;
@@ -558,13 +486,13 @@ static void run_lane(cta_t *c, thr_t *t)
     fail(&act[0], "a wait cycle: no thread can run%s", s.c_str());
 }
 
-static void run_grid(grid_t *g)
+void run_grid(grid_t *g)
 {
     const dim3 gd = g->li.grid;
     const unsigned long long ncta = (unsigned long long)gd.x * gd.y * gd.z;
     unsigned long long started = 0;
     unsigned k = 1 + (unsigned)(next(&g->rng) % 4), nact = 0;
-    std::vector<cta_t> act(k);
+    std::vector<cta_t> act;
     thr_t *lanes[32];
 
     if (fiber_running() != nullptr)
@@ -575,6 +503,16 @@ static void run_grid(grid_t *g)
      * random priority, the highest ready one always first, so some run far
      * ahead of others (of their CTA and of the CTAs beside it) */
     g->skew = (int)(next(&g->rng) & 1);
+    {
+        const unsigned nthr = g->li.block.x * g->li.block.y * g->li.block.z;
+        g->unit = nthr <= TSAN_LANES ? 1 : 32;
+#if HP_SIMT_TSAN
+        const unsigned units = (nthr + g->unit - 1) / g->unit;
+        if (k * units > TSAN_MAX)
+            k = TSAN_MAX / units > 0 ? TSAN_MAX / units : 1;
+#endif
+        act.resize(k);
+    }
     for (;;) {
         /* keep k CTAs in flight */
         for (unsigned i = 0; i < k && started < ncta; i++)
@@ -614,160 +552,12 @@ static void run_grid(grid_t *g)
     }
 }
 
-/* ------------------------------------------------------------ launch */
-
-#ifdef HP_KL_TRANSLATE
-/* The emulated CUDA module: device pointers are the stand-in driver's
- * (tests/mock_cuda.c), translated to their host shadow when the grid runs,
- * and grids run in stream order through its cuLaunchHostFunc. */
-static void *sym(const char *name)
-{
-    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-    return h != nullptr ? dlsym(h, name) : nullptr;
-}
-
-void *xlate(const void *p)
-{
-    static void *(*fn)(const void *);
-    if (p == nullptr)
-        return nullptr;
-    if (fn == nullptr && (fn = (void *(*)(const void *))sym("mock_cuda_shadow")) == nullptr)
-        fail(nullptr, "the emulated module runs under the stand-in driver only (no mock_cuda_shadow)");
-    return fn(p);
-}
-#else
-void *xlate(const void *p)
-{
-    return (void *)p;
-}
-#endif
-
-struct pending {
-    grid_t g;
-    void (*xl)(void *);
-    void (*destroy)(void *);
-};
-
-static void run_pending(void *p)
-{
-    pending *q = (pending *)p;
-#ifdef HP_KL_TRANSLATE
-    q->xl(q->g.closure);
-#endif
-    run_grid(&q->g);
-    q->destroy(q->g.closure);
-    delete q;
-}
-
-void submit(const launch_info &li, void *closure, void (*run)(void *), void (*xl)(void *), void (*destroy)(void *))
-{
-    const unsigned long long nthr = (unsigned long long)li.block.x * li.block.y * li.block.z;
-    pending *q;
-    if (nthr == 0 || nthr > 1024 || li.block.z > 64 || li.grid.x == 0 || li.grid.y == 0 || li.grid.z == 0 ||
-        li.grid.x > 0x7fffffffu || li.grid.y > 65535 || li.grid.z > 65535) {
-        last_error = cudaErrorInvalidConfiguration;
-        destroy(closure);
-        return;
-    }
-    q = new pending{grid_t{li, closure, run, seed_now(), n_ordinal++, 0, 0, {}}, xl, destroy};
-    q->g.rng = mix(q->g.seed) ^ mix(q->g.ordinal + 0x5bd1e995u);
-#ifdef HP_KL_TRANSLATE
-    {
-        static int (*launch)(void *, void (*)(void *), void *);
-        static std::atomic<int> looked;
-        if (!looked.load()) {
-            launch = (int (*)(void *, void (*)(void *), void *))sym("cuLaunchHostFunc");
-            looked = 1;
-        }
-        if (launch != nullptr) {
-            if (launch((void *)li.stream, run_pending, q) != 0) {
-                last_error = cudaErrorInvalidValue;
-                destroy(closure);
-                delete q;
-            }
-            return;
-        }
-    }
-#endif
-    run_pending(q);
-}
-
-int preload(const char *name)
-{
-    record(HP_SIMT_PRELOADED, name);
-    return 0;
-}
-
 } /* namespace hp_simt */
-
-/* ------------------------------------------------------------ C API */
-
-using namespace hp_simt;
 
 extern "C" void hp_simt_misaligned(const void *p, unsigned bytes)
 {
+    using namespace hp_simt;
     thr_t *t = self("a word access");
     fail(t->cta, "thread %u accesses %u bytes at %p, not %u-byte aligned (a fault on the device)", t->lin, bytes, p,
          bytes);
-}
-
-extern "C" cudaError_t cudaGetLastError(void)
-{
-    cudaError_t e = last_error;
-    last_error = cudaSuccess;
-    return e;
-}
-
-extern "C" cudaError_t cudaPeekAtLastError(void)
-{
-    return last_error;
-}
-
-extern "C" const char *cudaGetErrorString(cudaError_t e)
-{
-    switch (e) {
-    case cudaSuccess: return "no error";
-    case cudaErrorInvalidConfiguration: return "invalid configuration argument";
-    case cudaErrorInvalidValue: return "invalid argument";
-    default: return "unknown error";
-    }
-}
-
-extern "C" void hp_simt_set_seed(uint64_t seed)
-{
-    g_seed = seed;
-    g_seed_set = 1;
-}
-
-extern "C" uint64_t hp_simt_get_seed(void)
-{
-    return seed_now();
-}
-
-extern "C" size_t hp_simt_kernels(int which, char *buf, size_t len)
-{
-    std::lock_guard<std::mutex> g(reg_lock);
-    const std::set<std::string> &r = reg[which == HP_SIMT_PRELOADED];
-    size_t at = 0;
-    if (buf != nullptr && len > 0) {
-        buf[0] = '\0';
-        for (const std::string &s : r)
-            if (at + s.size() + 2 <= len) {
-                memcpy(buf + at, s.c_str(), s.size());
-                at += s.size();
-                buf[at++] = '\n';
-                buf[at] = '\0';
-            }
-    }
-    return r.size();
-}
-
-extern "C" unsigned long long hp_simt_launches(void)
-{
-    return n_launch.load();
-}
-
-extern "C" unsigned long long hp_simt_ctas(void)
-{
-    return n_cta.load();
 }

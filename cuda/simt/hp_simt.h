@@ -83,7 +83,7 @@ struct coords {
     uint3 tid, bid;
     dim3 bdim, gdim;
 };
-extern thread_local const coords *cur;
+extern __thread const coords *cur;   /* (no C++ TLS wrapper: UBSan misreads one) */
 
 enum { BAR_SYNC, BAR_OR, BAR_AND, BAR_COUNT };
 enum { W_IDX, W_UP, W_DOWN, W_XOR, W_BALLOT, W_SYNC };

@@ -172,10 +172,16 @@ HP_SIMT_NOTSAN fiber_t *fiber_get(void)
         f->sp = uc;
     }
 #endif
-#if HP_SIMT_TSAN
-    f->tsan = __tsan_create_fiber(0);
-#endif
     return f;
+}
+
+void *tsan_context(void)
+{
+#if HP_SIMT_TSAN
+    return __tsan_create_fiber(0);
+#else
+    return nullptr;
+#endif
 }
 
 HP_SIMT_NOTSAN void fiber_put(fiber_t *f)
@@ -189,7 +195,7 @@ HP_SIMT_NOTSAN fiber_t *fiber_running(void)
     return Sp != nullptr ? Sp->running : nullptr;
 }
 
-HP_SIMT_NOTSAN void fiber_run(fiber_t *f)
+HP_SIMT_NOTSAN void fiber_run(fiber_t *f, void *tsan)
 {
     if (S.running != nullptr)
         die("a fiber switch from inside a fiber");
@@ -197,7 +203,9 @@ HP_SIMT_NOTSAN void fiber_run(fiber_t *f)
 #if HP_SIMT_TSAN
     if (S.tsan == nullptr)
         S.tsan = __tsan_get_current_fiber();
-    __tsan_switch_to_fiber(f->tsan, __tsan_switch_to_fiber_no_sync);
+    __tsan_switch_to_fiber(tsan, __tsan_switch_to_fiber_no_sync);
+#else
+    (void)tsan;
 #endif
 #if HP_SIMT_ASAN
     __sanitizer_start_switch_fiber(&S.fake, f->stack, f->size);
@@ -242,9 +250,6 @@ sched_ctx::~sched_ctx()
     for (fiber_t *f : pool) {
 #if HP_SIMT_ASAN
         __asan_unpoison_memory_region(f->stack, f->size);
-#endif
-#if HP_SIMT_TSAN
-        __tsan_destroy_fiber(f->tsan);
 #endif
 #if !defined(__x86_64__)
         delete (ucontext_t *)f->sp;

@@ -10,7 +10,10 @@
 
 #include <cstddef>
 
-#if defined(__SANITIZE_THREAD__)
+/* HP_SIMT_TSAN: the kernels are built with ThreadSanitizer.  The runtime
+ * itself is best built without it (-DHP_SIMT_TSAN=1 alone): its
+ * bookkeeping is private, and instrumenting it costs more than the kernels */
+#if defined(__SANITIZE_THREAD__) && !defined(HP_SIMT_TSAN)
 #define HP_SIMT_TSAN 1
 #endif
 #if defined(__SANITIZE_ADDRESS__)
@@ -46,7 +49,6 @@ struct fiber_t {
     void *sp;      /* saved stack pointer while switched out */
     char *stack;   /* usable stack (a guard page below it) */
     size_t size;
-    void *tsan;    /* ThreadSanitizer's context of the fiber */
     void *fake;    /* AddressSanitizer's fake stack while switched out */
     thr_t *t;      /* the CUDA thread it runs */
 };
@@ -57,9 +59,12 @@ void thread_body(fiber_t *f);
 
 fiber_t *fiber_get(void);          /* a parked fiber, or a new one */
 void fiber_put(fiber_t *f);        /* parked again, for the next CTA */
-void fiber_run(fiber_t *f);        /* scheduler: run f until it yields */
+/* scheduler: run f until it yields, as ThreadSanitizer's thread tsan
+ * (a context of tsan_context; ignored in other builds) */
+void fiber_run(fiber_t *f, void *tsan);
 void fiber_yield(fiber_t *f);      /* f: back to the scheduler */
 fiber_t *fiber_running(void);      /* the fiber on this thread, or NULL */
+void *tsan_context(void);          /* a ThreadSanitizer thread for fibers (NULL in other builds) */
 
 } /* namespace hp_simt */
 
