@@ -9,7 +9,9 @@
  * Three builds of these symbols, one per link unit (each split by family of
  * formats: hp_kern.cu the shared kernels, _quant onebit, tbq, terngrad and q,
  * _half fp16 and bf16, _sparse graddrop and dgc):
- *   cuda/hp_kern*.cu     the CUDA kernels (libhipress_cuda.so);
+ *   cuda/hp_kern*.cu     the CUDA kernels (libhipress_cuda.so), and the same
+ *                        files compiled for the CPU on the strict SIMT
+ *                        emulator (cuda/simt, doc/simt.md: tests/gpu);
  *   cuda/hp_kern_emu*.c  the same grid run serially on the host, over the
  *                        same per-thread functions (hp_kern.h): the CPU tests
  *                        (tests/check_kern.c) and, built with
@@ -43,8 +45,9 @@ int hp_kl_probe(void *stream, uint32_t *word);
  * kernel's attributes are asked for (cudaFuncGetAttributes), so none is
  * loaded lazily later, by a launch inside a stream-ordered call (loading
  * can synchronise the context).  Returns the number of kernels (template
- * instances counted apart), or -1 when one cannot be loaded.  The emulated
- * builds count them and load nothing. */
+ * instances counted apart), or -1 when one cannot be loaded.  On the SIMT
+ * emulator it records them and loads nothing; the serial emulation has
+ * none (0). */
 int hp_kl_preload(void);
 
 /* flags[0] |= HP_K_F_NONFINITE when x[0..n) holds NaN or Inf. */
