@@ -88,6 +88,16 @@ extern __thread const coords *cur;   /* (no C++ TLS wrapper: UBSan misreads one)
 enum { BAR_SYNC, BAR_OR, BAR_AND, BAR_COUNT };
 enum { W_IDX, W_UP, W_DOWN, W_XOR, W_BALLOT, W_SYNC };
 
+/* The runtime (hp_simt.cc), called by the macros below from a kernel's
+ * thread.  barrier: wait at a barrier (BAR_*) with pred; returns the
+ * CTA's OR, AND or count of pred.  warp_op: a warp intrinsic (W_*) over
+ * mask, val the caller's value (or predicate), arg the source lane, delta
+ * or lane mask; returns what the caller receives (the ballot for votes).
+ * unmasked: an intrinsic of no mask (ends the run).  shared_get: the
+ * calling CTA's array of `bytes` for the declaration tag, made on first
+ * use.  index_fail: an index out of range (ends the run).  preload: a
+ * kernel's attributes asked for.  xlate: a device pointer's host memory
+ * (itself, but in the emulated module). */
 int barrier(site s, int kind, int pred);
 uint64_t warp_op(site s, int op, unsigned mask, uint64_t val, int arg, int width);
 [[noreturn]] void unmasked(site s);

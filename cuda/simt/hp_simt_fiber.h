@@ -10,20 +10,21 @@
 
 #include <cstddef>
 
-/* HP_SIMT_TSAN: the kernels are built with ThreadSanitizer.  The runtime
- * itself is best built without it (-DHP_SIMT_TSAN=1 alone): its
- * bookkeeping is private, and instrumenting it costs more than the kernels */
+/* HP_SIMT_TSAN, HP_SIMT_ASAN: the kernels are built with ThreadSanitizer or
+ * AddressSanitizer.  The runtime itself is best built without them (with
+ * -DHP_SIMT_TSAN=1 or -DHP_SIMT_ASAN=1 alone): its bookkeeping is private,
+ * and instrumenting it costs more than the kernels. */
 #if defined(__SANITIZE_THREAD__) && !defined(HP_SIMT_TSAN)
 #define HP_SIMT_TSAN 1
 #endif
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(__SANITIZE_ADDRESS__) && !defined(HP_SIMT_ASAN)
 #define HP_SIMT_ASAN 1
 #endif
 #if defined(__has_feature)
-#if __has_feature(thread_sanitizer)
+#if __has_feature(thread_sanitizer) && !defined(HP_SIMT_TSAN)
 #define HP_SIMT_TSAN 1
 #endif
-#if __has_feature(address_sanitizer)
+#if __has_feature(address_sanitizer) && !defined(HP_SIMT_ASAN)
 #define HP_SIMT_ASAN 1
 #endif
 #endif

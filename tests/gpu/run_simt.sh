@@ -6,14 +6,17 @@
 #      set (every kernel, grid shape and path) under seeds 2 to 4;
 #   2. simt_kern_tsan: the quick set under ThreadSanitizer, seeds 1 to 3;
 #   3. simt_kern_asan: the quick set under AddressSanitizer and UBSan,
-#      seeds 1 and 2;
+#      seeds 1 and 2; onebit at 2^20+1 under both, seed 1;
 #   4. the kernels launched are every __global__ function of
 #      cuda/hp_kern*.cu, counted here from the sources, and hp_kl_preload
 #      asks for every one;
 #   5. simt_mutants.sh: mutants of the kernels (each barrier of the sparse
 #      selection removed, a shuffle with a partial mask or none, a shared
 #      index one past the end) each make the ThreadSanitizer build fail.
-# 1 runs beside 2 and 3 (two cores).  HP_SIMT_SEEDS=N: N seeds, not 4.
+# 1 runs beside 2 and 3 (two cores).  HP_SIMT_SEEDS=N: N seeds, not 4.  In
+# a build sanitized throughout (configure --enable-sanitizers) simt_kern is
+# ASan+UBSan already: it runs the quick set, seeds 1 and 2, and 2 and 3 are
+# not built.
 set -u
 : "${HP_SRCDIR:=$(cd "$(dirname "$0")/../.." && pwd)}"
 : "${HP_BUILDDIR:=$(pwd)}"
@@ -42,21 +45,29 @@ timed() {
     echo "$? $(($(date +%s) - t0))" >"$tmp/$name.rc"
 }
 
-{
-    timed plain "$bin/simt_kern" --seeds 1
-    [ -z "$rest" ] || timed plain2 "$bin/simt_kern" --quick --large none --seeds "$rest"
-} &
+if [ -x "$bin/simt_kern_tsan" ]; then
+    {
+        timed plain "$bin/simt_kern" --seeds 1
+        [ -z "$rest" ] || timed plain2 "$bin/simt_kern" --quick --large none --seeds "$rest"
+    } &
+else
+    # ASan+UBSan throughout: the quick set only
+    timed plain "$bin/simt_kern" --quick --large none --seeds "$(seq -s, 1 "$((seeds < 2 ? seeds : 2))")" &
+fi
 plain_pid=$!
 if [ -x "$bin/simt_kern_tsan" ]; then
     timed tsan "$bin/simt_kern_tsan" --quick --large none --seeds "$(seq -s, 1 "$((seeds < 3 ? seeds : 3))")"
     timed asan "$bin/simt_kern_asan" --quick --large none --seeds 1,2
+    # 2^20+1 on the default path (onebit, blocks of 4096, a residual)
+    timed tsan_large "$bin/simt_kern_tsan" --quick --only onebit --sizes 1
+    timed asan_large "$bin/simt_kern_asan" --quick --only onebit --sizes 1
 else
     echo "# this build is ASan+UBSan throughout (--enable-sanitizers): simt_kern is its sanitizer run;" \
         "no ThreadSanitizer build"
 fi
 wait $plain_pid
 
-for run in plain plain2 tsan asan; do
+for run in plain plain2 tsan asan tsan_large asan_large; do
     [ -f "$tmp/$run.rc" ] || continue
     set -- $(cat "$tmp/$run.rc")
     echo "# $run: exit $1 in $2 s: $(tail -n 1 "$tmp/$run")"

@@ -9,7 +9,9 @@
 #                             the codec and the test; the emulator's runtime
 #                             is built without it, in libhpsimt_tsan.la, and
 #                             tells it the kernels' synchronisation)
-#   tests/gpu/simt_kern_asan  the same under AddressSanitizer and UBSan
+#   tests/gpu/simt_kern_asan  the same under AddressSanitizer and UBSan (the
+#                             runtime in libhpsimt_asan.la, telling it of
+#                             every stack switch)
 #   tests/gpu/run_simt.sh     runs them under several scheduling seeds, holds
 #                             the count of kernels launched to the sources'
 #                             __global__ functions, and checks that mutants
@@ -38,10 +40,14 @@ tests_gpu_simt_kern_CXXFLAGS = $(HP_SIMT_CXXFLAGS) $(HP_SAN_CFLAGS)
 tests_gpu_simt_kern_LDADD = libhpbase.la -lm
 
 if !HP_SANITIZERS
-check_LTLIBRARIES += tests/gpu/libhpsimt_tsan.la
+# the runtime, not instrumented, telling the sanitizer what it does
+check_LTLIBRARIES += tests/gpu/libhpsimt_tsan.la tests/gpu/libhpsimt_asan.la
 tests_gpu_libhpsimt_tsan_la_SOURCES = $(HP_SIMT_RT_SOURCES)
 tests_gpu_libhpsimt_tsan_la_CPPFLAGS = $(HP_SIMT_CPPFLAGS) -DHP_SIMT_TSAN=1
 tests_gpu_libhpsimt_tsan_la_CXXFLAGS = $(HP_SIMT_CXXFLAGS)
+tests_gpu_libhpsimt_asan_la_SOURCES = $(HP_SIMT_RT_SOURCES)
+tests_gpu_libhpsimt_asan_la_CPPFLAGS = $(HP_SIMT_CPPFLAGS) -DHP_SIMT_ASAN=1
+tests_gpu_libhpsimt_asan_la_CXXFLAGS = $(HP_SIMT_CXXFLAGS)
 
 check_PROGRAMS += tests/gpu/simt_kern_tsan tests/gpu/simt_kern_asan
 tests_gpu_simt_kern_tsan_SOURCES = $(HP_SIMT_TEST_SOURCES) $(HP_SIMT_KERN_SOURCES)
@@ -50,12 +56,12 @@ tests_gpu_simt_kern_tsan_CFLAGS = $(AM_CFLAGS) $(HP_SIMT_TSAN_FLAGS)
 tests_gpu_simt_kern_tsan_CXXFLAGS = $(HP_SIMT_CXXFLAGS) $(HP_SIMT_TSAN_FLAGS)
 tests_gpu_simt_kern_tsan_LDFLAGS = $(AM_LDFLAGS) $(HP_SIMT_TSAN_FLAGS)
 tests_gpu_simt_kern_tsan_LDADD = tests/gpu/libhpsimt_tsan.la libhpbase.la -lm
-tests_gpu_simt_kern_asan_SOURCES = $(HP_SIMT_TEST_SOURCES) $(HP_SIMT_KERN_SOURCES) $(HP_SIMT_RT_SOURCES)
+tests_gpu_simt_kern_asan_SOURCES = $(HP_SIMT_TEST_SOURCES) $(HP_SIMT_KERN_SOURCES)
 tests_gpu_simt_kern_asan_CPPFLAGS = $(HP_SIMT_CPPFLAGS)
 tests_gpu_simt_kern_asan_CFLAGS = $(AM_CFLAGS) $(HP_SIMT_ASAN_FLAGS)
 tests_gpu_simt_kern_asan_CXXFLAGS = $(HP_SIMT_CXXFLAGS) $(HP_SIMT_ASAN_FLAGS)
 tests_gpu_simt_kern_asan_LDFLAGS = $(AM_LDFLAGS) $(HP_SIMT_ASAN_FLAGS)
-tests_gpu_simt_kern_asan_LDADD = libhpbase.la -lm
+tests_gpu_simt_kern_asan_LDADD = tests/gpu/libhpsimt_asan.la libhpbase.la -lm
 endif
 
 # what simt_mutants.sh needs to build a mutant of one kernel file into the
