@@ -412,7 +412,8 @@ static void cta_start(grid_t *g, cta_t *c, unsigned long long id)
         t->warp = i / 32;
         t->unit = i / g->unit;
         t->c.tid = uint3{i % b.x, i / b.x % b.y, i / (b.x * b.y)};
-        t->c.bid = uint3{(unsigned)(id % gd.x), (unsigned)(id / gd.x % gd.y), (unsigned)(id / ((unsigned long long)gd.x * gd.y))};
+        t->c.bid = uint3{(unsigned)(id % gd.x), (unsigned)(id / gd.x % gd.y),
+                         (unsigned)(id / ((unsigned long long)gd.x * gd.y))};
         t->c.bdim = b;
         t->c.gdim = gd;
         t->cta = c;

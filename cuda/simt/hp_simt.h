@@ -235,7 +235,8 @@ static inline void hp_simt_syncwarp_(hp_simt::site s, unsigned mask = 0xffffffff
     (void)hp_simt::warp_op(s, hp_simt::W_SYNC, mask, 0, 0, 32);
 }
 
-#define __shfl_sync(m, v, l, ...) hp_simt::shfl(HP_SIMT_SITE("__shfl_sync"), hp_simt::W_IDX, (m), (v), (l), ##__VA_ARGS__)
+#define __shfl_sync(m, v, l, ...) \
+    hp_simt::shfl(HP_SIMT_SITE("__shfl_sync"), hp_simt::W_IDX, (m), (v), (l), ##__VA_ARGS__)
 #define __shfl_up_sync(m, v, d, ...) \
     hp_simt::shfl(HP_SIMT_SITE("__shfl_up_sync"), hp_simt::W_UP, (m), (v), (int)(d), ##__VA_ARGS__)
 #define __shfl_down_sync(m, v, d, ...) \

@@ -61,9 +61,10 @@ static sched_ctx &ctx(void)
 
 #if defined(__x86_64__)
 /* hp_simt_swap(&save_sp, to_sp): push the callee-saved registers, save
- * the stack pointer, load the other's and pop its.  (The floating-point
- * control words are not switched: nothing here changes them.)  A new fiber's stack is laid out as if it had called this,
- * returning into hp_simt_start with the fiber in r12. */
+ * the stack pointer, load the other's and pop its (the floating-point
+ * control words are not switched: nothing here changes them).  A new
+ * fiber's stack is laid out as if it had called this, returning into
+ * hp_simt_start with the fiber in r12. */
 extern "C" void hp_simt_swap(void **save, void *to);
 extern "C" void hp_simt_start(void);
 asm(R"(

@@ -86,7 +86,8 @@ endif
 # ThreadSanitizer program
 AM_TESTS_ENVIRONMENT += \
 	HP_SIMT_CXX='$(CXX)'; export HP_SIMT_CXX; \
-	HP_SIMT_MUTANT_FLAGS='$(DEFS) $(DEFAULT_INCLUDES) $(HP_SIMT_CPPFLAGS) $(CPPFLAGS) $(HP_SIMT_CXXFLAGS) $(HP_SIMT_TSAN_FLAGS) $(CXXFLAGS)'; \
+	HP_SIMT_MUTANT_FLAGS='$(DEFS) $(DEFAULT_INCLUDES) $(HP_SIMT_CPPFLAGS) $(CPPFLAGS) $(HP_SIMT_CXXFLAGS) \
+	$(HP_SIMT_TSAN_FLAGS) $(CXXFLAGS)'; \
 	export HP_SIMT_MUTANT_FLAGS;
 TESTS += tests/gpu/run_simt.sh
 EXTRA_DIST += tests/gpu/run_simt.sh tests/gpu/simt_mutants.sh

@@ -490,10 +490,12 @@ int main(int argc, char **argv)
             nseed = list(v, seeds, 16);
         else if (strcmp(argv[i], "--only") == 0 && v)
             only = v;
-        else if (strcmp(argv[i], "--quick") == 0 && (quick = 1))
+        else if (strcmp(argv[i], "--quick") == 0) {
+            quick = 1;
             continue;
-        else {
-            fprintf(stderr, "usage: simt_kern [--quick] [--sizes LIST] [--large LIST|none] [--seeds LIST] [--only LIST]\n");
+        } else {
+            fprintf(stderr, "usage: simt_kern [--quick] [--sizes LIST] [--large LIST|none] [--seeds LIST] "
+                    "[--only LIST]\n");
             return 2;
         }
         i++;

@@ -22,7 +22,8 @@ objs=$(find "$HP_BUILDDIR/cuda" "$HP_BUILDDIR/tests" -name '*simt_kern_tsan-*.o'
 for f in "$rt" "$base"; do
     [ -f "$f" ] || { echo "FAIL: $f is missing"; exit 1; }
 done
-[ "$(echo "$objs" | grep -c 'kern_sparse\.o$')" = 1 ] || { echo "FAIL: the objects of simt_kern_tsan are not found"; exit 1; }
+[ "$(echo "$objs" | grep -c 'kern_sparse\.o$')" = 1 ] ||
+    { echo "FAIL: the objects of simt_kern_tsan are not found"; exit 1; }
 export TSAN_OPTIONS="halt_on_error=1:exitcode=66"
 
 # the lines of a function (from its name at the start of a definition to
@@ -47,10 +48,11 @@ mutant() {
         return
     fi
     printf '#include "%s"\n' "$file" >"$tmp/m.cc"
+    own="-$(basename "$file" .cu | sed 's/^hp_//')\.o$"   # its object in the program
     # shellcheck disable=SC2086
     if ! $HP_SIMT_CXX -I"$tmp" $HP_SIMT_MUTANT_FLAGS -c "$tmp/m.cc" -o "$tmp/m.o" >"$tmp/cc.log" 2>&1 ||
         ! $HP_SIMT_CXX -fsanitize=thread -o "$tmp/mutant" "$tmp/m.o" \
-            $(echo "$objs" | grep -v -- "-$(basename "$file" .cu | sed 's/^hp_//')\.o$") "$rt" "$base" -lm -lpthread -ldl \
+            $(echo "$objs" | grep -v -- "$own") "$rt" "$base" -lm -lpthread -ldl \
             >>"$tmp/cc.log" 2>&1; then
         echo "FAIL: mutant $n ($what) does not build"
         head -n 20 "$tmp/cc.log"
