@@ -13,12 +13,12 @@
 
 namespace hp_simt {
 
-
-
+/* a thread: ready to run, at a barrier, at a warp intrinsic, ended */
 enum { T_READY, T_BAR, T_WARP, T_DONE };
 
 struct cta_t;
 
+/* A CUDA thread, and what it waits at. */
 struct thr_t {
     coords c;
     unsigned lin, lane, warp;
@@ -30,9 +30,10 @@ struct thr_t {
     uint64_t val, res;
     fiber_t *f;
     cta_t *cta;
-    unsigned unit;    /* its ThreadSanitizer thread in the CTA (tsan_unit) */
+    unsigned unit;    /* its ThreadSanitizer thread in the CTA */
 };
 
+/* A shared array of a CTA, by its declaration's tag. */
 struct shalloc {
     const void *tag;
     void *p;
@@ -48,6 +49,7 @@ struct grid_t;
  * see then), and no more than TSAN_MAX are in flight. */
 enum { TSAN_UNITS = 64, TSAN_LANES = 64, TSAN_MAX = 128 };
 
+/* A CTA in flight. */
 struct cta_t {
     grid_t *g;
     unsigned long long id;
@@ -74,6 +76,7 @@ struct cta_t {
     char sync_start, sync_end, sync_bar[2], sync_warp[32][2];
 };
 
+/* A grid being run. */
 struct grid_t {
     launch_info li;
     void *closure;
