@@ -8,8 +8,9 @@
  * of hp_kern.h: it picks a thread's elements and does what needs the
  * hardware (ballots, shuffles, shared memory, atomics on flags and
  * histograms).  cuda/hp_kern_emu*.c run the same grids serially;
- * tests/check_kern.c holds the emulation to the CPU compressors' bytes, and
- * scripts/gpu-check (tests/gpu_kern.c) holds these kernels to them on a GPU.
+ * tests/check_kern.c holds the emulation to the CPU compressors' bytes,
+ * tests/gpu holds these kernels to them on the CPU (the SIMT emulator,
+ * doc/simt.md), and scripts/gpu-check (tests/gpu_kern.c) on a GPU.
  *
  * Built with --fmad=false: a product feeding a sum must round on its own,
  * as it does on the CPU.
