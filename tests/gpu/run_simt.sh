@@ -10,7 +10,7 @@
 #   4. the kernels launched are every __global__ function of
 #      cuda/hp_kern*.cu, counted here from the sources, and hp_kl_preload
 #      asks for every one;
-#   5. tests/gpu_kern's buffer operations and powersgd's steps through the
+#   5. tests/gpu/gpu_kern's buffer operations and powersgd's steps through the
 #      emulated CUDA module built on these kernels (HP_KL_TRANSLATE), the
 #      stand-in driver's streams deferred;
 #   6. simt_mutants.sh: mutants of the kernels (each barrier of the sparse
@@ -96,13 +96,13 @@ if [ "${1:-x}" != "$nsrc" ] || [ "${2:-x}" != "$nsrc" ]; then
     comm -3 "$tmp/src" "$tmp/launched" | sed 's/^/  not both in the sources and launched: /'
 fi
 
-# the module's own calls (tests/gpu_kern's buffer operations and powersgd's
+# the module's own calls (tests/gpu/gpu_kern's buffer operations and powersgd's
 # steps) on the emulated module built on these kernels, streams deferred
-mod="$HP_BUILDDIR/tests/mock/.libs"
-if [ -x "$HP_BUILDDIR/tests/gpu_kern" ] && [ -f "$mod/libhipress_cuda_simt.so" ]; then
+mod="$HP_BUILDDIR/tests/gpu/mock/.libs"
+if [ -x "$HP_BUILDDIR/tests/gpu/gpu_kern" ] && [ -f "$mod/libhipress_cuda_simt.so" ]; then
     for def in 1 2; do
         LD_LIBRARY_PATH="$mod${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" HIPRESS_CUDA_MODULE="$mod/libhipress_cuda_simt.so" \
-            MOCK_CUDA_DEFERRED=$def "$HP_BUILDDIR/tests/gpu_kern" --quick --small --only ops >"$tmp/gk" 2>&1
+            MOCK_CUDA_DEFERRED=$def "$HP_BUILDDIR/tests/gpu/gpu_kern" --quick --small --only ops >"$tmp/gk" 2>&1
         rc=$?
         echo "# gpu_kern --only ops on the SIMT module, MOCK_CUDA_DEFERRED=$def: exit $rc: $(tail -n 1 "$tmp/gk")"
         [ $rc -eq 0 ] || { fail "gpu_kern on the SIMT module"; head -n 40 "$tmp/gk"; }

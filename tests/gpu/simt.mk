@@ -12,7 +12,7 @@
 #   tests/gpu/simt_kern_asan  the same under AddressSanitizer and UBSan (the
 #                             runtime in libhpsimt_asan.la, telling it of
 #                             every stack switch)
-#   tests/mock/libhipress_cuda_simt.la  the emulated CUDA module on them
+#   tests/gpu/mock/libhipress_cuda_simt.la  the emulated CUDA module on them
 #   tests/gpu/run_simt.sh     runs them under several scheduling seeds, holds
 #                             the count of kernels launched to the sources'
 #                             __global__ functions, and checks that mutants
@@ -25,9 +25,9 @@ HP_SIMT_KERN_SOURCES = cuda/simt/kern.cc cuda/simt/kern_quant.cc cuda/simt/kern_
 HP_SIMT_RT_SOURCES = cuda/simt/hp_simt.h cuda/simt/hp_simt_api.h cuda/simt/hp_simt_rt.h cuda/simt/hp_simt.cc \
 	cuda/simt/hp_simt_launch.cc cuda/simt/hp_simt_fiber.h \
 	cuda/simt/hp_simt_fiber.cc
-HP_SIMT_TEST_SOURCES = tests/gpu/simt_kern.c tests/gpu/simt_ops.c tests/gpu/simt_kern.h tests/kern_data.h \
+HP_SIMT_TEST_SOURCES = tests/gpu/simt_kern.c tests/gpu/simt_ops.c tests/gpu/simt_kern.h tests/gpu/kern_data.h \
 	$(HP_CODEC_SOURCES)
-HP_SIMT_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/cuda -I$(top_srcdir)/tests -I$(top_srcdir)/tests/gpu
+HP_SIMT_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/cuda -I$(top_srcdir)/tests/gpu
 # -ffp-contract=off: the kernels' sums round as on the CPU and the device
 # (nvcc --fmad=false); #pragma unroll is nvcc's
 HP_SIMT_CXXFLAGS = -std=c++17 -Wall -Wextra -Werror -Wno-unknown-pragmas -ffp-contract=off -pthread
@@ -66,20 +66,20 @@ tests_gpu_simt_kern_asan_LDADD = tests/gpu/libhpsimt_asan.la libhpbase.la -lm
 endif
 
 if HP_CUDA
-# The emulated CUDA module (as tests/mock/libhipress_cuda_emu.la) on the
-# SIMT kernels in place of the serial emulation: tests/gpu_kern's buffer
+# The emulated CUDA module (as tests/gpu/mock/libhipress_cuda_emu.la) on the
+# SIMT kernels in place of the serial emulation: tests/gpu/gpu_kern's buffer
 # operations and powersgd's steps through the module's own calls, under the
 # stand-in driver's deferred streams (run_simt.sh; its formats would take
 # minutes this way)
-check_LTLIBRARIES += tests/mock/libhipress_cuda_simt.la
-tests_mock_libhipress_cuda_simt_la_SOURCES = cuda/hp_cuda_module.c $(HP_CODEC_SOURCES) $(HP_SIMT_KERN_SOURCES) \
+check_LTLIBRARIES += tests/gpu/mock/libhipress_cuda_simt.la
+tests_gpu_mock_libhipress_cuda_simt_la_SOURCES = $(HP_MODULE_SOURCES) $(HP_CODEC_SOURCES) $(HP_SIMT_KERN_SOURCES) \
 	$(HP_SIMT_RT_SOURCES)
-tests_mock_libhipress_cuda_simt_la_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS) -I$(top_srcdir)/cuda -DHP_KL_TRANSLATE
-tests_mock_libhipress_cuda_simt_la_CFLAGS = $(AM_CFLAGS) -Werror
-tests_mock_libhipress_cuda_simt_la_CXXFLAGS = $(HP_SIMT_CXXFLAGS) -fvisibility=hidden $(HP_SAN_CFLAGS)
-tests_mock_libhipress_cuda_simt_la_LDFLAGS = -module -avoid-version -shared -Wl,--as-needed \
-	-rpath $(abs_builddir)/tests/mock/.libs -export-symbols-regex '^hipress_gpu_ops_v[13]$$'
-tests_mock_libhipress_cuda_simt_la_LIBADD = -ldl -lpthread -lm
+tests_gpu_mock_libhipress_cuda_simt_la_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS) -I$(top_srcdir)/cuda -DHP_KL_TRANSLATE
+tests_gpu_mock_libhipress_cuda_simt_la_CFLAGS = $(AM_CFLAGS) -Werror
+tests_gpu_mock_libhipress_cuda_simt_la_CXXFLAGS = $(HP_SIMT_CXXFLAGS) -fvisibility=hidden $(HP_SAN_CFLAGS)
+tests_gpu_mock_libhipress_cuda_simt_la_LDFLAGS = -module -avoid-version -shared -Wl,--as-needed \
+	-rpath $(abs_builddir)/tests/gpu/mock/.libs -export-symbols-regex '^hipress_gpu_ops_v[123]$$'
+tests_gpu_mock_libhipress_cuda_simt_la_LIBADD = -ldl -lpthread -lm
 endif
 
 # what simt_mutants.sh needs to build a mutant of one kernel file into the

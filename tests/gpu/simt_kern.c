@@ -2,11 +2,11 @@
  * The CUDA kernels of cuda/hp_kern*.cu, compiled for the CPU and run on the
  * strict SIMT emulator (cuda/simt, doc/simt.md), bit for bit against the
  * CPU: every format through the device codec the module runs
- * (cuda/hp_codec*.c) as tests/check_kern.c drives it -- the payload, the
+ * (cuda/hp_codec*.c) as tests/gpu/check_kern.c drives it -- the payload, the
  * residual and the state of an encode, the message in device memory, the
  * decodes of the CPU's message in both modes, a corrupted message accepted
  * exactly when the CPU accepts it -- and the buffer operations and
- * powersgd's steps as tests/gpu_kern.c drives them, on the sizes and block
+ * powersgd's steps as tests/gpu/gpu_kern.c drives them, on the sizes and block
  * sizes where the grids change shape, under several scheduling seeds.
  * tests/gpu/run_simt.sh runs it plain and under ThreadSanitizer and
  * AddressSanitizer.

@@ -3,7 +3,7 @@
  * divide, nan_if, convert, the sparse mask, the probe), powersgd's passes
  * and steps, and dgc's momentum with a masked encode, on the kernels
  * running on the SIMT emulator, against the CPU's expressions and
- * functions, as tests/gpu_kern.c holds the device to them.
+ * functions, as tests/gpu/gpu_kern.c holds the device to them.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -186,7 +186,7 @@ void simt_ops(size_t n, uint64_t seed)
     free(b); free(r); free(u); free(t); free(gb); free(gr); free(gu); free(h); free(gh); free(pairs);
 }
 
-/* powersgd's passes and steps against the host's functions (tests/gpu_kern.c
+/* powersgd's passes and steps against the host's functions (tests/gpu/gpu_kern.c
  * psgd_ops): P = M Q, Q^T = M^T P, the reconstruction with its residual
  * (plain, and written only when the flag is clear), the start Q (cold and
  * warm, warm rows zero, NaN, Inf), the orthonormalisation (dependent, zero,
