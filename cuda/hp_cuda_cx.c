@@ -23,14 +23,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Loads every kernel (asking its attributes), from the kernels' files; this
- * default, for a build without it, loads nothing. */
-int hp_kl_preload(void);
-__attribute__((weak)) int hp_kl_preload(void)
-{
-    return 0;
-}
-
 typedef struct mod_owner {
     mod_cx_t *cxs;        /* its contexts */
     int       released;   /* let go: its contexts go as their calls end */
@@ -288,7 +280,7 @@ int hpcu_codec_probe(const hp_gpu_ptr_t *where)
              (st = hp_cu_wait(0, s, "the module's copy stream")) == HP_GPU_OK && h == HP_KL_PROBE_WORD;
         hp_cu.MemFree(d);
     }
-    if (ok && hp_kl_preload() != 0) {
+    if (ok && hp_kl_preload() < 0) {
         ok = 0;
         unloaded = 1;
     }

@@ -8,8 +8,10 @@
  * of hp_kern.h: it picks a thread's elements and does what needs the
  * hardware (ballots, shuffles, shared memory, atomics on flags and
  * histograms).  cuda/hp_kern_emu*.c run the same grids serially;
- * tests/gpu/check_kern.c holds the emulation to the CPU compressors' bytes, and
- * scripts/gpu-check (tests/gpu/gpu_kern.c) holds these kernels to them on a GPU.
+ * tests/gpu/check_kern.c holds the emulation to the CPU compressors' bytes,
+ * tests/gpu/run_simt.sh holds these kernels to them on the CPU (the SIMT
+ * emulator, doc/simt.md), and scripts/gpu-check (tests/gpu/gpu_kern.c) on a
+ * GPU.
  *
  * Built with --fmad=false: a product feeding a sum must round on its own,
  * as it does on the CPU.
@@ -25,7 +27,7 @@ __global__ static void k_probe(uint32_t *p)
 
 extern "C" int hp_kl_probe(void *stream, uint32_t *word)
 {
-    k_probe<<<1, 1, 0, (cudaStream_t)stream>>>(word);
+    HP_LAUNCH(k_probe, 1, 1, (cudaStream_t)stream)(word);
     return launched();
 }
 
@@ -42,7 +44,7 @@ extern "C" int hp_kl_finite(void *stream, const float *x, size_t n, uint32_t *fl
 {
     if (n == 0)
         return 0;
-    k_finite<<<grid_for(n, 4), TPB, 0, (cudaStream_t)stream>>>(x, n, flags);
+    HP_LAUNCH(k_finite, grid_for(n, 4), TPB, (cudaStream_t)stream)(x, n, flags);
     return launched();
 }
 
@@ -60,7 +62,7 @@ extern "C" int hp_kl_fold(void *stream, float *buf, float *r, size_t n, const ui
 {
     if (n == 0)
         return 0;
-    k_fold<<<grid_for(n, 4), TPB, 0, (cudaStream_t)stream>>>(buf, r, n, flags);
+    HP_LAUNCH(k_fold, grid_for(n, 4), TPB, (cudaStream_t)stream)(buf, r, n, flags);
     return launched();
 }
 
@@ -79,7 +81,7 @@ extern "C" int hp_kl_momentum(void *stream, float *u, float *buf, float m, size_
 {
     if (n == 0)
         return 0;
-    k_momentum<<<grid_for(n, 4), TPB, 0, (cudaStream_t)stream>>>(u, buf, m, n, flags);
+    HP_LAUNCH(k_momentum, grid_for(n, 4), TPB, (cudaStream_t)stream)(u, buf, m, n, flags);
     return launched();
 }
 
@@ -93,7 +95,7 @@ extern "C" int hp_kl_add(void *stream, float *dst, const float *src, size_t n)
 {
     if (n == 0)
         return 0;
-    k_add<<<grid_for(n, 4), TPB, 0, (cudaStream_t)stream>>>(dst, src, n);
+    HP_LAUNCH(k_add, grid_for(n, 4), TPB, (cudaStream_t)stream)(dst, src, n);
     return launched();
 }
 
@@ -109,7 +111,7 @@ extern "C" int hp_kl_mask_zero(void *stream, float *mask, size_t n, const uint32
 {
     if (n == 0)
         return 0;
-    k_mask_zero<<<grid_for(n, 4), TPB, 0, (cudaStream_t)stream>>>(mask, n, flags, gate);
+    HP_LAUNCH(k_mask_zero, grid_for(n, 4), TPB, (cudaStream_t)stream)(mask, n, flags, gate);
     return launched();
 }
 
@@ -123,7 +125,7 @@ extern "C" int hp_kl_fill(void *stream, float *dst, float v, size_t n)
 {
     if (n == 0)
         return 0;
-    k_fill<<<grid_for(n, 4), TPB, 0, (cudaStream_t)stream>>>(dst, v, n);
+    HP_LAUNCH(k_fill, grid_for(n, 4), TPB, (cudaStream_t)stream)(dst, v, n);
     return launched();
 }
 
@@ -137,7 +139,7 @@ __global__ static void k_msg_header(uint8_t *m, uint32_t kind, uint32_t n, uint3
 extern "C" int hp_kl_msg_header(void *stream, uint8_t *m, uint32_t kind, uint32_t n, uint32_t payload,
                                 const uint32_t *flags)
 {
-    k_msg_header<<<1, 1, 0, (cudaStream_t)stream>>>(m, kind, n, payload, flags);
+    HP_LAUNCH(k_msg_header, 1, 1, (cudaStream_t)stream)(m, kind, n, payload, flags);
     return launched();
 }
 
@@ -158,7 +160,8 @@ __global__ static void k_msg_check(const uint8_t *m, size_t cap, uint32_t kind, 
 extern "C" int hp_kl_msg_check(void *stream, const uint8_t *m, size_t cap, uint32_t kind, uint32_t payload,
                                hp_k_msgfmt_t f, uint32_t *status)
 {
-    k_msg_check<<<grid_for(hp_k_msg_items(&f), 1), TPB, 0, (cudaStream_t)stream>>>(m, cap, kind, payload, f, status);
+    HP_LAUNCH(k_msg_check, grid_for(hp_k_msg_items(&f), 1), TPB, (cudaStream_t)stream)(m, cap, kind, payload, f,
+                                                                                       status);
     return launched();
 }
 
@@ -175,7 +178,7 @@ __global__ static void k_msg_fix(float *dst, size_t n, const uint32_t *status, u
 
 extern "C" int hp_kl_msg_fix(void *stream, float *dst, size_t n, const uint32_t *status, uint32_t *sticky)
 {
-    k_msg_fix<<<grid_for(n, 4), TPB, 0, (cudaStream_t)stream>>>(dst, n, status, sticky);
+    HP_LAUNCH(k_msg_fix, grid_for(n, 4), TPB, (cudaStream_t)stream)(dst, n, status, sticky);
     return launched();
 }
 
@@ -194,7 +197,7 @@ extern "C" int hp_kl_nan_if(void *stream, float *dst, size_t n, const uint8_t *f
 {
     if (n == 0)
         return 0;
-    k_nan_if<<<grid_for(n, 4), TPB, 0, (cudaStream_t)stream>>>(dst, n, flag, bytes);
+    HP_LAUNCH(k_nan_if, grid_for(n, 4), TPB, (cudaStream_t)stream)(dst, n, flag, bytes);
     return launched();
 }
 
@@ -212,7 +215,7 @@ extern "C" int hp_kl_divide(void *stream, float *dst, size_t n, float d)
 {
     if (n == 0)
         return 0;
-    k_divide<<<grid_for(n, 4), TPB, 0, (cudaStream_t)stream>>>(dst, n, d);
+    HP_LAUNCH(k_divide, grid_for(n, 4), TPB, (cudaStream_t)stream)(dst, n, d);
     return launched();
 }
 
@@ -234,7 +237,7 @@ extern "C" int hp_kl_psgd_mq(void *stream, const float *M, size_t n, size_t m, s
 {
     if (m * r == 0)
         return 0;
-    k_psgd_mq<<<grid_for(m * r, 1), TPB, 0, (cudaStream_t)stream>>>(M, n, m, c, r, T, qt, p);
+    HP_LAUNCH(k_psgd_mq, grid_for(m * r, 1), TPB, (cudaStream_t)stream)(M, n, m, c, r, T, qt, p);
     return launched();
 }
 
@@ -253,7 +256,7 @@ extern "C" int hp_kl_psgd_mtp(void *stream, const float *M, size_t n, size_t m, 
 {
     if (r * c == 0)
         return 0;
-    k_psgd_mtp<<<grid_for(r * c, 1), TPB, 0, (cudaStream_t)stream>>>(M, n, m, c, r, p, qt);
+    HP_LAUNCH(k_psgd_mtp, grid_for(r * c, 1), TPB, (cudaStream_t)stream)(M, n, m, c, r, p, qt);
     return launched();
 }
 
@@ -273,6 +276,41 @@ extern "C" int hp_kl_psgd_recon(void *stream, float *buf, float *res, size_t n, 
 {
     if (n == 0)
         return 0;
-    k_psgd_recon<<<grid_for(n, 4), TPB, 0, (cudaStream_t)stream>>>(buf, res, n, c, r, p, qs, ql);
+    HP_LAUNCH(k_psgd_recon, grid_for(n, 4), TPB, (cudaStream_t)stream)(buf, res, n, c, r, p, qs, ql);
     return launched();
+}
+
+/* ------------------------------------------------------------- preload */
+
+/* Every kernel of this file, then the other files' */
+extern "C" int hp_kl_preload(void)
+{
+    int n = 0, m;
+    HP_PRELOAD(n, k_probe);
+    HP_PRELOAD(n, k_finite);
+    HP_PRELOAD(n, k_fold);
+    HP_PRELOAD(n, k_momentum);
+    HP_PRELOAD(n, k_add);
+    HP_PRELOAD(n, k_mask_zero);
+    HP_PRELOAD(n, k_fill);
+    HP_PRELOAD(n, k_msg_header);
+    HP_PRELOAD(n, k_msg_check);
+    HP_PRELOAD(n, k_msg_fix);
+    HP_PRELOAD(n, k_nan_if);
+    HP_PRELOAD(n, k_divide);
+    HP_PRELOAD(n, k_psgd_mq);
+    HP_PRELOAD(n, k_psgd_mtp);
+    HP_PRELOAD(n, k_psgd_recon);
+    if ((m = hp_kl_preload_quant()) < 0)
+        return -1;
+    n += m;
+    if ((m = hp_kl_preload_half()) < 0)
+        return -1;
+    n += m;
+    if ((m = hp_kl_preload_sparse()) < 0)
+        return -1;
+    n += m;
+    if ((m = hp_kl_preload_psgd()) < 0)
+        return -1;
+    return n + m;
 }

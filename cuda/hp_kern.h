@@ -478,6 +478,32 @@ HP_KD float hp_k_psgd_recon(const float *prow, size_t r, const float *qt, size_t
 
 /* ----------------------------------------------------- little-endian I/O */
 
+#if defined(__CUDACC__)
+/* In the kernels a payload's 32-bit fields are 4-byte aligned (message
+ * slots and workspaces are, and every field's offset is a multiple of 4):
+ * one word access each (the device is little-endian, as the wire). */
+HP_KD uint32_t hp_k_ld32(const uint8_t *p) { return *(const uint32_t *)(const void *)p; }
+HP_KD void hp_k_st32(uint8_t *p, uint32_t v) { *(uint32_t *)(void *)p = v; }
+#elif defined(HP_SIMT)
+/* The kernels on the SIMT emulator: the same word accesses, where a
+ * misaligned one stops the run as it faults on the device. */
+extern "C" void hp_simt_misaligned(const void *p, unsigned bytes);
+HP_KD uint32_t hp_k_ld32(const uint8_t *p)
+{
+    uint32_t v;
+    if ((uintptr_t)p & 3u)
+        hp_simt_misaligned(p, 4);
+    memcpy(&v, p, 4);
+    return v;
+}
+HP_KD void hp_k_st32(uint8_t *p, uint32_t v)
+{
+    if ((uintptr_t)p & 3u)
+        hp_simt_misaligned(p, 4);
+    memcpy(p, &v, 4);
+}
+#else
+/* The host (the codec's checks of payloads anywhere): bytes. */
 HP_KD uint32_t hp_k_ld32(const uint8_t *p)
 {
     return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
@@ -490,6 +516,7 @@ HP_KD void hp_k_st32(uint8_t *p, uint32_t v)
     p[2] = (uint8_t)(v >> 16);
     p[3] = (uint8_t)(v >> 24);
 }
+#endif
 
 /* Decoded-value store modes (HP_OUT_SET / HP_OUT_ADD of hp_ops.h). */
 HP_KD void hp_k_store(float *out, size_t i, float v, int accumulate)

@@ -3,13 +3,59 @@
  * grid of the element-wise kernels, the launch check, and the warp
  * collectives the block kernels reduce with.  Private to those files; the
  * per-thread functions are hp_kern.h's, the launchers hp_klaunch.h's.
+ *
+ * The same files compile for the CPU against the SIMT emulator
+ * (cuda/simt/hp_simt.h, doc/simt.md): launches, shared arrays and the
+ * kernel list are written with the macros below, which are plain CUDA
+ * under nvcc.
  */
 #ifndef HP_KERN_CU_CUH
 #define HP_KERN_CU_CUH
 
+#if !defined(__CUDACC__)
+#include "simt/hp_simt.h"
+#endif
 #include "hp_klaunch.h"
 #include "hp_kern.h"
+
+#if defined(__CUDACC__)
 #include <cuda_runtime.h>
+
+/* k<<<g, b, 0, s>>>(args) */
+#define HP_LAUNCH(k, g, b, s) k<<<(g), (b), 0, (s)>>>
+/* __shared__ T name[N] (T may be an array type: float[2]) and __shared__ T name */
+template <class T>
+using hp_k_type = T;
+#define HP_SHARED(T, name, N) __shared__ hp_k_type<T> name[N]
+#define HP_SHARED_VAR(T, name) __shared__ T name
+/* loads kernel k (its attributes asked for); n counts them */
+#define HP_PRELOAD(n, k)                                     \
+    do {                                                     \
+        cudaFuncAttributes a_;                               \
+        if (cudaFuncGetAttributes(&a_, k) != cudaSuccess)    \
+            return -1;                                       \
+        (n)++;                                               \
+    } while (0)
+
+/* A word that other CTAs may change while this one runs (their atomics):
+ * read once, by one thread, as a relaxed load. */
+__device__ static inline uint32_t hp_k_ld_relaxed(const uint32_t *p)
+{
+    return *(const volatile uint32_t *)p;
+}
+#else
+static inline uint32_t hp_k_ld_relaxed(const uint32_t *p)
+{
+    return hp_simt_ld_relaxed(p);
+}
+#endif
+
+/* The kernels of each file, loaded (HP_PRELOAD) by hp_kl_preload; each
+ * returns how many, or -1. */
+extern "C" int hp_kl_preload_quant(void);
+extern "C" int hp_kl_preload_half(void);
+extern "C" int hp_kl_preload_sparse(void);
+extern "C" int hp_kl_preload_psgd(void);
 
 #define FULL 0xffffffffu
 #define TPB 256                      /* threads of the element-wise kernels */

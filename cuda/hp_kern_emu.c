@@ -70,6 +70,12 @@ int hp_emu_launch(void *stream, int (*run)(void *args), const void *args, size_t
 
 /* ------------------------------------------------------------ helpers */
 
+/* nothing to load: the host runs every "kernel" */
+int hp_kl_preload(void)
+{
+    return 0;
+}
+
 /* the host runs every "kernel" */
 HP_EMU_KERNEL(probe, (uint32_t *, word))
 {

@@ -167,6 +167,8 @@ HP_EMU_KERNEL(sparse_dec, (const uint8_t *, pairs), (size_t, m), (size_t, n), (f
     if (!accumulate)
         for (size_t i = 0; i < n; i++)
             dst[i] = 0.0f;
+    if (bad[0] & HP_K_F_BAD)
+        return 0;   /* no scatter of pairs that failed */
     for (size_t j = 0; j < m; j++) {
         uint32_t i = hp_k_ld32(pairs + 8 * j);
         float v = hp_u2f(hp_k_ld32(pairs + 8 * j + 4));
@@ -223,7 +225,7 @@ HP_EMU_KERNEL(sparse_dec_msg, (const uint8_t *, m), (size_t, cap), (uint32_t, ki
         else if (!accumulate)
             dst[i] = 0.0f;
     }
-    if (!status[3])
+    if (!status[3] && !status[2])
         for (uint32_t j = 0; j < cnt; j++) {
             const uint8_t *pr = m + HP_K_MSG_HEADER + 8 * (size_t)j;
             uint32_t i = hp_k_ld32(pr);

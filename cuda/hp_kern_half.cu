@@ -51,7 +51,7 @@ __device__ static uint32_t cta_umax(uint32_t v, uint32_t *sm)
 __global__ static void __launch_bounds__(TPB) k_f16_enc(const float *x, size_t n, uint32_t B, uint8_t *halves,
                                                         uint8_t *exps, uint32_t *flags)
 {
-    __shared__ uint32_t sm[TPB / 32];
+    HP_SHARED(uint32_t, sm, TPB / 32);
     const size_t span = f16_span(B), base = (size_t)blockIdx.x * span;
     const unsigned nt = blockDim.x;
     const int reg = B <= nt * F16_REG;
@@ -103,8 +103,8 @@ extern "C" int hp_kl_f16_enc(void *stream, const float *x, size_t n, uint32_t B,
     const size_t span = f16_span(B);
     if (n == 0)
         return 0;
-    k_f16_enc<<<(unsigned)((n + span - 1) / span), f16_threads(B), 0, (cudaStream_t)stream>>>(x, n, B, halves,
-                                                                                             exps, flags);
+    HP_LAUNCH(k_f16_enc, (unsigned)((n + span - 1) / span), f16_threads(B), (cudaStream_t)stream)(x, n, B, halves, exps,
+                                                                                                  flags);
     return launched();
 }
 
@@ -113,7 +113,7 @@ extern "C" int hp_kl_f16_enc(void *stream, const float *x, size_t n, uint32_t B,
 __global__ static void __launch_bounds__(TPB) k_f16_dec(const uint8_t *halves, const uint8_t *exps, size_t n,
                                                         uint32_t B, float *dst, int accumulate, uint32_t *bad)
 {
-    __shared__ uint32_t sm[TPB / 32];
+    HP_SHARED(uint32_t, sm, TPB / 32);
     const size_t span = f16_span(B), base = (size_t)blockIdx.x * span;
     const unsigned nt = blockDim.x;
     const uint16_t *h = (const uint16_t *)halves;
@@ -140,8 +140,8 @@ extern "C" int hp_kl_f16_dec(void *stream, const uint8_t *halves, const uint8_t 
     const size_t span = f16_span(B);
     if (n == 0)
         return 0;
-    k_f16_dec<<<(unsigned)((n + span - 1) / span), f16_threads(B), 0, (cudaStream_t)stream>>>(halves, exps, n, B,
-                                                                                             dst, accumulate, bad);
+    HP_LAUNCH(k_f16_dec, (unsigned)((n + span - 1) / span), f16_threads(B), (cudaStream_t)stream)(halves, exps, n, B,
+                                                                                                  dst, accumulate, bad);
     return launched();
 }
 
@@ -163,7 +163,7 @@ extern "C" int hp_kl_bf16_enc(void *stream, const float *x, size_t n, uint8_t *o
 {
     if (n == 0)
         return 0;
-    k_bf16_enc<<<grid_for(n, 4), TPB, 0, (cudaStream_t)stream>>>(x, n, out, flags);
+    HP_LAUNCH(k_bf16_enc, grid_for(n, 4), TPB, (cudaStream_t)stream)(x, n, out, flags);
     return launched();
 }
 
@@ -184,7 +184,7 @@ extern "C" int hp_kl_bf16_dec(void *stream, const uint8_t *in, size_t n, float *
 {
     if (n == 0)
         return 0;
-    k_bf16_dec<<<grid_for(n, 4), TPB, 0, (cudaStream_t)stream>>>(in, n, dst, accumulate, bad);
+    HP_LAUNCH(k_bf16_dec, grid_for(n, 4), TPB, (cudaStream_t)stream)(in, n, dst, accumulate, bad);
     return launched();
 }
 
@@ -199,6 +199,18 @@ extern "C" int hp_kl_convert(void *stream, void *dst, const void *src, size_t n,
 {
     if (n == 0)
         return 0;
-    k_convert<<<grid_for(n, 4), TPB, 0, (cudaStream_t)stream>>>(dst, src, n, how);
+    HP_LAUNCH(k_convert, grid_for(n, 4), TPB, (cudaStream_t)stream)(dst, src, n, how);
     return launched();
+}
+
+/* the kernels of this file (hp_kl_preload) */
+extern "C" int hp_kl_preload_half(void)
+{
+    int n = 0;
+    HP_PRELOAD(n, k_f16_enc);
+    HP_PRELOAD(n, k_f16_dec);
+    HP_PRELOAD(n, k_bf16_enc);
+    HP_PRELOAD(n, k_bf16_dec);
+    HP_PRELOAD(n, k_convert);
+    return n;
 }

@@ -18,7 +18,7 @@ extern "C" int hp_kl_psgd_start_q(void *stream, float *qt, const float *warm, si
 {
     if (r * c == 0)
         return 0;
-    k_psgd_start_q<<<1, 32, 0, (cudaStream_t)stream>>>(qt, warm, r, c, key);
+    HP_LAUNCH(k_psgd_start_q, 1, 32, (cudaStream_t)stream)(qt, warm, r, c, key);
     return launched();
 }
 
@@ -36,7 +36,7 @@ extern "C" int hp_kl_psgd_orth(void *stream, float *p, size_t m, size_t r, doubl
 {
     if (m * r == 0)
         return 0;
-    k_psgd_orth<<<1, 1, 0, (cudaStream_t)stream>>>(p, m, r, work, flag, bytes);
+    HP_LAUNCH(k_psgd_orth, 1, 1, (cudaStream_t)stream)(p, m, r, work, flag, bytes);
     return launched();
 }
 
@@ -57,7 +57,7 @@ extern "C" int hp_kl_psgd_recon_if(void *stream, float *buf, float *res, size_t 
 {
     if (n == 0)
         return 0;
-    k_psgd_recon_if<<<grid_for(n, 4), TPB, 0, (cudaStream_t)stream>>>(buf, res, n, c, r, p, qs, ql, flag, bytes);
+    HP_LAUNCH(k_psgd_recon_if, grid_for(n, 4), TPB, (cudaStream_t)stream)(buf, res, n, c, r, p, qs, ql, flag, bytes);
     return launched();
 }
 
@@ -74,6 +74,17 @@ extern "C" int hp_kl_copy_if(void *stream, float *dst, const float *src, size_t 
 {
     if (n == 0)
         return 0;
-    k_copy_if<<<grid_for(n, 4), TPB, 0, (cudaStream_t)stream>>>(dst, src, n, flag, bytes);
+    HP_LAUNCH(k_copy_if, grid_for(n, 4), TPB, (cudaStream_t)stream)(dst, src, n, flag, bytes);
     return launched();
+}
+
+/* the kernels of this file (hp_kl_preload) */
+extern "C" int hp_kl_preload_psgd(void)
+{
+    int n = 0;
+    HP_PRELOAD(n, k_psgd_start_q);
+    HP_PRELOAD(n, k_psgd_orth);
+    HP_PRELOAD(n, k_psgd_recon_if);
+    HP_PRELOAD(n, k_copy_if);
+    return n;
 }

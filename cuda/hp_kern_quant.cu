@@ -15,9 +15,10 @@
 __global__ static void __launch_bounds__(TPB) k_onebit_enc(const float *x, float *r, size_t n, uint32_t B,
                                                           uint8_t *scales, uint8_t *words, uint32_t *flags)
 {
-    __shared__ double cpos[HP_K_MAXCH], cneg[HP_K_MAXCH];
-    __shared__ uint32_t cnp[HP_K_MAXCH];
-    __shared__ float sc[HP_K_MAXCH][2];
+    HP_SHARED(double, cpos, HP_K_MAXCH);
+    HP_SHARED(double, cneg, HP_K_MAXCH);
+    HP_SHARED(uint32_t, cnp, HP_K_MAXCH);
+    HP_SHARED(float[2], sc, HP_K_MAXCH);
     const hp_k_bgrid_t g = hp_k_bgrid(n, B);
     const size_t cta = blockIdx.x, base = cta * g.span, nch = hp_k_cta_chunks(&g), nbl = hp_k_cta_blocks(&g);
     const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -103,9 +104,10 @@ template <bool EF>
 __global__ static void __launch_bounds__(TPB) k_onebit_enc_reg(const float *x, float *r, size_t n, uint32_t B,
                                                               uint8_t *scales, uint8_t *words, uint32_t *flags)
 {
-    __shared__ double cpos[HP_K_WARPS], cneg[HP_K_WARPS];
-    __shared__ uint32_t cnp[HP_K_WARPS];
-    __shared__ float sc[HP_K_WARPS][2];
+    HP_SHARED(double, cpos, HP_K_WARPS);
+    HP_SHARED(double, cneg, HP_K_WARPS);
+    HP_SHARED(uint32_t, cnp, HP_K_WARPS);
+    HP_SHARED(float[2], sc, HP_K_WARPS);
     const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const size_t base = (size_t)blockIdx.x * HP_K_SPAN, off = base + (size_t)warp * HP_K_CHUNK;
     const size_t len = off < n ? (n - off < HP_K_CHUNK ? n - off : HP_K_CHUNK) : 0;
@@ -186,11 +188,11 @@ extern "C" int hp_kl_onebit_enc(void *stream, const float *x, float *r, size_t n
     if (n == 0)
         return 0;
     if (reg_path(B) && r != NULL)
-        k_onebit_enc_reg<true><<<(unsigned)g.ncta, TPB, 0, s>>>(x, r, n, B, scales, words, flags);
+        HP_LAUNCH(k_onebit_enc_reg<true>, (unsigned)g.ncta, TPB, s)(x, r, n, B, scales, words, flags);
     else if (reg_path(B))
-        k_onebit_enc_reg<false><<<(unsigned)g.ncta, TPB, 0, s>>>(x, r, n, B, scales, words, flags);
+        HP_LAUNCH(k_onebit_enc_reg<false>, (unsigned)g.ncta, TPB, s)(x, r, n, B, scales, words, flags);
     else
-        k_onebit_enc<<<(unsigned)g.ncta, TPB, 0, s>>>(x, r, n, B, scales, words, flags);
+        HP_LAUNCH(k_onebit_enc, (unsigned)g.ncta, TPB, s)(x, r, n, B, scales, words, flags);
     return launched();
 }
 
@@ -226,8 +228,8 @@ extern "C" int hp_kl_onebit_dec(void *stream, const uint8_t *scales, const uint8
     const size_t nb = (n + B - 1) / B;
     if (n == 0)
         return 0;
-    k_onebit_check<<<grid_for(nb, 1), TPB, 0, (cudaStream_t)stream>>>(scales, words, n, B, bad);
-    k_onebit_dec<<<grid_for(n, 4), TPB, 0, (cudaStream_t)stream>>>(scales, words, n, B, dst, accumulate);
+    HP_LAUNCH(k_onebit_check, grid_for(nb, 1), TPB, (cudaStream_t)stream)(scales, words, n, B, bad);
+    HP_LAUNCH(k_onebit_dec, grid_for(n, 4), TPB, (cudaStream_t)stream)(scales, words, n, B, dst, accumulate);
     return launched();
 }
 
@@ -236,8 +238,8 @@ extern "C" int hp_kl_onebit_dec(void *stream, const uint8_t *scales, const uint8
 __global__ static void __launch_bounds__(TPB) k_tbq_enc(const float *x, float *r, size_t n, uint32_t B, float thr,
                                                        float scale, uint8_t *taus, uint8_t *codes, uint32_t *flags)
 {
-    __shared__ double cs[HP_K_MAXCH];
-    __shared__ float tau[HP_K_MAXCH];
+    HP_SHARED(double, cs, HP_K_MAXCH);
+    HP_SHARED(float, tau, HP_K_MAXCH);
     const hp_k_bgrid_t g = hp_k_bgrid(n, B);
     const size_t cta = blockIdx.x, base = cta * g.span, nch = hp_k_cta_chunks(&g), nbl = hp_k_cta_blocks(&g);
     const size_t end = n - base < g.span ? n : base + g.span;
@@ -306,8 +308,8 @@ __global__ static void __launch_bounds__(TPB) k_tbq_enc_reg(const float *x, floa
                                                            float thr, float scale, uint8_t *taus, uint8_t *codes,
                                                            uint32_t *flags)
 {
-    __shared__ double cs[HP_K_WARPS];
-    __shared__ float tau[HP_K_WARPS];
+    HP_SHARED(double, cs, HP_K_WARPS);
+    HP_SHARED(float, tau, HP_K_WARPS);
     const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const size_t base = (size_t)blockIdx.x * HP_K_SPAN, off = base + (size_t)warp * HP_K_CHUNK;
     const size_t len = off < n ? (n - off < HP_K_CHUNK ? n - off : HP_K_CHUNK) : 0;
@@ -381,11 +383,11 @@ extern "C" int hp_kl_tbq_enc(void *stream, const float *x, float *r, size_t n, u
     if (n == 0)
         return 0;
     if (reg_path(B) && r != NULL)
-        k_tbq_enc_reg<true><<<(unsigned)g.ncta, TPB, 0, s>>>(x, r, n, B, thr, scale, taus, codes, flags);
+        HP_LAUNCH(k_tbq_enc_reg<true>, (unsigned)g.ncta, TPB, s)(x, r, n, B, thr, scale, taus, codes, flags);
     else if (reg_path(B))
-        k_tbq_enc_reg<false><<<(unsigned)g.ncta, TPB, 0, s>>>(x, r, n, B, thr, scale, taus, codes, flags);
+        HP_LAUNCH(k_tbq_enc_reg<false>, (unsigned)g.ncta, TPB, s)(x, r, n, B, thr, scale, taus, codes, flags);
     else
-        k_tbq_enc<<<(unsigned)g.ncta, TPB, 0, s>>>(x, r, n, B, thr, scale, taus, codes, flags);
+        HP_LAUNCH(k_tbq_enc, (unsigned)g.ncta, TPB, s)(x, r, n, B, thr, scale, taus, codes, flags);
     return launched();
 }
 
@@ -408,7 +410,7 @@ extern "C" int hp_kl_tbq_dec(void *stream, const uint8_t *taus, const uint8_t *c
 {
     if (n == 0)
         return 0;
-    k_tbq_dec<<<grid_for(n, 4), TPB, 0, (cudaStream_t)stream>>>(taus, codes, n, B, dst, accumulate, bad);
+    HP_LAUNCH(k_tbq_dec, grid_for(n, 4), TPB, (cudaStream_t)stream)(taus, codes, n, B, dst, accumulate, bad);
     return launched();
 }
 
@@ -422,7 +424,7 @@ extern "C" int hp_kl_tbq_dec(void *stream, const uint8_t *taus, const uint8_t *c
 __global__ static void k_tg_pairs(const float *x, size_t n, uint32_t B, uint32_t bits, uint8_t *pairs,
                                   uint32_t *flags)
 {
-    __shared__ hp_k_mm_t sm[TPB];
+    HP_SHARED(hp_k_mm_t, sm, TPB);
     const size_t span = B > TG_SPAN ? B : TG_SPAN, base = (size_t)blockIdx.x * span;
     uint32_t absmax = 0;
     for (size_t b0 = base; b0 < n && b0 < base + span; b0 += B) {
@@ -476,8 +478,8 @@ extern "C" int hp_kl_tg_enc(void *stream, const float *x, size_t n, uint32_t B, 
     cudaStream_t s = (cudaStream_t)stream;
     if (n == 0)
         return 0;
-    k_tg_pairs<<<(unsigned)((n + span - 1) / span), TPB, 0, s>>>(x, n, B, bits, pairs, flags);
-    k_tg_codes<<<grid_for((n * bits + 7) / 8, 1), TPB, 0, s>>>(x, n, B, bits, key, ctr0, pairs, codes, flags);
+    HP_LAUNCH(k_tg_pairs, (unsigned)((n + span - 1) / span), TPB, s)(x, n, B, bits, pairs, flags);
+    HP_LAUNCH(k_tg_codes, grid_for((n * bits + 7) / 8, 1), TPB, s)(x, n, B, bits, key, ctr0, pairs, codes, flags);
     return launched();
 }
 
@@ -502,7 +504,7 @@ extern "C" int hp_kl_tg_dec(void *stream, const uint8_t *pairs, const uint8_t *c
 {
     if (n == 0)
         return 0;
-    k_tg_dec<<<grid_for(n, 4), TPB, 0, (cudaStream_t)stream>>>(pairs, codes, n, B, bits, dst, accumulate, bad);
+    HP_LAUNCH(k_tg_dec, grid_for(n, 4), TPB, (cudaStream_t)stream)(pairs, codes, n, B, bits, dst, accumulate, bad);
     return launched();
 }
 
@@ -514,7 +516,7 @@ extern "C" int hp_kl_tg_dec(void *stream, const uint8_t *pairs, const uint8_t *c
 __global__ static void k_q_pairs(const float *x, const float *r, size_t n, uint32_t B, uint32_t bits, uint8_t *pairs,
                                  uint32_t *flags)
 {
-    __shared__ hp_k_mm_t sm[TPB];
+    HP_SHARED(hp_k_mm_t, sm, TPB);
     const size_t span = B > TG_SPAN ? B : TG_SPAN, base = (size_t)blockIdx.x * span;
     uint32_t absmax = 0;
     for (size_t b0 = base; b0 < n && b0 < base + span; b0 += B) {
@@ -579,8 +581,29 @@ extern "C" int hp_kl_q_enc(void *stream, const float *x, float *r, float *mask, 
     cudaStream_t s = (cudaStream_t)stream;
     if (n == 0)
         return 0;
-    k_q_pairs<<<(unsigned)((n + span - 1) / span), TPB, 0, s>>>(x, r, n, B, bits, pairs, flags);
-    k_q_codes<<<grid_for((n * bits + 7) / 8, 1), TPB, 0, s>>>(x, r, mask, n, B, bits, stoch, key, ctr0, pairs,
-                                                             codes, flags);
+    HP_LAUNCH(k_q_pairs, (unsigned)((n + span - 1) / span), TPB, s)(x, r, n, B, bits, pairs, flags);
+    HP_LAUNCH(k_q_codes, grid_for((n * bits + 7) / 8, 1), TPB, s)(x, r, mask, n, B, bits, stoch, key, ctr0, pairs,
+                                                                  codes, flags);
     return launched();
+}
+
+/* the kernels of this file (hp_kl_preload) */
+extern "C" int hp_kl_preload_quant(void)
+{
+    int n = 0;
+    HP_PRELOAD(n, k_onebit_enc);
+    HP_PRELOAD(n, k_onebit_enc_reg<true>);
+    HP_PRELOAD(n, k_onebit_enc_reg<false>);
+    HP_PRELOAD(n, k_onebit_check);
+    HP_PRELOAD(n, k_onebit_dec);
+    HP_PRELOAD(n, k_tbq_enc);
+    HP_PRELOAD(n, k_tbq_enc_reg<true>);
+    HP_PRELOAD(n, k_tbq_enc_reg<false>);
+    HP_PRELOAD(n, k_tbq_dec);
+    HP_PRELOAD(n, k_tg_pairs);
+    HP_PRELOAD(n, k_tg_codes);
+    HP_PRELOAD(n, k_tg_dec);
+    HP_PRELOAD(n, k_q_pairs);
+    HP_PRELOAD(n, k_q_codes);
+    return n;
 }

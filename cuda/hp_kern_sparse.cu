@@ -78,10 +78,16 @@ __global__ static void __launch_bounds__(1024) k_sparse_select(const float *g, f
                                                                uint32_t G, uint32_t k_full, uint32_t k_last,
                                                                uint8_t *slots, uint32_t *counts, uint32_t *flags)
 {
-    __shared__ uint32_t hist[HP_K_RADIX_BINS];
-    __shared__ uint32_t cidx[CAND_CAP], cmag[CAND_CAP];
-    __shared__ uint32_t wsum[32];
-    __shared__ uint32_t s_prefix, s_kk, s_nnz, s_above, s_ncand;
+    HP_SHARED(uint32_t, hist, HP_K_RADIX_BINS);
+    HP_SHARED(uint32_t, cidx, CAND_CAP);
+    HP_SHARED(uint32_t, cmag, CAND_CAP);
+    HP_SHARED(uint32_t, wsum, 32);
+    HP_SHARED_VAR(uint32_t, s_prefix);
+    HP_SHARED_VAR(uint32_t, s_kk);
+    HP_SHARED_VAR(uint32_t, s_nnz);
+    HP_SHARED_VAR(uint32_t, s_above);
+    HP_SHARED_VAR(uint32_t, s_ncand);
+    HP_SHARED_VAR(uint32_t, s_skip);
     const size_t b = blockIdx.x, start = b * G, len = n - start < G ? n - start : G;
     const uint32_t k = len < G ? k_last : k_full;
     const int writes = r != NULL || u != NULL;
@@ -90,17 +96,21 @@ __global__ static void __launch_bounds__(1024) k_sparse_select(const float *g, f
     uint32_t t = 0, quota = 0, cnt = 0, ties = 0, nnz = 0, d0;
     int bad = 0, use_list;
 
-    if (flags[0] & HP_K_F_NONFINITE)
-        return;   /* NaN or Inf in g (hp_kl_finite ran first) */
     for (unsigned i = threadIdx.x; i < HP_K_RADIX_BINS; i += blockDim.x)
         hist[i] = 0;
     if (threadIdx.x == 0) {
+        /* NaN or Inf in g (hp_kl_finite ran first), or an overflow another
+         * CTA found: read by one thread, as other CTAs may set it while
+         * this one starts, and the CTA's threads must agree */
+        s_skip = hp_k_ld_relaxed(flags) & HP_K_F_NONFINITE;
         s_prefix = 0;
         s_kk = k;
         s_nnz = 0;
         s_ncand = 0;
     }
     __syncthreads();
+    if (s_skip)
+        return;
     /* pass 0, with the commit of u' and v */
     for (size_t i = threadIdx.x; i < len; i += blockDim.x) {
         float up = hp_k_sparse_u(g + start, u != NULL ? u + start : NULL, m, i);
@@ -231,7 +241,7 @@ __global__ static void __launch_bounds__(1024) k_sparse_select(const float *g, f
  * of blockDim.x blocks) and the total in info[1]. */
 __global__ static void k_sparse_offsets(const uint32_t *counts, size_t nb, uint32_t *offs, uint32_t *info)
 {
-    __shared__ uint32_t wsum[32];
+    HP_SHARED(uint32_t, wsum, 32);
     uint32_t acc = 0;
     if (info[0] & HP_K_F_NONFINITE)
         return;
@@ -311,15 +321,15 @@ extern "C" int hp_kl_sparse_enc(void *stream, const hp_kl_sparse_t *a)
         return 0;
     if (hp_kl_finite(stream, a->g, a->n, a->info) != 0)
         return -1;
-    k_sparse_select<<<(unsigned)nb, sel_tpb, 0, s>>>(a->g, a->r, a->u, a->m, a->n, a->G, a->k_full, a->k_last, slots,
-                                                     counts, a->info);
-    k_sparse_offsets<<<1, 1024, 0, s>>>(counts, nb, offs, a->info);
-    k_sparse_pack<<<(unsigned)nb, 128, 0, s>>>(slots, counts, offs, a->G, a->k_full, a->payload, a->info);
+    HP_LAUNCH(k_sparse_select, (unsigned)nb, sel_tpb, s)(a->g, a->r, a->u, a->m, a->n, a->G, a->k_full, a->k_last,
+                                                         slots, counts, a->info);
+    HP_LAUNCH(k_sparse_offsets, 1, 1024, s)(counts, nb, offs, a->info);
+    HP_LAUNCH(k_sparse_pack, (unsigned)nb, 128, s)(slots, counts, offs, a->G, a->k_full, a->payload, a->info);
     if (writes || a->mask != NULL)
-        k_sparse_zero_sent<<<grid_for(nb * (size_t)a->k_full, 1), TPB, 0, s>>>(a->payload, a->info, a->r, a->u,
-                                                                                a->mask, a->gate);
+        HP_LAUNCH(k_sparse_zero_sent, grid_for(nb * (size_t)a->k_full, 1), TPB, s)(a->payload, a->info, a->r, a->u,
+                                                                                   a->mask, a->gate);
     if (writes)
-        k_sparse_reset<<<grid_for(a->n, 4), TPB, 0, s>>>(a->r, a->u, a->n, a->info);
+        HP_LAUNCH(k_sparse_reset, grid_for(a->n, 4), TPB, s)(a->r, a->u, a->n, a->info);
     return launched();
 }
 
@@ -335,8 +345,13 @@ __global__ static void k_sparse_check(const uint8_t *pairs, size_t m, size_t n, 
         atomicOr(bad, HP_K_F_BAD);
 }
 
-__global__ static void k_sparse_scatter(const uint8_t *pairs, size_t m, size_t n, float *dst, int accumulate)
+/* Nothing when the check failed: pairs out of order can name an element
+ * twice, and two threads would write it at once. */
+__global__ static void k_sparse_scatter(const uint8_t *pairs, size_t m, size_t n, float *dst, int accumulate,
+                                        const uint32_t *bad)
 {
+    if (bad[0] & HP_K_F_BAD)
+        return;
     GRID_STRIDE(j, m) {
         uint32_t i = hp_k_ld32(pairs + 8 * j);
         if ((size_t)i < n)
@@ -350,11 +365,11 @@ extern "C" int hp_kl_sparse_dec(void *stream, const uint8_t *pairs, size_t m, si
     cudaStream_t s = (cudaStream_t)stream;
     int rc = 0;
     if (m > 0)
-        k_sparse_check<<<grid_for(m, 1), TPB, 0, s>>>(pairs, m, n, bad);
+        HP_LAUNCH(k_sparse_check, grid_for(m, 1), TPB, s)(pairs, m, n, bad);
     if (!accumulate && n > 0)
         rc = hp_kl_fill(stream, dst, 0.0f, n);   /* its launch check covers the check's launch too */
     if (m > 0)
-        k_sparse_scatter<<<grid_for(m, 1), TPB, 0, s>>>(pairs, m, n, dst, accumulate);
+        HP_LAUNCH(k_sparse_scatter, grid_for(m, 1), TPB, s)(pairs, m, n, dst, accumulate, bad);
     return launched() == 0 && rc == 0 ? 0 : -1;
 }
 
@@ -373,7 +388,7 @@ __global__ static void k_sparse_mask(const uint8_t *pairs, const uint32_t *count
 extern "C" int hp_kl_sparse_mask(void *stream, const uint8_t *pairs, const uint32_t *count, float *v, size_t n,
                                  const uint32_t *flags)
 {
-    k_sparse_mask<<<grid_for(n, 8), TPB, 0, (cudaStream_t)stream>>>(pairs, count, v, n, flags);
+    HP_LAUNCH(k_sparse_mask, grid_for(n, 8), TPB, (cudaStream_t)stream)(pairs, count, v, n, flags);
     return launched();
 }
 
@@ -419,11 +434,12 @@ __global__ static void k_sparse_msg_dense(const uint8_t *m, size_t n, float *dst
     }
 }
 
-/* A thread per pair: the scatter (after the zero fill). */
+/* A thread per pair: the scatter (after the zero fill), of pairs that
+ * passed their checks (out of order, two could name one element). */
 __global__ static void k_sparse_msg_scatter(const uint8_t *m, size_t n, float *dst, int accumulate,
                                             const uint32_t *status)
 {
-    if (status[0] != HP_K_MSG_OK || status[3] != 0)
+    if (status[0] != HP_K_MSG_OK || status[3] != 0 || status[2] != 0)
         return;
     GRID_STRIDE(j, (size_t)(hp_k_ld32(m + 8) / 8)) {
         const uint8_t *pr = m + HP_K_MSG_HEADER + 8 * j;
@@ -441,10 +457,10 @@ extern "C" int hp_kl_sparse_dec_msg(void *stream, const uint8_t *m, size_t cap, 
     size_t pmax = cap >= HP_K_MSG_HEADER ? (cap - HP_K_MSG_HEADER) / 8 : 0;
     if (pmax > n)
         pmax = n;
-    k_sparse_msg_head<<<1, 1, 0, s>>>(m, cap, kind, dense, (uint32_t)n, status);
-    k_sparse_msg_pairs<<<grid_for(pmax, 1), TPB, 0, s>>>(m, n, status);
-    k_sparse_msg_dense<<<grid_for(n, 4), TPB, 0, s>>>(m, n, dst, accumulate, status);
-    k_sparse_msg_scatter<<<grid_for(pmax, 1), TPB, 0, s>>>(m, n, dst, accumulate, status);
+    HP_LAUNCH(k_sparse_msg_head, 1, 1, s)(m, cap, kind, dense, (uint32_t)n, status);
+    HP_LAUNCH(k_sparse_msg_pairs, grid_for(pmax, 1), TPB, s)(m, n, status);
+    HP_LAUNCH(k_sparse_msg_dense, grid_for(n, 4), TPB, s)(m, n, dst, accumulate, status);
+    HP_LAUNCH(k_sparse_msg_scatter, grid_for(pmax, 1), TPB, s)(m, n, dst, accumulate, status);
     return launched();
 }
 
@@ -457,6 +473,26 @@ __global__ static void k_msg_header_count(uint8_t *m, uint32_t kind, uint32_t n,
 extern "C" int hp_kl_msg_header_count(void *stream, uint8_t *m, uint32_t kind, uint32_t n, uint32_t unit,
                                       const uint32_t *count, const uint32_t *flags)
 {
-    k_msg_header_count<<<1, 1, 0, (cudaStream_t)stream>>>(m, kind, n, unit, count, flags);
+    HP_LAUNCH(k_msg_header_count, 1, 1, (cudaStream_t)stream)(m, kind, n, unit, count, flags);
     return launched();
+}
+
+/* the kernels of this file (hp_kl_preload) */
+extern "C" int hp_kl_preload_sparse(void)
+{
+    int n = 0;
+    HP_PRELOAD(n, k_sparse_reset);
+    HP_PRELOAD(n, k_sparse_select);
+    HP_PRELOAD(n, k_sparse_offsets);
+    HP_PRELOAD(n, k_sparse_pack);
+    HP_PRELOAD(n, k_sparse_zero_sent);
+    HP_PRELOAD(n, k_sparse_check);
+    HP_PRELOAD(n, k_sparse_scatter);
+    HP_PRELOAD(n, k_sparse_mask);
+    HP_PRELOAD(n, k_sparse_msg_head);
+    HP_PRELOAD(n, k_sparse_msg_pairs);
+    HP_PRELOAD(n, k_sparse_msg_dense);
+    HP_PRELOAD(n, k_sparse_msg_scatter);
+    HP_PRELOAD(n, k_msg_header_count);
+    return n;
 }

@@ -9,7 +9,9 @@
  * Three builds of these symbols, one per link unit (each split by family of
  * formats: hp_kern.cu the shared kernels, _quant onebit, tbq, terngrad and q,
  * _half fp16 and bf16, _sparse graddrop and dgc):
- *   cuda/hp_kern*.cu     the CUDA kernels (libhipress_cuda.so);
+ *   cuda/hp_kern*.cu     the CUDA kernels (libhipress_cuda.so), and the same
+ *                        files compiled for the CPU on the strict SIMT
+ *                        emulator (cuda/simt, doc/simt.md: tests/gpu);
  *   cuda/hp_kern_emu*.c  the same grid run serially on the host, over the
  *                        same per-thread functions (hp_kern.h): the CPU tests
  *                        (tests/gpu/check_kern.c) and, built with
@@ -38,6 +40,15 @@ extern "C" {
  * stream).  0 when the launch was accepted. */
 #define HP_KL_PROBE_WORD 0x48505253u
 int hp_kl_probe(void *stream, uint32_t *word);
+
+/* Every kernel of this build loaded now, in the current context: each
+ * kernel's attributes are asked for (cudaFuncGetAttributes), so none is
+ * loaded lazily later, by a launch inside a stream-ordered call (loading
+ * can synchronise the context).  Returns the number of kernels (template
+ * instances counted apart), or -1 when one cannot be loaded.  On the SIMT
+ * emulator it records them and loads nothing; the serial emulation has
+ * none (0). */
+int hp_kl_preload(void);
 
 /* flags[0] |= HP_K_F_NONFINITE when x[0..n) holds NaN or Inf. */
 int hp_kl_finite(void *stream, const float *x, size_t n, uint32_t *flags);
@@ -124,7 +135,8 @@ size_t hp_kl_sparse_tmp_bytes(size_t n, uint32_t G, uint32_t k_full, uint32_t k_
 int hp_kl_sparse_enc(void *stream, const hp_kl_sparse_t *a);
 
 /* Sparse decode of m pairs (validated on the device: HP_K_F_BAD in *bad);
- * overwrite mode zero-fills dst first. */
+ * overwrite mode zero-fills dst first; nothing is scattered once *bad has
+ * HP_K_F_BAD (pairs out of order may name an element twice). */
 int hp_kl_sparse_dec(void *stream, const uint8_t *pairs, size_t m, size_t n, float *dst, int accumulate,
                      uint32_t *bad);
 
@@ -140,7 +152,8 @@ int hp_kl_sparse_mask(void *stream, const uint8_t *pairs, const uint32_t *count,
  * pairs, status[2] |= HP_K_F_BAD when one breaks hp_k_sparse_pair_bad
  * (order, range, a NaN or Inf value); then overwrite mode zero-fills dst
  * and the pairs are scattered (or the dense values stored or added).
- * Nothing is written to dst unless status[0] is HP_K_MSG_OK.  status is
+ * Nothing is written to dst unless status[0] is HP_K_MSG_OK, and no pair
+ * is scattered once status[2] is set.  status is
  * the codec's HP_INFO_MSG words, [1..3] zeroed by the caller. */
 int hp_kl_sparse_dec_msg(void *stream, const uint8_t *m, size_t cap, uint32_t kind, uint32_t dense, size_t n,
                          float *dst, int accumulate, uint32_t *status);

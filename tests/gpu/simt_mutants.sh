@@ -1,0 +1,97 @@
+#!/bin/sh
+# Mutants of the kernels, each of which tests/gpu/simt_kern_tsan must catch
+# (run by run_simt.sh): a copy of one kernel file with one defect is
+# compiled as that program's build compiles it (ThreadSanitizer) and linked
+# with the program's other objects; a short run of the group it belongs to
+# must fail.  The defects: each __syncthreads() of k_sparse_select, and of
+# the scan and pick it calls, removed; a shuffle whose mask leaves out lanes
+# that call it; a shuffle without a mask; a shared index one past the end;
+# the early return of k_sparse_select read by every thread again.
+set -u
+: "${HP_SRCDIR:=$(cd "$(dirname "$0")/../.." && pwd)}"
+: "${HP_BUILDDIR:=$(pwd)}"
+: "${HP_SIMT_CXX:=c++}"
+: "${HP_SIMT_MUTANT_FLAGS:?set by make check (tests/gpu/simt.mk)}"
+cuda="$HP_SRCDIR/cuda"
+rt="$HP_BUILDDIR/tests/gpu/.libs/libhpsimt_tsan.a"
+base="$HP_BUILDDIR/.libs/libhpbase.a"
+status=0
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+objs=$(find "$HP_BUILDDIR/cuda" "$HP_BUILDDIR/tests" -name '*simt_kern_tsan-*.o' | sort)
+for f in "$rt" "$base"; do
+    [ -f "$f" ] || { echo "FAIL: $f is missing"; exit 1; }
+done
+[ "$(echo "$objs" | grep -c 'kern_sparse\.o$')" = 1 ] ||
+    { echo "FAIL: the objects of simt_kern_tsan are not found"; exit 1; }
+export TSAN_OPTIONS="halt_on_error=1:exitcode=66"
+
+# the lines of a function (from its name at the start of a definition to
+# the closing brace at the start of a line) that match a pattern
+lines_in() {
+    awk -v fn="$2" -v pat="$3" '
+        index($0, fn "(") && !infn && !/;$/ { infn = 1 }
+        infn && $0 ~ pat { print NR }
+        infn && /^}/ { infn = 0 }' "$cuda/$1"
+}
+
+n=0
+caught=0
+# mutant FILE LINE SED-EXPRESSION GROUP WHAT
+mutant() {
+    file=$1 line=$2 expr=$3 group=$4 what=$5
+    n=$((n + 1))
+    sed "${line}$expr" "$cuda/$file" >"$tmp/$file"
+    if cmp -s "$cuda/$file" "$tmp/$file"; then
+        echo "FAIL: mutant $n ($what, $file:$line) does not apply: the source changed"
+        status=1
+        return
+    fi
+    printf '#include "%s"\n' "$file" >"$tmp/m.cc"
+    own="-$(basename "$file" .cu | sed 's/^hp_//')\.o$"   # its object in the program
+    # shellcheck disable=SC2086
+    if ! $HP_SIMT_CXX -I"$tmp" $HP_SIMT_MUTANT_FLAGS -c "$tmp/m.cc" -o "$tmp/m.o" >"$tmp/cc.log" 2>&1 ||
+        ! $HP_SIMT_CXX -fsanitize=thread -o "$tmp/mutant" "$tmp/m.o" \
+            $(echo "$objs" | grep -v -- "$own") "$rt" "$base" -lm -lpthread -ldl \
+            >>"$tmp/cc.log" 2>&1; then
+        echo "FAIL: mutant $n ($what) does not build"
+        head -n 20 "$tmp/cc.log"
+        status=1
+        return
+    fi
+    "$tmp/mutant" --quick --only "$group" --sizes 4097 --large none >"$tmp/out" 2>&1
+    rc=$?
+    how=$(grep -m 1 -E '^(WARNING: ThreadSanitizer|hp_simt:|FAIL:)' "$tmp/out")
+    if [ $rc -eq 0 ]; then
+        echo "FAIL: mutant $n not caught: $what ($file:$line)"
+        status=1
+    else
+        caught=$((caught + 1))
+        echo "# mutant $n caught (exit $rc): $what ($file:$line): ${how:-$(tail -n 1 "$tmp/out")}"
+    fi
+}
+
+for l in $(lines_in hp_kern_sparse.cu k_sparse_select '__syncthreads\(\);'); do
+    mutant hp_kern_sparse.cu "$l" 's/__syncthreads();/(void)0;/' sparse "a __syncthreads of k_sparse_select removed"
+done
+for fn in scan01 pick; do
+    for l in $(lines_in hp_kern_sparse.cu "$fn" '__syncthreads\(\);'); do
+        mutant hp_kern_sparse.cu "$l" 's/__syncthreads();/(void)0;/' sparse "a __syncthreads of $fn removed"
+    done
+done
+l=$(lines_in hp_kern_sparse.cu k_sparse_select 'if \(s_skip\)' | head -n 1)
+mutant hp_kern_sparse.cu "$l" 's/if (s_skip)/if (hp_k_ld_relaxed(flags) \& HP_K_F_NONFINITE)/' sparse \
+    "k_sparse_select's early return read by every thread after its first barrier"
+l=$(lines_in hp_kern_quant.cu k_tbq_enc_reg '__shfl_down_sync\(FULL, c, 1\)' | head -n 1)
+mutant hp_kern_quant.cu "$l" 's/__shfl_down_sync(FULL, c, 1)/__shfl_down_sync(0x0000ffffu, c, 1)/' tbq \
+    "a shuffle of k_tbq_enc_reg whose mask leaves out the lanes 16-31 that call it"
+l=$(lines_in hp_kern_half.cu cta_umax '__shfl_xor_sync\(FULL, v, o\)' | head -n 1)
+mutant hp_kern_half.cu "$l" 's/__shfl_xor_sync(FULL, v, o)/__shfl_xor(v, o)/' half \
+    "a shuffle of cta_umax without a mask"
+l=$(lines_in hp_kern_quant.cu k_tg_pairs 'sm\[threadIdx\.x\] = a;' | head -n 1)
+mutant hp_kern_quant.cu "$l" 's/sm\[threadIdx\.x\] = a;/sm[threadIdx.x + 1] = a;/' tg \
+    "a shared index of k_tg_pairs one past the end"
+
+echo "# $caught of $n mutants caught"
+[ "$n" -ge 14 ] || { echo "FAIL: $n mutants, 14 or more expected"; status=1; }
+exit $status
