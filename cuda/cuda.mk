@@ -29,7 +29,7 @@ HP_MODULE_SOURCES = cuda/hp_cuda_mod.h cuda/hp_cuda_module.c cuda/hp_cuda_driver
 HP_CODEC_SOURCES = cuda/hp_codec.h cuda/hp_codec_frame.c cuda/hp_codec_ws.c cuda/hp_codec_fmt.h cuda/hp_codec_quant.c \
 	cuda/hp_codec_half.c cuda/hp_codec_sparse.c
 HP_KERN_CU_SOURCES = cuda/hp_kern.h cuda/hp_kern_msg.h cuda/hp_klaunch.h cuda/hp_kern_cu.cuh cuda/hp_kern.cu cuda/hp_kern_quant.cu \
-	cuda/hp_kern_half.cu cuda/hp_kern_sparse.cu cuda/hp_kern_psgd.h cuda/hp_kern_psgd.cu
+	cuda/hp_kern_half.cu cuda/hp_kern_sparse.cu cuda/hp_kern_psgd.h cuda/hp_kern_psgd.cu cuda/hp_kern_load.cu
 HP_KERN_EMU_SOURCES = cuda/hp_kern.h cuda/hp_kern_msg.h cuda/hp_klaunch.h cuda/hp_kern_emu.h cuda/hp_kern_emu.c \
 	cuda/hp_kern_emu_quant.c cuda/hp_kern_emu_half.c cuda/hp_kern_emu_sparse.c cuda/hp_kern_psgd.h \
 	cuda/hp_kern_emu_psgd.c
@@ -80,8 +80,8 @@ libhipress_cuda_la_LIBADD = -L$(CUDA_LIBDIR) -lcudart_static -lrt -ldl -lpthread
 
 cuda/hp_cuda_kernels.lo cuda/hp_cuda_kernels.$(OBJEXT): $(srcdir)/cuda/hp_cuda_kernels.h config.h
 cuda/hp_kern.lo cuda/hp_kern_quant.lo cuda/hp_kern_half.lo cuda/hp_kern_sparse.lo cuda/hp_kern_psgd.lo \
-cuda/hp_kern.$(OBJEXT) cuda/hp_kern_quant.$(OBJEXT) cuda/hp_kern_half.$(OBJEXT) cuda/hp_kern_sparse.$(OBJEXT) \
-cuda/hp_kern_psgd.$(OBJEXT): $(srcdir)/cuda/hp_kern_psgd.h \
+cuda/hp_kern_load.lo cuda/hp_kern.$(OBJEXT) cuda/hp_kern_quant.$(OBJEXT) cuda/hp_kern_half.$(OBJEXT) \
+cuda/hp_kern_sparse.$(OBJEXT) cuda/hp_kern_psgd.$(OBJEXT) cuda/hp_kern_load.$(OBJEXT): $(srcdir)/cuda/hp_kern_psgd.h \
 	$(srcdir)/cuda/hp_kern.h $(srcdir)/cuda/hp_klaunch.h $(srcdir)/cuda/hp_kern_cu.cuh $(srcdir)/src/ops/hp_elem.h \
 	config.h
 

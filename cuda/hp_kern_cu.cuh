@@ -50,8 +50,9 @@ static inline uint32_t hp_k_ld_relaxed(const uint32_t *p)
 }
 #endif
 
-/* The kernels of each file, loaded (HP_PRELOAD) by hp_kl_preload; each
- * returns how many, or -1. */
+/* The kernels of each file, loaded (HP_PRELOAD) by hp_kl_preload
+ * (cuda/hp_kern_load.cu); each returns how many, or -1. */
+extern "C" int hp_kl_preload_base(void);
 extern "C" int hp_kl_preload_quant(void);
 extern "C" int hp_kl_preload_half(void);
 extern "C" int hp_kl_preload_sparse(void);

@@ -264,7 +264,8 @@ HP_SIMT_NOTSAN static thr_t *self(const char *what)
     return f->t;
 }
 
-HP_SIMT_NOTSAN void thread_body(fiber_t *f)
+/* every fiber's body: the thread's kernel */
+HP_SIMT_NOTSAN static void thread_body(fiber_t *f)
 {
     thr_t *t = f->t;
     cta_t *c = t->cta;
@@ -417,12 +418,11 @@ static void cta_start(grid_t *g, cta_t *c, unsigned long long id)
         t->c.bdim = b;
         t->c.gdim = gd;
         t->cta = c;
-        t->f = fiber_get();
+        t->f = fiber_get(thread_body);
         t->f->t = t;
         set_ready(c, t);
     }
     HP_SIMT_RELEASE(&c->sync_start);
-    n_cta++;
 }
 
 static void cta_end(cta_t *c)
@@ -498,8 +498,6 @@ void run_grid(grid_t *g)
 
     if (fiber_running() != nullptr)
         fail(nullptr, "%s launched from inside a kernel", g->li.name);
-    record(HP_SIMT_LAUNCHED, g->li.name);
-    n_launch++;
     /* half the grids in a uniformly random order, half skewed: warps of
      * random priority, the highest ready one always first, so some run far
      * ahead of others (of their CTA and of the CTAs beside it) */

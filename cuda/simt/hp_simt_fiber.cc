@@ -110,7 +110,7 @@ extern "C" __attribute__((visibility("hidden"))) HP_SIMT_NOTSAN void hp_simt_fib
     __sanitizer_finish_switch_fiber(nullptr, &S.bottom, &S.size);
 #endif
     for (;;) {
-        thread_body(f);
+        f->body(f);
         fiber_yield(f);   /* resumed with the next thread to run */
     }
 }
@@ -130,7 +130,7 @@ static void die(const char *what)
     std::abort();
 }
 
-HP_SIMT_NOTSAN fiber_t *fiber_get(void)
+HP_SIMT_NOTSAN fiber_t *fiber_get(void (*body)(fiber_t *))
 {
     const size_t page = (size_t)sysconf(_SC_PAGESIZE);
     fiber_t *f;
@@ -139,6 +139,7 @@ HP_SIMT_NOTSAN fiber_t *fiber_get(void)
     if (!S.pool.empty()) {
         f = S.pool.back();
         S.pool.pop_back();
+        f->body = body;
         return f;
     }
     m = (char *)mmap(nullptr, STACK + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1,
@@ -146,6 +147,7 @@ HP_SIMT_NOTSAN fiber_t *fiber_get(void)
     if (m == (char *)MAP_FAILED || mprotect(m, page, PROT_NONE) != 0)
         die("out of memory for a fiber's stack");
     f = new fiber_t();
+    f->body = body;
     f->stack = m + page;
     f->size = STACK;
 #if defined(__x86_64__)

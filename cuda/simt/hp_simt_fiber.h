@@ -52,13 +52,11 @@ struct fiber_t {
     size_t size;
     void *fake;    /* AddressSanitizer's fake stack while switched out */
     thr_t *t;      /* the CUDA thread it runs */
+    void (*body)(fiber_t *);   /* what it runs for each thread it is given, then back to the scheduler */
 };
 
-/* The body every fiber runs for each thread it is given (hp_simt.cc): the
- * thread's kernel, then back to the scheduler. */
-void thread_body(fiber_t *f);
-
-fiber_t *fiber_get(void);          /* a parked fiber, or a new one */
+/* a parked fiber, or a new one, to run body (the runtime's, hp_simt.cc) */
+fiber_t *fiber_get(void (*body)(fiber_t *));
 void fiber_put(fiber_t *f);        /* parked again, for the next CTA */
 /* scheduler: run f until it yields, as ThreadSanitizer's thread tsan
  * (a context of tsan_context; ignored in other builds) */

@@ -20,13 +20,14 @@ namespace hp_simt {
 
 static std::mutex reg_lock;
 static std::set<std::string> reg[2];
-std::atomic<unsigned long long> n_launch, n_cta;
+static std::atomic<unsigned long long> n_launch, n_cta;
 static std::atomic<unsigned long long> n_ordinal;
 static std::atomic<uint64_t> g_seed;
 static std::atomic<int> g_seed_set;
 static thread_local cudaError_t last_error = cudaSuccess;
 
-void record(int which, const char *name)
+/* a kernel launched or preloaded, by name (template arguments aside) */
+static void record(int which, const char *name)
 {
     std::string s(name);
     size_t lt = s.find('<');
@@ -88,6 +89,9 @@ static void run_pending(void *p)
 #ifdef HP_KL_TRANSLATE
     q->xl(q->g.closure);
 #endif
+    record(HP_SIMT_LAUNCHED, q->g.li.name);
+    n_launch++;
+    n_cta += (unsigned long long)q->g.li.grid.x * q->g.li.grid.y * q->g.li.grid.z;
     run_grid(&q->g);
     q->destroy(q->g.closure);
     delete q;

@@ -89,14 +89,11 @@ struct grid_t {
 
 /* A grid, run to its end on the calling thread (hp_simt.cc). */
 void run_grid(grid_t *g);
-/* A kernel launched or preloaded, by name (template arguments aside). */
-void record(int which, const char *name);
 /* The seed of the launches now. */
 uint64_t seed_now(void);
 /* The end of a run that broke a rule: the kernel, its launch and CTA c
  * (NULL: none) and the message, then abort(). */
 [[noreturn]] void fail(const cta_t *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-extern std::atomic<unsigned long long> n_launch, n_cta;
 
 HP_SIMT_NOTSAN static inline uint64_t mix(uint64_t x)
 {

@@ -21,7 +21,7 @@
 # already: simt_kern is that build, and there is no ThreadSanitizer one.
 
 HP_SIMT_KERN_SOURCES = cuda/simt/kern.cc cuda/simt/kern_quant.cc cuda/simt/kern_half.cc cuda/simt/kern_sparse.cc \
-	cuda/simt/kern_psgd.cc
+	cuda/simt/kern_psgd.cc cuda/simt/kern_load.cc
 HP_SIMT_RT_SOURCES = cuda/simt/hp_simt.h cuda/simt/hp_simt_api.h cuda/simt/hp_simt_rt.h cuda/simt/hp_simt.cc \
 	cuda/simt/hp_simt_launch.cc cuda/simt/hp_simt_fiber.h \
 	cuda/simt/hp_simt_fiber.cc

@@ -26,7 +26,7 @@
 #      lines) saying its job;
 #  (e) the MPI layer stays apart (doc/architecture.md, "Two libraries"): no
 #      file of the NCCL-only library -- a file under src/ not named in
-#      Makefile.am's libhpcore_la_SOURCES, or one of cuda/cuda.mk's
+#      Makefile.am's libhpcore_la_SOURCES, or one of wrap/nccl.mk's
 #      libhipress_nccl_la_SOURCES and HP_NCCL_FRONT_SOURCES -- includes <mpi.h> or <hwloc.h> or
 #      reaches a header of libhpcore_la_SOURCES through its includes;
 #  and no two files of the include path share a name (which one an include
