@@ -43,10 +43,16 @@ EXTRA_DIST += cuda/nvcc_lt.sh cuda/hp_cuda_kernels.cu cuda/hp_cuda_kernels.h \
 # compressors' bytes.
 check_PROGRAMS += tests/gpu/check_kern
 TESTS += tests/gpu/check_kern
-tests_gpu_check_kern_SOURCES = tests/gpu/check_kern.c tests/gpu/kern_data.h $(HP_CODEC_SOURCES) $(HP_KERN_EMU_SOURCES)
+tests_gpu_check_kern_SOURCES = tests/gpu/check_kern.c tests/gpu/check_kern.h tests/gpu/check_kern_fmt.c \
+	tests/gpu/check_kern_msg.c tests/gpu/kern_data.h $(HP_CODEC_SOURCES) $(HP_KERN_EMU_SOURCES)
 tests_gpu_check_kern_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/cuda
 tests_gpu_check_kern_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_gpu_check_kern_LDADD = libhpcore.la $(CHECK_LIBS) -lm
+
+# tests/gpu/gpu_kern's files (built with CUDA only, below; distributed in
+# every build).
+HP_GPU_KERN_SOURCES = tests/gpu/gpu_kern.c tests/gpu/gpu_kern.h tests/gpu/gpu_kern_fmt.c tests/gpu/gpu_kern_ops.c \
+	tests/gpu/kern_data.h
 
 # nvcc, with the flags every CUDA object of hipress gets
 HP_NVCC_FLAGS = $(NVCC_ARCH_FLAGS) -std=c++17 -O2 --fmad=false -Werror all-warnings \
@@ -108,7 +114,7 @@ TESTS += tests/gpu/run_gpu_emu.sh
 # (mpi_cuda_codec), and the speedups of compression on host and device
 # buffers in one run (mpi_cuda_bench).
 check_PROGRAMS += tests/gpu/gpu_kern tests/gpu/mpi_cuda_codec tests/gpu/mpi_cuda_bench
-tests_gpu_gpu_kern_SOURCES = tests/gpu/gpu_kern.c tests/gpu/kern_data.h
+tests_gpu_gpu_kern_SOURCES = $(HP_GPU_KERN_SOURCES)
 tests_gpu_gpu_kern_LDADD = libhpcore.la -lm
 tests_gpu_mpi_cuda_codec_SOURCES = tests/gpu/mpi_gpu_codec.c
 tests_gpu_mpi_cuda_codec_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS) -DHP_REAL_CUDA
@@ -120,5 +126,5 @@ tests_gpu_mpi_cuda_bench_LDFLAGS = $(AM_LDFLAGS) -L$(CUDA_LIBDIR) -Wl,-rpath,$(C
 tests_gpu_mpi_cuda_bench_LDADD = -lcudart -ldl -lm
 TESTS += tests/gpu/run_gpu_codec.sh
 endif
-EXTRA_DIST += tests/gpu/run_gpu_emu.sh tests/gpu/mpi_gpu_codec.c tests/gpu/gpu_kern.c tests/gpu/mpi_cuda_bench.c \
+EXTRA_DIST += tests/gpu/run_gpu_emu.sh tests/gpu/mpi_gpu_codec.c $(HP_GPU_KERN_SOURCES) tests/gpu/mpi_cuda_bench.c \
 	tests/gpu/run_gpu_codec.sh

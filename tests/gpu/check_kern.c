@@ -8,6 +8,13 @@
  * (zeros, ties, signed zeros, denormals, NaN, Inf, residuals that overflow,
  * sums that overflow a float lane); malformed messages must be rejected
  * exactly when the CPU decoders reject them.
+ *
+ * This file: the host standing in for the device, the data, the
+ * comparisons every test runs (encode, the message in device memory, a
+ * malformed message), the radix pick and the suite; the formats' sweeps
+ * are check_kern_fmt.c, the device messages' header and failure flag
+ * check_kern_msg.c (check_kern.h between them).  kern_data.h's stream is
+ * drawn from here only (once per program).
  */
 #include <check.h>
 #include <float.h>
@@ -21,9 +28,7 @@
 #include "hp_kern.h"
 #include "hp_klaunch.h"
 #include "kern_data.h"
-
-#define REQUIRE_MSG(c, ...) \
-    do { if (!(c)) ck_abort_msg(__VA_ARGS__); } while (0)
+#include "check_kern.h"
 
 /* ------------------------------------------------ host as the device */
 
@@ -58,13 +63,10 @@ static const hp_dev_ops_t host_dev = {
 
 /* ------------------------------------------------------------- data */
 
-
-enum { D_GRAD, D_ZERO, D_CONST, D_TIES, D_SIGNED_ZERO, D_DENORM, D_HUGE, D_WIDE, D_NAN, D_INF, D_SPARSEISH, D_N,
-       D_EDGE = D_N /* fp16/bf16 only (not in sweep) */ };
 static const char *dname[D_N + 1] = {"grad", "zero", "const", "ties", "signed-zero", "denorm", "huge", "wide",
                                      "nan", "inf", "sparse-ish", "edge"};
 
-static void fill(float *x, size_t n, int kind, uint64_t seed)
+void fill(float *x, size_t n, int kind, uint64_t seed)
 {
     rs = seed;
     for (size_t i = 0; i < n; i++) {
@@ -99,23 +101,10 @@ static void fill(float *x, size_t n, int kind, uint64_t seed)
         x[rnd() % n] = (rnd() & 1) ? INFINITY : -INFINITY;
 }
 
-static const size_t sizes[] = {1, 7, 31, 32, 33, 100, 2047, 2048, 2049, 4095, 4096, 4097,
-                               16383, 16384, 16385, 40000, 65537, 200003};
-
 /* --------------------------------------------------------- the runs */
 
-typedef struct {
-    int      kind;
-    int      fmt;
-    hipress_comp_params_t p;
-    int      resid;     /* error feedback residual present */
-    int      state;     /* sparse: momentum state present */
-    int      overflow;  /* the residual holds values near FLT_MAX */
-    size_t   piece;     /* codec piece size */
-} kcase_t;
-
 /* The format as the device backend gets it: the compressor's hook. */
-static hp_gpu_enc_t enc_args(const kcase_t *t, size_t n)
+hp_gpu_enc_t enc_args(const kcase_t *t, size_t n)
 {
     hp_gpu_enc_t e;
     memset(&e, 0, sizeof(e));
@@ -125,7 +114,7 @@ static hp_gpu_enc_t enc_args(const kcase_t *t, size_t n)
     return e;
 }
 
-static hp_codec_t *codec(size_t piece)
+hp_codec_t *codec(size_t piece)
 {
     static hp_codec_t cx;
     if (cx.dev == NULL)
@@ -204,7 +193,7 @@ static void compare_devmsg(const kcase_t *t, size_t n, const float *x, const flo
 }
 
 /* Encode x on the CPU and through the codec; compare everything. */
-static void compare_encode(const kcase_t *t, size_t n, int dkind, uint64_t seed)
+void compare_encode(const kcase_t *t, size_t n, int dkind, uint64_t seed)
 {
     hp_comp_t *c = hp_comp_get(t->kind);
     float *x = malloc(n * 4), *r0 = malloc(n * 4), *u0 = malloc(n * 4);
@@ -295,7 +284,7 @@ static void compare_encode(const kcase_t *t, size_t n, int dkind, uint64_t seed)
     free(x); free(r0); free(u0); free(rc); free(uc); free(rg); free(ug); free(cm); free(gm);
 }
 
-static kcase_t tc(const char *name, int fmt)
+kcase_t tc(const char *name, int fmt)
 {
     kcase_t t;
     memset(&t, 0, sizeof(t));
@@ -308,281 +297,9 @@ static kcase_t tc(const char *name, int fmt)
     return t;
 }
 
-static void sweep(kcase_t t, int all_data)
-{
-    for (size_t s = 0; s < HP_ARRAY_SIZE(sizes); s++)
-        for (int d = 0; d < D_N; d++) {
-            if (!all_data && d != D_GRAD && d != D_NAN && d != D_TIES && d != D_WIDE)
-                continue;
-            compare_encode(&t, sizes[s], d, 1000 * s + (uint64_t)d);
-        }
-}
-
-/* ------------------------------------------------------------- tests */
-
-START_TEST(test_none)
-{
-    kcase_t t = tc("none", HP_GPU_FMT_NONE);
-    sweep(t, 1);
-}
-END_TEST
-
-START_TEST(test_onebit)
-{
-    static const uint32_t blocks[] = {32, 64, 2048, 4096, 16384, 32768};
-    kcase_t t = tc("onebit", HP_GPU_FMT_ONEBIT);
-    for (int resid = 0; resid < 2; resid++)
-        for (size_t b = 0; b < HP_ARRAY_SIZE(blocks); b++) {
-            t.p.onebit_block = blocks[b];
-            t.resid = resid;
-            t.overflow = 0;
-            sweep(t, b == 3);
-            if (resid) {
-                t.overflow = 1;
-                sweep(t, 0);
-            }
-        }
-}
-END_TEST
-
-START_TEST(test_onebit_pieces)
-{
-    /* small pieces: every piece boundary of the copies */
-    kcase_t t = tc("onebit", HP_GPU_FMT_ONEBIT);
-    t.p.onebit_block = 64;
-    t.piece = 100;   /* rounded up to whole blocks */
-    t.resid = 1;
-    sweep(t, 1);
-}
-END_TEST
-
-START_TEST(test_tbq)
-{
-    static const uint32_t blocks[] = {32, 2048, 4096, 65536};
-    static const float thr[] = {0.0f, 0.003f};
-    static const float scale[] = {1.0f, 0.37f};
-    kcase_t t = tc("tbq", HP_GPU_FMT_TBQ);
-    for (int resid = 0; resid < 2; resid++)
-        for (size_t b = 0; b < HP_ARRAY_SIZE(blocks); b++)
-            for (int k = 0; k < 2; k++) {
-                t.p.tbq_block = blocks[b];
-                t.p.tbq_threshold = thr[k];
-                t.p.tbq_scale = scale[k];
-                t.resid = resid;
-                t.overflow = 0;
-                sweep(t, b == 2 && k == 0);
-                if (resid) {
-                    t.overflow = 1;
-                    sweep(t, 0);
-                }
-            }
-    t.p.tbq_block = 32;
-    t.p.tbq_threshold = 0.0f;
-    t.piece = 70;
-    t.resid = 1;
-    t.overflow = 0;
-    sweep(t, 1);
-}
-END_TEST
-
-START_TEST(test_terngrad)
-{
-    static const uint32_t bits[] = {1, 2, 4, 8};
-    static const uint32_t blocks[] = {32, 4096, 65536};
-    kcase_t t = tc("terngrad", HP_GPU_FMT_TERNGRAD);
-    for (size_t k = 0; k < 3; k++)
-        for (size_t b = 0; b < 4; b++) {
-            t.p.terngrad_block = blocks[k];
-            t.p.terngrad_bits = bits[b];
-            sweep(t, b == 1 && k == 1);
-        }
-}
-END_TEST
-
-START_TEST(test_terngrad_signed_zero)
-{
-    /* min and max of signed zeros: which zero the CPU keeps */
-    kcase_t t = tc("terngrad", HP_GPU_FMT_TERNGRAD);
-    for (size_t n = 1; n < 5000; n = n * 3 + 1)
-        for (uint64_t s = 0; s < 20; s++)
-            compare_encode(&t, n, D_SIGNED_ZERO, s);
-}
-END_TEST
-
-START_TEST(test_q)
-{
-    /* q2, q4, q8: every width, blocks below, at and above a chunk, both
-     * roundings, with and without a residual, residuals that overflow */
-    static const char *names[] = {"q2", "q4", "q8"};
-    static const uint32_t blocks[] = {32, 512, 4096, 65536};
-    for (size_t w = 0; w < 3; w++) {
-        kcase_t t = tc(names[w], HP_GPU_FMT_Q);
-        for (size_t k = 0; k < HP_ARRAY_SIZE(blocks); k++)
-            for (uint32_t rnd_ = 0; rnd_ < 2; rnd_++)
-                for (int resid = 0; resid < 2; resid++) {
-                    t.p.q_block = blocks[k];
-                    t.p.q_rounding = rnd_;
-                    t.resid = resid;
-                    t.overflow = 0;
-                    sweep(t, k == 1 && resid);
-                    if (resid && k < 2) {
-                        t.overflow = 1;
-                        sweep(t, 0);
-                    }
-                }
-    }
-}
-END_TEST
-
-START_TEST(test_q_signed_zero)
-{
-    /* which zero the CPU's min and max keep, with v = x + r too */
-    kcase_t t = tc("q4", HP_GPU_FMT_Q);
-    for (int resid = 0; resid < 2; resid++) {
-        t.resid = resid;
-        for (size_t n = 1; n < 5000; n = n * 3 + 1)
-            for (uint64_t s = 0; s < 10; s++)
-                compare_encode(&t, n, D_SIGNED_ZERO, s);
-    }
-}
-END_TEST
-
-START_TEST(test_q_hook)
-{
-    /* the hook's format: bits, block, rounding and the encoder's own size;
-     * settings the encoder rejects have no device form either */
-    static const char *names[] = {"q2", "q4", "q8"};
-    for (unsigned w = 0; w < 3; w++) {
-        kcase_t t = tc(names[w], HP_GPU_FMT_Q);
-        hp_gpu_fmt_t f;
-        t.p.q_block = 1024;
-        t.p.q_rounding = 1;
-        ck_assert_int_eq(hp_comp_gpu_fmt(t.kind, &t.p, 100003, 0, &f), HP_OK);
-        ck_assert_uint_eq(f.id, HP_GPU_FMT_Q);
-        ck_assert_uint_eq(f.block, 1024);
-        ck_assert_uint_eq(f.iarg[0], 2u << w);
-        ck_assert_uint_eq(f.iarg[1], 1);
-        ck_assert_uint_eq(f.payload, hp_comp_get(t.kind)->max_payload(100003, &t.p));
-        t.p.q_rounding = 2;
-        ck_assert_int_eq(hp_comp_gpu_fmt(t.kind, &t.p, 100003, 0, &f), HP_ERR_INVALID);
-        t.p.q_rounding = 0;
-        t.p.q_block = 48;
-        ck_assert_int_eq(hp_comp_gpu_fmt(t.kind, &t.p, 100003, 0, &f), HP_ERR_INVALID);
-    }
-}
-END_TEST
-
-START_TEST(test_sparse)
-{
-    static const uint32_t blocks[] = {32, 1024, 65536};
-    static const double ratios[] = {0.001, 0.01, 0.3};
-    kcase_t t = tc("graddrop", HP_GPU_FMT_SPARSE);
-    for (size_t b = 0; b < HP_ARRAY_SIZE(blocks); b++)
-        for (size_t q = 0; q < HP_ARRAY_SIZE(ratios); q++)
-            for (int resid = 0; resid < 2; resid++) {
-                t.p.sparse_block = blocks[b];
-                t.p.sparse_ratio = ratios[q];
-                t.resid = resid;
-                t.overflow = 0;
-                sweep(t, b == 1 || q == 0);
-                if (resid && q == 1) {
-                    t.overflow = 1;
-                    sweep(t, 0);
-                }
-            }
-}
-END_TEST
-
-START_TEST(test_dgc_state)
-{
-    /* dgc's encoder with its momentum state (u = m u + g) */
-    kcase_t t = tc("dgc", HP_GPU_FMT_SPARSE);
-    t.p.dgc_momentum = 0.9f;
-    t.p.sparse_block = 4096;
-    for (int resid = 0; resid < 2; resid++) {
-        t.resid = resid;
-        t.state = 1;
-        sweep(t, 1);
-    }
-}
-END_TEST
-
-/* fp16 and bf16: the sizes of the task (tails of blocks of 32 and 1024,
- * one piece and several), every data kind and the edges. */
-static const size_t half_sizes[] = {1, 31, 1023, 1024, 1025, 4097, 100003};
-
-static void sweep_halves(kcase_t t)
-{
-    for (size_t s = 0; s < HP_ARRAY_SIZE(half_sizes); s++)
-        for (int d = 0; d <= D_EDGE; d++)
-            compare_encode(&t, half_sizes[s], d, 5000 * s + (uint64_t)d);
-}
-
-START_TEST(test_fp16)
-{
-    static const uint32_t blocks[] = {32, 1024, 0 /* the default: 1024 */, 4096};
-    kcase_t t = tc("fp16", HP_GPU_FMT_FP16);
-    for (size_t b = 0; b < HP_ARRAY_SIZE(blocks); b++) {
-        t.p.fp16_block = blocks[b];
-        sweep_halves(t);
-    }
-    /* pieces: every piece boundary of the copies (100 -> 128, whole blocks) */
-    t.p.fp16_block = 32;
-    t.piece = 100;
-    sweep_halves(t);
-    /* a value that scales to [65520, 65536) in every block of 32, beside
-     * values that round to each side of binary16's ties */
-    for (uint64_t seed = 0; seed < 50; seed++) {
-        size_t n = 32 * (1 + seed % 9) + seed % 5;
-        compare_encode(&t, n, D_EDGE, 90000 + seed);
-    }
-}
-END_TEST
-
-START_TEST(test_bf16)
-{
-    kcase_t t = tc("bf16", HP_GPU_FMT_BF16);
-    sweep_halves(t);
-    t.piece = 100;
-    sweep_halves(t);
-}
-END_TEST
-
-START_TEST(test_f16_block_rule)
-{
-    /* the device's block check against the CPU decoder on every kind of
-     * block: largest |h| at each binade edge, every exponent */
-    static const uint16_t mxs[] = {0x0000, 0x0001, 0x03ff, 0x0400, 0x77ff, 0x7800, 0x7bff, 0x7c00, 0x7c01, 0x7fff};
-    kcase_t t = tc("fp16", HP_GPU_FMT_FP16);
-    hp_gpu_dec_t d;
-    const size_t n = 64;
-    uint8_t pl[2 * 64 + 2];
-    float o[64];
-    t.p.fp16_block = 32;
-    memset(&d, 0, sizeof(d));
-    ck_assert_int_eq(hp_comp_gpu_fmt(t.kind, &t.p, n, 0, &d.fmt), HP_OK);
-    ck_assert_uint_eq(d.fmt.payload, sizeof(pl));
-    d.n = n;
-    for (int e = -128; e < 128; e++)
-        for (size_t k = 0; k < HP_ARRAY_SIZE(mxs); k++) {
-            int cpu, gpu, bad = 0;
-            memset(pl, 0, sizeof(pl));
-            hp_k_st16(pl + 2 * 5, mxs[k]);
-            hp_k_st16(pl + 2 * 6, (uint16_t)(0x8000u | (mxs[k] >> 1)));
-            pl[2 * n] = (uint8_t)(int8_t)e;
-            pl[2 * n + 1] = 0;
-            cpu = hp_comp_get(t.kind)->decode(pl, sizeof(pl), n, o, 0, &t.p) == HIPRESS_COMP_OK;
-            gpu = hp_codec_decode(codec(HP_CODEC_PIECE), &d, pl, sizeof(pl), o) == HP_GPU_OK;
-            ck_assert_int_eq(hp_codec_sync(codec(HP_CODEC_PIECE), &bad), HP_GPU_OK);
-            gpu = gpu && !bad;
-            REQUIRE_MSG(cpu == gpu, "e %d largest %04x: cpu accepts %d, gpu %d", e, mxs[k], cpu, gpu);
-        }
-}
-END_TEST
-
 /* A malformed message: the codec (host checks, then the device's sticky
  * flag) must reject it exactly when the CPU decoder does. */
-static void compare_reject(const kcase_t *t, size_t n, uint64_t seed)
+void compare_reject(const kcase_t *t, size_t n, uint64_t seed)
 {
     size_t cap = hp_msg_max_bytes(t->kind, n, &t->p), len = 0;
     uint8_t *m = malloc(cap + 64);
@@ -652,184 +369,11 @@ static void compare_reject(const kcase_t *t, size_t n, uint64_t seed)
     free(o);
 }
 
-START_TEST(test_reject)
-{
-    static const char *names[] = {"none", "onebit", "tbq", "terngrad", "graddrop", "fp16", "bf16", "q2", "q4", "q8"};
-    static const int fmts[] = {HP_GPU_FMT_NONE, HP_GPU_FMT_ONEBIT, HP_GPU_FMT_TBQ, HP_GPU_FMT_TERNGRAD,
-                               HP_GPU_FMT_SPARSE, HP_GPU_FMT_FP16, HP_GPU_FMT_BF16, HP_GPU_FMT_Q, HP_GPU_FMT_Q,
-                               HP_GPU_FMT_Q};
-    static const size_t ns[] = {1, 33, 4097, 20000};
-    for (int k = 0; k < 10; k++) {
-        kcase_t t = tc(names[k], fmts[k]);
-        t.p.onebit_block = 64;
-        t.p.tbq_block = 64;
-        t.p.fp16_block = 64;
-        t.p.q_block = 64;
-        t.p.sparse_ratio = 0.05;
-        for (size_t s = 0; s < 4; s++)
-            compare_reject(&t, ns[s], 77 + s);
-    }
-}
-END_TEST
+/* ------------------------------------------------------------- tests */
 
-/* The header of a message in device memory: every field mutated, against
- * hp_msg_decode; the two forms the device does not decode (the dense
- * fallback `none` and exceptions) rejected, as documented. */
-static void devmsg_header(const char *name, int fmt)
-{
-    kcase_t t = tc(name, fmt);
-    const int sparse = fmt == HP_GPU_FMT_SPARSE;
-    const size_t n = 1000;
-    size_t cap = hp_msg_max_bytes(t.kind, n, &t.p), len = 0, nlen = 0;
-    uint8_t *m = malloc(cap), *nm = malloc(HP_MSG_HEADER + 4 * n);
-    float *x = malloc(n * 4), *o = malloc(n * 4);
-    hipress_encode_args_t a;
-    hp_gpu_enc_t e = enc_args(&t, n);
-    hp_gpu_dec_t d;
-    int nf = 0, bad = 0;
-
-    /* the constants hp_kern_msg.h spells for the module */
-    ck_assert_uint_eq(HP_K_MSG_HEADER, HP_MSG_HEADER);
-    ck_assert_uint_eq(HP_K_MSG_MAGIC, HP_MSG_MAGIC);
-    ck_assert_uint_eq(HP_K_MSG_VERSION, HP_MSG_VERSION);
-    ck_assert_uint_eq(HP_K_MSG_NONFINITE, HP_MSG_NONFINITE);
-    ck_assert_uint_eq(HP_K_MSG_EXCEPT, HP_MSG_EXCEPT);
-    ck_assert_uint_eq(HP_K_MSG_KIND_ERROR, HP_KIND_ERROR);
-
-    fill(x, n, D_GRAD, 5);
-    memset(&a, 0, sizeof(a));
-    a.in = x;
-    a.n = n;
-    a.params = &t.p;
-    ck_assert_int_eq(hp_msg_encode(t.kind, &a, m, cap, &len, &nf), HP_OK);
-    memset(&d, 0, sizeof(d));
-    d.fmt = e.fmt;
-    d.n = n;
-    for (int field = 0; field < 12; field++)
-        for (int v = 0; v < 256; v += (field < 4 ? 1 : 37)) {
-            uint8_t *mm = malloc(cap + 16);
-            int cpu;
-            uint32_t w;
-            memcpy(mm, m, len);
-            memset(mm + len, 0, cap + 16 - len);
-            if (field < 4) {
-                mm[field] = (uint8_t)v;
-            } else if (field < 8) {
-                w = (uint32_t)n + (uint32_t)(v - 111) * (field == 4 ? 1u : field == 5 ? 0x100u : field == 6 ? 0x10000u : 0x1000000u);
-                memcpy(mm + 4, &w, 4);
-            } else {
-                w = (uint32_t)(len - HP_MSG_HEADER) + (uint32_t)(v - 111) * (field == 8 ? 1u : field == 9 ? 0x100u : field == 10 ? 0x10000u : 0x1000000u);
-                memcpy(mm + 8, &w, 4);
-            }
-            if (mm[2] & HP_MSG_EXCEPT || (field == 1 && v == hp_kind_none && !sparse)) {
-                free(mm);
-                continue;   /* below */
-            }
-            memcpy(&w, mm + 8, 4);
-            cpu = (size_t)w <= cap + 16 - HP_MSG_HEADER &&
-                  hp_msg_decode(t.kind, mm, HP_MSG_HEADER + w, n, o, 0, &t.p) == HP_OK;
-            ck_assert_int_eq(hp_codec_decode_msg(codec(HP_CODEC_PIECE), &d, (uint32_t)t.kind, mm, cap + 16, o),
-                             HP_GPU_OK);
-            ck_assert_int_eq(hp_codec_sync(codec(HP_CODEC_PIECE), &bad), HP_GPU_OK);
-            REQUIRE_MSG(cpu == !bad, "header byte field %d value %d: cpu accepts %d, device %d", field, v, cpu, !bad);
-            free(mm);
-        }
-    /* exceptions and `none`: the host decodes them, the device rejects
-     * them -- but `none` for a sparse format, its dense fallback, which
-     * the device decodes as the host (both modes, the host's bits) */
-    for (int acc = 0; acc < 2; acc++) {
-        float *on = malloc(n * 4), *og = malloc(n * 4);
-        hipress_encode_args_t an = a;
-        fill(on, n, D_GRAD, 9);
-        memcpy(og, on, n * 4);
-        ck_assert_int_eq(hp_msg_encode(hp_kind_none, &an, nm, HP_MSG_HEADER + 4 * n, &nlen, &nf), HP_OK);
-        ck_assert_int_eq(hp_msg_decode(t.kind, nm, nlen, n, on, acc, &t.p), HP_OK);
-        d.accumulate = acc;
-        ck_assert_int_eq(hp_codec_decode_msg(codec(HP_CODEC_PIECE), &d, (uint32_t)t.kind, nm, nlen, og), HP_GPU_OK);
-        d.accumulate = 0;
-        ck_assert_int_eq(hp_codec_sync(codec(HP_CODEC_PIECE), &bad), HP_GPU_OK);
-        ck_assert_int_eq(bad, !sparse);
-        for (size_t i = 0; i < n && sparse; i++)
-            REQUIRE_MSG(hp_f2u(on[i]) == hp_f2u(og[i]), "%s: the dense fallback, acc %d: [%zu] cpu %a gpu %a", name,
-                        acc, i, on[i], og[i]);
-        free(on);
-        free(og);
-    }
-    if (sparse) {
-        /* a sparse message with one exception: the host's form, which the
-         * device rejects (a device sender never makes it) */
-        uint8_t *xm = calloc(1, cap + 16);
-        uint32_t k1 = 1, i0 = 0, pl = (uint32_t)(len - HP_MSG_HEADER) + 12;
-        float big = 3e38f;
-        memcpy(xm, m, HP_MSG_HEADER);
-        xm[2] = HP_MSG_EXCEPT;
-        memcpy(xm + 8, &pl, 4);
-        memcpy(xm + HP_MSG_HEADER, &k1, 4);
-        memcpy(xm + HP_MSG_HEADER + 4, &i0, 4);
-        memcpy(xm + HP_MSG_HEADER + 8, &big, 4);
-        memcpy(xm + HP_MSG_HEADER + 12, m + HP_MSG_HEADER, len - HP_MSG_HEADER);
-        ck_assert_int_eq(hp_msg_decode(t.kind, xm, HP_MSG_HEADER + pl, n, o, 0, &t.p), HP_OK);
-        ck_assert_int_eq(hp_codec_decode_msg(codec(HP_CODEC_PIECE), &d, (uint32_t)t.kind, xm, cap + 16, o), HP_GPU_OK);
-        ck_assert_int_eq(hp_codec_sync(codec(HP_CODEC_PIECE), &bad), HP_GPU_OK);
-        ck_assert_int_eq(bad, 1);
-        free(xm);
-    } else {
-        size_t xl = 0, ex = 0;
-        uint8_t *xm = malloc(cap + HP_MSG_EXCEPT_BYTES);
-        x[3] = 3e38f;
-        x[4] = 3e38f;
-        a.in = x;
-        ck_assert_int_eq(hp_msg_encode_x(t.kind, &a, xm, cap + HP_MSG_EXCEPT_BYTES, HP_SRC_INPUT, &xl, &nf, &ex), HP_OK);
-        ck_assert_uint_eq(ex, 2);
-        ck_assert_int_eq(hp_msg_decode(t.kind, xm, xl, n, o, 0, &t.p), HP_OK);
-        ck_assert_int_eq(hp_codec_decode_msg(codec(HP_CODEC_PIECE), &d, (uint32_t)t.kind, xm, cap + HP_MSG_EXCEPT_BYTES,
-                                             o), HP_GPU_OK);
-        ck_assert_int_eq(hp_codec_sync(codec(HP_CODEC_PIECE), &bad), HP_GPU_OK);
-        ck_assert_int_eq(bad, 1);
-        /* the same input encoded on the device: the NaN message */
-        e.in = x;
-        ck_assert_int_eq(hp_codec_encode_msg(codec(HP_CODEC_PIECE), &e, (uint32_t)t.kind, xm, cap), HP_GPU_OK);
-        ck_assert_uint_eq(hp_msg_len(xm, cap), HP_MSG_HEADER);
-        ck_assert_uint_eq(xm[2], HP_MSG_NONFINITE);
-        free(xm);
-    }
-    /* an error message (a peer's failure) is rejected: NaN follows */
-    hp_msg_error(nm, n);
-    ck_assert_int_eq(hp_codec_decode_msg(codec(HP_CODEC_PIECE), &d, (uint32_t)t.kind, nm, cap, o), HP_GPU_OK);
-    ck_assert_int_eq(hp_codec_sync(codec(HP_CODEC_PIECE), &bad), HP_GPU_OK);
-    ck_assert_int_eq(bad, 1);
-    free(m); free(nm); free(x); free(o);
-}
-
-START_TEST(test_devmsg_header)
-{
-    devmsg_header("q4", HP_GPU_FMT_Q);
-    devmsg_header("graddrop", HP_GPU_FMT_SPARSE);
-}
-END_TEST
-
-/* The failure flag turned into NaN on the device: any non-zero byte. */
-START_TEST(test_nan_if)
-{
-    float v[100];
-    uint8_t flag[8];
-    for (uint32_t bytes = 1; bytes <= 8; bytes *= 2)
-        for (int pos = -1; pos < (int)bytes; pos++) {
-            for (int i = 0; i < 100; i++)
-                v[i] = (float)i;
-            memset(flag, 0, sizeof(flag));
-            if (pos >= 0)
-                flag[pos] = (uint8_t)(1u << (pos % 8));
-            flag[bytes % 8] |= bytes < 8 ? 0x80 : 0;   /* beyond `bytes`: never read as set */
-            ck_assert_int_eq(hp_codec_nan_if(codec(HP_CODEC_PIECE), v, 100, flag, bytes), HP_GPU_OK);
-            for (int i = 0; i < 100; i++)
-                ck_assert(pos >= 0 ? isnan(v[i]) : v[i] == (float)i);
-        }
-    /* the sticky word is where the module says it is */
-    ck_assert_ptr_eq(hp_codec_bad_word(codec(HP_CODEC_PIECE)), (uint32_t *)codec(HP_CODEC_PIECE)->ws[HP_WS_INFO] + 2);
-}
-END_TEST
-
+/* The sparse select's digit choice (the formats' tests are
+ * check_kern_fmt.c, the device messages' check_kern_msg.c): here, where
+ * kern_data.h's stream is. */
 START_TEST(test_radix_pick)
 {
     /* the digit choice against a sort, on small histograms */
@@ -854,28 +398,15 @@ START_TEST(test_radix_pick)
 }
 END_TEST
 
+/* ------------------------------------------------------------ suite */
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("kern");
     TCase *t = tcase_create("encode");
     tcase_set_timeout(t, 600);
-    tcase_add_test(t, test_none);
-    tcase_add_test(t, test_onebit);
-    tcase_add_test(t, test_onebit_pieces);
-    tcase_add_test(t, test_tbq);
-    tcase_add_test(t, test_terngrad);
-    tcase_add_test(t, test_terngrad_signed_zero);
-    tcase_add_test(t, test_q);
-    tcase_add_test(t, test_q_signed_zero);
-    tcase_add_test(t, test_q_hook);
-    tcase_add_test(t, test_sparse);
-    tcase_add_test(t, test_dgc_state);
-    tcase_add_test(t, test_fp16);
-    tcase_add_test(t, test_bf16);
-    tcase_add_test(t, test_f16_block_rule);
-    tcase_add_test(t, test_reject);
-    tcase_add_test(t, test_devmsg_header);
-    tcase_add_test(t, test_nan_if);
+    kern_add_fmt_tests(t);
+    kern_add_msg_tests(t);
     tcase_add_test(t, test_radix_pick);
     suite_add_tcase(s, t);
     return s;

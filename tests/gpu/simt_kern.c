@@ -6,8 +6,9 @@
  * residual and the state of an encode, the message in device memory, the
  * decodes of the CPU's message in both modes, a corrupted message accepted
  * exactly when the CPU accepts it -- and the buffer operations and
- * powersgd's steps as tests/gpu/gpu_kern.c drives them, on the sizes and block
- * sizes where the grids change shape, under several scheduling seeds.
+ * powersgd's steps as tests/gpu/gpu_kern_ops.c drives them, on the sizes
+ * and block sizes where the grids change shape, under several scheduling
+ * seeds.
  * tests/gpu/run_simt.sh runs it plain and under ThreadSanitizer and
  * AddressSanitizer.
  *

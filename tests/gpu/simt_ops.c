@@ -3,7 +3,7 @@
  * divide, nan_if, convert, the sparse mask, the probe), powersgd's passes
  * and steps, and dgc's momentum with a masked encode, on the kernels
  * running on the SIMT emulator, against the CPU's expressions and
- * functions, as tests/gpu/gpu_kern.c holds the device to them.
+ * functions, as tests/gpu/gpu_kern_ops.c holds the device to them.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -186,11 +186,12 @@ void simt_ops(size_t n, uint64_t seed)
     free(b); free(r); free(u); free(t); free(gb); free(gr); free(gu); free(h); free(gh); free(pairs);
 }
 
-/* powersgd's passes and steps against the host's functions (tests/gpu/gpu_kern.c
- * psgd_ops): P = M Q, Q^T = M^T P, the reconstruction with its residual
- * (plain, and written only when the flag is clear), the start Q (cold and
- * warm, warm rows zero, NaN, Inf), the orthonormalisation (dependent, zero,
- * tiny and huge columns; nothing when flagged), the flagged copy. */
+/* powersgd's passes and steps against the host's functions
+ * (tests/gpu/gpu_kern_ops.c psgd_ops): P = M Q, Q^T = M^T P, the
+ * reconstruction with its residual (plain, and written only when the flag
+ * is clear), the start Q (cold and warm, warm rows zero, NaN, Inf), the
+ * orthonormalisation (dependent, zero, tiny and huge columns; nothing when
+ * flagged), the flagged copy. */
 void simt_psgd(size_t m, size_t c, size_t r, uint64_t seed)
 {
     const size_t n = m * c - (c > 1 ? c / 3 : 0), mr = m * r, rc = r * c, T = hp_psgd_tile_cols(r, c);

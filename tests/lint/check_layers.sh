@@ -90,11 +90,6 @@ SIZE_GENERATED=''
 # as pending, not failed.  A file comes off this list when it is split (the
 # check says so once it is under the limit).
 SIZE_PENDING='
-cuda/hp_cuda_module.c
-tests/gpu/check_kern.c
-tests/gpu/gpu_kern.c
-tests/gpu/mock_cuda.c
-tests/gpu/nccl_compress.c
 '
 
 if [ "$mode" = table ]; then
