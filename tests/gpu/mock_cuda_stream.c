@@ -289,9 +289,14 @@ static pthread_mutex_t klock = PTHREAD_MUTEX_INITIALIZER;
 
 CUresult mock_kernel_launch(CUhostFn fn, void *arg)
 {
-    /* the emulated module's launches pass the kernel's body first */
+    /* the emulated module's launches pass the kernel's body first; one
+     * whose argument starts with device memory (the IPC stand-in's
+     * reduction, its module loaded with its communicator) is one kernel
+     * whatever its buffers */
     void *first = arg != NULL ? *(void **)arg : NULL;
     int known = 0;
+    if (first != NULL && mock_is_device(first, 1))
+        first = NULL;
     pthread_mutex_lock(&klock);
     known = all_loaded;
     for (int i = 0; i < nkernels && !known; i++)
