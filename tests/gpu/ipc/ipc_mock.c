@@ -129,13 +129,15 @@ static void get_handle(handle_t *h)
     fclose(f);
 }
 
+/* (a pointer's size: the stand-in driver reads a host function's
+ * argument's first pointer, the emulated kernels' body) */
 static void set_done(void *arg)
 {
-    __atomic_store_n((int *)arg, 1, __ATOMIC_RELEASE);
+    __atomic_store_n((long *)arg, 1, __ATOMIC_RELEASE);
 }
 
 /* the host watches its stream's end, calling nothing of the driver */
-static void watch(int *done, const char *what)
+static void watch(long *done, const char *what)
 {
     for (int i = 0; i < 20000 && !__atomic_load_n(done, __ATOMIC_ACQUIRE); i++)
         nap(0.001);
@@ -189,7 +191,7 @@ static dptr_t block_export(void *s)
 static int pingpong(void *s)
 {
     unsigned char *h = malloc(DATA);
-    int done = 0;
+    long done = 0;
     if (rank == 0) {
         dptr_t a = block_export(s), b;
         CK(alloc_(&b, DATA));
