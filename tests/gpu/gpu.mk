@@ -3,9 +3,11 @@
 #
 # Stand-ins, never installed, in tests/gpu/mock/.libs/:
 #   libcuda.so.1  the driver functions hipress uses; its "device memory"
-#                 crashes on any host access, like real device memory; its
-#                 streams run on a device executor; what hangs on a GPU is
-#                 reported as a deadlock (doc/standins.md)
+#                 crashes on any host access, like real device memory, and
+#                 is shared between processes through CUDA IPC; its streams
+#                 run on a device executor, with stream memory operations;
+#                 what hangs on a GPU is reported as a deadlock
+#                 (doc/standins.md)
 #   libnccl.so.2  records the NCCL calls it gets (builds with nccl.h); its
 #                 operations are stream entries that wait for their peers'
 #   libhpwatch.so an object to load, to show the load watch fires
@@ -45,7 +47,7 @@
 HP_MOCK_LDFLAGS = $(AM_LDFLAGS) -rpath $(abs_builddir)/tests/gpu/mock/.libs -no-undefined -Wl,--as-needed
 
 check_LTLIBRARIES += tests/gpu/mock/libcuda.la tests/gpu/mock/libhpwatch.la
-tests_gpu_mock_libcuda_la_SOURCES = tests/gpu/mock_cuda.c tests/gpu/mock_cuda_stream.c tests/gpu/mock_cuda_exec.c \
+tests_gpu_mock_libcuda_la_SOURCES = tests/gpu/mock_cuda.c tests/gpu/mock_cuda_mem.c tests/gpu/mock_cuda_stream.c tests/gpu/mock_cuda_exec.c \
 	tests/gpu/mock_cuda_wfg.c \
 	tests/gpu/mock_cuda.h tests/gpu/mock_cuda_int.h
 tests_gpu_mock_libcuda_la_LDFLAGS = $(HP_MOCK_LDFLAGS) -version-info 1:0:0 -lpthread -lrt

@@ -3,17 +3,12 @@
  * (soname libcuda.so.1), so the GPU path's host side runs on machines
  * without a GPU.  It implements the driver functions hipress uses, with the
  * driver's values, and what the tests need to show a hang
- * (doc/standins.md).  This file is the driver's memory, devices, contexts
- * and synchronous copies; the functions on streams, events and captures
- * are mock_cuda_stream.c, the streams' queues and the device executor
- * mock_cuda_exec.c, the wait-for graph and its deadlock report
- * mock_cuda_wfg.c.
- *
- * "Device memory" (region_new) is a mapping with no access rights: any host
- * read or write of it crashes, as a real device pointer does in a
- * non-CUDA-aware MPI.  Its contents live in a host shadow that the copies
- * and the emulated kernels use.  With MOCK_CUDA_HOST_ACCESSIBLE=1 the
- * mapping is ordinary memory (the shadow is the mapping itself).
+ * (doc/standins.md).  This file is the driver's devices, contexts,
+ * allocations and synchronous copies; device memory itself (its host
+ * shadows, CUDA IPC) is mock_cuda_mem.c, the functions on streams, events,
+ * captures and the stream memory operations mock_cuda_stream.c, the
+ * streams' queues and the device executor mock_cuda_exec.c, the wait-for
+ * graph and its deadlock report mock_cuda_wfg.c.
  *
  * Like the driver, the copies need a current context; the pointer queries
  * fail with CUDA_ERROR_NOT_INITIALIZED before cuInit.  What synchronises:
@@ -38,7 +33,6 @@
 #include "mock_cuda_int.h"
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 enum { ATTR_CONTEXT = 1, ATTR_MEMORY_TYPE = 2, ATTR_IS_MANAGED = 8, ATTR_DEVICE_ORDINAL = 9 };
 enum { ATTR_CC_MAJOR = 75, ATTR_CC_MINOR = 76 };
@@ -47,7 +41,7 @@ unsigned long long n_query, n_d2h, n_h2d, n_d2h_bytes, n_h2d_bytes, n_init, n_re
     n_alloc, n_alloc_async, n_syncs, n_dev_syncs, n_legacy, n_per_thread, n_pending, n_hostfn, n_bad_free_host,
     n_kernel_loads, n_capture_broken, n_alloc_failed;
 
-static int initialized;
+int mock_initialized;
 static char the_context[2];   /* one context per device, by address */
 static __thread CUcontext ctx_stack[16];
 static __thread int ctx_depth;
@@ -68,96 +62,14 @@ CUcontext mock_ctx_of(int device)
     return (CUcontext)&the_context[device & 1];
 }
 
+int mock_ctx_device(CUcontext c)
+{
+    return c != NULL ? (int)((char *)c - the_context) : 0;
+}
+
 CUcontext mock_current(void)
 {
     return ctx_depth > 0 ? ctx_stack[ctx_depth - 1] : NULL;
-}
-
-/* ------------------------------------------------------ device memory */
-
-#define MAX_REGIONS 4096
-static struct region {
-    char  *base;
-    size_t len;
-    char  *shadow;
-    int    device;
-    int    managed;
-} regions[MAX_REGIONS];
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-
-/* The region holding [p, p + n), or NULL (under lock). */
-static struct region *find_locked(uintptr_t p, size_t n)
-{
-    for (int i = 0; i < MAX_REGIONS; i++) {
-        uintptr_t b = (uintptr_t)regions[i].base;
-        if (regions[i].base != NULL && p >= b && p - b < regions[i].len && n <= regions[i].len - (p - b))
-            return &regions[i];
-    }
-    return NULL;
-}
-
-/* The host address of [p, p + n) of device memory, or NULL. */
-static char *shadow_range(const void *p, size_t n)
-{
-    struct region *r;
-    char *h = NULL;
-    pthread_mutex_lock(&lock);
-    if ((r = find_locked((uintptr_t)p, n)) != NULL)
-        h = r->shadow + ((const char *)p - r->base);
-    pthread_mutex_unlock(&lock);
-    return h;
-}
-
-int mock_is_device(const void *p, size_t n)
-{
-    return shadow_range(p, n) != NULL;
-}
-
-/*
- * Every allocation of device memory, synchronous or stream-ordered: a
- * mapping that crashes on host access (unless MOCK_CUDA_HOST_ACCESSIBLE),
- * its zeroed shadow, and its region.  The one place that decides what
- * device memory is.
- */
-static void *region_new(size_t bytes, int device, int managed)
-{
-    int open = env_int("MOCK_CUDA_HOST_ACCESSIBLE", 0) != 0;
-    size_t len = bytes ? bytes : 1;
-    char *base = mmap(NULL, len, open ? PROT_READ | PROT_WRITE : PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    char *shadow;
-    if (base == MAP_FAILED)
-        return NULL;
-    shadow = open ? base : calloc(1, len);
-    if (shadow == NULL) {
-        munmap(base, len);
-        return NULL;
-    }
-    pthread_mutex_lock(&lock);
-    initialized = 1;   /* as cudaMalloc initialises the driver */
-    for (int i = 0; i < MAX_REGIONS; i++)
-        if (regions[i].base == NULL) {
-            regions[i] = (struct region){base, len, shadow, device, managed};
-            pthread_mutex_unlock(&lock);
-            return base;
-        }
-    pthread_mutex_unlock(&lock);
-    if (!open)
-        free(shadow);
-    munmap(base, len);
-    return NULL;
-}
-
-void mock_region_free(void *p)
-{
-    pthread_mutex_lock(&lock);
-    for (int i = 0; i < MAX_REGIONS; i++)
-        if (regions[i].base == p && p != NULL) {
-            if (regions[i].shadow != regions[i].base)
-                free(regions[i].shadow);
-            munmap(regions[i].base, regions[i].len);
-            regions[i].base = NULL;
-        }
-    pthread_mutex_unlock(&lock);
 }
 
 /* MOCK_CUDA_ALLOC_FAIL / mock_cuda_fail_alloc: whether this allocation fails. */
@@ -185,58 +97,6 @@ static int alloc_fails(void)
 API void mock_cuda_fail_alloc(int k)
 {
     __atomic_store_n(&alloc_fail_at, __atomic_load_n(&allocs, __ATOMIC_RELAXED) + k, __ATOMIC_RELAXED);
-}
-
-/* ------------------------------------------------------------ test API */
-
-API void *mock_cuda_malloc_managed(size_t bytes, int device, int managed)
-{
-    return region_new(bytes, device, managed);
-}
-
-API void *mock_cuda_malloc(size_t bytes, int device)
-{
-    return region_new(bytes, device, 0);
-}
-
-/* As cudaFree: a device-wide synchronisation first. */
-API void mock_cuda_free(void *p)
-{
-    mock_device_sync("cudaFree");
-    mock_region_free(p);
-}
-
-/* Host-side access to device memory, for the tests' checks: only what has
- * run is there (nothing is run for it; wait for the stream first). */
-API int mock_cuda_write(void *dev, const void *src, size_t n)
-{
-    char *h = shadow_range(dev, n);
-    if (h == NULL)
-        return -1;
-    memcpy(h, src, n);
-    return 0;
-}
-
-API int mock_cuda_read(void *dst, const void *dev, size_t n)
-{
-    char *h = shadow_range(dev, n);
-    if (h == NULL)
-        return -1;
-    memcpy(dst, h, n);
-    return 0;
-}
-
-/* The host shadow of a device address (p itself for host memory): the
- * emulated CUDA module (cuda/hp_kern_emu.c) runs its kernels on it. */
-API void *mock_cuda_shadow(const void *p)
-{
-    char *h = shadow_range(p, 1);
-    return h != NULL ? h : (void *)(uintptr_t)p;
-}
-
-void *mock_shadow(const void *p)
-{
-    return mock_cuda_shadow(p);
 }
 
 /*
@@ -294,7 +154,7 @@ API CUresult cuInit(unsigned int flags)
 {
     (void)flags;
     COUNT(n_init, 1);
-    initialized = 1;
+    mock_initialized = 1;
     return SUCCESS;
 }
 
@@ -306,7 +166,7 @@ API CUresult cuDriverGetVersion(int *v)
 
 API CUresult cuDeviceGetCount(int *n)
 {
-    if (!initialized)
+    if (!mock_initialized)
         return ERR_NOT_INITIALIZED;
     *n = ndevices();
     return SUCCESS;
@@ -314,7 +174,7 @@ API CUresult cuDeviceGetCount(int *n)
 
 API CUresult cuDeviceGet(CUdevice *d, int ordinal)
 {
-    if (!initialized)
+    if (!mock_initialized)
         return ERR_NOT_INITIALIZED;
     if (ordinal < 0 || ordinal >= ndevices())
         return ERR_INVALID_DEVICE;
@@ -369,21 +229,17 @@ API CUresult cuGetErrorString(CUresult rc, const char **s)
 
 API CUresult cuPointerGetAttributes(unsigned int n, int *attrs, void **data, CUdeviceptr ptr)
 {
-    struct region *r, copy;
+    int r, device = 0, managed = 0;
     COUNT(n_query, 1);
-    if (!initialized)
+    if (!mock_initialized)
         return ERR_NOT_INITIALIZED;
-    pthread_mutex_lock(&lock);
-    r = find_locked((uintptr_t)ptr, 0);
-    if (r != NULL)
-        copy = *r;
-    pthread_mutex_unlock(&lock);
+    r = mock_region_info((const void *)(uintptr_t)ptr, &device, &managed);
     for (unsigned int i = 0; i < n; i++)
         switch (attrs[i]) {
-        case ATTR_CONTEXT: *(CUcontext *)data[i] = r ? mock_ctx_of(copy.device) : NULL; break;
+        case ATTR_CONTEXT: *(CUcontext *)data[i] = r ? mock_ctx_of(device) : NULL; break;
         case ATTR_MEMORY_TYPE: *(unsigned int *)data[i] = r ? 2u : 0u; break;
-        case ATTR_IS_MANAGED: *(unsigned int *)data[i] = r ? (unsigned int)copy.managed : 0u; break;
-        case ATTR_DEVICE_ORDINAL: *(int *)data[i] = r ? copy.device : -2; break;
+        case ATTR_IS_MANAGED: *(unsigned int *)data[i] = r ? (unsigned int)managed : 0u; break;
+        case ATTR_DEVICE_ORDINAL: *(int *)data[i] = r ? device : -2; break;
         default: return ERR_INVALID_VALUE;
         }
     return SUCCESS;
@@ -392,6 +248,15 @@ API CUresult cuPointerGetAttributes(unsigned int n, int *attrs, void **data, CUd
 API CUresult cuCtxGetCurrent(CUcontext *c)
 {
     *c = mock_current();
+    return SUCCESS;
+}
+
+API CUresult cuCtxGetDevice(CUdevice *d)
+{
+    CUcontext c = mock_current();
+    if (c == NULL)
+        return ERR_INVALID_CONTEXT;
+    *d = mock_ctx_device(c);
     return SUCCESS;
 }
 
@@ -480,6 +345,7 @@ API CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n)
 /* Page-locked host memory, with the context it was allocated in. */
 #define MAX_PINNED 1024
 static struct { void *p; CUcontext ctx; } pinned[MAX_PINNED];
+static pthread_mutex_t pin_lock = PTHREAD_MUTEX_INITIALIZER;
 
 API CUresult cuMemHostAlloc(void **p, size_t n, unsigned int flags)
 {
@@ -493,14 +359,14 @@ API CUresult cuMemHostAlloc(void **p, size_t n, unsigned int flags)
     *p = malloc(n ? n : 1);
     if (*p == NULL)
         return ERR_OUT_OF_MEMORY;
-    pthread_mutex_lock(&lock);
+    pthread_mutex_lock(&pin_lock);
     for (int i = 0; i < MAX_PINNED; i++)
         if (pinned[i].p == NULL) {
             pinned[i].p = *p;
             pinned[i].ctx = cur;
             break;
         }
-    pthread_mutex_unlock(&lock);
+    pthread_mutex_unlock(&pin_lock);
     return SUCCESS;
 }
 
@@ -510,11 +376,11 @@ API CUresult cuMemFreeHost(void *p)
 {
     CUcontext cur = mock_current();
     CUresult rc;
-    pthread_mutex_lock(&lock);
+    pthread_mutex_lock(&pin_lock);
     for (int i = 0; i < MAX_PINNED; i++)
         if (pinned[i].p == p && p != NULL) {
             if (pinned[i].ctx != cur) {
-                pthread_mutex_unlock(&lock);
+                pthread_mutex_unlock(&pin_lock);
                 COUNT(n_bad_free_host, 1);
                 fprintf(stderr, "mock_cuda: cuMemFreeHost(%p) with context %p current, allocated in %p\n", p, cur,
                         pinned[i].ctx);
@@ -523,7 +389,7 @@ API CUresult cuMemFreeHost(void *p)
             pinned[i].p = NULL;
             break;
         }
-    pthread_mutex_unlock(&lock);
+    pthread_mutex_unlock(&pin_lock);
     if ((rc = mock_device_sync("cuMemFreeHost")) != SUCCESS)
         return rc;
     free(p);
@@ -540,7 +406,7 @@ static CUresult dev_alloc(CUdeviceptr *p, size_t n)
         return ERR_INVALID_CONTEXT;
     if (alloc_fails())
         return ERR_OUT_OF_MEMORY;
-    m = region_new(n, (int)((char *)cur - the_context), 0);
+    m = mock_region_new(n, mock_ctx_device(cur), 0);
     if (m == NULL)
         return ERR_OUT_OF_MEMORY;
     *p = (CUdeviceptr)(uintptr_t)m;
@@ -559,13 +425,13 @@ API CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t n)
     return dev_alloc(p, n);
 }
 
+/* (memory opened from another process is closed, not freed) */
 API CUresult cuMemFree_v2(CUdeviceptr p)
 {
     CUresult rc = mock_device_sync("cuMemFree");
     if (rc != SUCCESS)
         return rc;
-    mock_region_free((void *)(uintptr_t)p);
-    return SUCCESS;
+    return mock_region_free((void *)(uintptr_t)p) == 0 ? SUCCESS : ERR_INVALID_VALUE;
 }
 
 /* Stream-ordered: no synchronisation; the memory is the stream's from its

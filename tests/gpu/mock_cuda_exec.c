@@ -3,17 +3,22 @@
  * device executor that runs their entries, and the host's waits.
  *
  * An entry runs when it is ready (at the head of its stream; an event wait
- * once the other stream has run to the event; an external entry -- an NCCL
- * operation -- once its peers have reached theirs) and, under
- * MOCK_CUDA_DEFERRED, demanded.  Ready entries of different streams run in
- * a random order (MOCK_CUDA_SEED), from the executor thread of the process
- * and from the host threads that wait for them, never when they are queued.
+ * once the other stream has run to the event; a value wait once its word
+ * compares as asked, which the executor polls, as another process may
+ * write it; an external entry -- an NCCL operation -- once its peers have
+ * reached theirs) and, under MOCK_CUDA_DEFERRED, demanded.  Ready entries
+ * of different streams run in a random order (MOCK_CUDA_SEED), from the
+ * executor thread of the process and from the host threads that wait for
+ * them, never when they are queued.
  *   MOCK_CUDA_DEFERRED=0  every ready entry runs;
  *                     =1  only what a wait needs: a host wait for a stream
  *                         or event, an event wait of a stream that is
  *                         needed, a device-wide synchronisation, a peer
- *                         that reached its side of an NCCL transfer (so a
- *                         host read before its wait sees the old bytes);
+ *                         that reached its side of an NCCL transfer, a
+ *                         value wait of a stream that is needed (every
+ *                         stream of the process: any may write the word),
+ *                         so a host read before its wait sees the old
+ *                         bytes;
  *                     =2  as 1, but any wait needs every stream, and the
  *                         streams a host thread waits for run last, an
  *                         NCCL transfer after every other ready entry (so
@@ -264,6 +269,9 @@ static void exec_op(op_t *o)
     case OP_FREE:
         mock_region_free(o->dst);
         break;
+    case OP_WRITE_VALUE:
+        __atomic_store_n((uint32_t *)mock_shadow(o->dst), o->value, __ATOMIC_RELEASE);
+        break;
     default:
         break;
     }
@@ -407,6 +415,17 @@ static int step(void)
         }
         if (!demanded(s))
             continue;
+        if (h->kind == OP_WAIT_VALUE && !mock_value_holds(h, NULL)) {
+            /* whoever writes the word is needed: any stream of the process */
+            if (mode != 0) {
+                FOR_STREAMS(w)
+                    if (w->want < w->queued) {
+                        w->want = w->queued;
+                        moved = 1;
+                    }
+            }
+            continue;
+        }
         if (h->kind == OP_WAIT && h->ws->done < h->wseq) {
             if (mode != 0 && h->ws->want < h->wseq) {
                 h->ws->want = h->wseq;   /* what s needs is needed */
@@ -482,13 +501,31 @@ static int scan_wanted(void)
     return moved;
 }
 
-/* Whether an external entry is moving (the executor polls its peers). */
-static int ext_active(void)
+/* Whether an external entry is moving or a stream waits for a value (the
+ * executor polls: the peers, or whoever writes the word, do not wake it). */
+static int polling(void)
 {
     FOR_STREAMS(s)
-        if (s->head != NULL && s->head->kind == OP_EXT && s->head->reached)
+        if (s->head != NULL && ((s->head->kind == OP_EXT && s->head->reached) || s->head->kind == OP_WAIT_VALUE))
             return 1;
     return 0;
+}
+
+void mock_quiesce(int on)
+{
+    int busy = 1;
+    if (!on) {
+        pthread_mutex_unlock(&qlock);
+        return;
+    }
+    pthread_mutex_lock(&qlock);
+    while (busy) {
+        busy = 0;
+        FOR_STREAMS(s)
+            busy |= s->running;
+        if (busy)
+            pthread_cond_wait(&qcond, &qlock);
+    }
 }
 
 static void timed_wait(double seconds)
@@ -512,7 +549,7 @@ static void *executor(void *unused)
         mock_wfg_serve();
         if (scan_wanted())
             continue;
-        timed_wait(ext_active() ? 0.0005 : 0.01);
+        timed_wait(polling() ? 0.0005 : 0.01);
     }
     pthread_mutex_unlock(&qlock);
     return NULL;

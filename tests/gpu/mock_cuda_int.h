@@ -1,9 +1,10 @@
 /*
- * What the stand-in driver's files share (tests/gpu/mock_cuda.c: memory,
- * devices, contexts; mock_cuda_stream.c: the functions on streams, events
- * and captures; mock_cuda_exec.c: the queues, the device executor and the
- * host's waits; mock_cuda_wfg.c: the wait-for graph and its deadlock
- * report).
+ * What the stand-in driver's files share (tests/gpu/mock_cuda.c: devices,
+ * contexts, allocations; mock_cuda_mem.c: device memory, its shadows and
+ * CUDA IPC; mock_cuda_stream.c: the functions on streams, events, captures
+ * and the stream memory operations; mock_cuda_exec.c: the queues, the
+ * device executor and the host's waits; mock_cuda_wfg.c: the wait-for graph
+ * and its deadlock report).
  * Private to them.
  */
 #ifndef HP_TESTS_MOCK_CUDA_INT_H
@@ -43,22 +44,39 @@ extern unsigned long long n_query, n_d2h, n_h2d, n_d2h_bytes, n_h2d_bytes, n_ini
 
 /* ------------------------------------------------------ memory, contexts */
 
+/* cuInit was called, or device memory allocated */
+extern int mock_initialized;
 CUcontext mock_current(void);
 CUcontext mock_ctx_of(int device);
-/* The host shadow of a device address (p itself for host memory). */
-void *mock_shadow(const void *p);
-/* Whether [p, p + n) lies in device memory of this driver. */
-int mock_is_device(const void *p, size_t n);
+int mock_ctx_device(CUcontext c);
 /* Count a copy between host and device memory ("d2h", "h2d"). */
 void mock_count_copy(const void *dst, const void *src, size_t n);
-/* Free a region now (the device-wide part is the caller's). */
-void mock_region_free(void *p);
+
+/* A new region of device memory (zeroed) of `device`, or NULL. */
+void *mock_region_new(size_t bytes, int device, int managed);
+/* The host shadow of a device address (p itself for host memory). */
+void *mock_shadow(const void *p);
+/* Whether [p, p + n) lies in device memory of this driver (opened from
+ * another process included). */
+int mock_is_device(const void *p, size_t n);
+/* The device and managed flag of the region holding p; 0 when none. */
+int mock_region_info(const void *p, int *device_p, int *managed_p);
+/* Free a region now (the device-wide part is the caller's); -1 for memory
+ * opened from another process (closed, never freed). */
+int mock_region_free(void *p);
+/* Remove the names of this process's exported segments (as it ends). */
+void mock_ipc_unlink(void);
+/* Whether process pid has ended (a zombie included). */
+int mock_pid_gone(int pid);
+/* Remove the shared-memory segments /PREFIX<pid>... of processes that have
+ * ended without removing theirs (killed, or ended by a deadlock report). */
+void mock_shm_sweep(const char *prefix);
 /* The process's rank for reports (OMPI_COMM_WORLD_RANK, RANK, else -1). */
 int mock_rank(void);
 
 /* --------------------------------------------------- streams and entries */
 
-enum { OP_COPY, OP_MEMSET, OP_FN, OP_WAIT, OP_EXT, OP_FREE, OP_MARK };
+enum { OP_COPY, OP_MEMSET, OP_FN, OP_WAIT, OP_EXT, OP_FREE, OP_MARK, OP_WAIT_VALUE, OP_WRITE_VALUE };
 
 struct mstream;
 typedef struct op {
@@ -68,6 +86,8 @@ typedef struct op {
     const void           *src;
     size_t                n;
     unsigned char         v;
+    uint32_t              value;     /* OP_WAIT_VALUE, OP_WRITE_VALUE: at dst */
+    unsigned              cmp;       /* OP_WAIT_VALUE: CU_STREAM_WAIT_VALUE_GEQ ... */
     CUhostFn              fn;
     void                 *arg;
     struct mstream       *ws;        /* OP_WAIT: ws has run its first wseq entries */
@@ -138,6 +158,12 @@ CUresult mock_capture_check(const char *what);
 /* The first launch of a kernel (its host function and the first pointer of
  * its argument) synchronises the device, as lazy loading may. */
 CUresult mock_kernel_launch(CUhostFn fn, void *arg);
+/* Whether the value wait o (OP_WAIT_VALUE) holds now; the word it reads. */
+int mock_value_holds(const op_t *o, uint32_t *now_p);
+/* Hold every entry off (1: once none is running, under qlock) and let them
+ * go again (0): what changes a shadow's place (cuIpcGetMemHandle) does it
+ * in between. */
+void mock_quiesce(int on);
 /* MOCK_CUDA_HANG */
 int mock_hangs(void);
 void mock_block_for_ever(const char *what);
@@ -166,6 +192,11 @@ void mock_wfg_serve(void);
  * the processes; on one that holds, report it and end the process.  Called
  * without qlock. */
 void mock_wfg_check(mthread_t *me);
+/* Make this process's segment now (cuIpcGetMemHandle: its peers register
+ * in it), and register, both ways, a process whose memory this one opened
+ * (who may write what a stream of either waits for). */
+void mock_wfg_open(void);
+void mock_wfg_peer(int pid);
 /* The executor's and the waiters' progress counter. */
 extern unsigned long long mock_progress;
 

@@ -2,10 +2,18 @@
  * The stand-in driver's functions on streams and events (see mock_cuda.c):
  * what queues work (asynchronous copies and sets, host functions -- the
  * emulated module's kernels, whose first launch synchronises the device --,
- * event waits), what waits for it, and captures into graphs: a stream
- * being captured records its work instead of running it, and a call that
- * would synchronise the device while a capture forbids it is refused and
- * invalidates the capture, as the driver does.
+ * event waits, the stream memory operations), what waits for it, and
+ * captures into graphs: a stream being captured records its work instead
+ * of running it, and a call that would synchronise the device while a
+ * capture forbids it is refused and invalidates the capture, as the driver
+ * does.
+ *
+ * The stream memory operations work on 32-bit words of device memory,
+ * this process's or opened from another (mock_cuda_mem.c): a write is a
+ * release store in stream order; a wait holds its stream's later entries
+ * until the word compares as asked, read with acquire, and never the host:
+ * the device executor polls it (mock_cuda_exec.c), so a word another
+ * process writes lets the stream go on by itself.
  */
 #include "mock_cuda_int.h"
 #include <stdlib.h>
@@ -281,9 +289,14 @@ static pthread_mutex_t klock = PTHREAD_MUTEX_INITIALIZER;
 
 CUresult mock_kernel_launch(CUhostFn fn, void *arg)
 {
-    /* the emulated module's launches pass the kernel's body first */
+    /* the emulated module's launches pass the kernel's body first; one
+     * whose argument starts with device memory (the IPC stand-in's
+     * reduction, its module loaded with its communicator) is one kernel
+     * whatever its buffers */
     void *first = arg != NULL ? *(void **)arg : NULL;
     int known = 0;
+    if (first != NULL && mock_is_device(first, 1))
+        first = NULL;
     pthread_mutex_lock(&klock);
     known = all_loaded;
     for (int i = 0; i < nkernels && !known; i++)
@@ -373,4 +386,50 @@ API CUresult cuLaunchHostFunc(CUstream s, CUhostFn fn, void *arg)
     if (m->cap_mode < 0 && (rc = mock_kernel_launch(fn, arg)) != SUCCESS)
         return rc;
     return mock_enqueue(m, &o);
+}
+
+/* ----------------------------------------------- stream memory operations */
+
+/* cuda.h's CU_STREAM_WAIT_VALUE_* and CU_STREAM_WRITE_VALUE_* */
+enum { WAIT_GEQ = 0, WAIT_EQ = 1, WAIT_AND = 2, WAIT_NOR = 3, WAIT_FLUSH = 1 << 30 };
+enum { WRITE_NO_MEMORY_BARRIER = 1 };
+
+int mock_value_holds(const op_t *o, uint32_t *now_p)
+{
+    /* (memory freed under the wait reads as a copy from it does: a crash) */
+    uint32_t v = __atomic_load_n((const uint32_t *)mock_shadow(o->dst), __ATOMIC_ACQUIRE);
+    if (now_p != NULL)
+        *now_p = v;
+    switch (o->cmp) {
+    case WAIT_GEQ: return (int32_t)(v - o->value) >= 0;   /* wrap-safe, as the driver compares */
+    case WAIT_EQ: return v == o->value;
+    case WAIT_AND: return (v & o->value) != 0;
+    default: return ~(v | o->value) != 0;
+    }
+}
+
+/* A word the stream memory operations take: 4-byte aligned device memory. */
+static int value_word(CUdeviceptr addr)
+{
+    return addr % 4 == 0 && mock_is_device((const void *)(uintptr_t)addr, 4);
+}
+
+API CUresult cuStreamWaitValue32_v2(CUstream s, CUdeviceptr addr, uint32_t value, unsigned int flags)
+{
+    op_t o = {.kind = OP_WAIT_VALUE, .dst = (void *)(uintptr_t)addr, .value = value, .cmp = flags & 3u};
+    if ((flags & ~(3u | WAIT_FLUSH)) != 0 || !value_word(addr))
+        return ERR_INVALID_VALUE;
+    if (mock_current() == NULL)
+        return ERR_INVALID_CONTEXT;
+    return mock_enqueue(mock_stream_of(s), &o);
+}
+
+API CUresult cuStreamWriteValue32_v2(CUstream s, CUdeviceptr addr, uint32_t value, unsigned int flags)
+{
+    op_t o = {.kind = OP_WRITE_VALUE, .dst = (void *)(uintptr_t)addr, .value = value};
+    if ((flags & ~(unsigned)WRITE_NO_MEMORY_BARRIER) != 0 || !value_word(addr))
+        return ERR_INVALID_VALUE;
+    if (mock_current() == NULL)
+        return ERR_INVALID_CONTEXT;
+    return mock_enqueue(mock_stream_of(s), &o);
 }

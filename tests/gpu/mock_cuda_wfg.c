@@ -6,15 +6,22 @@
  * (/hpmock-wfg-PID) through which its peers ask it for a snapshot of what
  * it waits for: its threads (running, or waiting for a stream, or for the
  * whole device), its streams (idle or ready, or waiting at an event for
- * another stream, or at an NCCL entry for peers that have not reached their
- * side: the transfers' keys and the peers' processes), and the transfers
- * its queued NCCL entries take part in (key -> stream).
+ * another stream, at a value wait for a word to be written, or at an NCCL
+ * entry for peers that have not reached their side: the transfers' keys
+ * and the peers' processes), the transfers its queued NCCL entries take
+ * part in (key -> stream), and the processes it shares device memory with
+ * through CUDA IPC (registered by the process that opens the memory, in
+ * both segments).
  *
  * A host thread that has waited half a second gathers the snapshots of its
  * process and, following the transfers it waits for, of its peers, and
  * asks which nodes can still make progress: a thread or a stream can when
  * everything it waits for can; a process's "host" (which would enqueue a
- * transfer it has not enqueued yet) can when any of its NCCL threads can.
+ * transfer it has not enqueued yet) can when any of its NCCL threads can;
+ * a stream at a value wait can when anything that could write the word
+ * can: any other stream with work or any thread, of its process or of a
+ * process it shares memory with, directly or through others (one that has
+ * ended writes nothing).
  * When the thread cannot, and the same holds 0.3 s later with no progress
  * anywhere involved, the cycle is printed, one wait a line, and the process
  * ends (exit status 86).  A peer whose snapshot cannot be had (gone, busy
@@ -22,9 +29,7 @@
  * guess, and what it misses falls to the timeouts.
  */
 #include "mock_cuda_int.h"
-#include <dirent.h>
 #include <stdatomic.h>
-#include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -38,10 +43,12 @@
 #define WG_S 256
 #define WG_K 8192
 #define WG_W 8
+#define WG_P 32
+#define WG_D ((WG_S + WG_T) * 4)   /* the most waits of one node looked at */
 #define MAGIC 0x68706d6f636b7767ULL   /* "hpmockwg" */
 #define DEADLOCK_EXIT 86
 
-enum { S_IDLE, S_READY, S_WAIT_STREAM, S_WAIT_PEER };
+enum { S_IDLE, S_READY, S_WAIT_STREAM, S_WAIT_PEER, S_WAIT_VALUE };
 
 typedef struct {
     int32_t tid, state, target, nccl;
@@ -64,6 +71,7 @@ typedef struct {
     uint64_t         magic;
     _Atomic uint64_t req, gen, seq;
     int32_t          pid, rank, nt, ns, nk, pad;
+    _Atomic int32_t  peers[WG_P];   /* processes sharing device memory (written by them too) */
     uint64_t         progress;
     wg_thr_t         t[WG_T];
     wg_str_t         s[WG_S];
@@ -72,6 +80,7 @@ typedef struct {
 
 static wg_seg_t *own;
 static int own_tried;
+static pthread_mutex_t map_mu = PTHREAD_MUTEX_INITIALIZER;
 
 static double now(void)
 {
@@ -83,23 +92,6 @@ static double now(void)
 static void seg_name(char *buf, size_t len, int pid)
 {
     snprintf(buf, len, "/hpmock-wfg-%d", pid);
-}
-
-/* Segments of processes that ended without removing theirs (killed). */
-static void sweep_stale(void)
-{
-    DIR *d = opendir("/dev/shm");
-    struct dirent *e;
-    while (d != NULL && (e = readdir(d)) != NULL) {
-        int pid;
-        char name[64];
-        if (sscanf(e->d_name, "hpmock-wfg-%d", &pid) == 1 && pid > 0 && kill(pid, 0) != 0 && errno == ESRCH) {
-            seg_name(name, sizeof(name), pid);
-            shm_unlink(name);
-        }
-    }
-    if (d != NULL)
-        closedir(d);
 }
 
 static void own_unlink(void)
@@ -115,7 +107,7 @@ static void own_open(void)
     int fd;
     void *p;
     own_tried = 1;
-    sweep_stale();
+    mock_shm_sweep("hpmock-wfg-");
     seg_name(name, sizeof(name), (int)getpid());
     fd = shm_open(name, O_RDWR | O_CREAT | O_TRUNC, 0600);
     if (fd < 0)
@@ -161,10 +153,13 @@ static void build(wg_seg_t *w)
     w->pid = (int)getpid();
     w->rank = mock_rank();
     w->progress = mock_progress;
+    for (int i = 0; own != NULL && w != own && i < WG_P; i++)
+        atomic_store(&w->peers[i], atomic_load(&own->peers[i]));
     for (int i = 0; i < ns; i++) {
         mstream_t *s = all[i];
         wg_str_t *o = &w->s[i];
         op_t *h = s->head;
+        uint32_t now;
         memset(o, 0, sizeof(*o));
         o->handle = (uint64_t)(uintptr_t)s->handle;
         o->wstream = -1;
@@ -176,6 +171,11 @@ static void build(wg_seg_t *w)
             snprintf(o->what, sizeof(o->what), "a wait for an event of stream %p", h->ws->handle);
             if (o->wstream < 0)
                 o->state = S_READY;
+        } else if (h->kind == OP_WAIT_VALUE && !s->running && !mock_value_holds(h, &now)) {
+            static const char *const cmp[] = {">=", "==", "&", "nor"};
+            o->state = S_WAIT_VALUE;
+            snprintf(o->what, sizeof(o->what), "cuStreamWaitValue32 (the word at %p %s %#x; it holds %#x)", h->dst,
+                     cmp[h->cmp & 3], h->value, now);
         } else if (h->kind == OP_EXT && h->reached && !s->running &&
                    (o->nwait = h->xo->waits(h->xarg, o->wait, WG_W)) > 0) {
             o->state = S_WAIT_PEER;
@@ -238,7 +238,7 @@ typedef struct {
 
 static struct { int pid; wg_seg_t *seg; } maps[MAX_PROCS];
 
-static wg_seg_t *map_of(int pid)
+static wg_seg_t *map_locked(int pid)
 {
     char name[64];
     int fd, i;
@@ -253,11 +253,51 @@ static wg_seg_t *map_of(int pid)
         return NULL;
     p = mmap(NULL, sizeof(wg_seg_t), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     close(fd);
-    if (p == MAP_FAILED || ((wg_seg_t *)p)->magic != MAGIC)
+    if (p == MAP_FAILED)
         return NULL;
+    if (((wg_seg_t *)p)->magic != MAGIC) {
+        munmap(p, sizeof(wg_seg_t));
+        return NULL;
+    }
     maps[i].pid = pid;
     maps[i].seg = p;
     return p;
+}
+
+static wg_seg_t *map_of(int pid)
+{
+    wg_seg_t *w;
+    pthread_mutex_lock(&map_mu);
+    w = map_locked(pid);
+    pthread_mutex_unlock(&map_mu);
+    return w;
+}
+
+void mock_wfg_open(void)
+{
+    pthread_mutex_lock(&qlock);
+    if (own == NULL && !own_tried)
+        own_open();
+    pthread_mutex_unlock(&qlock);
+}
+
+static void add_peer(wg_seg_t *w, int pid)
+{
+    for (int i = 0; i < WG_P; i++) {
+        int32_t cur = 0;
+        if (atomic_compare_exchange_strong(&w->peers[i], &cur, pid) || cur == pid)
+            return;
+    }
+}
+
+void mock_wfg_peer(int pid)
+{
+    wg_seg_t *w;
+    mock_wfg_open();
+    if (own != NULL)
+        add_peer(own, pid);
+    if ((w = map_of(pid)) != NULL)
+        add_peer(w, (int)getpid());
 }
 
 /* A peer's snapshot, asked for and copied (0.2 s at most). */
@@ -341,12 +381,73 @@ static int is_live(graph_t *g, node_t n)
     return g->live[n.proc][n.type][n.type == N_H ? 0 : n.idx];
 }
 
+/* Whether n progresses when any of what it waits for does (a host, a value
+ * wait), rather than all. */
+static int needs_any(graph_t *g, node_t n)
+{
+    return n.type == N_H || (n.type == N_S && g->p[n.proc].snap->s[n.idx].state == S_WAIT_VALUE);
+}
+
+/* p and the processes it shares memory with, directly or through others,
+ * into procs (their places in g; -1: one that g cannot hold). */
+static int sharing(graph_t *g, int p, int *procs)
+{
+    int np = 0;
+    procs[np++] = p;
+    for (int j = 0; j < np; j++)
+        for (int i = 0; g->p[procs[j]].ok && i < WG_P; i++) {
+            int pid = atomic_load(&g->p[procs[j]].snap->peers[i]), q, seen = 0;
+            if (pid == 0 || mock_pid_gone(pid))
+                continue;
+            if ((q = proc_of(g, pid)) < 0)
+                return -1;
+            for (int k = 0; k < np && !seen; k++)
+                seen = procs[k] == q;
+            if (!seen)
+                procs[np++] = q;
+        }
+    return np;
+}
+
+/* What could write the word a stream of process p waits for: p's other
+ * streams with work, its threads, and those of the processes it shares
+ * memory with (a process without a snapshot: itself, as able to
+ * progress); past max, a node that counts as able to. */
+static int writers(graph_t *g, int p, int self, node_t *out, int max)
+{
+    const node_t unknown = {-1, N_H, 0};
+    int k = 0, procs[MAX_PROCS], np = sharing(g, p, procs);
+    if (np < 0) {
+        out[0] = unknown;
+        return 1;
+    }
+    for (int j = 0; j < np; j++) {
+        const wg_seg_t *w = g->p[procs[j]].snap;
+        if (k + w->ns + w->nt + 1 > max) {   /* more than we look at */
+            out[k++] = unknown;
+            break;
+        }
+        if (!g->p[procs[j]].ok) {
+            out[k++] = (node_t){procs[j], N_H, 0};
+            continue;
+        }
+        for (int i = 0; i < w->ns; i++)
+            if (w->s[i].state != S_IDLE && !(procs[j] == p && i == self))
+                out[k++] = (node_t){procs[j], N_S, i};
+        for (int i = 0; i < w->nt; i++)
+            out[k++] = (node_t){procs[j], N_T, i};
+    }
+    return k;
+}
+
 /* The nodes n waits for, into out (at most max); all of them (T, S) or
- * any of them (H) must progress for n to. */
+ * any of them (H, a value wait: needs_any) must progress for n to. */
 static int deps(graph_t *g, node_t n, node_t *out, int max)
 {
     const wg_seg_t *w = g->p[n.proc].snap;
     int k = 0;
+    if (n.type == N_S && w->s[n.idx].state == S_WAIT_VALUE)
+        return writers(g, n.proc, n.idx, out, max);
     if (n.type == N_T) {
         const wg_thr_t *t = &w->t[n.idx];
         if (t->state == TH_WAIT_DEVICE) {
@@ -380,13 +481,19 @@ static int deps(graph_t *g, node_t n, node_t *out, int max)
 /* Every process the waits reach, their snapshots fetched. */
 static void gather(graph_t *g)
 {
+    int procs[MAX_PROCS];
     for (int p = 0; p < g->np; p++) {
         const wg_seg_t *w = g->p[p].snap;
+        int value = 0;
         if (!g->p[p].ok)
             continue;
-        for (int i = 0; i < w->ns; i++)
+        for (int i = 0; i < w->ns; i++) {
+            value |= w->s[i].state == S_WAIT_VALUE;
             for (int j = 0; w->s[i].state == S_WAIT_PEER && j < w->s[i].nwait; j++)
                 proc_of(g, w->s[i].wait[j].pid);
+        }
+        if (value)
+            sharing(g, p, procs);
     }
 }
 
@@ -395,7 +502,7 @@ static void gather(graph_t *g)
 static int stuck(graph_t *g, node_t me)
 {
     int changed = 1;
-    node_t d[WG_S + WG_T];
+    node_t d[WG_D];
     gather(g);
     for (int p = 0; p < g->np; p++) {
         const wg_seg_t *w = g->p[p].snap;
@@ -422,13 +529,13 @@ static int stuck(graph_t *g, node_t me)
                     int k, all = 1, any = 0;
                     if (is_live(g, x))
                         continue;
-                    k = deps(g, x, d, WG_S + WG_T);
+                    k = deps(g, x, d, WG_D);
                     for (int j = 0; j < k; j++) {
                         int l = is_live(g, d[j]);
                         all &= l;
                         any |= l;
                     }
-                    if (type == N_H ? (any || k == 0) : all) {
+                    if (needs_any(g, x) ? any || (type == N_H && k == 0) : all) {
                         g->live[p][type][type == N_H ? 0 : i] = 1;
                         changed = 1;
                     }
@@ -451,48 +558,60 @@ static void graph_free(graph_t *g)
 
 /* ---------------------------------------------------------------- report */
 
-static void say(graph_t *g, node_t n)
+static void say(graph_t *g, node_t n, FILE *o)
 {
     const wg_seg_t *w = g->p[n.proc].snap;
     if (n.type == N_T) {
         const wg_thr_t *t = &w->t[n.idx];
         if (t->state == TH_WAIT_DEVICE)
-            fprintf(stderr, "  rank %d thread %d waits in %s (a device-wide synchronisation) for every stream of its "
+            fprintf(o, "  rank %d thread %d waits in %s (a device-wide synchronisation) for every stream of its "
                     "device\n", w->rank, t->tid, t->what);
         else
-            fprintf(stderr, "  rank %d thread %d waits in %s for stream %#llx\n", w->rank, t->tid, t->what,
+            fprintf(o, "  rank %d thread %d waits in %s for stream %#llx\n", w->rank, t->tid, t->what,
                     (unsigned long long)w->s[t->target].handle);
     } else if (n.type == N_S) {
         const wg_str_t *s = &w->s[n.idx];
         if (s->state == S_WAIT_STREAM) {
-            fprintf(stderr, "  rank %d stream %#llx waits at %s\n", w->rank, (unsigned long long)s->handle, s->what);
+            fprintf(o, "  rank %d stream %#llx waits at %s\n", w->rank, (unsigned long long)s->handle, s->what);
+        } else if (s->state == S_WAIT_VALUE) {
+            int procs[MAX_PROCS], np = sharing(g, n.proc, procs);
+            fprintf(o, "  rank %d stream %#llx waits at %s, and nothing that could write it can progress (the "
+                    "streams and threads of rank %d", w->rank, (unsigned long long)s->handle, s->what, w->rank);
+            for (int j = 1; j < np; j++)
+                fprintf(o, ", rank %d", g->p[procs[j]].ok ? g->p[procs[j]].snap->rank : -1);
+            fprintf(o, "):\n");
         } else {
-            fprintf(stderr, "  rank %d stream %#llx waits at %s for", w->rank, (unsigned long long)s->handle,
+            fprintf(o, "  rank %d stream %#llx waits at %s for", w->rank, (unsigned long long)s->handle,
                     s->what);
             for (int i = 0; i < s->nwait; i++) {
                 int q = proc_of(g, s->wait[i].pid);
-                fprintf(stderr, "%s rank %d", i ? "," : "", q >= 0 && g->p[q].ok ? g->p[q].snap->rank : -1);
+                fprintf(o, "%s rank %d", i ? "," : "", q >= 0 && g->p[q].ok ? g->p[q].snap->rank : -1);
             }
-            fprintf(stderr, " to reach the matching operation\n");
+            fprintf(o, " to reach the matching operation\n");
         }
     } else {
-        fprintf(stderr, "  rank %d has not enqueued the matching operation, and every thread of it that enqueues "
+        fprintf(o, "  rank %d has not enqueued the matching operation, and every thread of it that enqueues "
                 "NCCL operations waits:\n", w->rank);
     }
 }
 
 /* From me, one wait a line along waits that cannot progress, until one
- * comes back. */
+ * comes back; written at once (the peers in the cycle may report too). */
 static void report(graph_t *g, node_t me)
 {
-    node_t path[256], d[WG_S + WG_T];
+    node_t path[256], d[WG_D];
     int n = 0, at = -1;
-    fprintf(stderr, "mock_cuda rank %d (pid %d): deadlock: a cycle of waits that nothing can break "
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *o = open_memstream(&buf, &len);
+    if (o == NULL)
+        o = stderr;
+    fprintf(o, "mock_cuda rank %d (pid %d): deadlock: a cycle of waits that nothing can break "
             "(MOCK_CUDA_DEFERRED=%d):\n", mock_rank(), (int)getpid(), mock_deferred());
     path[n++] = me;
     while (n < 256 && at < 0) {
         node_t x = path[n - 1], next = {-1, 0, 0};
-        int k = deps(g, x, d, WG_S + WG_T);
+        int k = deps(g, x, d, WG_D);
         for (int j = 0; j < k && next.proc < 0; j++)
             if (!is_live(g, d[j]))
                 next = d[j];
@@ -506,14 +625,19 @@ static void report(graph_t *g, node_t me)
     }
     for (int i = 0; i < n; i++) {
         if (i == at)
-            fprintf(stderr, "  -- the cycle:\n");
-        say(g, path[i]);
+            fprintf(o, "  -- the cycle:\n");
+        say(g, path[i], o);
     }
     if (at >= 0) {
-        fprintf(stderr, "  -- and back to: ");
-        say(g, path[at]);
+        fprintf(o, "  -- and back to: ");
+        say(g, path[at], o);
     }
     fflush(stderr);
+    if (o != stderr && fclose(o) == 0) {
+        ssize_t w = write(STDERR_FILENO, buf, len);   /* (one write: its lines stay whole) */
+        (void)w;
+    }
+    free(buf);
 }
 
 void mock_wfg_check(mthread_t *me)
@@ -557,6 +681,8 @@ void mock_wfg_check(mthread_t *me)
                     return;
                 }
         report(&g, n);
+        own_unlink();
+        mock_ipc_unlink();
         _exit(DEADLOCK_EXIT);
     }
     graph_free(&g);

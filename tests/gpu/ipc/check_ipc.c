@@ -14,8 +14,10 @@
  *               ncclScatter, premultiplied sums, counts of 0; messages of
  *               several chunks through FIFOs of 2 slots
  *   p2p         rings and exchanges in groups, longer than a FIFO (the
- *               group's chunks interleaved), and a lone send before its
- *               lone receive
+ *               group's chunks interleaved), more messages of a pair in a
+ *               group than FIFO slots, receives called first, grouped
+ *               otherwise on the peer, and a lone send before its lone
+ *               receive
  *   mismatch    counts that differ: an error naming both sides, on one
  *               rank at once and on the other as its asynchronous error
  *   unmatched   a send without a receive never completes; the monitor
@@ -232,6 +234,23 @@ static void sc_p2p(int rank, int N, const ncclUniqueId *ids)
         same_vals("ring", ncclUint8, prev, b, n, round);
     }
     if (N == 2) {
+        /* 6 one-chunk messages each way, receives called first: rank 0 in
+         * a group of its receives, then one of its sends, rank 1 all in
+         * one group */
+        enum { M = 6, L = 3000 };
+        fill(ncclUint8, a, M * L, rank, 7);
+        OK(ncclGroupStart());
+        for (int m = 0; m < M; m++)
+            OK(ncclRecv(b + m * L, L, ncclUint8, 1 - rank, c, s));
+        if (rank == 0) {
+            OK(ncclGroupEnd());
+            OK(ncclGroupStart());
+        }
+        for (int m = 0; m < M; m++)
+            OK(ncclSend(a + m * L, L, ncclUint8, 1 - rank, c, s));
+        OK(ncclGroupEnd());
+        sync_ok(s, "receives first");
+        same_vals("receives first", ncclUint8, 1 - rank, b, M * L, 7);
         /* a lone send, then a lone receive on the other rank, later */
         fill(ncclUint8, a, 30000, rank, 5);
         if (rank == 0) {
@@ -457,16 +476,18 @@ static void *thr_rank(void *arg)
     ncclComm_t c = join(thr_id, 2, rank);
     void *s = hpi_host_stream_new();
     size_t n = 9000;
-    float *a = malloc(n * 4), *b = malloc(n * 4);
+    float *a = malloc(n * 4), *b = malloc(n * 4), *x = malloc(n * 4);
     fill(ncclFloat32, a, n, rank, 0);
     OK(ncclAllReduce(a, b, n, ncclFloat32, ncclSum, c, s));
+    /* (a group's send and receive progress apart, as NCCL's: not into the
+     * buffer the send reads) */
     OK(ncclGroupStart());
     OK(ncclSend(a, n, ncclFloat32, 1 - rank, c, s));
-    OK(ncclRecv(a, n, ncclFloat32, 1 - rank, c, s));
+    OK(ncclRecv(x, n, ncclFloat32, 1 - rank, c, s));
     OK(ncclGroupEnd());
     sync_ok(s, "threads");
     same("threads", ncclFloat32, ncclSum, 2, b, n, 0, NULL);
-    same_vals("threads' exchange", ncclFloat32, 1 - rank, a, n, 0);
+    same_vals("threads' exchange", ncclFloat32, 1 - rank, x, n, 0);
     OK(ncclCommDestroy(c));
     return NULL;
 }

@@ -14,6 +14,10 @@
 #                     against what hipress calls; the kit's programs over
 #                     the stand-in driver (and, where that driver has CUDA
 #                     IPC, the IPC stand-in over it)
+#   ipc_mock          the stand-in driver's CUDA IPC and stream memory
+#                     operations between processes (what the IPC stand-in
+#                     rests on there), and its deadlock report on a flag
+#                     wait nothing can satisfy
 #   kit_preflight     the kit's first step: the driver, the devices, CUDA IPC
 #   kit_nccl          the kit's multi-process compressed ncclAllReduce
 #   kit_mpi           the same calls through MPI_Allreduce (the reference)
@@ -26,6 +30,11 @@ tests_gpu_ipc_check_ipc_CPPFLAGS = $(AM_CPPFLAGS) $(NCCL_CPPFLAGS)
 tests_gpu_ipc_check_ipc_LDADD = -lpthread -lrt -lm
 tests_gpu_ipc_check_ipc_LDFLAGS = $(AM_LDFLAGS) -no-install -Wl,--as-needed
 TESTS += tests/gpu/ipc/run_ipc.sh
+
+check_PROGRAMS += tests/gpu/ipc/ipc_mock
+tests_gpu_ipc_ipc_mock_SOURCES = tests/gpu/ipc/ipc_mock.c
+tests_gpu_ipc_ipc_mock_LDADD = -ldl
+tests_gpu_ipc_ipc_mock_LDFLAGS = $(AM_LDFLAGS) -no-install -Wl,--as-needed
 
 # the kit's programs: the driver through dlopen, NCCL as libnccl.so.2 (the
 # stand-in over shared memory here, the IPC one on the GPU)

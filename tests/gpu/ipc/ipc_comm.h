@@ -76,6 +76,7 @@ struct ncclComm {
     uint64_t           sent[HPI_MAX_RANKS], rcvd[HPI_MAX_RANKS];
     double             post_t[2][HPI_MAX_RANKS][HPI_RING];
     void              *side_stream;
+    void              *send_stream;   /* a group of sends and receives: its sends (ipc_sched.c) */
     void              *ev[HPI_EVENTS], *ev_stream[HPI_EVENTS];
     int                nev;
     uint64_t           splits, shrinks;

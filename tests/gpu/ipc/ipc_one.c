@@ -1,13 +1,15 @@
 /*
  * The IPC stand-in's CUDA engine (ipc_cuda.c) over the stand-in driver
- * (tests/gpu/run_ipc.sh): what runs there without CUDA IPC and stream memory
- * operations, which that driver lacks so far.  One-rank communicators: the
- * driver loaded through dlopen, the caller's context, blocks zeroed on a
- * stream of the stand-in's own, reductions as host functions over the
- * shadows (in stream order: MOCK_CUDA_DEFERRED=1 runs nothing before a
- * wait), groups over two streams joined by events, finalize, destroy and
- * abort.  Then a two-rank communicator of two threads: its first operation
- * must fail, naming the missing driver function, and fail the communicator.
+ * (tests/gpu/run_ipc.sh).  One-rank communicators: the driver loaded
+ * through dlopen, the caller's context, blocks zeroed on a stream of the
+ * stand-in's own, reductions as host functions over the shadows (in stream
+ * order: MOCK_CUDA_DEFERRED=1 runs nothing before a wait), groups over two
+ * streams joined by events, finalize, destroy and abort.  Then a two-rank
+ * communicator of two threads, each on a stream of its own: an
+ * ncclAllReduce through the flags and FIFOs of the one process (stream
+ * memory operations, no CUDA IPC); on a driver without stream memory
+ * operations it must fail instead, naming the missing driver function, and
+ * fail the communicator.
  *
  *   ipc_one MOCKDIR/libcuda.so.1
  *
@@ -52,16 +54,31 @@ static ncclComm_t one(void)
 }
 
 static ncclUniqueId pair_id;
+static int memops;
 static void *pair_rank(void *arg)
 {
     int r = (int)(intptr_t)arg;
     ncclComm_t c = NULL;
     ncclResult_t rc, st = ncclSuccess;
-    float *d = dmalloc(64, 0);
+    float *d = dmalloc(64, 0), h[16];
+    void *s = NULL;
+    for (int i = 0; i < 16; i++)
+        h[i] = (float)(i + 100 * r);
+    dwrite(d, h, sizeof(h));
     OK(ncclCommInitRank(&c, 2, pair_id, r));
     if (c == NULL)
         return NULL;
-    rc = ncclAllReduce(d, d, 16, ncclFloat32, ncclSum, c, NULL);
+    screate(&s, 1);   /* (in the context the communicator made current) */
+    rc = ncclAllReduce(d, d, 16, ncclFloat32, ncclSum, c, s);
+    if (memops) {
+        CHECK(rc == ncclSuccess, "two ranks in one process: %d", (int)rc);
+        ssync(s);
+        dread(h, d, sizeof(h));
+        for (int i = 0; i < 16; i++)
+            CHECK(h[i] == (float)(2 * i + 100), "two ranks' sum [%d] = %g", i, h[i]);
+        OK(ncclCommDestroy(c));
+        return NULL;
+    }
     CHECK(rc == ncclUnhandledCudaError && strstr(ncclGetLastError(NULL), "this CUDA driver has no cuStreamW") != NULL,
           "two ranks on a driver without stream memory operations: %d", (int)rc);
     OK(ncclCommGetAsyncError(c, &st));
@@ -92,6 +109,7 @@ int main(int argc, char **argv)
     *(void **)&ssync = dlsym(cu, "cuStreamSynchronize");
     if (dmalloc == NULL || dwrite == NULL || dread == NULL || screate == NULL || ssync == NULL)
         return 2;
+    memops = dlsym(cu, "cuStreamWaitValue32_v2") != NULL;
     c = one();
     screate(&s1, 1);
     screate(&s2, 1);

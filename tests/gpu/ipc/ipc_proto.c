@@ -111,6 +111,7 @@ size_t hpi_chunk(const hpi_comm_t *c) { return c->chunk; }
 uint64_t *hpi_sent(hpi_comm_t *c, int p) { return &c->sent[p]; }
 uint64_t *hpi_rcvd(hpi_comm_t *c, int p) { return &c->rcvd[p]; }
 void *hpi_side_stream(hpi_comm_t *c) { return c->side_stream; }
+void *hpi_send_stream(hpi_comm_t *c) { return c->send_stream; }
 unsigned long long hpi_comm_next_call(hpi_comm_t *c) { return ++c->calls; }
 
 void *hpi_ready_flag(hpi_comm_t *c, int owner, int src, int slot)
@@ -292,7 +293,7 @@ ncclResult_t hpi_comm_create(const ncclUniqueId *id, int nranks, int rank, int b
     E->ctx_enter(c->ctx, &saved);
     c->block_bytes = HPI_FLAGS_BYTES + (size_t)nranks * c->slots * c->chunk;
     if (E->block_alloc(c->block_bytes, (void **)&c->peer[rank], &me->block) != 0 ||
-        E->stream_new(&c->side_stream) != 0) {
+        E->stream_new(&c->side_stream) != 0 || E->stream_new(&c->send_stream) != 0) {
         rc = hpi_comm_fail(c, ncclUnhandledCudaError, "cannot allocate %zu bytes of device memory: %s",
                            c->block_bytes, E->last_error());
         E->ctx_leave(saved);
@@ -457,6 +458,8 @@ ncclResult_t hpi_comm_destroy(hpi_comm_t *c)
             E->event_free(c->ev[i]);
         if (c->side_stream != NULL)
             E->stream_free(c->side_stream);
+        if (c->send_stream != NULL)
+            E->stream_free(c->send_stream);
     }
     E->ctx_leave(saved);
     if (c->shm != NULL)

@@ -175,5 +175,8 @@ ncclResult_t hpi_post(hpi_comm_t *c, int side, int p, const hpi_task_t *t, uint6
 /* after a group on stream s: what finalize waits for */
 ncclResult_t hpi_comm_mark(hpi_comm_t *c, void *stream);
 void *hpi_side_stream(hpi_comm_t *c);
+/* the stream of the stand-in's own on which a group of sends and receives
+ * moves this communicator's sends, beside its receives */
+void *hpi_send_stream(hpi_comm_t *c);
 
 #endif

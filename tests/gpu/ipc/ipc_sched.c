@@ -4,8 +4,9 @@
  * step k + 1 of any), so that a group's sends and receives progress
  * together as NCCL's do: a rank sending a message longer than its peer's
  * FIFO to a peer that sends one back in the same group does not wait for
- * itself.  Every wait is a stream wait on a flag value (ipc_proto.h); the
- * host never waits here.
+ * itself.  A group of sends and receives only goes in turns instead
+ * (p2p_turns), whatever the order of its calls.  Every wait is a stream
+ * wait on a flag value (ipc_proto.h); the host never waits here.
  */
 #include "ipc_proto.h"
 #include <stdio.h>
@@ -316,11 +317,76 @@ static ncclResult_t join_streams(hpi_task_t *t, int n, void *L, int back)
     return ncclSuccess;
 }
 
+/*
+ * A group of sends and receives: its receives on the launch stream L, its
+ * sends beside them on their communicators' send streams (forked from L
+ * and joined back), each side in turns: turn j moves the j-th chunk of
+ * every pair of this rank (a peer on a communicator, one way, the pair's
+ * operations in the order of the calls).  A send then waits only for its
+ * peer's receives of earlier turns, a receive only for its peer's send of
+ * the same turn, whatever the order of the calls and however the peer
+ * grouped its side, as NCCL's sends and receives progress apart: on one
+ * stream, a rank whose receives come first waits for a peer whose
+ * receives come first too, or whose sends are in a later group.
+ */
+static ncclResult_t p2p_turns(hpi_task_t *t, int n, const uint64_t *steps, void *L)
+{
+    uint64_t done[256] = {0};
+    hpi_task_t *moved[256];
+    hpi_comm_t *cs[64];
+    void *ev;
+    int left, ncs = 0;
+    ncclResult_t rc = ncclSuccess;
+    for (int i = 0; i < n && rc == ncclSuccess; i++)   /* the local copies first */
+        for (; t[i].kind == HPI_K_COPY && done[i] < steps[i] && rc == ncclSuccess; done[i]++)
+            rc = step(&t[i], done[i], L);
+    for (int i = 0; i < n && rc == ncclSuccess; i++) {
+        int j;
+        for (j = 0; j < ncs && cs[j] != t[i].comm; j++)
+            ;
+        if (t[i].kind != HPI_K_SEND || steps[i] == 0 || j < ncs)
+            continue;
+        if (ncs == 0 && pool_event(0, &ev) != 0)
+            return hpi_comm_fail(t[i].comm, ncclUnhandledCudaError, "cannot create an event: %s", E->last_error());
+        if (ncs == 0)
+            TRY(t[i].comm, E->record(ev, L), "recording the group's start");
+        TRY(t[i].comm, E->wait_event(hpi_send_stream(t[i].comm), ev), "forking the group's sends");
+        cs[ncs++] = t[i].comm;
+    }
+    do {
+        for (int kind = HPI_K_SEND; kind <= HPI_K_RECV && rc == ncclSuccess; kind++) {
+            int nm = 0;   /* the pairs that moved a chunk this turn */
+            for (int i = 0; i < n && rc == ncclSuccess; i++) {
+                int busy = 0;
+                if (t[i].kind != kind || done[i] == steps[i])
+                    continue;
+                for (int j = 0; j < nm && !busy; j++)
+                    busy = moved[j]->comm == t[i].comm && moved[j]->root == t[i].root;
+                if (!busy) {
+                    moved[nm++] = &t[i];
+                    rc = step(&t[i], done[i]++, kind == HPI_K_SEND ? hpi_send_stream(t[i].comm) : L);
+                }
+            }
+        }
+        left = 0;
+        for (int i = 0; i < n; i++)
+            left |= done[i] < steps[i];
+    } while (left && rc == ncclSuccess);
+    for (int j = 0; j < ncs && rc == ncclSuccess; j++) {
+        if (pool_event(1 + j, &ev) != 0)
+            return hpi_comm_fail(cs[j], ncclUnhandledCudaError, "cannot create an event: %s", E->last_error());
+        TRY(cs[j], E->record(ev, hpi_send_stream(cs[j])), "recording the group's sends' end");
+        TRY(cs[j], E->wait_event(L, ev), "joining the group's sends");
+    }
+    return rc;
+}
+
 ncclResult_t hpi_group_launch(hpi_task_t *t, int n)
 {
     launch_comm_t lc[64];
     int nc = 0;
     uint64_t steps[256], most = 0;
+    int p2p = 1;
     void *L, *saved = NULL;
     ncclResult_t rc = ncclSuccess;
 
@@ -356,7 +422,11 @@ ncclResult_t hpi_group_launch(hpi_task_t *t, int n)
     }
     if (rc == ncclSuccess)
         rc = join_streams(t, n, L, 0);
-    for (uint64_t k = 0; k < most && rc == ncclSuccess; k++)
+    for (int i = 0; i < n && rc == ncclSuccess && p2p; i++)
+        p2p = t[i].kind == HPI_K_SEND || t[i].kind == HPI_K_RECV || t[i].kind == HPI_K_COPY;
+    if (rc == ncclSuccess && p2p)
+        rc = p2p_turns(t, n, steps, L);
+    for (uint64_t k = 0; k < most && rc == ncclSuccess && !p2p; k++)
         for (int i = 0; i < n && rc == ncclSuccess; i++)
             if (k < steps[i])
                 rc = step(&t[i], k, L);

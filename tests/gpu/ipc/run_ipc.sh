@@ -6,17 +6,24 @@
 #      exported, every nccl* function hipress calls among them, nothing else;
 #      its CUDA engine over the stand-in driver (ipc_one);
 #   3. kit_preflight: no driver at all is "no GPU" (77); the stand-in driver
-#      is a usable GPU without CUDA IPC (3);
+#      is a usable GPU, with CUDA IPC and stream memory operations between
+#      processes (0); ipc_mock: those between 2 processes (a shared block,
+#      flags across 2^32, streams that move on by the other process's
+#      writes, no false deadlock while a peer sleeps), and the negative
+#      check: a flag wait nothing can satisfy, in one process and as a
+#      cycle across two, ends in the driver's deadlock report (86), not a
+#      hang;
 #   4. the kit's comparison: kit_mpi on host buffers at 2 ranks writes the
 #      reference, kit_nccl at 2 ranks under libhipress_nccl.so over the
 #      stand-in NCCL on shared memory, the stand-in driver and the emulated
 #      module must give its lines;
-#   5. HOOK: the IPC stand-in itself over the stand-in driver, once that
-#      driver has CUDA IPC (cuIpcGetMemHandle, cuIpcOpenMemHandle_v2,
-#      cuIpcCloseMemHandle) and stream memory operations
-#      (cuStreamWaitValue32_v2, cuStreamWriteValue32_v2) across processes:
-#      kit_nccl at 2 and 3 ranks must give the reference's lines; until then
-#      it says so and is skipped.
+#   5. HOOK: the IPC stand-in itself over the stand-in driver -- its CUDA
+#      IPC (a handle names an allocation's shadow in shared memory, which
+#      the peers map) and stream memory operations (flags in that memory,
+#      waits the device executor polls, so a stream moves on by another
+#      process's write with no host wait) -- with the emulated module:
+#      kit_nccl at 2 and 3 ranks must give the reference's lines, every
+#      call compressed (a build without CUDA has no IPC stand-in: skipped).
 set -u
 : "${HP_SRCDIR:=$(cd "$(dirname "$0")/../../.." && pwd)}"
 : "${HP_BUILDDIR:=$(pwd)}"
@@ -89,13 +96,41 @@ if ! ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1 '; then
 fi
 LD_LIBRARY_PATH=$mock "$pre" --need 13000 >"$work/pre.out" 2>&1
 rc=$?
-if nm -D "$mock/libcuda.so.1" | grep -q ' T cuIpcOpenMemHandle_v2$'; then want=0; else want=3; fi
-[ $rc -eq $want ] && grep -q '^device 0: hipress mock device, sm_90' "$work/pre.out" ||
-    { fail "kit_preflight on the stand-in driver exited $rc, want $want"; cat "$work/pre.out"; }
+[ $rc -eq 0 ] && grep -q '^device 0: hipress mock device, sm_90' "$work/pre.out" && grep -q '^CUDA IPC: ok' "$work/pre.out" ||
+    { fail "kit_preflight on the stand-in driver exited $rc, want 0"; cat "$work/pre.out"; }
 LD_LIBRARY_PATH=$mock "$pre" --need 13010 >"$work/pre.out" 2>&1
 rc=$?
 [ $rc -eq 1 ] && grep -q '^preflight: STOP: the driver supports CUDA 13.0, the kit.s runtime needs 13.1' "$work/pre.out" ||
     { fail "kit_preflight accepted a driver older than the runtime (exit $rc)"; cat "$work/pre.out"; }
+
+# ipc_mock MODE [NP]: the stand-in driver between NP processes (none: one);
+# the output in $work/mock.out, the status in rc
+ipc_mock() {
+    if [ $# -gt 1 ]; then
+        "$B/tests/gpu/nompi_launch" "$2" 30 "$B/tests/gpu/ipc/ipc_mock" "$mock/libcuda.so.1" "$1" >"$work/mock.out" 2>&1
+    else
+        timeout 30 "$B/tests/gpu/ipc/ipc_mock" "$mock/libcuda.so.1" "$1" >"$work/mock.out" 2>&1
+    fi
+    rc=$?
+}
+ipc_mock pingpong 2
+[ $rc -eq 0 ] && grep -q '^ipc_mock: ok' "$work/mock.out" || { fail "ipc_mock pingpong exited $rc"; cat "$work/mock.out"; }
+grep '^ipc_mock: ok' "$work/mock.out"
+# a wait nothing can satisfy is reported, not a hang: in one process, and
+# as a cycle across two (each reports; nompi_launch exits with the first
+# failed rank's status, 124 after its limit)
+for m in lonely:1 deadlock:2; do
+    mode=${m%:*} want=${m#*:}
+    if [ "$want" -gt 1 ]; then ipc_mock $mode "$want"; else ipc_mock $mode; fi
+    n=$(grep -c 'deadlock: a cycle of waits' "$work/mock.out")
+    if [ $rc -eq 86 ] && [ "$n" -eq "$want" ] &&
+       grep -q 'waits at cuStreamWaitValue32 (the word at 0x[0-9a-f]* >= 0x1; it holds 0)' "$work/mock.out"; then
+        echo "# ipc_mock $mode: the flag wait nothing can satisfy is reported as a deadlock by $n process(es)"
+    else
+        fail "ipc_mock $mode exited $rc with $n deadlock report(s), want 86 and $want report(s) naming the wait"
+        cat "$work/mock.out"
+    fi
+done
 
 # 4.
 emu=$mock/libhipress_cuda_emu.so
@@ -128,14 +163,13 @@ kit_nccl 2 "$nompi" "the stand-in NCCL on shared memory" MOCK_NCCL_SHM=1
 
 # 5. HOOK
 ipc=$B/tests/gpu/ipc/.libs
-if [ -e "$lib" ] && nm -D "$mock/libcuda.so.1" | grep -q ' T cuIpcOpenMemHandle_v2$' &&
-   nm -D "$mock/libcuda.so.1" | grep -q ' T cuStreamWaitValue32_v2$'; then
+if [ -e "$lib" ]; then
     hp_mpirun 3 -x LD_PRELOAD="$(preload "$B/.libs/libhipress.so")" -x ASAN_OPTIONS "$B/tests/gpu/ipc/kit_mpi" --out "$work/ref3" >"$work/mpi.out" 2>&1 ||
         { fail "kit_mpi --out at 3 ranks"; cat "$work/mpi.out"; }
     for np in 2 3; do
         kit_nccl $np "$ipc" "the IPC stand-in on the stand-in driver" HP_IPC_TIMEOUT=60
     done
 else
-    echo "# HOOK skipped: the stand-in driver has no CUDA IPC and stream memory operations yet (cuIpcGetMemHandle, cuIpcOpenMemHandle_v2, cuStreamWaitValue32_v2, ...): the IPC stand-in's device path runs on a GPU only (scripts/gpu-kit)"
+    echo "# HOOK skipped: no ipc/libnccl.so.2 (a build without CUDA)"
 fi
 exit $status
