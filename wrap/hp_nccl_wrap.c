@@ -16,10 +16,11 @@
  * that holds one reference; a call holds another while it runs.
  * ncclCommDestroy, ncclCommFinalize and ncclCommAbort detach the state
  * (no new call finds it, and a new communicator at the same address starts
- * afresh), call the real function, and only then let go: PyTorch's
- * watchdog aborts a communicator whose kernel hangs, and nothing on that
- * path may wait for the device (an aborted state's device memory is kept
- * and counted, never freed).
+ * afresh), close it (a call in progress on another thread enqueues nothing
+ * more on the communicator: hp_comm_close), call the real function, and
+ * only then let go: PyTorch's watchdog aborts a communicator whose kernel
+ * hangs, and nothing on that path may wait for the device (an aborted
+ * state's device memory is kept and counted, never freed).
  */
 #define _GNU_SOURCE
 #include "hp_front_nccl.h"
@@ -425,9 +426,16 @@ HP_NCCL_MEMBER(ncclRecv, (void *recvbuff, size_t count, ncclDataType_t datatype,
 
 /* ------------------------------------------------------ communicator end */
 
+/* How long a communicator's end waits for a compressed call on another
+ * thread to finish the enqueue it is in (microseconds, unless NCCL blocks
+ * in it: a connection to a peer that is gone, which only the end frees). */
+#define HP_NCCL_CLOSE_WAIT 2.0
+
 /* A communicator's end: its state detached (no new call finds it; a new
- * communicator at the address starts afresh), the real function first,
- * then the state let go.  After an abort nothing may wait for the device. */
+ * communicator at the address starts afresh) and closed (a call in
+ * progress on another thread enqueues nothing more on it), the real
+ * function, then the state let go.  After an abort nothing may wait for
+ * the device. */
 #define HP_NCCL_END(fn, aborted)                                                            \
     HP_WRAP ncclResult_t fn(ncclComm_t comm)                                                \
     {                                                                                       \
@@ -437,6 +445,9 @@ HP_NCCL_MEMBER(ncclRecv, (void *recvbuff, size_t count, ncclDataType_t datatype,
         if (real == NULL)                                                                   \
             return ncclSystemError;                                                         \
         c = comm != NULL ? hp_registry_detach(&reg, comm) : NULL;                           \
+        if (c != NULL && hp_comm_close(c, HP_NCCL_CLOSE_WAIT) != 0)                         \
+            HP_WARN("nccl: " #fn ": a compressed ncclAllReduce on another thread was still "  \
+                    "inside NCCL after %.0f s; ending the communicator under it", HP_NCCL_CLOSE_WAIT); \
         /* may return ncclInProgress on a non-blocking communicator: as is */              \
         rc = real(comm);                                                                    \
         if (c != NULL) {                                                                    \

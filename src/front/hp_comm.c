@@ -10,6 +10,7 @@
 #include "hp_backend.h"
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* ------------------------------------------------------------- codecs */
 
@@ -81,6 +82,7 @@ hp_comm_t *hp_comm_new(const struct hp_front *front, void *handle, int rank, int
     if (c == NULL)
         return NULL;
     atomic_init(&c->refs, 1);
+    atomic_init(&c->closed, 0);
     c->front = front;
     c->handle = handle;
     c->rank = rank;
@@ -92,6 +94,7 @@ hp_comm_t *hp_comm_new(const struct hp_front *front, void *handle, int rank, int
         free(c);
         return NULL;
     }
+    pthread_mutex_init(&c->enq, NULL);
     return c;
 }
 
@@ -147,6 +150,7 @@ static void comm_free(hp_comm_t *c)
     dbuf_free(c, &c->wide);
     free(c->scratch);
     free(c->scratch2);
+    pthread_mutex_destroy(&c->enq);
     free(c);
 }
 
@@ -154,6 +158,23 @@ void hp_comm_put(hp_comm_t *c)
 {
     if (c != NULL && atomic_fetch_sub_explicit(&c->refs, 1, memory_order_acq_rel) == 1)
         comm_free(c);
+}
+
+int hp_comm_close(hp_comm_t *c, double bound)
+{
+    struct timespec ts;
+    atomic_store_explicit(&c->closed, 1, memory_order_release);
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += (time_t)bound;
+    ts.tv_nsec += (long)((bound - (double)(time_t)bound) * 1e9);
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    if (pthread_mutex_timedlock(&c->enq, &ts) != 0)
+        return -1;
+    pthread_mutex_unlock(&c->enq);
+    return 0;
 }
 
 void hp_comm_end(hp_comm_t *c, int aborted)

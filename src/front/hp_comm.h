@@ -114,6 +114,13 @@ typedef struct hp_comm {
     int                    dev_busy;   /* msgs may still be in use by stream-ordered work */
     void                  *owner;      /* the CUDA module's owner of its codec contexts: calls
                                         * of different communicators share no stream */
+    /* the user's communicator, as this process enqueues on it: enq is held
+     * by a call while it enqueues (one operation, or a group from its start
+     * to its end); closed is set, then enq taken once, before the real end
+     * function runs (hp_comm_close), so no call enqueues on a communicator
+     * the library has freed */
+    pthread_mutex_t        enq;
+    _Atomic int            closed;
 } hp_comm_t;
 
 /* A new state of `size` ranks (rank: this one's; size 0: not known yet)
@@ -148,6 +155,13 @@ void hp_comm_put(hp_comm_t *c);
  * the real call): the state is ended and its owner's reference dropped.
  * aborted: nothing may wait for the device. */
 void hp_comm_end(hp_comm_t *c, int aborted);
+
+/* Before the user's communicator ends (the real ncclCommAbort, Destroy or
+ * Finalize): c closed to new enqueues, and an enqueue in progress on
+ * another thread waited for, at most `bound` seconds (one blocked inside
+ * the library is what the end itself frees).  0, or -1 when the bound
+ * passed. */
+int hp_comm_close(hp_comm_t *c, double bound);
 
 /* Scratch of at least `bytes`, 64-byte aligned, owned by c; NULL when it
  * cannot be had. */

@@ -46,13 +46,10 @@ static hp_status_t nccl_ready(hp_comm_t *c, hp_dcall_t *d)
 {
     hp_nccl_ctx_t *t = ctx_of(d);
     hp_gpu_ptr_t where;
-    ncclResult_t rc;
+    hp_status_t st;
 
-    if (c->size == 0) {
-        if ((rc = t->x->count(t->comm, &c->size)) != ncclSuccess ||
-            (rc = t->x->user_rank(t->comm, &c->rank)) != ncclSuccess)
-            return HP_ST_NCCL(rc);
-    }
+    if (c->size == 0 && (st = hp_nccl_size(t, &c->size, &c->rank)) != HP_OK)
+        return st;
     if (c->msgs.p == NULL) {
         /* (the user's buffer's context: its first call's memory, in begin) */
         hp_gpu_ptr_query(d->recv, &where);
@@ -123,9 +120,8 @@ static hp_status_t nccl_plain(hp_comm_t *c, hp_dcall_t *d, const void *send)
 #endif
     if (t->joined)
         HP_CHECK_GOTO(hp_nccl_stream_wait(t, INPUT_WAIT), st, out);
-    HP_CHECK_GOTO(hp_nccl_settle(t, t->x->allreduce(send != NULL ? send : d->data, d->data, d->count, ncclFloat32, op,
-                                                    t->comm, t->stream),
-                                 "an ncclAllReduce the plan sent plain"),
+    HP_CHECK_GOTO(hp_nccl_allreduce_op(t, send != NULL ? send : d->data, d->data, d->count, ncclFloat32, op,
+                                       "an ncclAllReduce the plan sent plain"),
                   st, out);
     st = hp_nccl_stream_wait(t, "an ncclAllReduce the plan sent plain");
 out:
@@ -299,8 +295,7 @@ static hp_status_t nccl_exact(hp_comm_t *c, hp_dcall_t *d, float *out)
      * copy of sendbuff, are done before the copy is summed) */
     d->mem.ops->copy(&d->mem, dev, d->data, d->count * sizeof(float));
     HP_CHECK_KEEP(d->mem.ops->sync(&d->mem), st);
-    HP_CHECK_KEEP(hp_nccl_settle(t, t->x->allreduce(dev, dev, d->count, ncclFloat32, ncclSum, t->comm, t->stream),
-                                 what), st);
+    HP_CHECK_KEEP(hp_nccl_allreduce_op(t, dev, dev, d->count, ncclFloat32, ncclSum, what), st);
     HP_CHECK_KEEP(hp_nccl_stream_wait(t, what), st);
     if (st == HP_OK && g->base.memcpy_d2h(out, dev, d->count * sizeof(float), &d->mem.where) != HP_GPU_OK)
         st = HP_ERR_DEVICE;

@@ -58,6 +58,11 @@ hp_status_t hp_nccl_settle(hp_nccl_ctx_t *t, ncclResult_t rc, const char *what)
             rc = st;
             if (rc != ncclInProgress)
                 break;
+            if (atomic_load_explicit(&t->c->closed, memory_order_acquire)) {
+                /* (its end, on another thread, waits for this poll) */
+                rc = ncclInvalidUsage;
+                break;
+            }
             if (t->timeout > 0 && hp_now() - t0 > t->timeout) {
                 HP_WARN("nccl: %s was still in progress after %.0f s (ncclCommGetAsyncError answers "
                         "ncclInProgress; HIPRESS_TIMEOUT=%g s): the compressed ncclAllReduce fails and enqueues "
@@ -78,62 +83,111 @@ hp_status_t hp_nccl_settle(hp_nccl_ctx_t *t, ncclResult_t rc, const char *what)
     return rc == ncclSuccess ? HP_OK : HP_ST_NCCL(rc);
 }
 
-/* Nothing more is enqueued on a communicator after an NCCL error. */
-static hp_status_t enqueue_ok(const hp_nccl_ctx_t *t)
+/* ------------------------------------------------------- enqueues */
+
+/* An enqueue on the communicator begins: the state's enq held (once per
+ * nesting: a group holds it from its start to its end), refused once the
+ * communicator is closed (its end on another thread) or after an NCCL
+ * error of this call (nothing more is enqueued then). */
+static hp_status_t enq_enter(hp_nccl_ctx_t *t)
 {
-    return t->err == ncclSuccess ? HP_OK : HP_ST_NCCL(t->err);
+    if (t->held++ == 0)
+        pthread_mutex_lock(&t->c->enq);
+    if (atomic_load_explicit(&t->c->closed, memory_order_acquire) && t->err == ncclSuccess) {
+        HP_WARN("nccl: the communicator was ended (ncclCommAbort, Destroy or Finalize) during a compressed "
+                "ncclAllReduce: nothing more is enqueued on it");
+        t->err = ncclInvalidUsage;
+    }
+    if (t->err == ncclSuccess)
+        return HP_OK;
+    if (--t->held == 0)
+        pthread_mutex_unlock(&t->c->enq);
+    return HP_ST_NCCL(t->err);
+}
+
+/* ... and ends, with the enqueue's status st. */
+static hp_status_t enq_leave(hp_nccl_ctx_t *t, hp_status_t st)
+{
+    if (--t->held == 0)
+        pthread_mutex_unlock(&t->c->enq);
+    return st;
+}
+
+hp_status_t hp_nccl_allreduce_op(hp_nccl_ctx_t *t, const void *send, void *recv, size_t count,
+                                 ncclDataType_t type, ncclRedOp_t op, const char *what)
+{
+    hp_status_t st = enq_enter(t);
+    if (st != HP_OK)
+        return st;
+    return enq_leave(t, hp_nccl_settle(t, t->x->allreduce(send, recv, count, type, op, t->comm, t->stream), what));
+}
+
+hp_status_t hp_nccl_size(hp_nccl_ctx_t *t, int *size_p, int *rank_p)
+{
+    hp_status_t st = enq_enter(t);
+    ncclResult_t rc;
+    if (st != HP_OK)
+        return st;
+    if ((rc = t->x->count(t->comm, size_p)) == ncclSuccess)
+        rc = t->x->user_rank(t->comm, rank_p);
+    return enq_leave(t, rc == ncclSuccess ? HP_OK : HP_ST_NCCL(rc));
 }
 
 /* ------------------------------------------------ the NCCL transport */
 
 static void *tp_staging(void *ctx, size_t bytes);
 
+/* A group holds the communicator from its start to its end (so it never
+ * ends with a group of this thread open on it); one that could not open
+ * is not closed. */
 static hp_status_t tp_group_start(void *ctx)
 {
     hp_nccl_ctx_t *t = ctx;
-    hp_status_t st = enqueue_ok(t);
+    hp_status_t st = enq_enter(t);
     ncclResult_t rc;
     /* (ncclGroupStart only opens the thread's group: nothing to wait for) */
     if (st != HP_OK)
         return st;
-    rc = t->x->group_start();
-    return rc == ncclSuccess ? HP_OK : HP_ST_NCCL(rc);
+    if ((rc = t->x->group_start()) != ncclSuccess)
+        return enq_leave(t, HP_ST_NCCL(rc));
+    t->group_open = 1;
+    return HP_OK;
 }
 
 static hp_status_t tp_group_end(void *ctx)
 {
     hp_nccl_ctx_t *t = ctx;
+    if (!t->group_open)
+        return t->err == ncclSuccess ? HP_OK : HP_ST_NCCL(t->err);
+    t->group_open = 0;
     /* the group is closed whatever failed inside it (NCCL counts the depth) */
-    return hp_nccl_settle(t, t->x->group_end(), "the transport's group of ncclSend and ncclRecv");
+    return enq_leave(t, hp_nccl_settle(t, t->x->group_end(), "the transport's group of ncclSend and ncclRecv"));
 }
 
 static hp_status_t tp_send(void *ctx, const void *dev, size_t bytes, int peer)
 {
     hp_nccl_ctx_t *t = ctx;
-    hp_status_t st = enqueue_ok(t);
+    hp_status_t st = enq_enter(t);
     if (st != HP_OK)
         return st;
-    return hp_nccl_settle(t, t->x->send(dev, bytes, ncclUint8, peer, t->comm, t->stream), "an ncclSend of the transport");
+    return enq_leave(t, hp_nccl_settle(t, t->x->send(dev, bytes, ncclUint8, peer, t->comm, t->stream),
+                                       "an ncclSend of the transport"));
 }
 
 static hp_status_t tp_recv(void *ctx, void *dev, size_t bytes, int peer)
 {
     hp_nccl_ctx_t *t = ctx;
-    hp_status_t st = enqueue_ok(t);
+    hp_status_t st = enq_enter(t);
     if (st != HP_OK)
         return st;
-    return hp_nccl_settle(t, t->x->recv(dev, bytes, ncclUint8, peer, t->comm, t->stream), "an ncclRecv of the transport");
+    return enq_leave(t, hp_nccl_settle(t, t->x->recv(dev, bytes, ncclUint8, peer, t->comm, t->stream),
+                                       "an ncclRecv of the transport"));
 }
 
 static hp_status_t tp_max(void *ctx, void *dev, size_t n, int is_double)
 {
-    hp_nccl_ctx_t *t = ctx;
-    hp_status_t st = enqueue_ok(t);
-    if (st != HP_OK)
-        return st;
-    return hp_nccl_settle(t, t->x->allreduce(dev, dev, n, is_double ? ncclFloat64 : ncclInt64, ncclMax, t->comm,
-                                             t->stream),
-                          "an agreement's ncclAllReduce");
+    return hp_nccl_allreduce_op(ctx, dev, dev, n, is_double ? ncclFloat64 : ncclInt64, ncclMax,
+                                "an agreement's ncclAllReduce");
 }
 
 static hp_status_t tp_sync(void *ctx)

@@ -42,6 +42,8 @@ typedef struct hp_nccl_ctx {
     void                  *cx;        /* a stream-ordered call's codec context (its ordering hooks) */
     int                    averaged;  /* the result was divided by NCCL (ncclAvg of a plain plan) */
     int                    joined;    /* the codec's streams wait for the caller's (no host wait yet) */
+    int                    held;      /* enqueues in progress: the state's enq is held (hp_comm_t) */
+    int                    group_open;   /* the transport's group is open */
     /* a rank without the communicator's device memory still takes part in
      * the settings agreement: on the bytes of the user's buffer, saved on
      * the host and put back at the call's end */
@@ -75,6 +77,15 @@ hp_status_t hp_nccl_stream_wait(hp_nccl_ctx_t *t, const char *what);
  * an error is kept in t->err.  HP_OK when the operation is enqueued, else
  * NCCL's code (HP_ST_NCCL). */
 hp_status_t hp_nccl_settle(hp_nccl_ctx_t *t, ncclResult_t rc, const char *what);
+
+/* hipress' own enqueues on the communicator, each while it holds the
+ * state's enq (so none runs after the communicator's end on another
+ * thread: then, or after an NCCL error of the call, they are refused):
+ * an ncclAllReduce on the caller's stream, settled (`what` names it); the
+ * communicator's size and this rank. */
+hp_status_t hp_nccl_allreduce_op(hp_nccl_ctx_t *t, const void *send, void *recv, size_t count,
+                                 ncclDataType_t type, ncclRedOp_t op, const char *what);
+hp_status_t hp_nccl_size(hp_nccl_ctx_t *t, int *size_p, int *rank_p);
 
 /* Whether every rank has `ok` (*all_p), agreed with NCCL's own calls on
  * the communicator's device memory (never through the transport: it runs

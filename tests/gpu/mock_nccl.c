@@ -190,18 +190,36 @@ static mock_comm_t *comm_init(mock_comm_t *c, mock_shm_t *world)
     return c;
 }
 
+static mock_comm_t *gone;
+static pthread_mutex_t gone_lock = PTHREAD_MUTEX_INITIALIZER;
+
 void mock_comm_unref(mock_comm_t *c)
 {
     if (__atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL) != 0)
         return;
     mock_shm_leave(c->world);
+    c->world = NULL;
     free(c->sseq);
     free(c->rseq);
     free(c->wnext);
     free(c->rnext);
     free(c->wtop);
     free(c->rtop);
-    free(c);
+    pthread_mutex_lock(&gone_lock);
+    c->gone = gone;
+    gone = c;
+    pthread_mutex_unlock(&gone_lock);
+}
+
+mock_comm_t *mock_comm_live(ncclComm_t comm, const char *fn)
+{
+    mock_comm_t *c = (mock_comm_t *)comm;
+    if (c != NULL && __atomic_load_n(&c->closing, __ATOMIC_ACQUIRE)) {
+        fprintf(stderr, "mock NCCL: %s on a communicator after its ncclCommDestroy or ncclCommAbort "
+                        "(freed by the real library: a use after free)\n", fn);
+        abort();
+    }
+    return c;
 }
 
 /* A segment of MPI_COMM_WORLD's ranks of colour `color` (every rank calls;
@@ -310,6 +328,7 @@ static ncclResult_t group_flush(void)
         gop_t *g = &gops[i];
         struct entry *e;
         ncclResult_t r;
+        mock_comm_live((ncclComm_t)g->c, "ncclGroupEnd");
         if (g->coll) {
             e = mock_ent_coll(g->c, g->stream, g->coll, g->sbuf, g->rbuf, g->count, g->dt, g->op, g->peer);
             i++;
@@ -362,6 +381,7 @@ static ncclResult_t operation(const gop_t *g)
     ncclResult_t rc;
     if (g->c == NULL)
         return ncclInvalidArgument;
+    mock_comm_live((ncclComm_t)g->c, "an operation");
     if (busy((ncclComm_t)g->c))
         return ncclInvalidUsage;
     if (g->c->aborted)
@@ -452,13 +472,13 @@ API ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype,
 
 API ncclResult_t ncclCommCount(const ncclComm_t comm, int *count)
 {
-    *count = comm != NULL ? ((mock_comm_t *)comm)->size : 1;
+    *count = mock_comm_live(comm, "ncclCommCount") != NULL ? ((mock_comm_t *)comm)->size : 1;
     return ncclSuccess;
 }
 
 API ncclResult_t ncclCommUserRank(const ncclComm_t comm, int *rank)
 {
-    *rank = comm != NULL ? ((mock_comm_t *)comm)->rank : 0;
+    *rank = mock_comm_live(comm, "ncclCommUserRank") != NULL ? ((mock_comm_t *)comm)->rank : 0;
     return ncclSuccess;
 }
 
@@ -479,20 +499,20 @@ static void comm_drop(mock_comm_t *c)
         c->aborted = 1;
         mock_ent_release_held(c);
     }
-    c->closing = 1;
+    __atomic_store_n(&c->closing, 1, __ATOMIC_RELEASE);
     mock_comm_unref(c);
 }
 
 API ncclResult_t ncclCommDestroy(ncclComm_t comm)
 {
     record("ncclCommDestroy", NULL, NULL, 0, -1, -1, -1, comm, NULL);
-    comm_drop((mock_comm_t *)comm);
+    comm_drop(mock_comm_live(comm, "ncclCommDestroy"));
     return ncclSuccess;
 }
 
 API ncclResult_t ncclCommAbort(ncclComm_t comm)
 {
-    mock_comm_t *c = (mock_comm_t *)comm;
+    mock_comm_t *c = mock_comm_live(comm, "ncclCommAbort");
     record("ncclCommAbort", NULL, NULL, 0, -1, -1, -1, comm, NULL);
     if (c != NULL) {
         c->aborted = 1;
@@ -594,7 +614,7 @@ API ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId com
 
 API ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError)
 {
-    mock_comm_t *c = (mock_comm_t *)comm;
+    mock_comm_t *c = mock_comm_live(comm, "ncclCommGetAsyncError");
     ncclResult_t rc = ncclSuccess;
     if (c == NULL || asyncError == NULL)
         return ncclInvalidArgument;

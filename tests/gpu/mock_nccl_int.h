@@ -20,7 +20,7 @@ typedef struct mock_comm {
     mock_shm_t   *world;       /* its ranks' shared memory; NULL: one rank, nothing moves */
     int           rank, size;
     int           aborted;     /* ncclCommAbort: its operations fail at once */
-    int           closing;     /* destroyed: freed when its last operation ends */
+    int           closing;     /* destroyed or aborted (atomic): any later use is reported (mock_comm_live) */
     int           refs;        /* the user's (until destroyed) and one per operation queued */
     unsigned      opno;        /* operations this rank enqueued on it */
     uint64_t     *sseq, *rseq; /* per peer: transfers numbered so far, sent and received */
@@ -28,6 +28,7 @@ typedef struct mock_comm {
     uint64_t     *wtop, *rtop;   /* per peer: the highest transfer reached here */
     ncclResult_t  async_err;   /* the first failure of an operation */
     struct entry *held;        /* a non-blocking communicator's operations, until polled out */
+    struct mock_comm *gone;    /* the ended communicators' chain (mock_comm_unref) */
 } mock_comm_t;
 
 /* An operation enqueued on a stream: a group's sends and receives on one
@@ -43,7 +44,13 @@ ncclResult_t mock_ent_enqueue(struct entry *e);
 /* A non-blocking communicator's held operations, in order. */
 void mock_ent_hold(mock_comm_t *c, struct entry *e);
 ncclResult_t mock_ent_release_held(mock_comm_t *c);
-/* The communicator is freed once its operations ended. */
+/* The communicator's memory goes once its operations ended; the struct
+ * itself stays (on a chain: reachable), so that a use after its end is
+ * reported rather than read from freed memory. */
 void mock_comm_unref(mock_comm_t *c);
+/* comm, for function fn: a use after ncclCommDestroy or ncclCommAbort is
+ * the program's error, and where the real library has freed the
+ * communicator: reported on stderr naming fn, and the process aborts. */
+mock_comm_t *mock_comm_live(ncclComm_t comm, const char *fn);
 
 #endif

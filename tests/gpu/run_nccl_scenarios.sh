@@ -17,7 +17,9 @@
 #                  grows its message memory (reserved by agreement: every rank
 #                  sends that call plain, no count mismatch);
 #   abort          ncclCommAbort from a second thread in a call's middle: the
-#                  call returns, nothing is left queued, no use after free;
+#                  call returns, enqueues nothing more on the communicator
+#                  (it says so; the stand-in stops a process that uses an
+#                  ended communicator), nothing is left queued;
 #   stats          the same calls through MPI_Allreduce and ncclAllReduce: the
 #                  same stats rows (one stats path);
 # at 2 ranks, and at 3 with the deferred and adversarial schedules.
@@ -60,6 +62,9 @@ scenario() {
         hp_fail "$c np $np MOCK_CUDA_DEFERRED=$d"
         cat "$out"
         grep -v 'lossy stages' "$err" | head -40
+    elif [ "$c" = abort ] && ! grep -q 'was ended .* nothing more is enqueued on it' "$err"; then
+        hp_fail "abort: the call in progress did not see its communicator closed"
+        cat "$err"
     fi
 }
 
