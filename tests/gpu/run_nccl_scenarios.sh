@@ -73,7 +73,7 @@ cases="twocomm evict ddp capture capture_first allocfail abort stats"
 for c in $cases; do
     scenario $c 2 0
 done
-for c in twocomm evict ddp capture; do
+for c in twocomm evict ddp capture abort; do
     scenario $c 3 1
     scenario $c 3 2
 done
