@@ -142,7 +142,8 @@ hp_slot_t *hp_call_slots(hp_call_t *call, size_t count, size_t *cap_p, size_t ex
 size_t hp_call_msg_len(hp_call_t *call, const void *msg, size_t cap);
 size_t hp_call_msg_error(hp_call_t *call, void *out, size_t len);
 
-/* Wait for every request of `count` slots; HP_ERR_MPI if one failed. */
+/* Wait for every request of `count` slots; the transport's failure
+ * (hp_tp_failure) if one failed. */
 hp_status_t hp_slots_wait(hp_call_t *call, hp_slot_t *slots, size_t count);
 
 /* Grain-aligned split: [0, n) cut into `parts` spans whose boundaries fall

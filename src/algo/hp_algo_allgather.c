@@ -32,7 +32,7 @@ hp_status_t hp_algo_allgather_run(hp_call_t *call)
         size_t j = (r + N - k) % N;
         for (size_t p = 0; p < P; p++)
             if (hp_tp_irecv(tp, msg[j * P + p].buf, cap, (int)j, &msg[j * P + p].req) != HP_OK)
-                st = HP_ERR_MPI;
+                st = hp_tp_failure(tp);
     }
     for (size_t p = 0; p < P; p++) {
         hp_slot_t *mine = &msg[r * P + p];
@@ -40,7 +40,7 @@ hp_status_t hp_algo_allgather_run(hp_call_t *call)
         for (size_t k = 1; k < N; k++) {
             size_t c = (r + k) % N;
             if (hp_tp_isend(tp, mine->buf, mine->len, cap, (int)c, &sreq[c * P + p].req) != HP_OK)
-                st = HP_ERR_MPI;
+                st = hp_tp_failure(tp);
         }
         hp_tp_progress(tp);
     }
@@ -52,7 +52,7 @@ hp_status_t hp_algo_allgather_run(hp_call_t *call)
             size_t got = in->len;
             if (j != r) {
                 if (hp_tp_wait(tp, &in->req) != HP_OK) {
-                    st = HP_ERR_MPI;
+                    st = hp_tp_failure(tp);
                     got = 0;
                 } else {
                     got = hp_call_msg_len(call, in->buf, cap);
@@ -70,7 +70,7 @@ hp_status_t hp_algo_allgather_run(hp_call_t *call)
             hp_call_decode_many(call, bufs, lens, (int)N, PART_OFF(p), PART_LEN(p), 0);
     }
     if (hp_slots_wait(call, sreq, N * P) != HP_OK)
-        st = HP_ERR_MPI;
+        st = hp_tp_failure(tp);
 #undef PART_OFF
 #undef PART_LEN
     return st != HP_OK ? st : call->err;

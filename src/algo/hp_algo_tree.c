@@ -46,12 +46,12 @@ hp_status_t hp_algo_tree_run(hp_call_t *call)
     for (int c = 0; c < nchild; c++)
         for (size_t p = 0; p < P; p++)
             if (hp_tp_irecv(tp, rc[c * P + p].buf, cap, children[c], &rc[c * P + p].req) != HP_OK)
-                st = HP_ERR_MPI;
+                st = hp_tp_failure(tp);
     /* the root's message from the parent (on a phased transport once this
      * rank's reduction is posted: HP_TP_PHASED) */
     for (size_t p = 0; !phased && parent >= 0 && p < P; p++)
         if (hp_tp_irecv(tp, down[p].buf, cap, parent, &down[p].req) != HP_OK)
-            st = HP_ERR_MPI;
+            st = hp_tp_failure(tp);
 
     /* reduction */
     for (size_t p = 0; p < P; p++) {
@@ -62,7 +62,7 @@ hp_status_t hp_algo_tree_run(hp_call_t *call)
             size_t got = 0;
             hp_slot_t *in = &rc[c * P + p];
             if (hp_tp_wait(tp, &in->req) != HP_OK)
-                st = HP_ERR_MPI;
+                st = hp_tp_failure(tp);
             else
                 got = hp_call_msg_len(call, in->buf, cap);
             hp_call_decode(call, in->buf, got, off, len, 1);
@@ -70,7 +70,7 @@ hp_status_t hp_algo_tree_run(hp_call_t *call)
         if (parent >= 0) {
             up[p].len = hp_call_encode(call, off, len, 0, subtree, up[p].buf, cap);
             if (hp_tp_isend(tp, up[p].buf, up[p].len, cap, parent, &up[p].req) != HP_OK)
-                st = HP_ERR_MPI;
+                st = hp_tp_failure(tp);
         } else {
             down[p].len = hp_call_encode(call, off, len, 1, N, down[p].buf, cap);
             hp_call_decode(call, down[p].buf, down[p].len, off, len, 0);
@@ -80,19 +80,19 @@ hp_status_t hp_algo_tree_run(hp_call_t *call)
              * requests for the broadcast sends */
             for (int c = nchild - 1; c >= 0; c--)
                 if (hp_tp_isend(tp, down[p].buf, down[p].len, cap, children[c], &rc[c * P + p].req) != HP_OK)
-                    st = HP_ERR_MPI;
+                    st = hp_tp_failure(tp);
         }
         hp_tp_progress(tp);
     }
     for (size_t p = 0; phased && parent >= 0 && p < P; p++)
         if (hp_tp_irecv(tp, down[p].buf, cap, parent, &down[p].req) != HP_OK)
-            st = HP_ERR_MPI;
+            st = hp_tp_failure(tp);
     /* broadcast: decode the root's message and forward the same bytes */
     if (parent >= 0) {
         for (size_t p = 0; p < P; p++) {
             size_t got = 0;
             if (hp_tp_wait(tp, &down[p].req) != HP_OK)
-                st = HP_ERR_MPI;
+                st = hp_tp_failure(tp);
             else
                 got = hp_call_msg_len(call, down[p].buf, cap);
             down[p].len = got;
@@ -101,11 +101,11 @@ hp_status_t hp_algo_tree_run(hp_call_t *call)
                 down[p].len = hp_call_msg_error(call, down[p].buf, PART_LEN(p));
             for (int c = nchild - 1; c >= 0; c--)
                 if (hp_tp_isend(tp, down[p].buf, down[p].len, cap, children[c], &rc[c * P + p].req) != HP_OK)
-                    st = HP_ERR_MPI;
+                    st = hp_tp_failure(tp);
         }
     }
     if (hp_slots_wait(call, slots, ((size_t)nchild + 1) * P) != HP_OK)
-        st = HP_ERR_MPI;
+        st = hp_tp_failure(tp);
 #undef PART_OFF
 #undef PART_LEN
     return st != HP_OK ? st : call->err;

@@ -111,7 +111,7 @@ static hp_status_t measure_inputs(const hp_plan_comm_t *pc, hp_transport_t *ac, 
         t[i] *= 1.0 + skew * r;       /* test knob: ranks measure differently */
     memcpy(tmax, t, sizeof(t));
     if (hp_tp_agree(ac, HP_TP_DOUBLE, tmax, 4, "the plan's agreement on its measurements") != HP_OK)
-        return HP_ERR_MPI;
+        return hp_tp_failure(ac);
     in->alpha = tmax[0];
     in->bw = (double)X / HP_MAX(tmax[1] - tmax[0], 1e-9);
     in->enc_rate = 4.0 * (double)n / HP_MAX(tmax[2], 1e-9);
@@ -153,11 +153,13 @@ hp_status_t hp_plan_ensure_inputs(hp_planner_t *pl, const hp_plan_comm_t *pc, in
     v[3] = in.dec_rate > 0 ? 1.0 / in.dec_rate : 0;
     {
         int fail = st != HP_OK;
-        if (hp_tp_agree_flag(pc->all, &fail) != HP_OK || fail)
+        if (hp_tp_agree_flag(pc->all, &fail) != HP_OK)
+            return hp_tp_failure(pc->all);
+        if (fail)
             return HP_ERR_MPI;
         memcpy(vmax, v, sizeof(v));
         if (hp_tp_agree(pc->all, HP_TP_DOUBLE, vmax, 5, "the plan's agreement on its measurements") != HP_OK)
-            return HP_ERR_MPI;
+            return hp_tp_failure(pc->all);
     }
     pl->inputs[mk][hier].bw = 1.0 / HP_MAX(vmax[0], 1e-12);
     pl->inputs[mk][hier].alpha = vmax[1];

@@ -108,6 +108,7 @@ typedef struct hp_transport {
     int                rank, size;
     double             t_wait;      /* seconds spent blocked in wait (not in agree) */
     size_t             bytes_sent;  /* message bytes posted by isend */
+    hp_status_t        err;         /* the latest failure of an operation (hp_tp_failure) */
     union {
         void    *ptr[4];
         uint64_t u64[4];
@@ -127,10 +128,25 @@ hp_transport_t *hp_tp_select(hp_transport_t *base, hp_transport_t *wrap);
 /* The transports of this build, by name (hp_transports.def); NULL when none. */
 const hp_tp_ops_t *hp_tp_find(const char *name);
 
+/* st, kept as the transport's latest failure when it is one. */
+static inline hp_status_t hp_tp_note(hp_transport_t *tp, hp_status_t st)
+{
+    if (st != HP_OK)
+        tp->err = st;
+    return st;
+}
+
+/* What an algorithm returns when an operation of tp failed: that failure,
+ * its cause kept (an MPI or NCCL error stays one). */
+static inline hp_status_t hp_tp_failure(const hp_transport_t *tp)
+{
+    return tp->err != HP_OK ? tp->err : HP_ERR_STATE;
+}
+
 static inline hp_status_t hp_tp_isend(hp_transport_t *tp, const void *buf, size_t len, size_t cap, int peer,
                                       hp_req_t *req)
 {
-    hp_status_t st = tp->ops->isend(tp, buf, len, cap, peer, req);
+    hp_status_t st = hp_tp_note(tp, tp->ops->isend(tp, buf, len, cap, peer, req));
     req->active = st == HP_OK;
     req->peer = peer;
     return st;
@@ -139,7 +155,7 @@ static inline hp_status_t hp_tp_isend(hp_transport_t *tp, const void *buf, size_
 /* A receive of one message (HP_TP_MSG). */
 static inline hp_status_t hp_tp_irecv(hp_transport_t *tp, void *buf, size_t cap, int peer, hp_req_t *req)
 {
-    hp_status_t st = tp->ops->irecv(tp, buf, cap, peer, HP_TP_MSG, req);
+    hp_status_t st = hp_tp_note(tp, tp->ops->irecv(tp, buf, cap, peer, HP_TP_MSG, req));
     req->active = st == HP_OK;
     req->peer = peer;
     return st;
@@ -148,7 +164,7 @@ static inline hp_status_t hp_tp_irecv(hp_transport_t *tp, void *buf, size_t cap,
 /* A receive of raw bytes. */
 static inline hp_status_t hp_tp_irecv_bytes(hp_transport_t *tp, void *buf, size_t cap, int peer, hp_req_t *req)
 {
-    hp_status_t st = tp->ops->irecv(tp, buf, cap, peer, 0, req);
+    hp_status_t st = hp_tp_note(tp, tp->ops->irecv(tp, buf, cap, peer, 0, req));
     req->active = st == HP_OK;
     req->peer = peer;
     return st;
@@ -161,7 +177,7 @@ static inline hp_status_t hp_tp_wait(hp_transport_t *tp, hp_req_t *req)
     hp_status_t st;
     if (!req->active)
         return HP_OK;
-    st = tp->ops->wait(tp, req);
+    st = hp_tp_note(tp, tp->ops->wait(tp, req));
     req->active = 0;
     return st;
 }
@@ -174,7 +190,7 @@ static inline void hp_tp_progress(hp_transport_t *tp)
 static inline hp_status_t hp_tp_agree(hp_transport_t *tp, hp_tp_type_t type, void *values, size_t n,
                                       const char *what)
 {
-    return tp->ops->agree(tp, type, values, n, what);
+    return hp_tp_note(tp, tp->ops->agree(tp, type, values, n, what));
 }
 
 /* Start an agreement (hp_tp_ops_t.iagree); hp_tp_wait completes it. */
@@ -183,7 +199,7 @@ static inline hp_status_t hp_tp_iagree(hp_transport_t *tp, hp_tp_type_t type, vo
 {
     hp_status_t st;
     req->peer = -1;
-    st = tp->ops->iagree(tp, type, values, n, what, req);
+    st = hp_tp_note(tp, tp->ops->iagree(tp, type, values, n, what, req));
     if (st != HP_OK)
         req->active = 0;
     return st;
@@ -210,12 +226,12 @@ static inline hp_status_t hp_tp_agree_flag(hp_transport_t *tp, int *flag)
 
 static inline hp_status_t hp_tp_group_begin(hp_transport_t *tp)
 {
-    return tp->ops->group_begin(tp);
+    return hp_tp_note(tp, tp->ops->group_begin(tp));
 }
 
 static inline hp_status_t hp_tp_group_end(hp_transport_t *tp)
 {
-    return tp->ops->group_end(tp);
+    return hp_tp_note(tp, tp->ops->group_end(tp));
 }
 
 /* Blocking exchange of raw bytes: send sbuf[0..len) to `to` while receiving

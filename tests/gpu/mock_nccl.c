@@ -32,7 +32,11 @@
  * gets the same bits); ncclReduce and ncclReduceScatter move nothing.
  * ncclCommAbort makes the communicator's operations fail at once (and its
  * peers' transfers with it); ncclCommDestroy frees it once its operations
- * have ended.
+ * have ended.  Under MOCK_NCCL_CONNECT_HANG=1 the ncclGroupEnd of a group
+ * with sends or receives blocks, as NCCL's does while it connects to a
+ * peer that never answers, until every communicator in it is aborted
+ * (then ncclSystemError, nothing enqueued; mock_nccl_connecting() says a
+ * thread is in it).
  *
  * Non-blocking communicators: one made by ncclCommInitRankConfig or
  * ncclCommSplit with config->blocking == 0 (a split without a config
@@ -60,6 +64,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "mock_nccl.h"
 #include "mock_nccl_int.h"
 
@@ -106,6 +111,13 @@ static void record(const char *fn, const void *s, void *r, size_t count, int dt,
 API int mock_nccl_ncalls(void)
 {
     return ncalls;
+}
+
+static int connecting;
+
+API int mock_nccl_connecting(void)
+{
+    return __atomic_load_n(&connecting, __ATOMIC_ACQUIRE);
 }
 
 /* The i-th call received (i < 0: from the end). */
@@ -320,10 +332,37 @@ static ncclResult_t submit(struct entry *e, mock_comm_t *c, int *held_p)
 
 /* The group's operations: consecutive sends and receives of one
  * communicator and stream in one entry, each collective in its own. */
+/* MOCK_NCCL_CONNECT_HANG: a group with point-to-point operations blocks
+ * until all its communicators are aborted.  1 when it did (the group
+ * dropped). */
+static int connect_hang(void)
+{
+    struct timespec ts = {0, 1000000};
+    int p2p = 0, open;
+    if (getenv("MOCK_NCCL_CONNECT_HANG") == NULL || atoi(getenv("MOCK_NCCL_CONNECT_HANG")) == 0)
+        return 0;
+    for (int i = 0; i < ngops; i++)
+        p2p |= !gops[i].coll;
+    if (!p2p)
+        return 0;
+    __atomic_add_fetch(&connecting, 1, __ATOMIC_ACQ_REL);
+    do {
+        nanosleep(&ts, NULL);
+        open = 0;
+        for (int i = 0; i < ngops; i++)
+            open |= !__atomic_load_n(&gops[i].c->aborted, __ATOMIC_ACQUIRE);
+    } while (open);
+    __atomic_sub_fetch(&connecting, 1, __ATOMIC_ACQ_REL);
+    ngops = 0;
+    return 1;
+}
+
 static ncclResult_t group_flush(void)
 {
     ncclResult_t rc = ncclSuccess;
     int held = 0;
+    if (connect_hang())
+        return ncclSystemError;
     for (int i = 0; i < ngops;) {
         gop_t *g = &gops[i];
         struct entry *e;
@@ -515,7 +554,7 @@ API ncclResult_t ncclCommAbort(ncclComm_t comm)
     mock_comm_t *c = mock_comm_live(comm, "ncclCommAbort");
     record("ncclCommAbort", NULL, NULL, 0, -1, -1, -1, comm, NULL);
     if (c != NULL) {
-        c->aborted = 1;
+        __atomic_store_n(&c->aborted, 1, __ATOMIC_RELEASE);
         if (c->world != NULL)
             mock_shm_abort(c->world);
     }

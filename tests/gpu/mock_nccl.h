@@ -22,6 +22,8 @@ typedef struct {
 } mock_call_t;
 
 int mock_nccl_ncalls(void);
+/* Threads blocked in an ncclGroupEnd by MOCK_NCCL_CONNECT_HANG. */
+int mock_nccl_connecting(void);
 const mock_call_t *mock_nccl_call(int i);
 int mock_nccl_depth(void);
 ncclComm_t mock_nccl_comm_new(void);

@@ -529,6 +529,42 @@ static void case_abort(void)
     free(h);
 }
 
+/* Both ranks' calls block in an ncclGroupEnd that never connects
+ * (MOCK_NCCL_CONNECT_HANG), holding their communicator; each rank's
+ * watchdog thread aborts it: the abort waits its bound, then ends the
+ * communicator under the blocked call, which returns. */
+static void *hang_aborter(void *v)
+{
+    struct timespec ts = {0, 1000000};
+    (void)v;
+    while (mock_nccl_connecting() == 0)
+        nanosleep(&ts, NULL);
+    ncclCommAbort(abort_comm);
+    abort_done = 1;
+    return NULL;
+}
+
+static void case_abort_hang(void)
+{
+    const size_t n = 200000;
+    ncclComm_t c = new_comm();
+    void *d = dev(n);
+    float *h = malloc(n * sizeof(float));
+    pthread_t t;
+    fill(h, n, 0, 9);
+    dwrite(d, h, n * sizeof(float));
+    abort_comm = c;
+    pthread_create(&t, NULL, hang_aborter, NULL);
+    (void)call(c, SA, d, n, NULL);
+    pthread_join(t, NULL);
+    CHECK(abort_done, "the call returned before the abort");
+    cu_sync(SA);
+    cu_ctx_sync();
+    CHECK(count("pending") == 0, "%llu stream entries still queued after the abort", count("pending"));
+    MPI_Barrier(MPI_COMM_WORLD);
+    free(h);
+}
+
 int main(int argc, char **argv)
 {
     void *cu;
@@ -577,6 +613,8 @@ int main(int argc, char **argv)
         case_capture(argv[1][7] == '_');
     else if (strcmp(argv[1], "abort") == 0)
         case_abort();
+    else if (strcmp(argv[1], "abort_hang") == 0)
+        case_abort_hang();
     else if (strcmp(argv[1], "stats") == 0)
         case_stats();
     else

@@ -20,6 +20,11 @@
 #                  call returns, enqueues nothing more on the communicator
 #                  (it says so; the stand-in stops a process that uses an
 #                  ended communicator), nothing is left queued;
+#   abort_hang     the same with the call blocked inside NCCL
+#                  (MOCK_NCCL_CONNECT_HANG: its group never connects): the
+#                  abort waits its bound (2 s), says so, and ends the
+#                  communicator under the call, which returns naming
+#                  NCCL's error (the transport's failure, its cause kept);
 #   stats          the same calls through MPI_Allreduce and ncclAllReduce: the
 #                  same stats rows (one stats path);
 # at 2 ranks, and at 3 with the deferred and adversarial schedules.
@@ -48,12 +53,13 @@ done
 out=$(mktemp) err=$(mktemp)
 trap 'rm -f "$out" "$err"' EXIT
 
-# scenario CASE NP DEFERRED
+# scenario CASE NP DEFERRED [MPIRUN ARGS...]
 scenario() {
     c=$1 np=$2 d=$3
+    shift 3
     t0=$(date +%s)
     hp_mpirun $np -x LD_PRELOAD="$HP_PRELOAD" -x HIPRESS_CUDA_MODULE="$emu" -x MOCK_NCCL_MPI=1 \
-        -x HIPRESS_NCCL=compress -x MOCK_NCCL_TIMEOUT=30 -x MOCK_CUDA_DEFERRED=$d -x MOCK_CUDA_SEED=$np$d \
+        -x HIPRESS_NCCL=compress -x MOCK_NCCL_TIMEOUT=30 -x MOCK_CUDA_DEFERRED=$d -x MOCK_CUDA_SEED=$np$d "$@" \
         "$prog" "$c" "$mock/libcuda.so.1" >"$out" 2>"$err"
     rc=$?
     echo "# $c np $np MOCK_CUDA_DEFERRED=$d: exit $rc in $(( $(date +%s) - t0 )) s"
@@ -64,6 +70,12 @@ scenario() {
         grep -v 'lossy stages' "$err" | head -40
     elif [ "$c" = abort ] && ! grep -q 'was ended .* nothing more is enqueued on it' "$err"; then
         hp_fail "abort: the call in progress did not see its communicator closed"
+        cat "$err"
+    elif [ "$c" = abort_hang ] && ! grep -q 'ncclCommAbort: a compressed ncclAllReduce on another thread was still inside NCCL after 2 s' "$err"; then
+        hp_fail "abort_hang: the abort did not say it ended the communicator under a blocked call"
+        cat "$err"
+    elif [ "$c" = abort_hang ] && ! grep -q 'floats failed: an NCCL call failed (ncclResult_t' "$err"; then
+        hp_fail "abort_hang: the call's failure does not name NCCL's error (its cause lost)"
         cat "$err"
     fi
 }
@@ -77,4 +89,6 @@ for c in twocomm evict ddp capture abort; do
     scenario $c 3 1
     scenario $c 3 2
 done
+# a call blocked inside NCCL (a group that never connects) when it is aborted
+scenario abort_hang 2 0 -x MOCK_NCCL_CONNECT_HANG=1
 exit $status
