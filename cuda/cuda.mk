@@ -44,7 +44,7 @@ EXTRA_DIST += cuda/nvcc_lt.sh cuda/hp_cuda_kernels.cu cuda/hp_cuda_kernels.h \
 check_PROGRAMS += tests/gpu/check_kern
 TESTS += tests/gpu/check_kern
 tests_gpu_check_kern_SOURCES = tests/gpu/check_kern.c tests/gpu/check_kern.h tests/gpu/check_kern_fmt.c \
-	tests/gpu/check_kern_msg.c tests/gpu/kern_data.h $(HP_CODEC_SOURCES) $(HP_KERN_EMU_SOURCES)
+	tests/gpu/check_kern_msg.c tests/gpu/kern_data.h tests/gpu/kern_host_dev.c tests/gpu/kern_host_dev.h $(HP_CODEC_SOURCES) $(HP_KERN_EMU_SOURCES)
 tests_gpu_check_kern_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/cuda
 tests_gpu_check_kern_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_gpu_check_kern_LDADD = libhpcore.la $(CHECK_LIBS) -lm

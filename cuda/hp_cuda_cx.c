@@ -381,6 +381,19 @@ static int owner_reap(mod_owner_t *o, mod_cx_t **gone)
     return o->cxs == NULL;
 }
 
+/* What owner_reap took, freed outside the pool's lock: the contexts on
+ * `gone`, and the owner o when owner_gone. */
+static void reaped_free(mod_cx_t *gone, mod_owner_t *o, int owner_gone)
+{
+    while (gone != NULL) {
+        mod_cx_t *next = gone->next;
+        cx_destroy(gone);
+        gone = next;
+    }
+    if (owner_gone)
+        free(o);
+}
+
 /* The end of a call on m: back to its list (a stuck one is never reused),
  * or gone when its owner was released. */
 static void cx_put(mod_cx_t *m, int reusable)
@@ -394,13 +407,7 @@ static void cx_put(mod_cx_t *m, int reusable)
     if (o != NULL && o->released)
         owner_gone = owner_reap(o, &gone);
     pthread_mutex_unlock(&pool.lock);
-    while (gone != NULL) {
-        mod_cx_t *next = gone->next;
-        cx_destroy(gone);
-        gone = next;
-    }
-    if (owner_gone)
-        free(o);
+    reaped_free(gone, o, owner_gone);
 }
 
 int hpcu_sync(void *cx, int *bad_p)
@@ -463,13 +470,7 @@ int hpcu_owner_release(void *owner)
     o->released = 1;
     owner_gone = owner_reap(o, &gone);
     pthread_mutex_unlock(&pool.lock);
-    while (gone != NULL) {
-        mod_cx_t *next = gone->next;
-        cx_destroy(gone);
-        gone = next;
-    }
-    if (owner_gone)
-        free(o);
+    reaped_free(gone, o, owner_gone);
     return HP_GPU_OK;
 }
 

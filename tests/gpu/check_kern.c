@@ -9,9 +9,9 @@
  * sums that overflow a float lane); malformed messages must be rejected
  * exactly when the CPU decoders reject them.
  *
- * This file: the host standing in for the device, the data, the
- * comparisons every test runs (encode, the message in device memory, a
- * malformed message), the radix pick and the suite; the formats' sweeps
+ * This file: the data, the comparisons every test runs (encode, the
+ * message in device memory, a malformed message) on host memory standing
+ * in for the device (kern_host_dev.c), the radix pick and the suite; the formats' sweeps
  * are check_kern_fmt.c, the device messages' header and failure flag
  * check_kern_msg.c (check_kern.h between them).  kern_data.h's stream is
  * drawn from here only (once per program).
@@ -29,37 +29,7 @@
 #include "hp_klaunch.h"
 #include "kern_data.h"
 #include "check_kern.h"
-
-/* ------------------------------------------------ host as the device */
-
-static int h_alloc(void *self, size_t bytes, void **p_p)
-{
-    (void)self;
-    *p_p = calloc(1, bytes);
-    return *p_p != NULL ? 0 : -1;
-}
-static void h_release(void *self, void *p) { (void)self; free(p); }
-static int h_copy(void *self, void *dst, const void *src, size_t bytes, int stream)
-{
-    (void)self; (void)stream;
-    memmove(dst, src, bytes);
-    return 0;
-}
-static int h_memset(void *self, void *p, int byte, size_t bytes, int stream)
-{
-    (void)self; (void)stream;
-    memset(p, byte, bytes);
-    return 0;
-}
-static int h_event(void *self, int a, int b) { (void)self; (void)a; (void)b; return 0; }
-static int h_sync(void *self, int a) { (void)self; (void)a; return 0; }
-static void *h_stream(void *self, int s) { (void)self; (void)s; return NULL; }
-
-static const hp_dev_ops_t host_dev = {
-    .alloc = h_alloc, .release = h_release, .halloc = h_alloc, .hrelease = h_release,
-    .copy = h_copy, .memset = h_memset, .record = h_event, .wait = h_event,
-    .sync = h_sync, .sync_event = h_sync, .stream = h_stream,
-};
+#include "kern_host_dev.h"
 
 /* ------------------------------------------------------------- data */
 
@@ -118,7 +88,7 @@ hp_codec_t *codec(size_t piece)
 {
     static hp_codec_t cx;
     if (cx.dev == NULL)
-        ck_assert_int_eq(hp_codec_init(&cx, &host_dev, NULL), HP_GPU_OK);
+        ck_assert_int_eq(hp_codec_init(&cx, &kern_host_dev, NULL), HP_GPU_OK);
     cx.piece = piece;
     return &cx;
 }

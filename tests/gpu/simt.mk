@@ -26,6 +26,7 @@ HP_SIMT_RT_SOURCES = cuda/simt/hp_simt.h cuda/simt/hp_simt_api.h cuda/simt/hp_si
 	cuda/simt/hp_simt_launch.cc cuda/simt/hp_simt_fiber.h \
 	cuda/simt/hp_simt_fiber.cc
 HP_SIMT_TEST_SOURCES = tests/gpu/simt_kern.c tests/gpu/simt_ops.c tests/gpu/simt_kern.h tests/gpu/kern_data.h \
+	tests/gpu/kern_host_dev.c tests/gpu/kern_host_dev.h \
 	$(HP_CODEC_SOURCES)
 HP_SIMT_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/cuda -I$(top_srcdir)/tests/gpu
 # -ffp-contract=off: the kernels' sums round as on the CPU and the device
