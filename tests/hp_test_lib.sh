@@ -5,13 +5,6 @@
 : "${HP_PYTHON:=/usr/bin/python3}"
 . "$HP_SRCDIR/tests/mpi_env.sh"
 
-# Open MPI hands mpirun's environment to the ranks it starts locally: a
-# HIPRESS_* variable in the caller's shell would change what every test
-# below runs.  Each test sets what it needs with -x.
-for _hp_v in $(env | sed -n 's/^\(HIPRESS_[A-Za-z0-9_]*\)=.*/\1/p'); do
-    unset "$_hp_v"
-done
-unset _hp_v
 
 HP_LIB="$HP_BUILDDIR/.libs/libhipress.so"
 if [ ! -f "$HP_LIB" ]; then

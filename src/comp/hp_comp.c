@@ -167,8 +167,10 @@ hp_status_t hp_comp_register(hp_comp_t *c, char *err, size_t errlen)
                     : (c->flags & HIPRESS_COMP_SPARSE) ? HP_QCLASS_SPARSE : HP_QCLASS_QUANT;
         x->max_stages = hp_comp_default_budget(x->qclass);
         /* a plugin that needs a residual runs the dense q form where none can be kept */
-        if (c->flags & (HIPRESS_COMP_EF | HIPRESS_COMP_MOMENTUM))
+        if (c->flags & (HIPRESS_COMP_EF | HIPRESS_COMP_MOMENTUM)) {
             x->unbiased = hp_unbiased_dense_q;
+            x->sgd_only = 1;   /* (unmeasured under Adam: its form is the safe side) */
+        }
         registry_ext[registry_count] = x;
         registry[registry_count++] = c;
     }

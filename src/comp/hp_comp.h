@@ -118,6 +118,12 @@ typedef struct hp_comp_ext {
      * (hp_comp_unbiased_params).  NULL: the compressor itself (it keeps no
      * residual, or is unbiased with stochastic rounding: the q codecs). */
     int (*unbiased)(const hipress_comp_params_t *p);
+    /* 1: its error feedback keeps momentum SGD's accuracy, not Adam's (the
+     * noise of a biased or sparse code, carried by the residual, inflates
+     * Adam's second moment: doc/accuracy.md, 'Adam'): unless the job says
+     * HIPRESS_OPTIMIZER=sgd, every call runs its residual-free form
+     * (`unbiased`) instead. */
+    int sgd_only;
 } hp_comp_ext_t;
 
 /* Registry: built-ins first, then plugins in load order. */

@@ -66,4 +66,5 @@ const hp_comp_ext_t hp_compx_dgc = {
     .call_params = dgc_call_params,
     .gpu_fmt = dgc_gpu_fmt,
     .unbiased = hp_unbiased_dense_q,   /* staging buffers: top-k is biased; unbiased random-k at this density has a variance of 1/ratio: a dense q codec (doc/compressors.md, 'Staging buffers') */
+    .sgd_only = 1,
 };

@@ -60,4 +60,5 @@ const hp_comp_ext_t hp_compx_graddrop = {
     .grain = hp_sparse_grain,
     .gpu_fmt = hp_sparse_gpu_fmt,
     .unbiased = hp_unbiased_dense_q,   /* staging buffers: as dgc's (doc/compressors.md, 'Staging buffers') */
+    .sgd_only = 1,
 };

@@ -268,4 +268,5 @@ const hp_comp_ext_t hp_compx_onebit = {
     .gpu_fmt = onebit_gpu_fmt,
     .sum_codec = hp_sum_codec_q4,   /* sign bits of a many-valued sum lose its magnitudes (doc/accuracy.md, 'Sum codecs') */
     .unbiased = hp_unbiased_dense_q,   /* staging buffers: a 1-bit unbiased encode errs by about 4x the value: a dense q codec, stochastic (doc/compressors.md, 'Staging buffers') */
+    .sgd_only = 1,
 };

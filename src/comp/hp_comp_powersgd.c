@@ -475,4 +475,5 @@ const hp_comp_ext_t hp_compx_powersgd = {
     .gpu = HP_GPU_FMT_POWERSGD,
     .max_stages = 0,   /* its own exchange, one stage (doc/accuracy.md) */
     .unbiased = hp_unbiased_dense_q,   /* staging buffers: a low-rank projection is biased: a dense q codec (doc/compressors.md, 'Staging buffers') */
+    .sgd_only = 1,
 };

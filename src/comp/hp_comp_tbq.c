@@ -273,4 +273,5 @@ const hp_comp_ext_t hp_compx_tbq = {
     .gpu_fmt = tbq_gpu_fmt,
     .sum_codec = hp_sum_codec_q4,   /* as onebit's (doc/accuracy.md, 'Sum codecs') */
     .unbiased = hp_unbiased_dense_q,   /* staging buffers: as onebit's (doc/compressors.md, 'Staging buffers') */
+    .sgd_only = 1,
 };

@@ -46,6 +46,31 @@ void hp_comm_codecs(const hp_comm_t *c, int form, hp_codecs_t *cc)
     cc->p = cc->sum_p = form ? &c->form_params : &c->params;
 }
 
+int hp_comm_optimizer_form(const hp_config_t *cfg, int kind)
+{
+    return hp_cfg_i(cfg, HP_S_OPTIMIZER) != HP_OPT_SGD && hp_comp_ext(kind)->sgd_only;
+}
+
+void hp_comm_notice_settings(void)
+{
+    static const char *dense[] = {"q2", "q4", "q8"};
+    int kind = hp_comp_find(hp_cfg_s(&hp_g.cfg, HP_S_COMPRESSOR));
+    hipress_comp_params_t p;
+    const char *name, *form;
+    if (kind < 0 || !hp_comm_optimizer_form(&hp_g.cfg, kind) || !hp_cfg_i(&hp_g.cfg, HP_S_ENABLE))
+        return;
+    hp_params_from_config(&hp_g.cfg, &p);
+    name = hp_comp_get(kind)->name;
+    form = hp_comp_get(hp_comp_unbiased_kind(kind, &p, hp_comp_find(dense[hp_cfg_i(&hp_g.cfg, HP_S_STAGING_CODEC)])))
+               ->name;
+    if (hp_cfg_i(&hp_g.cfg, HP_S_OPTIMIZER) == HP_OPT_AUTO)
+        HP_WARN("%s keeps momentum SGD's accuracy, not Adam's, and HIPRESS_OPTIMIZER is not set: it runs its "
+                "residual-free form, %s with stochastic rounding, which holds under both. Set HIPRESS_OPTIMIZER=sgd "
+                "for %s itself, or =adam (doc/accuracy.md, 'Adam')", name, form, name);
+    else
+        HP_INFO("%s under HIPRESS_OPTIMIZER=adam: its residual-free form, %s with stochastic rounding", name, form);
+}
+
 hp_status_t hp_comm_refresh(hp_comm_t *c, char *err, size_t errlen)
 {
     int kind = hp_comp_find(hp_cfg_s(&c->cfg, HP_S_COMPRESSOR));
@@ -60,6 +85,13 @@ hp_status_t hp_comm_refresh(hp_comm_t *c, char *err, size_t errlen)
     hp_params_from_config(&c->cfg, &c->params);
     c->sum_kind = hp_comp_sum_kind(kind, (int)hp_cfg_i(&c->cfg, HP_S_SUM_CODEC), &c->params);
     c->staging_form = (int)hp_cfg_i(&c->cfg, HP_S_STAGING_FORM);
+    /* an SGD-only compressor where the optimizer may be Adam: its
+     * residual-free form on every buffer, whatever the layout rules say */
+    c->optimizer_form = hp_comm_optimizer_form(&c->cfg, kind);
+    if (c->optimizer_form) {
+        c->layout = HP_LAYOUT_NONE;
+        c->staging_form = HP_FORM_UNBIASED;
+    }
     form_codecs(c);
     if (c->res != NULL) {
         /* a communicator opted out passes its calls through untouched:

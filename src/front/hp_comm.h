@@ -32,6 +32,19 @@ struct hp_front;
 /* HIPRESS_STAGING_FORM's values, in the setting's order. */
 enum { HP_FORM_UNBIASED = 0, HP_FORM_EXACT, HP_FORM_BIASED };
 
+/* HIPRESS_OPTIMIZER's values, in the setting's order. */
+enum { HP_OPT_AUTO = 0, HP_OPT_SGD, HP_OPT_ADAM };
+
+/* Whether compressor `kind` runs its residual-free form on every call
+ * under the optimizer cfg names (an SGD-only compressor, the optimizer not
+ * said to be SGD: hp_comp_ext_t.sgd_only). */
+int hp_comm_optimizer_form(const hp_config_t *cfg, int kind);
+
+/* Rank 0's word on the job's settings once they are in (MPI_Init, or a
+ * job's first NCCL call): a compressor that runs another form than its own
+ * because of HIPRESS_OPTIMIZER. */
+void hp_comm_notice_settings(void);
+
 /* hp_comm_t.state */
 enum {
     HP_COMM_NEW = 0,   /* its settings not agreed yet on this communicator (NCCL) */
@@ -94,6 +107,7 @@ typedef struct hp_comm {
     /* the codecs: the compressor, its sum codec, and the residual-free
      * form a staging buffer runs (HIPRESS_STAGING_FORM) */
     int                    kind, sum_kind, layout, staging_form, form_kind, form_sum_kind;
+    int                    optimizer_form;   /* every call runs the residual-free form (HIPRESS_OPTIMIZER) */
     hipress_comp_params_t  params, form_params;
     hp_residual_store_t   *res;
     hp_residual_info_t     res_seen;   /* counters already added to the stats */

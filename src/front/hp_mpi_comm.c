@@ -59,6 +59,7 @@ int hp_init_after_mpi(void)
     else
         PMPI_Add_error_string(hp_g.err_code, "hipress: compressed allreduce failed (see HIPRESS_DEBUG=WARN output)");
     hp_g.enabled = (int)hp_cfg_i(&hp_g.cfg, HP_S_ENABLE);
+    hp_tp_mpi_set_spin(hp_cfg_d(&hp_g.cfg, HP_S_SPIN_US) * 1e-6);
     if (hp_g.enabled) {
         /* every rank's host, for messages that name a peer (the watchdog) */
         char me[HP_WD_HOST] = "?";
@@ -75,6 +76,8 @@ int hp_init_after_mpi(void)
             hp_cfg_i(&hp_g.cfg, HP_S_MIN_BYTES), hp_g.thread_level);
     if (hp_g.enabled)
         hp_gpu_log_state();
+    if (hp_g.world_rank == 0)
+        hp_comm_notice_settings();
     return 0;
 }
 

@@ -12,6 +12,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define HP_TAG 7001
 
@@ -35,6 +36,46 @@ typedef struct {
 
 _Static_assert(sizeof(mpi_tp_t) <= sizeof(((hp_transport_t *)0)->impl), "hp_transport_t.impl too small");
 _Static_assert(sizeof(mpi_req_t) <= sizeof(((hp_req_t *)0)->impl), "hp_req_t.impl too small");
+
+/* How a wait waits.  MPI_Wait spins, and so does a blocking
+ * MPI_Allreduce: a core is burnt for as long as the transfer lasts.  A
+ * compressed allreduce often runs beside the training's own work (a DDP
+ * comm hook's thread, Horovod's background thread, ranks that share cores),
+ * which that core would have run, and on a slow network most of a call is
+ * waiting.  So a wait polls for HIPRESS_SPIN_US (a short transfer completes
+ * in it, at MPI's latency), then sleeps between polls, from 10 us growing
+ * to 100 us: the kernel keeps receiving into the socket buffers meanwhile,
+ * and a poll moves what arrived (Open MPI's TCP progresses only inside MPI
+ * calls). */
+static _Atomic double spin_s = 50e-6;
+#define SLEEP_MIN_NS 10000
+#define SLEEP_MAX_NS 100000
+
+void hp_tp_mpi_set_spin(double seconds)
+{
+    spin_s = seconds;
+}
+
+static int polite_wait(MPI_Request *r, MPI_Status *status)
+{
+    const double spin = spin_s;
+    double t0;
+    long ns = SLEEP_MIN_NS;
+    int flag = 0, rc;
+
+    if (spin < 0)
+        return PMPI_Wait(r, status);
+    t0 = hp_now();
+    for (;;) {
+        if ((rc = PMPI_Test(r, &flag, status)) != MPI_SUCCESS || flag)
+            return rc;
+        if (hp_now() - t0 >= spin) {
+            struct timespec ts = {0, ns};
+            nanosleep(&ts, NULL);
+            ns = HP_MIN(2 * ns, SLEEP_MAX_NS);
+        }
+    }
+}
 
 static mpi_tp_t state(const hp_transport_t *tp)
 {
@@ -94,7 +135,7 @@ static hp_status_t mpi_wait(hp_transport_t *tp, hp_req_t *req)
         hp_wd_enter(&w, q.buf != NULL ? (const char *)q.buf : "an agreement of a compressed allreduce", -1);
     else
         hp_wd_enter(&w, "a compressed allreduce", req->peer >= 0 && s.world_of != NULL ? s.world_of[req->peer] : -1);
-    rc = PMPI_Wait(&q.r, &status);
+    rc = polite_wait(&q.r, &status);
     hp_wd_leave(&w);
     if (req->peer != AGREEMENT_PEER)
         tp->t_wait += hp_now() - t0;   /* (an agreement's wait is not a transfer's) */
@@ -138,8 +179,16 @@ static hp_status_t mpi_agree(hp_transport_t *tp, hp_tp_type_t type, void *values
     if (n > INT_MAX)
         return HP_ERR_UNSUPPORTED;
     hp_wd_enter(&w, what != NULL ? what : "an agreement of a compressed allreduce", -1);
-    rc = PMPI_Allreduce(MPI_IN_PLACE, values, (int)n, type == HP_TP_DOUBLE ? MPI_DOUBLE : MPI_INT64_T, MPI_MAX,
-                        state(tp).comm);
+    if (spin_s < 0) {
+        rc = PMPI_Allreduce(MPI_IN_PLACE, values, (int)n, type == HP_TP_DOUBLE ? MPI_DOUBLE : MPI_INT64_T, MPI_MAX,
+                            state(tp).comm);
+    } else {
+        MPI_Request r;
+        rc = PMPI_Iallreduce(MPI_IN_PLACE, values, (int)n, type == HP_TP_DOUBLE ? MPI_DOUBLE : MPI_INT64_T, MPI_MAX,
+                             state(tp).comm, &r);
+        if (rc == MPI_SUCCESS)
+            rc = polite_wait(&r, MPI_STATUS_IGNORE);
+    }
     hp_wd_leave(&w);
     return rc == MPI_SUCCESS ? HP_OK : HP_ST_MPI(rc);
 }

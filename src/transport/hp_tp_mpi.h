@@ -16,6 +16,10 @@
  * they must outlive it. */
 hp_status_t hp_tp_mpi_init(hp_transport_t *tp, MPI_Comm comm, const int *world_of, int owned);
 
+/* How long a wait of the MPI transport polls before it sleeps between
+ * polls (HIPRESS_SPIN_US), process-wide; negative: it never sleeps. */
+void hp_tp_mpi_set_spin(double seconds);
+
 /* The communicator of an MPI transport. */
 MPI_Comm hp_tp_mpi_comm(const hp_transport_t *tp);
 
