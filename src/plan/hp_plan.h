@@ -109,14 +109,16 @@ const char *hp_plan_str(const hp_plan_t *plan, char *buf, size_t len);
 /* ---------------------------------------------------------- the planner */
 
 /* Plan of one size class (bytes in [2^c, 2^(c+1))) of one memory kind on
- * one communicator: explored on its first calls (plain, then every
- * algorithm the model puts within HP_PLAN_PRUNE of its best, each timed
- * over three calls in a row (the median counts), times agreed across
- * ranks), then fixed. */
+ * one communicator: explored on its first calls (plain, unless the model
+ * puts it HP_PLAN_PLAIN_SKIP times behind, then every algorithm the model
+ * puts within HP_PLAN_PRUNE of its best, each timed over three calls in a
+ * row (the median counts), times agreed across ranks), then fixed. */
 #define HP_PLAN_CLASSES 48
 #define HP_PLAN_CANDIDATES 8
 #define HP_PLAN_PRUNE 3.0
 #define HP_PLAN_REPS 3
+#define HP_PLAN_PLAIN_SKIP 3.0   /* plain is not timed where the model puts it this many times
+                                  * behind the best compressed candidate */
 #define HP_PLAN_MARGIN 0.1   /* plain's slowest call must beat compression's fastest by 10%;
                               * compressed candidates whose medians are within 10% of the
                               * best's tie, and the fewest wire bytes among them wins */
@@ -125,6 +127,7 @@ const char *hp_plan_str(const hp_plan_t *plan, char *buf, size_t len);
 typedef struct {
     int       state;            /* 0 new, 1 exploring, 2 fixed */
     int       ncand, trial;
+    double    plain_skip;       /* > 0: plain not timed, modelled this many times slower */
     hp_plan_t cand[HP_PLAN_CANDIDATES];
     double    t[HP_PLAN_CANDIDATES][HP_PLAN_REPS];   /* agreed call times */
     hp_plan_t chosen;
