@@ -97,6 +97,43 @@ int hipress_comm_plan(MPI_Comm comm, size_t bytes, char *buf, size_t len);
 int hipress_comm_residual(MPI_Comm comm, const void *buf, size_t count, float *out);
 #endif
 
+#ifndef HIPRESS_NO_MPI
+/* A comm hook's exchange: for a client that hands hipress one flat float32
+ * buffer at a time through a hook of its own, such as PyTorch DDP's
+ * register_comm_hook (the Python package hipress, hipress.torch.allreduce_hook,
+ * runs these on a thread of its own; doc/recipes.md).  Needs MPI initialised
+ * at MPI_THREAD_SERIALIZED or above, and the calls of one hook made one at
+ * a time, in the same order on every rank. */
+typedef struct hipress_hook hipress_hook_t;
+
+/* Collective over MPI_COMM_WORLD: a hook with a communicator of its own.
+ * Runs hipress' initialisation if MPI was initialised before the library
+ * was loaded.  HIPRESS_ERR_STATE when MPI is not initialised (or already
+ * finalised) or its thread level is below MPI_THREAD_SERIALIZED. */
+int hipress_hook_open(hipress_hook_t **hook_p);
+
+/* This process's rank and the number of ranks of the hook. */
+int hipress_hook_size(const hipress_hook_t *hook, int *rank_p, int *size_p);
+
+/* Sum the count floats of buf over the ranks, in place, compressed as an
+ * eligible MPI_Allreduce is (HIPRESS_* settings, plans, stats), with error
+ * feedback kept per bucket (bucket: the client's index of the buffer, from
+ * 0; last: it is the last bucket of the step; layout: any value that
+ * changes when the tensors the bucket holds, or their order, change);
+ * average: divide the sum by the number of ranks.  The bucket's index,
+ * whether it is the last and the count are agreed: a rank whose buckets
+ * differ makes the call fail on every rank (HIPRESS_ERR_INVALID), never
+ * hang.  A bucket found at another address, with another count or another
+ * layout value (laid out again) drops the residual of its old layout,
+ * counted in the stats.  After a failure every later call of the hook
+ * fails at once (HIPRESS_ERR_PEER). */
+int hipress_hook_allreduce(hipress_hook_t *hook, float *buf, size_t count, int bucket, int last,
+                           unsigned long long layout, int average);
+
+/* Free the hook (not collective; after MPI_Finalize it frees memory only). */
+int hipress_hook_close(hipress_hook_t *hook);
+#endif
+
 /* Statistics of this process since MPI_Init (see doc/settings.md). */
 typedef struct hipress_stats {
     unsigned long long calls;         /* MPI_Allreduce calls seen */

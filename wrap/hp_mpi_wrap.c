@@ -101,7 +101,8 @@ static __attribute__((noinline)) int allreduce_slow(const void *sendbuf, void *r
         int why = HP_ELIG_YES;
         if (c == NULL && (c = hp_mpi_comm(comm, 1)) == NULL)
             why = HP_ELIG_DISABLED;
-        else if (hp_mpi_allreduce(sendbuf, recvbuf, (size_t)count, comm, c, r == HP_ELIG_YES, gpu, &rc, &why))
+        else if (hp_mpi_allreduce(sendbuf, recvbuf, (size_t)count, comm, c, r == HP_ELIG_YES, gpu, NULL, &rc, NULL,
+                                          &why))
             return rc;
         if (r == HP_ELIG_YES)
             r = why;

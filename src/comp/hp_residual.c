@@ -33,7 +33,7 @@ static size_t bucket_of(uintptr_t addr)
 
 const char *hp_res_drop_name(hp_res_drop_t r)
 {
-    static const char *names[] = {"evicted", "staging buffer", "opted out", "freed"};
+    static const char *names[] = {"evicted", "staging buffer", "opted out", "freed", "bucket laid out again"};
     return r < HP_RES_DROP_NREASONS ? names[r] : "?";
 }
 
@@ -107,6 +107,19 @@ hp_residual_store_t *hp_residual_create(size_t max_bytes)
     if (s != NULL)
         s->max_bytes = max_bytes;
     return s;
+}
+
+int hp_residual_drop(hp_residual_store_t *s, uintptr_t addr, size_t count, hp_res_drop_t reason)
+{
+    hp_res_buf_t *b;
+    if (s == NULL)
+        return 0;
+    for (b = s->buckets[bucket_of(addr)]; b != NULL; b = b->hnext)
+        if (b->addr == addr && b->count == count) {
+            buf_drop(s, b, reason);
+            return 1;
+        }
+    return 0;
 }
 
 void hp_residual_drop_all(hp_residual_store_t *s, hp_res_drop_t reason)

@@ -43,6 +43,7 @@ typedef enum {
     HP_RES_DROP_LAYOUT,       /* its address turned out to be a staging buffer */
     HP_RES_DROP_OPTOUT,       /* the communicator was opted out (HIPRESS_ENABLE=0) */
     HP_RES_DROP_FREED,        /* the communicator was freed (or MPI_Finalize) */
+    HP_RES_DROP_RELAID,       /* a comm hook's bucket was laid out again (DDP's rebuild) */
     HP_RES_DROP_NREASONS
 } hp_res_drop_t;
 
@@ -121,6 +122,10 @@ float *hp_residual_vec(hp_residual_store_t *s, hp_res_buf_t *b, int slot, size_t
 /* Keep b's vectors in `mem` (NULL: host memory) from now on.  Returns 1
  * when they are there (b holds no vector elsewhere), else 0. */
 int hp_residual_bind(hp_res_buf_t *b, const hp_res_mem_t *mem);
+
+/* Drop the state of buffer (addr, count), if any, counted with `reason`;
+ * 1 when there was one. */
+int hp_residual_drop(hp_residual_store_t *s, uintptr_t addr, size_t count, hp_res_drop_t reason);
 
 /* Drop every buffer, counted with `reason`. */
 void hp_residual_drop_all(hp_residual_store_t *s, hp_res_drop_t reason);

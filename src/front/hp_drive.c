@@ -128,11 +128,11 @@ static void fold_held(hp_comm_t *c, hp_dcall_t *d)
  * counts differ (an erroneous program). */
 static hp_status_t agree_call(hp_comm_t *c, hp_dcall_t *d, int *ok_p)
 {
-    int64_t v[6] = {!d->local_ok, (int64_t)d->count, -(int64_t)d->count, d->mem_kind, -(int64_t)d->mem_kind,
-                    needs_form(c, d->recv, d->count)};
+    int64_t v[8] = {!d->local_ok, (int64_t)d->count, -(int64_t)d->count, d->mem_kind, -(int64_t)d->mem_kind,
+                    needs_form(c, d->recv, d->count), d->key, -d->key};
     hp_status_t st;
 
-    HP_CHECK_GOTO(hp_tp_agree(c->tp, HP_TP_INT64, v, 6, "the agreement on a call's eligibility"), st, out);
+    HP_CHECK_GOTO(hp_tp_agree(c->tp, HP_TP_INT64, v, 8, "the agreement on a call's eligibility"), st, out);
     /* the plans' key: the buffers' memory where every rank has the same
      * kind, host memory's plans where they differ (every rank plans alike) */
     d->mem_agreed = v[3] == -v[4] ? (int)v[3] : 0;
@@ -142,6 +142,22 @@ static hp_status_t agree_call(hp_comm_t *c, hp_dcall_t *d, int *ok_p)
             HP_WARN(FRONT_FMT "an %s of MPI_FLOAT with MPI_SUM was called with %lld to %lld elements on the ranks of "
                     "one communicator: the counts must be equal (an erroneous program)", FRONT_ARG(c),
                     c->front->id == HP_FRONT_MPI ? "MPI_Allreduce" : c->front->call, -(long long)v[2], (long long)v[1]);
+        return HP_ERR_INVALID;
+    }
+    if (v[6] != -v[7]) {
+        if (c->rank == 0) {
+            char lo[64], hi[64];
+            if (d->key_str != NULL) {
+                d->key_str(-(long long)v[7], lo, sizeof(lo));
+                d->key_str((long long)v[6], hi, sizeof(hi));
+            } else {
+                snprintf(lo, sizeof(lo), "%lld", -(long long)v[7]);
+                snprintf(hi, sizeof(hi), "%lld", (long long)v[6]);
+            }
+            HP_WARN(FRONT_FMT "the ranks of one communicator reduce different %s in one call (%s on one rank, %s on "
+                    "another): their layouts differ", FRONT_ARG(c), d->key_what != NULL ? d->key_what : "keys", lo,
+                    hi);
+        }
         return HP_ERR_INVALID;
     }
     *ok_p = v[0] == 0;

@@ -34,6 +34,10 @@ typedef struct hp_dcall {
     int             avg;        /* the result is divided by the ranks (ncclAvg) */
     int             local_ok;   /* this rank can compress it (its buffers) */
     int             mem_kind;   /* 0 host, 1 device: this rank's buffers (the plans' key) */
+    long long       key;        /* what the caller says the call is (a comm hook's bucket), agreed
+                                 * with the count by fronts that agree every call; 0: nothing */
+    const char     *key_what;   /* what the key is, for the mismatch's message ("buckets") */
+    void          (*key_str)(long long key, char *buf, size_t len);   /* a key in words; NULL: a number */
     void           *fctx;       /* the front end's own context of the call */
     /* the driver's and the front end's */
     hp_transport_t *tp;         /* the call's ranks (the front end's begin) */

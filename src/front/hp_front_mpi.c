@@ -102,7 +102,7 @@ static int mpi_native(hp_status_t st)
 }
 
 int hp_mpi_allreduce(const void *sendbuf, void *recvbuf, size_t count, MPI_Comm comm, hp_comm_t *c, int local_ok,
-                     int mem_kind, int *rc_p, int *reason_p)
+                     int mem_kind, const hp_mpi_key_t *key, int *rc_p, hp_status_t *st_p, int *reason_p)
 {
     hp_dcall_t d;
     hp_status_t st;
@@ -115,12 +115,19 @@ int hp_mpi_allreduce(const void *sendbuf, void *recvbuf, size_t count, MPI_Comm 
     d.elem = HP_ELEM_F32;
     d.local_ok = local_ok;
     d.mem_kind = mem_kind;
+    if (key != NULL) {
+        d.key = key->key;
+        d.key_what = key->what;
+        d.key_str = key->str;
+    }
     hp_comm_get(c);
     res = hp_drive(c, &d, &st, reason_p);
     hp_comm_put(c);
     if (res == HP_DRIVE_PASS)
         return 0;
     *rc_p = mpi_native(st);
+    if (st_p != NULL)
+        *st_p = st;
     if (st != HP_OK)
         PMPI_Comm_call_errhandler(comm, *rc_p);
     return 1;

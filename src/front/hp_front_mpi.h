@@ -34,13 +34,23 @@ hp_status_t hp_mpi_comm_ready(hp_comm_t *c, hp_dcall_t *d);
 int hp_init_after_mpi(void);
 void hp_finalize_before_mpi(void);
 
+/* What a caller says a call is, agreed with its count (hp_dcall_t.key):
+ * a comm hook's bucket. */
+typedef struct {
+    long long   key;
+    const char *what;                                 /* "buckets" */
+    void      (*str)(long long key, char *buf, size_t len);   /* NULL: a number */
+} hp_mpi_key_t;
+
 /* An MPI_Allreduce of MPI_FLOAT with MPI_SUM that every rank finds
  * eligible on the shared criteria (hp_eligible_shared): local_ok, this
  * rank's own verdict on its buffers; mem_kind, their memory (0 host, 1
- * device routed to the GPU).  Returns 1 when the driver took it (*rc_p:
- * its MPI result, an error through comm's error handler), 0 when it goes
- * to PMPI_Allreduce unchanged (*reason_p: why, hp_elig_t). */
+ * device routed to the GPU); key, what the caller says the call is (NULL
+ * for an MPI_Allreduce).  Returns 1 when the driver took it (*rc_p: its
+ * MPI result, an error through comm's error handler; *st_p, when not NULL:
+ * hipress' status), 0 when it goes to PMPI_Allreduce unchanged (*reason_p:
+ * why, hp_elig_t). */
 int hp_mpi_allreduce(const void *sendbuf, void *recvbuf, size_t count, MPI_Comm comm, hp_comm_t *c, int local_ok,
-                     int mem_kind, int *rc_p, int *reason_p);
+                     int mem_kind, const hp_mpi_key_t *key, int *rc_p, hp_status_t *st_p, int *reason_p);
 
 #endif

@@ -205,6 +205,8 @@ static void stats_print(FILE *f, const char *who)
 
     fprintf(f, "hipress statistics (%s)\n", who);
     fprintf(f, "  %-28s %llu\n", "MPI_Allreduce calls", (unsigned long long)atomic_load(&s->calls[HP_FRONT_MPI]));
+    if (atomic_load(&s->hook_calls))
+        fprintf(f, "  %-28s %llu\n", "of which from a comm hook", (unsigned long long)atomic_load(&s->hook_calls));
     fprintf(f, "  %-28s %llu\n", "compressed", (unsigned long long)atomic_load(&s->compressed));
     for (int i = 1; i < HP_ELIG_NREASONS; i++) {
         unsigned long long v = atomic_load(&s->reason[HP_FRONT_MPI][i]);

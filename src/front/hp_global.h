@@ -26,6 +26,7 @@ enum { HP_FRONT_MPI, HP_FRONT_NCCL, HP_FRONT_COUNT };
  * both front ends (the driver's). */
 typedef struct {
     _Atomic unsigned long long calls[HP_FRONT_COUNT];
+    _Atomic unsigned long long hook_calls;            /* of calls[MPI]: a comm hook's (hipress_hook_allreduce) */
     _Atomic unsigned long long compressed;            /* both front ends */
     _Atomic unsigned long long front_compressed[HP_FRONT_COUNT];
     _Atomic unsigned long long reason[HP_FRONT_COUNT][HP_ELIG_NREASONS];   /* [YES]: eligible */

@@ -66,7 +66,7 @@ static MPI_Comm psgd_comm(const char *rank)
 static int allreduce(const float *send, float *recv, size_t n, MPI_Comm comm)
 {
     int rc = MPI_SUCCESS, reason;
-    if (!hp_mpi_allreduce(send, recv, n, comm, hp_mpi_comm(comm, 1), 1, 0, &rc, &reason))
+    if (!hp_mpi_allreduce(send, recv, n, comm, hp_mpi_comm(comm, 1), 1, 0, NULL, &rc, NULL, &reason))
         return MPI_ERR_OTHER;   /* (every rank compresses these calls) */
     return rc;
 }
