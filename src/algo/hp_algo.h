@@ -2,7 +2,7 @@
  * CaSync: the compression-aware collectives, written against the transport
  * table (src/transport/hp_transport.h) and the backend table
  * (src/backend/hp_backend.h), never against MPI or a device directly.
- * Every algorithm follows contract 1: the final value of each element comes
+ * Every algorithm follows contract 1 (doc/dev/contracts.md): the final value of each element comes
  * from decoding one message that every rank decodes.  What an algorithm may
  * assume of the transport is only what hp_transport.h promises: messages
  * between one pair of ranks match in posting order, a received message's

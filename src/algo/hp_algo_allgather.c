@@ -31,16 +31,14 @@ hp_status_t hp_algo_allgather_run(hp_call_t *call)
     for (size_t k = 1; k < N; k++) {
         size_t j = (r + N - k) % N;
         for (size_t p = 0; p < P; p++)
-            if (hp_tp_irecv(tp, msg[j * P + p].buf, cap, (int)j, &msg[j * P + p].req) != HP_OK)
-                st = hp_tp_failure(tp);
+            HP_CHECK_KEEP(hp_tp_irecv(tp, msg[j * P + p].buf, cap, (int)j, &msg[j * P + p].req), st);
     }
     for (size_t p = 0; p < P; p++) {
         hp_slot_t *mine = &msg[r * P + p];
         mine->len = hp_call_encode(call, PART_OFF(p), PART_LEN(p), 0, 1, mine->buf, cap);
         for (size_t k = 1; k < N; k++) {
             size_t c = (r + k) % N;
-            if (hp_tp_isend(tp, mine->buf, mine->len, cap, (int)c, &sreq[c * P + p].req) != HP_OK)
-                st = hp_tp_failure(tp);
+            HP_CHECK_KEEP(hp_tp_isend(tp, mine->buf, mine->len, cap, (int)c, &sreq[c * P + p].req), st);
         }
         hp_tp_progress(tp);
     }
@@ -51,12 +49,7 @@ hp_status_t hp_algo_allgather_run(hp_call_t *call)
             hp_slot_t *in = &msg[j * P + p];
             size_t got = in->len;
             if (j != r) {
-                if (hp_tp_wait(tp, &in->req) != HP_OK) {
-                    st = hp_tp_failure(tp);
-                    got = 0;
-                } else {
-                    got = hp_call_msg_len(call, in->buf, cap);
-                }
+                got = HP_CHECK_OK(hp_tp_wait(tp, &in->req), st) ? hp_call_msg_len(call, in->buf, cap) : 0;
             }
             if (N <= HP_DECODE_MANY_MAX) {
                 bufs[j] = in->buf;
@@ -69,8 +62,7 @@ hp_status_t hp_algo_allgather_run(hp_call_t *call)
         if (N <= HP_DECODE_MANY_MAX)
             hp_call_decode_many(call, bufs, lens, (int)N, PART_OFF(p), PART_LEN(p), 0);
     }
-    if (hp_slots_wait(call, sreq, N * P) != HP_OK)
-        st = hp_tp_failure(tp);
+    HP_CHECK_KEEP(hp_slots_wait(call, sreq, N * P), st);
 #undef PART_OFF
 #undef PART_LEN
     return st != HP_OK ? st : call->err;

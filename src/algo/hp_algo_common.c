@@ -322,7 +322,6 @@ hp_status_t hp_slots_wait(hp_call_t *call, hp_slot_t *slots, size_t count)
 {
     hp_status_t st = HP_OK;
     for (size_t i = 0; i < count; i++)
-        if (hp_tp_wait(call->tp, &slots[i].req) != HP_OK)
-            st = hp_tp_failure(call->tp);
+        HP_CHECK_KEEP(hp_tp_wait(call->tp, &slots[i].req), st);
     return st;
 }

@@ -57,11 +57,9 @@ hp_status_t hp_algo_ps_run(hp_call_t *call)
     for (size_t k = 1; k < N; k++) {
         size_t j = (r + N - k) % N;
         for (size_t p = 0; p < P; p++)
-            if (hp_tp_irecv(tp, r1[j * P + p].buf, cap1, (int)j, &r1[j * P + p].req) != HP_OK)
-                st = hp_tp_failure(tp);
+            HP_CHECK_KEEP(hp_tp_irecv(tp, r1[j * P + p].buf, cap1, (int)j, &r1[j * P + p].req), st);
         for (size_t p = 0; !phased && p < P; p++)
-            if (hp_tp_irecv(tp, r3[j * P + p].buf, cap2, (int)j, &r3[j * P + p].req) != HP_OK)
-                st = hp_tp_failure(tp);
+            HP_CHECK_KEEP(hp_tp_irecv(tp, r3[j * P + p].buf, cap2, (int)j, &r3[j * P + p].req), st);
     }
     /* phase 1: staggered destinations so no owner is hit by everyone at once */
     for (size_t p = 0; p < P; p++) {
@@ -69,8 +67,7 @@ hp_status_t hp_algo_ps_run(hp_call_t *call)
             size_t c = (r + k) % N;
             hp_slot_t *sl = &s1[c * P + p];
             sl->len = hp_call_encode(call, PART_OFF(c, p), PART_LEN(c, p), 0, 1, sl->buf, cap1);
-            if (hp_tp_isend(tp, sl->buf, sl->len, cap1, (int)c, &sl->req) != HP_OK)
-                st = hp_tp_failure(tp);
+            HP_CHECK_KEEP(hp_tp_isend(tp, sl->buf, sl->len, cap1, (int)c, &sl->req), st);
             hp_tp_progress(tp);
         }
     }
@@ -90,9 +87,7 @@ hp_status_t hp_algo_ps_run(hp_call_t *call)
             } else {
                 size_t got = 0;
                 hp_slot_t *in = &r1[j * P + p];
-                if (hp_tp_wait(tp, &in->req) != HP_OK)
-                    st = hp_tp_failure(tp);
-                else
+                if (HP_CHECK_OK(hp_tp_wait(tp, &in->req), st))
                     got = hp_call_msg_len(call, in->buf, cap1);
                 hp_call_decode_to(call, in->buf, got, acc, len, j != 0);
             }
@@ -107,33 +102,27 @@ hp_status_t hp_algo_ps_run(hp_call_t *call)
         for (size_t k = 1; k < N; k++) {
             size_t c = (r + k) % N;
             hp_req_t *rq = &s1[c * P + p].req;   /* reuse: wait the phase-1 send first */
-            if (hp_tp_wait(tp, rq) != HP_OK)
-                st = hp_tp_failure(tp);
-            if (hp_tp_isend(tp, s2[p].buf, s2[p].len, cap2, (int)c, rq) != HP_OK)
-                st = hp_tp_failure(tp);
+            HP_CHECK_KEEP(hp_tp_wait(tp, rq), st);
+            HP_CHECK_KEEP(hp_tp_isend(tp, s2[p].buf, s2[p].len, cap2, (int)c, rq), st);
         }
         hp_tp_progress(tp);
     }
     for (size_t k = 1; phased && k < N; k++) {
         size_t j = (r + N - k) % N;
         for (size_t p = 0; p < P; p++)
-            if (hp_tp_irecv(tp, r3[j * P + p].buf, cap2, (int)j, &r3[j * P + p].req) != HP_OK)
-                st = hp_tp_failure(tp);
+            HP_CHECK_KEEP(hp_tp_irecv(tp, r3[j * P + p].buf, cap2, (int)j, &r3[j * P + p].req), st);
     }
     /* phase 3: decode the owners' messages */
     for (size_t p = 0; p < P; p++) {
         for (size_t k = 1; k < N; k++) {
             size_t j = (r + N - k) % N, got = 0;
             hp_slot_t *in = &r3[j * P + p];
-            if (hp_tp_wait(tp, &in->req) != HP_OK)
-                st = hp_tp_failure(tp);
-            else
+            if (HP_CHECK_OK(hp_tp_wait(tp, &in->req), st))
                 got = hp_call_msg_len(call, in->buf, cap2);
             hp_call_decode_sum(call, in->buf, got, PART_OFF(j, p), PART_LEN(j, p), 0);
         }
     }
-    if (hp_slots_wait(call, s1, N * P) != HP_OK)
-        st = hp_tp_failure(tp);
+    HP_CHECK_KEEP(hp_slots_wait(call, s1, N * P), st);
 #undef SH_OFF
 #undef SH_LEN
 #undef PART_OFF

@@ -74,9 +74,9 @@ static void agree(hp_status_t *st, hp_call_t *call, const hp_gpu_ops_v2_t *g, vo
         *st = HP_ERR_DEVICE;
     if (a == NULL)
         return;
-    if ((hp_tp_iagree(call->tp, HP_TP_INT64, a, 1, "powersgd's failure agreement after the sum of P", &rq) != HP_OK ||
-         hp_tp_wait(call->tp, &rq) != HP_OK) && *st == HP_OK)
-        *st = hp_tp_failure(call->tp);
+    if (HP_CHECK_OK(hp_tp_iagree(call->tp, HP_TP_INT64, a, 1, "powersgd's failure agreement after the sum of P", &rq),
+                    *st))
+        HP_CHECK_KEEP(hp_tp_wait(call->tp, &rq), *st);
 }
 
 /* A call that would not shrink: the plain ring, NaN as a whole where the

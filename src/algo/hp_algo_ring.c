@@ -49,14 +49,12 @@ hp_status_t hp_algo_ring_run(hp_call_t *call)
 
     /* step 0: post receives, encode and send our own chunk */
     for (size_t p = 0; p < P; p++)
-        if (hp_tp_irecv(tp, rs[0][p].buf, cap, left, &rs[0][p].req) != HP_OK)
-            st = hp_tp_failure(tp);
+        HP_CHECK_KEEP(hp_tp_irecv(tp, rs[0][p].buf, cap, left, &rs[0][p].req), st);
     for (size_t p = 0; p < P; p++) {
         size_t c = (size_t)r;
         hp_slot_t *sl = &ss[0][p];
         sl->len = hp_call_encode(call, PART_OFF(c, p), PART_LEN(c, p), 0, 1, sl->buf, cap);
-        if (hp_tp_isend(tp, sl->buf, sl->len, cap, right, &sl->req) != HP_OK)
-            st = hp_tp_failure(tp);
+        HP_CHECK_KEEP(hp_tp_isend(tp, sl->buf, sl->len, cap, right, &sl->req), st);
         hp_tp_progress(tp);
     }
 
@@ -71,13 +69,11 @@ hp_status_t hp_algo_ring_run(hp_call_t *call)
 
             if (s <= N - 2)
                 hp_call_merge_begin(call, off, len);
-            if (hp_tp_wait(tp, &in->req) != HP_OK)
-                st = hp_tp_failure(tp);
-            else
+            if (HP_CHECK_OK(hp_tp_wait(tp, &in->req), st))
                 got = hp_call_msg_len(call, in->buf, cap);
             /* this slot's previous send (step s-1) must be done before reuse */
-            if (!last && hp_tp_wait(tp, &out->req) != HP_OK)
-                st = hp_tp_failure(tp);
+            if (!last)
+                HP_CHECK_KEEP(hp_tp_wait(tp, &out->req), st);
             if (s < N - 2) {
                 /* reduce-scatter: merge and re-encode for the next hop */
                 hp_call_decode(call, in->buf, got, off, len, 1);
@@ -101,17 +97,14 @@ hp_status_t hp_algo_ring_run(hp_call_t *call)
                 /* a failed rank keeps the protocol going with error messages */
                 if (call->err != HP_OK)
                     out->len = hp_call_msg_error(call, out->buf, len);
-                if (hp_tp_isend(tp, out->buf, out->len, cap, right, &out->req) != HP_OK)
-                    st = hp_tp_failure(tp);
-                if (s + 1 < steps &&
-                    hp_tp_irecv(tp, rs[nxt][p].buf, cap, left, &rs[nxt][p].req) != HP_OK)
-                    st = hp_tp_failure(tp);
+                HP_CHECK_KEEP(hp_tp_isend(tp, out->buf, out->len, cap, right, &out->req), st);
+                if (s + 1 < steps)
+                    HP_CHECK_KEEP(hp_tp_irecv(tp, rs[nxt][p].buf, cap, left, &rs[nxt][p].req), st);
             }
             hp_tp_progress(tp);
         }
     }
-    if (hp_slots_wait(call, ss[0], 2 * P) != HP_OK)
-        st = hp_tp_failure(tp);
+    HP_CHECK_KEEP(hp_slots_wait(call, ss[0], 2 * P), st);
 #undef CH_OFF
 #undef CH_LEN
 #undef PART_OFF

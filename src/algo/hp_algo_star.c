@@ -42,32 +42,26 @@ hp_status_t hp_algo_star_run(hp_call_t *call)
     if (r != 0) {
         hp_slot_t *out = slots, *in = slots + P;
         for (size_t p = 0; p < P; p++)
-            if (hp_tp_irecv(tp, in[p].buf, cap2, 0, &in[p].req) != HP_OK)
-                st = hp_tp_failure(tp);
+            HP_CHECK_KEEP(hp_tp_irecv(tp, in[p].buf, cap2, 0, &in[p].req), st);
         for (size_t p = 0; p < P; p++) {
             out[p].len = hp_call_encode(call, PART_OFF(p), PART_LEN(p), 0, 1, out[p].buf, cap1);
-            if (hp_tp_isend(tp, out[p].buf, out[p].len, cap1, 0, &out[p].req) != HP_OK)
-                st = hp_tp_failure(tp);
+            HP_CHECK_KEEP(hp_tp_isend(tp, out[p].buf, out[p].len, cap1, 0, &out[p].req), st);
             hp_tp_progress(tp);
         }
         for (size_t p = 0; p < P; p++) {
             size_t got = 0;
-            if (hp_tp_wait(tp, &in[p].req) != HP_OK)
-                st = hp_tp_failure(tp);
-            else
+            if (HP_CHECK_OK(hp_tp_wait(tp, &in[p].req), st))
                 got = hp_call_msg_len(call, in[p].buf, cap2);
             hp_call_decode_sum(call, in[p].buf, got, PART_OFF(p), PART_LEN(p), 0);
         }
-        if (hp_slots_wait(call, out, P) != HP_OK)
-            st = hp_tp_failure(tp);
+        HP_CHECK_KEEP(hp_slots_wait(call, out, P), st);
     } else {
         /* rin[j-1][p]: rank j's message; sum[p]: the sum's message; sreq[j-1][p] */
         hp_slot_t *rin = slots, *sum = slots + (N - 1) * P, *sreq = sum + P;
         acc = call->err == HP_OK ? hp_call_work(call, extra, maxpart) : NULL;
         for (size_t j = 1; j < N; j++)
             for (size_t p = 0; p < P; p++)
-                if (hp_tp_irecv(tp, rin[(j - 1) * P + p].buf, cap1, (int)j, &rin[(j - 1) * P + p].req) != HP_OK)
-                    st = hp_tp_failure(tp);
+                HP_CHECK_KEEP(hp_tp_irecv(tp, rin[(j - 1) * P + p].buf, cap1, (int)j, &rin[(j - 1) * P + p].req), st);
         for (size_t p = 0; p < P; p++) {
             size_t off = PART_OFF(p), len = PART_LEN(p);
             float *own = call->buf + off;
@@ -77,9 +71,7 @@ hp_status_t hp_algo_star_run(hp_call_t *call)
             for (size_t j = 1; j < N; j++) {
                 hp_slot_t *in = &rin[(j - 1) * P + p];
                 size_t got = 0;
-                if (hp_tp_wait(tp, &in->req) != HP_OK)
-                    st = hp_tp_failure(tp);
-                else
+                if (HP_CHECK_OK(hp_tp_wait(tp, &in->req), st))
                     got = hp_call_msg_len(call, in->buf, cap1);
                 if (acc != NULL)
                     hp_call_decode_to(call, in->buf, got, acc, len, 1);
@@ -91,12 +83,10 @@ hp_status_t hp_algo_star_run(hp_call_t *call)
             if (call->err != HP_OK)
                 sum[p].len = hp_call_msg_error(call, sum[p].buf, len);
             for (size_t j = 1; j < N; j++)
-                if (hp_tp_isend(tp, sum[p].buf, sum[p].len, cap2, (int)j, &sreq[(j - 1) * P + p].req) != HP_OK)
-                    st = hp_tp_failure(tp);
+                HP_CHECK_KEEP(hp_tp_isend(tp, sum[p].buf, sum[p].len, cap2, (int)j, &sreq[(j - 1) * P + p].req), st);
             hp_tp_progress(tp);
         }
-        if (hp_slots_wait(call, sreq, (N - 1) * P) != HP_OK)
-            st = hp_tp_failure(tp);
+        HP_CHECK_KEEP(hp_slots_wait(call, sreq, (N - 1) * P), st);
     }
 #undef PART_OFF
 #undef PART_LEN

@@ -45,13 +45,11 @@ hp_status_t hp_algo_tree_run(hp_call_t *call)
 #define PART_LEN(p) hp_span_len(call->n, P, (p), G)
     for (int c = 0; c < nchild; c++)
         for (size_t p = 0; p < P; p++)
-            if (hp_tp_irecv(tp, rc[c * P + p].buf, cap, children[c], &rc[c * P + p].req) != HP_OK)
-                st = hp_tp_failure(tp);
+            HP_CHECK_KEEP(hp_tp_irecv(tp, rc[c * P + p].buf, cap, children[c], &rc[c * P + p].req), st);
     /* the root's message from the parent (on a phased transport once this
      * rank's reduction is posted: HP_TP_PHASED) */
     for (size_t p = 0; !phased && parent >= 0 && p < P; p++)
-        if (hp_tp_irecv(tp, down[p].buf, cap, parent, &down[p].req) != HP_OK)
-            st = hp_tp_failure(tp);
+        HP_CHECK_KEEP(hp_tp_irecv(tp, down[p].buf, cap, parent, &down[p].req), st);
 
     /* reduction */
     for (size_t p = 0; p < P; p++) {
@@ -61,16 +59,13 @@ hp_status_t hp_algo_tree_run(hp_call_t *call)
         for (int c = 0; c < nchild; c++) {
             size_t got = 0;
             hp_slot_t *in = &rc[c * P + p];
-            if (hp_tp_wait(tp, &in->req) != HP_OK)
-                st = hp_tp_failure(tp);
-            else
+            if (HP_CHECK_OK(hp_tp_wait(tp, &in->req), st))
                 got = hp_call_msg_len(call, in->buf, cap);
             hp_call_decode(call, in->buf, got, off, len, 1);
         }
         if (parent >= 0) {
             up[p].len = hp_call_encode(call, off, len, 0, subtree, up[p].buf, cap);
-            if (hp_tp_isend(tp, up[p].buf, up[p].len, cap, parent, &up[p].req) != HP_OK)
-                st = hp_tp_failure(tp);
+            HP_CHECK_KEEP(hp_tp_isend(tp, up[p].buf, up[p].len, cap, parent, &up[p].req), st);
         } else {
             down[p].len = hp_call_encode(call, off, len, 1, N, down[p].buf, cap);
             hp_call_decode(call, down[p].buf, down[p].len, off, len, 0);
@@ -79,33 +74,27 @@ hp_status_t hp_algo_tree_run(hp_call_t *call)
             /* the receive slots of the children are free now: reuse their
              * requests for the broadcast sends */
             for (int c = nchild - 1; c >= 0; c--)
-                if (hp_tp_isend(tp, down[p].buf, down[p].len, cap, children[c], &rc[c * P + p].req) != HP_OK)
-                    st = hp_tp_failure(tp);
+                HP_CHECK_KEEP(hp_tp_isend(tp, down[p].buf, down[p].len, cap, children[c], &rc[c * P + p].req), st);
         }
         hp_tp_progress(tp);
     }
     for (size_t p = 0; phased && parent >= 0 && p < P; p++)
-        if (hp_tp_irecv(tp, down[p].buf, cap, parent, &down[p].req) != HP_OK)
-            st = hp_tp_failure(tp);
+        HP_CHECK_KEEP(hp_tp_irecv(tp, down[p].buf, cap, parent, &down[p].req), st);
     /* broadcast: decode the root's message and forward the same bytes */
     if (parent >= 0) {
         for (size_t p = 0; p < P; p++) {
             size_t got = 0;
-            if (hp_tp_wait(tp, &down[p].req) != HP_OK)
-                st = hp_tp_failure(tp);
-            else
+            if (HP_CHECK_OK(hp_tp_wait(tp, &down[p].req), st))
                 got = hp_call_msg_len(call, down[p].buf, cap);
             down[p].len = got;
             hp_call_decode(call, down[p].buf, got, PART_OFF(p), PART_LEN(p), 0);
             if (call->err != HP_OK)
                 down[p].len = hp_call_msg_error(call, down[p].buf, PART_LEN(p));
             for (int c = nchild - 1; c >= 0; c--)
-                if (hp_tp_isend(tp, down[p].buf, down[p].len, cap, children[c], &rc[c * P + p].req) != HP_OK)
-                    st = hp_tp_failure(tp);
+                HP_CHECK_KEEP(hp_tp_isend(tp, down[p].buf, down[p].len, cap, children[c], &rc[c * P + p].req), st);
         }
     }
-    if (hp_slots_wait(call, slots, ((size_t)nchild + 1) * P) != HP_OK)
-        st = hp_tp_failure(tp);
+    HP_CHECK_KEEP(hp_slots_wait(call, slots, ((size_t)nchild + 1) * P), st);
 #undef PART_OFF
 #undef PART_LEN
     return st != HP_OK ? st : call->err;

@@ -100,12 +100,14 @@ void hp_log_emit(int level, const char *file, int line, const char *fmt, ...)
              HP_TRACE("%s: %s", #expr, hipress_status_string(hp_st_)); \
              if ((st_first) == HP_OK) (st_first) = hp_st_; } } while (0)
 
-/* An MPI return code as a status, its code kept. */
-#define HP_MPI_GOTO(expr, st, label) \
-    do { int hp_mpi_rc_ = (expr); \
-         if (HP_UNLIKELY(hp_mpi_rc_ != MPI_SUCCESS)) { \
-             (st) = HP_ST_MPI(hp_mpi_rc_); \
-             HP_TRACE("%s: mpi error %d", #expr, hp_mpi_rc_); goto label; } } while (0)
+/* HP_CHECK_KEEP as a test: 1 when expr succeeded, else 0 with its error
+ * kept (where a step's result is used only when it succeeded). */
+#define HP_CHECK_OK(expr, st_first) \
+    ({ hp_status_t hp_st_ = (expr); \
+       if (HP_UNLIKELY(hp_st_ != HP_OK)) { \
+           HP_TRACE("%s: %s", #expr, hipress_status_string(hp_st_)); \
+           if ((st_first) == HP_OK) (st_first) = hp_st_; } \
+       hp_st_ == HP_OK; })
 
 /* ------------------------------------------------------------------ util */
 static inline double hp_now(void)

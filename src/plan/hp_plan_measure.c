@@ -99,6 +99,7 @@ static hp_status_t measure_inputs(const hp_plan_comm_t *pc, hp_transport_t *ac, 
     double skew = hp_cfg_d(pc->cfg, HP_S_TEST_PLAN_SKEW);
     int r = ac->rank;
     void *sb = calloc(2, (size_t)X);
+    hp_status_t st;
 
     if (sb == NULL)
         return HP_ERR_NOMEM;
@@ -110,8 +111,7 @@ static hp_status_t measure_inputs(const hp_plan_comm_t *pc, hp_transport_t *ac, 
     for (int i = 0; i < 4; i++)
         t[i] *= 1.0 + skew * r;       /* test knob: ranks measure differently */
     memcpy(tmax, t, sizeof(t));
-    if (hp_tp_agree(ac, HP_TP_DOUBLE, tmax, 4, "the plan's agreement on its measurements") != HP_OK)
-        return hp_tp_failure(ac);
+    HP_CHECK_GOTO(hp_tp_agree(ac, HP_TP_DOUBLE, tmax, 4, "the plan's agreement on its measurements"), st, out);
     in->alpha = tmax[0];
     in->bw = (double)X / HP_MAX(tmax[1] - tmax[0], 1e-9);
     in->enc_rate = 4.0 * (double)n / HP_MAX(tmax[2], 1e-9);
@@ -119,7 +119,8 @@ static hp_status_t measure_inputs(const hp_plan_comm_t *pc, hp_transport_t *ac, 
     HP_INFO("cost model inputs (%s memory): %.3g GB/s per rank, %.1f us per message, encode %.3g GB/s, "
             "decode %.3g GB/s", pc->mem->ops->name, in->bw / 1e9, in->alpha * 1e6, in->enc_rate / 1e9,
             in->dec_rate / 1e9);
-    return HP_OK;
+out:
+    return st;
 }
 
 hp_status_t hp_plan_ensure_inputs(hp_planner_t *pl, const hp_plan_comm_t *pc, int hier)
@@ -153,13 +154,12 @@ hp_status_t hp_plan_ensure_inputs(hp_planner_t *pl, const hp_plan_comm_t *pc, in
     v[3] = in.dec_rate > 0 ? 1.0 / in.dec_rate : 0;
     {
         int fail = st != HP_OK;
-        if (hp_tp_agree_flag(pc->all, &fail) != HP_OK)
-            return hp_tp_failure(pc->all);
+        HP_CHECK_GOTO(hp_tp_agree_flag(pc->all, &fail), st, out);
         if (fail)
             return HP_ERR_MPI;
         memcpy(vmax, v, sizeof(v));
-        if (hp_tp_agree(pc->all, HP_TP_DOUBLE, vmax, 5, "the plan's agreement on its measurements") != HP_OK)
-            return hp_tp_failure(pc->all);
+        HP_CHECK_GOTO(hp_tp_agree(pc->all, HP_TP_DOUBLE, vmax, 5, "the plan's agreement on its measurements"), st,
+                      out);
     }
     pl->inputs[mk][hier].bw = 1.0 / HP_MAX(vmax[0], 1e-12);
     pl->inputs[mk][hier].alpha = vmax[1];
@@ -171,5 +171,6 @@ hp_status_t hp_plan_ensure_inputs(hp_planner_t *pl, const hp_plan_comm_t *pc, in
     }
     pl->have_inputs[mk][hier] = 1;
     pl->inputs_kind[mk][hier] = pc->kind;
-    return HP_OK;
+out:
+    return st;
 }
