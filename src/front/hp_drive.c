@@ -28,9 +28,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Messages of the MPI front end are unprefixed; others name theirs. */
-#define FRONT_FMT "%s%s"
-#define FRONT_ARG(c) (c)->front->id == HP_FRONT_MPI ? "" : (c)->front->name, (c)->front->id == HP_FRONT_MPI ? "" : ": "
+/* Messages start with the front end's prefix (its table's). */
+#define FRONT_FMT "%s"
+#define FRONT_ARG(c) (c)->front->prefix
 
 #define STAT_ADD(field, v) atomic_fetch_add_explicit(&hp_g.stats.field, (v), memory_order_relaxed)
 #define STAT_ADD_P(p, v) atomic_fetch_add_explicit((p), (v), memory_order_relaxed)
@@ -139,9 +139,9 @@ static hp_status_t agree_call(hp_comm_t *c, hp_dcall_t *d, int *ok_p)
     d->form = v[5] != 0;
     if (v[1] != -v[2]) {
         if (c->rank == 0)
-            HP_WARN(FRONT_FMT "an %s of MPI_FLOAT with MPI_SUM was called with %lld to %lld elements on the ranks of "
-                    "one communicator: the counts must be equal (an erroneous program)", FRONT_ARG(c),
-                    c->front->id == HP_FRONT_MPI ? "MPI_Allreduce" : c->front->call, -(long long)v[2], (long long)v[1]);
+            HP_WARN(FRONT_FMT "%s was called with %lld to %lld elements on the ranks of one communicator: the counts "
+                    "must be equal (an erroneous program)", FRONT_ARG(c), c->front->call_desc, -(long long)v[2],
+                    (long long)v[1]);
         return HP_ERR_INVALID;
     }
     if (v[6] != -v[7]) {

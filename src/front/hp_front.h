@@ -57,10 +57,13 @@ typedef struct hp_dcall {
                                      * a count's staging verdict is agreed once, at its first call */
 
 typedef struct hp_front {
-    const char *name;      /* "mpi", "nccl": messages name the front end (but MPI's, the default) */
+    const char *name;      /* "mpi", "nccl" */
+    const char *prefix;    /* what the driver's messages start with: "" (MPI's, the default), "nccl: " */
     const char *call;      /* what a message calls a call: "allreduce", "ncclAllReduce" */
+    const char *call_desc; /* the call with its arguments, for an erroneous program's message:
+                            * "an MPI_Allreduce of MPI_FLOAT with MPI_SUM" */
     const char *on_failure;   /* what a failed call's message adds: "; the result is NaN" */
-    int         id;        /* HP_FRONT_* */
+    int         id;        /* HP_FRONT_*: its row of the statistics */
     unsigned    flags;     /* HP_FRONT_* */
     /* Make c's transports and hierarchy (collective over the communicator;
      * MPI: the private communicators).  Called before every call's

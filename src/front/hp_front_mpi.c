@@ -74,7 +74,9 @@ static hp_status_t mpi_exact(hp_comm_t *c, hp_dcall_t *d, float *out)
 
 const hp_front_t hp_front_mpi = {
     .name = "mpi",
+    .prefix = "",
     .call = "allreduce",
+    .call_desc = "an MPI_Allreduce of MPI_FLOAT with MPI_SUM",
     .on_failure = "",
     .id = HP_FRONT_MPI,
     .flags = HP_FRONT_AGREE_CALLS,

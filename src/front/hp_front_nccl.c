@@ -310,7 +310,9 @@ out:
 
 const hp_front_t hp_front_nccl = {
     .name = "nccl",
+    .prefix = "nccl: ",
     .call = "ncclAllReduce",
+    .call_desc = "an ncclAllReduce",
     .on_failure = "; the result is NaN",
     .id = HP_FRONT_NCCL,
     .flags = 0,
