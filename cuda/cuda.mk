@@ -7,7 +7,7 @@
 # The CUDA module, when configure finds CUDA (HP_CUDA): libhipress_cuda.so in
 # $(pkglibdir) ($(libdir)/hipress), loaded by libhipress.so at run time
 # only.  Host C (warnings as errors) plus cuda/*.cu compiled by nvcc with
-# -Werror all-warnings and --fmad=false (DESIGN contract 1: the same bytes
+# -Werror all-warnings and --fmad=false (contract 1, doc/dev/contracts.md: the same bytes
 # decode to the same bits on every path); the static CUDA runtime, so the
 # module needs nothing but the driver.
 

@@ -37,7 +37,9 @@ extern "C" {
 #define HIPRESS_COMP_ENOMEM   -3
 
 /* Parameters every built-in reads; plugins may ignore them.  Filled from the
- * HIPRESS_* settings of the communicator. */
+ * HIPRESS_* settings of the communicator.  Part of ABI v1 as it stands: a
+ * later version may only append fields (a plugin built against fewer never
+ * reads the rest). */
 typedef struct hipress_comp_params {
     uint32_t onebit_block;     /* HIPRESS_ONEBIT_BLOCK, power of two */
     float    tbq_threshold;    /* HIPRESS_TBQ_THRESHOLD, 0 = use tbq_scale */
@@ -48,19 +50,16 @@ typedef struct hipress_comp_params {
     float    dgc_momentum;     /* HIPRESS_DGC_MOMENTUM */
     uint32_t powersgd_rank;    /* HIPRESS_POWERSGD_RANK */
     int      isa;              /* 0 auto, 1 generic, 2 avx2 */
-    /* Appended in 0.2 (a plugin built against 0.1 never reads them): */
     uint32_t tbq_block;        /* HIPRESS_TBQ_BLOCK, power of two: one threshold per block */
     uint32_t sparse_block;     /* HIPRESS_SPARSE_BLOCK, power of two: top-k per block */
     uint32_t dgc_warmup;       /* HIPRESS_DGC_WARMUP: calls of dgc's density warm-up */
-    /* Appended in 0.3: */
     uint32_t fp16_block;       /* fp16: elements per scale block, a power of two >= 32;
                                 * 0 = the default, 1024 */
     uint32_t terngrad_block;   /* terngrad: elements per min-max range, a power of two
                                 * >= 32; 0 = the default, 4096 */
-    /* Appended in 0.4 (read by the q2, q4, q8 built-ins): */
-    uint32_t q_block;          /* HIPRESS_Q_BLOCK: elements per min-max range, a power
+    uint32_t q_block;          /* q2, q4, q8: HIPRESS_Q_BLOCK, elements per min-max range, a power
                                 * of two >= 32; 0 = the default, 512 */
-    uint32_t q_rounding;       /* HIPRESS_Q_ROUNDING: 0 nearest (the default), 1 stochastic */
+    uint32_t q_rounding;       /* q2, q4, q8: HIPRESS_Q_ROUNDING, 0 nearest (the default), 1 stochastic */
 } hipress_comp_params_t;
 
 /* One encode call.  `in` holds n values; when the compressor has the EF flag

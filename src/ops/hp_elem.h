@@ -135,7 +135,7 @@ HP_HD uint16_t hp_f16_enc(float v, float scale)
 
 HP_HD float hp_f16_dec(uint16_t h, float inv_scale) { return hp_f16_to_f32(h) * inv_scale; }
 
-/* Counter-based random numbers (contract 3): a pure function of a key
+/* Counter-based random numbers (contract 3, doc/dev/contracts.md): a pure function of a key
  * (seed, rank, call number, hop) and an element counter, so every path (CPU
  * ISA, GPU) and every partitioning gives the same stream.  SplitMix64-style
  * finaliser over the key hash and the counter. */

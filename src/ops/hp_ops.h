@@ -4,7 +4,7 @@
  * and the one CPU probe that picks among them (the sparse operators,
  * hp_ops_sparse.h, use the same levels).  Every operator has a portable C
  * path and an AVX2 path, and both give the same bytes for the same input
- * (DESIGN contract 1): element math is IEEE single precision without
+ * (contract 1, doc/dev/contracts.md): element math is IEEE single precision without
  * contraction, and every reduction has one defined summation order (below),
  * which both paths follow.
  *

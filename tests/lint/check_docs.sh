@@ -8,8 +8,10 @@
 #     table cell (the file must exist);
 #  3. every HIPRESS_* variable named in README.md and doc/*.md is a setting
 #     (a name ending in * must be the prefix of one);
-#  4. every relative link in README.md and doc/*.md points to a file that
-#     exists.
+#  4. every relative link in README.md and doc/ points to a file that
+#     exists;
+#  5. a file of the sources, tests, build or docs that cites a contract
+#     ("contract 1") points to their definition, doc/dev/contracts.md.
 set -u
 
 src=${HP_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -50,7 +52,7 @@ else
 fi
 
 docs="$src/README.md"
-for f in "$src"/doc/*.md; do
+for f in "$src"/doc/*.md "$src"/doc/*/*.md; do
     [ -f "$f" ] && docs="$docs $f"
 done
 
@@ -92,6 +94,19 @@ for f in $docs; do
         not_ok "$rel links to missing files:$bad"
     fi
 done
+
+# 5. contracts cited where they are defined
+bad=
+for f in $(cd "$src" && grep -rlE '[Cc]ontracts? [1-5]\b' README.md doc src cuda include wrap mpi_wrappers tests \
+               Makefile.am configure.ac 2>/dev/null); do
+    case "$f" in doc/dev/contracts.md) continue ;; esac
+    grep -q 'contracts\.md' "$src/$f" || bad="$bad $f"
+done
+if [ -z "$bad" ]; then
+    ok "every citation of a contract points to doc/dev/contracts.md"
+else
+    not_ok "these files cite a contract without pointing to doc/dev/contracts.md:$bad"
+fi
 
 echo "check_docs: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -1,5 +1,5 @@
 /*
- * Error feedback conserves gradient (DESIGN contract 2), under the preload:
+ * Error feedback conserves gradient (contract 2, doc/dev/contracts.md), under the preload:
  * over any sequence of calls on one buffer, the sum of all outputs plus
  * every rank's held residual equals the sum of all ranks' inputs, up to
  * float rounding -- while the plan changes at random between calls

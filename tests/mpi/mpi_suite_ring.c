@@ -145,7 +145,7 @@ static void ring_run(MPI_Comm base, const ring_case_t *rc_)
         EXPECT(nnan == 0, "%s: %ld NaN elements", label, nnan);
     } else {
         /* NaN and Inf reach every rank; fp16 turns the partition holding
-         * them into NaN (contract 5), and nothing outside the ring chunk
+         * them into NaN (contract 5, doc/dev/contracts.md), and nothing outside the ring chunk
          * holding the element; `none` carries it as a value: NaN+x is NaN,
          * Inf+x is Inf */
         size_t b = (size_t)c.bad_elem;

@@ -148,7 +148,7 @@ static float weak_unit(uint32_t kp_lo, uint32_t c)
     return (float)(x >> 8) * 0x1p-24f;
 }
 
-/* The q generator's u (contract 3's streams: keys of rank, call and hop
+/* The q generator's u (contract 3's streams, doc/dev/contracts.md: keys of rank, call and hop
  * through hp_rng_key, a counter anywhere, a page boundary crossed): its
  * mean is 1/2 - 2^-25, its 4096 bins are no less even than independent
  * draws' (they are more even: within a page the hash is a bijection of the

@@ -1,5 +1,5 @@
 /*
- * Every registered decoder against malformed messages (DESIGN contract 4):
+ * Every registered decoder against malformed messages (contract 4, doc/dev/contracts.md):
  * truncated and oversized payloads, out-of-range, unsorted and duplicate
  * indices (sparse payloads), bad headers through hp_msg_decode, and random
  * garbage -- rejected with HIPRESS_COMP_EINVAL / HP_ERR_MESSAGE, and never a
