@@ -2,7 +2,7 @@
 
     mpirun -np 4 [-x LD_PRELOAD=libhipress.so -x HIPRESS_COMPRESSOR=onebit] \\
         -x HOROVOD_CPU_OPERATIONS=MPI [-x HOROVOD_FUSION_THRESHOLD=0] \\
-        $VENV/bin/python scripts/lab/train_bench.py --model resnet18 [--steps 30] [--warmup 5] \\
+        $VENV/bin/python scripts/lab/train_bench.py --model resnet18 [--steps 30] [--warmup 20] \\
         [--hvd-fp16] [--groups1]
 
 Models:
@@ -15,11 +15,13 @@ Models:
 SGD (lr 0.01, momentum 0.9), hvd.DistributedOptimizer (with
 hvd.Compression.fp16 for --hvd-fp16, groups=1 for --groups1); gradients
 zeroed in place (model.zero_grad(set_to_none=False): doc/recipes.md,
-Horovod), one thread per rank.  --warmup steps are not timed;
-the timed steps run between two hvd barriers (an allreduce of one integer).
+Horovod), one thread per rank.  The first --warmup steps are timed apart
+(the plan's measurements happen there); the timed steps run between two hvd
+barriers (an allreduce of one integer); cpu/step is the mean over the ranks
+of each process's CPU seconds a timed step.
 Rank 0 prints one line:
 
-    train_bench: ok, model M, ranks N, batch B, steps S, s/step T, images/s I, loss L[, hipress calls C compressed K]
+    train_bench: ok, model M, ranks N, batch B, steps S, s/step T, images/s I, warmup W steps X s, cpu/step C, loss L[, hipress calls C compressed K]
 
 and every rank checks that all end with the same parameters (a hash
 allgathered); "FAIL: ..." and exit 1 otherwise.
@@ -27,6 +29,7 @@ allgathered); "FAIL: ..." and exit 1 otherwise.
 import argparse
 import ctypes
 import hashlib
+import resource
 import sys
 import time
 
@@ -56,7 +59,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", choices=("resnet18", "mlp"), default="resnet18")
     ap.add_argument("--steps", type=int, default=30, help="timed steps")
-    ap.add_argument("--warmup", type=int, default=5, help="untimed steps first")
+    ap.add_argument("--warmup", type=int, default=20, help="steps timed apart first")
     ap.add_argument("--batch", type=int, help="per rank (default 16 for resnet18, 32 for mlp)")
     ap.add_argument("--hidden", type=int, default=1024, help="mlp width")
     ap.add_argument("--hvd-fp16", action="store_true", help="hvd.Compression.fp16")
@@ -110,14 +113,21 @@ def main():
         opt.step()
         return loss
 
+    barrier()
+    tw = time.perf_counter()
     for i in range(args.warmup):
         step(i)
     barrier()
     t0 = time.perf_counter()
+    c0 = resource.getrusage(resource.RUSAGE_SELF)
     for i in range(args.steps):
         loss = step(args.warmup + i)
     barrier()
     dt = time.perf_counter() - t0
+    c1 = resource.getrusage(resource.RUSAGE_SELF)
+    # this process's CPU seconds a step (all its threads), the mean over ranks
+    cpu = hvd.allreduce(torch.tensor([(c1.ru_utime + c1.ru_stime - c0.ru_utime - c0.ru_stime) / args.steps],
+                                     dtype=torch.float64), name="cpu_per_step", op=hvd.Average).item()
 
     digest = hashlib.sha256()
     for p in model.parameters():
@@ -128,9 +138,10 @@ def main():
     ok = len(set(hashes)) == 1
     if rank == 0:
         if ok:
-            line = ("train_bench: ok, model %s, ranks %d, batch %d, steps %d, s/step %.4f, images/s %.2f, loss %.4f"
+            line = ("train_bench: ok, model %s, ranks %d, batch %d, steps %d, s/step %.4f, images/s %.2f, "
+                    "warmup %d steps %.3f s, cpu/step %.4f, loss %.4f"
                     % (args.model, size, batch, args.steps, dt / args.steps, size * batch * args.steps / dt,
-                       loss.item()))
+                       args.warmup, t0 - tw, cpu, loss.item()))
             if counters is not None:
                 line += ", hipress calls %d compressed %d" % counters
             print(line, flush=True)
