@@ -3,7 +3,8 @@
 #   1. install what is missing (Debian packages, and Horovod in a venv),
 #   2. build from scratch in _build and run `make check` (Check unit suites,
 #      mpirun tests at 1 to 8 ranks, fuzz replay, plugin, docs),
-#   3. `make install` into a staging root (_stage) and check what it installed,
+#   3. `make install` into a staging root (_stage) and check what it installed
+#      (the libraries, headers, programs and the Python package),
 #   4. build the Check suites with ASan+UBSan in _build_asan and run them,
 #      with the GPU path's drivers (stand-in CUDA driver and NCCL),
 #   5. build without CUDA and NCCL in _build_nocuda and run the tests of the
@@ -50,6 +51,14 @@ if [ -n "$nccl_only" ] && readelf -d "_stage$prefix/$nccl_only" | grep NEEDED | 
 fi
 LD_LIBRARY_PATH="$top/_stage$prefix/lib" "_stage$prefix/bin/hipress_info" --compressors >/dev/null ||
     { echo "test.sh: installed hipress_info does not run" >&2; exit 1; }
+# the Python package (the DDP comm hook), where the system's python3 looks
+# under the prefix, pointing at the installed library
+pydir=$(sed -n 's/^HP_PYTHONDIR = //p' _build/Makefile | sed "s|\${prefix}|$prefix|")
+[ -f "_stage$pydir/hipress/torch.py" ] || { echo "test.sh: make install did not install the Python package ($pydir)" >&2; exit 1; }
+grep -q "^LIBDIR = \"$prefix/lib\"" "_stage$pydir/hipress/_paths.py" ||
+    { echo "test.sh: the installed Python package does not name $prefix/lib" >&2; exit 1; }
+PYTHONPATH="$top/_stage$pydir" /usr/bin/python3 -c 'import hipress, hipress._lib' ||
+    { echo "test.sh: the installed Python package does not import" >&2; exit 1; }
 echo "test.sh: make install ok ($prefix)"
 
 if [ "${1:-}" != "--no-sanitizers" ]; then
