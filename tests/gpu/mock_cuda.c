@@ -13,12 +13,16 @@
  * Like the driver, the copies need a current context; the pointer queries
  * fail with CUDA_ERROR_NOT_INITIALIZED before cuInit.  What synchronises:
  *   - the whole device (every stream of the context, what they wait for
- *     included): cuMemAlloc, cuMemFree, cuMemHostAlloc, cuMemFreeHost,
- *     cuCtxSynchronize, a kernel's first launch (lazy loading);
+ *     included): cuMemAlloc, cuMemFree of cuMemAlloc's memory,
+ *     cuMemHostAlloc, cuMemFreeHost, cuCtxSynchronize, a kernel's first
+ *     launch (lazy loading);
  *   - the host with one stream or event: cuStreamSynchronize,
  *     cuEventSynchronize, the synchronous copies (the legacy stream), and a
  *     cuStreamQuery or cuEventQuery that reports completion;
- *   - nothing: cuMemAllocAsync and cuMemFreeAsync (stream-ordered).
+ *   - nothing: cuMemAllocAsync and cuMemFreeAsync (stream-ordered), and
+ *     cuMemFree of cuMemAllocAsync's memory, which frees it at once: an
+ *     entry still queued that uses it stops the process
+ *     (mock_cuda_rules.c).
  * During a stream capture in global mode, a call that would synchronise
  * the device is refused and invalidates the capture, on any thread
  * (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, counted "capture_broken").
@@ -425,13 +429,33 @@ API CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t n)
     return dev_alloc(p, n);
 }
 
-/* (memory opened from another process is closed, not freed) */
+/* (memory opened from another process is closed, not freed).  Memory of
+ * cuMemAllocAsync is freed at once, with no synchronisation: an entry still
+ * queued that uses it would use it after its free (the allocator may hand
+ * it out again at once). */
 API CUresult cuMemFree_v2(CUdeviceptr p)
 {
-    CUresult rc = mock_device_sync("cuMemFree");
-    if (rc != SUCCESS)
+    void *base = NULL;
+    size_t len = 0;
+    mstream_t *as = NULL;
+    char from[96], use[256], by[160];
+    CUresult rc;
+    if (mock_region_async_of((void *)(uintptr_t)p, &base, &len, &as)) {
+        if (base != (void *)(uintptr_t)p)
+            return ERR_INVALID_VALUE;
+        mock_caller(__builtin_return_address(0), from, sizeof(from));
+        if (mock_pending_use(base, len, use, sizeof(use)))
+            mock_rule_broken("cuMemFree(%p)%s frees stream-ordered memory (cuMemAllocAsync on stream %d) at once, "
+                             "while %s: a use after its free (CUDA Driver API, Stream Ordered Memory Allocator: every "
+                             "access between the allocation and the free in stream order; free it with "
+                             "cuMemFreeAsync on the stream that last used it)", base, from, as->id, use);
+        snprintf(by, sizeof(by), "cuMemFree(%p)%s, with no synchronisation", base, from);
+        mock_region_free(base, by);
+        return SUCCESS;
+    }
+    if ((rc = mock_device_sync("cuMemFree")) != SUCCESS)
         return rc;
-    return mock_region_free((void *)(uintptr_t)p) == 0 ? SUCCESS : ERR_INVALID_VALUE;
+    return mock_region_free((void *)(uintptr_t)p, "cuMemFree") == 0 ? SUCCESS : ERR_INVALID_VALUE;
 }
 
 /* Stream-ordered: no synchronisation; the memory is the stream's from its
@@ -439,11 +463,15 @@ API CUresult cuMemFree_v2(CUdeviceptr p)
 API CUresult cuMemAllocAsync(CUdeviceptr *p, size_t n, CUstream s)
 {
     op_t o = {.kind = OP_MARK};
+    mstream_t *m = mock_stream_of(s);
+    unsigned long long seq = 0;
     CUresult rc = dev_alloc(p, n);
     if (rc != SUCCESS)
         return rc;
     COUNT(n_alloc_async, 1);
-    return mock_enqueue(mock_stream_of(s), &o);
+    if ((rc = mock_enqueue_at(m, &o, &seq)) == SUCCESS)
+        mock_region_async((void *)(uintptr_t)*p, m, seq);
+    return rc;
 }
 
 API CUresult cuMemFreeAsync(CUdeviceptr p, CUstream s)

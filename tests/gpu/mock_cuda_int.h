@@ -35,6 +35,8 @@ enum {
 #define STREAM_LEGACY ((CUstream)0x1)
 #define STREAM_PER_THREAD ((CUstream)0x2)
 
+struct mstream;
+
 /* ------------------------------------------------------------ counters */
 
 extern unsigned long long n_query, n_d2h, n_h2d, n_d2h_bytes, n_h2d_bytes, n_init, n_retain, n_streams, n_events,
@@ -61,9 +63,22 @@ void *mock_shadow(const void *p);
 int mock_is_device(const void *p, size_t n);
 /* The device and managed flag of the region holding p; 0 when none. */
 int mock_region_info(const void *p, int *device_p, int *managed_p);
-/* Free a region now (the device-wide part is the caller's); -1 for memory
- * opened from another process (closed, never freed). */
-int mock_region_free(void *p);
+/* Free a region (the device-wide part is the caller's); -1 for memory
+ * opened from another process (closed, never freed).  Stream-ordered
+ * memory (mock_region_async) is kept as a tombstone: whatever touches it
+ * later (an entry run after the free) stops the process naming `by`, the
+ * free. */
+int mock_region_free(void *p, const char *by);
+/* p, from cuMemAllocAsync, is stream-ordered memory of stream s from its
+ * entry `mark` (the allocation) on. */
+void mock_region_async(void *p, struct mstream *s, unsigned long long mark);
+/* Whether p lies in stream-ordered memory: its allocation's range and the
+ * stream it was allocated on (NULL when none). */
+int mock_region_async_of(const void *p, void **base_p, size_t *len_p, struct mstream **s_p);
+/* A documented rule of the driver or of NCCL broken: the line (after the
+ * process's rank and pid) on stderr, and the process ends with
+ * MOCK_RULE_EXIT. */
+void mock_rule_broken(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 /* Remove the names of this process's exported segments (as it ends). */
 void mock_ipc_unlink(void);
 /* Whether process pid has ended (a zombie included). */
@@ -144,6 +159,20 @@ void mock_stream_destroy(mstream_t *m);
 /* Queue a copy of *o on s (the executor runs it; a capturing stream
  * records it instead). */
 CUresult mock_enqueue(mstream_t *s, const op_t *o);
+/* The same, with the entry's number in its stream in *seq_p. */
+CUresult mock_enqueue_at(mstream_t *s, const op_t *o, unsigned long long *seq_p);
+/* The entry this thread runs now (NULL: none), for mock_running. */
+void mock_run_set(const mstream_t *s, const op_t *o);
+/* " (called from F)": the function whose return address is ret, when the
+ * dynamic linker can name it ("" otherwise). */
+void mock_caller(const void *ret, char *buf, size_t len);
+/* One line on what this thread is running: a stream's entry (its stream,
+ * number and kind), or "the host" outside the executor. */
+void mock_running(char *buf, size_t len);
+/* An entry queued and not yet run (or running) that uses [p, p + n), as
+ * far as its kind says (copies, sets, value operations, NCCL operations;
+ * a kernel's arguments are not known): 1 and its line in buf. */
+int mock_pending_use(const void *p, size_t n, char *buf, size_t len);
 /* Host waits: for s's first `upto` entries; for every stream of the
  * current context (a device-wide synchronisation).  `what` names the call
  * in reports.  0, or the CUresult of a prohibited call during a capture. */

@@ -472,7 +472,28 @@ static void x_release(void *arg)
     mock_ent_free(arg);
 }
 
-static const mock_ext_ops_t ext_ops = {x_reach, x_progress, x_waits, x_keys, x_describe, x_wanted, x_release};
+static int span_has(const void *a, size_t an, const void *p, size_t n)
+{
+    uintptr_t x = (uintptr_t)a, y = (uintptr_t)p;
+    return a != NULL && an > 0 && n > 0 && x < y + n && y < x + an;
+}
+
+/* Whether the operation reads or writes [p, p + n): its buffers. */
+static int x_uses(void *arg, const void *p, size_t n)
+{
+    entry_t *e = arg;
+    size_t bytes = e->count * mock_shm_dt_bytes(e->dt), all = bytes * (size_t)e->c->size;
+    if (e->kind != E_P2P && e->coll != 0) {
+        int gathers = e->coll == MOCK_D_ALLGATHER;
+        return span_has(e->sendbuff, bytes, p, n) || span_has(e->recvbuff, gathers ? all : bytes, p, n);
+    }
+    for (int i = 0; i < e->nx; i++)
+        if (span_has(e->x[i].app, e->x[i].bytes, p, n))
+            return 1;
+    return 0;
+}
+
+static const mock_ext_ops_t ext_ops = {x_reach, x_progress, x_waits, x_keys, x_describe, x_wanted, x_release, x_uses};
 
 /* ------------------------------------------------------------ enqueue */
 
