@@ -256,7 +256,11 @@ static hp_status_t nccl_end(hp_comm_t *c, hp_dcall_t *d)
     hp_nccl_ctx_t *t = ctx_of(d);
     const hp_gpu_ops_v2_t *g = codec();
     hp_status_t st = HP_OK;
-    (void)c;
+    if (d->mem.cx != NULL && c->owner != NULL) {
+        c->last_cx = d->mem.cx;
+        c->last_where = d->mem.where;
+        c->last_async = d->async;
+    }
     if (d->async && d->mem.cx != NULL) {
         if (g->stream_release(d->mem.cx, t->stream) != HP_GPU_OK || g->call_release(d->mem.cx) != HP_GPU_OK)
             st = HP_ERR_DEVICE;
