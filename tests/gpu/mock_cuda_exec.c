@@ -352,26 +352,6 @@ CUresult mock_enqueue_at(mstream_t *s, const op_t *o, unsigned long long *seq_p)
     return SUCCESS;
 }
 
-API int mock_cuda_enqueue_ext(void *stream, const mock_ext_ops_t *ops, void *arg)
-{
-    op_t o = {.kind = OP_EXT, .xo = ops, .xarg = arg};
-    mock_thread()->nccl = 1;
-    return mock_enqueue(mock_stream_of(stream), &o);
-}
-
-API int mock_cuda_captured(void *stream, const char *what)
-{
-    mstream_t *s = mock_stream_of(stream);
-    int cap;
-    pthread_mutex_lock(&qlock);
-    cap = s->cap_mode >= 0;
-    if (cap)
-        s->cap_ops++;
-    pthread_mutex_unlock(&qlock);
-    (void)what;
-    return cap;
-}
-
 /* ----------------------------------------------------------- the device */
 
 static int demanded(const mstream_t *s)
@@ -628,6 +608,7 @@ void mock_wait_stream(mstream_t *s, unsigned long long upto, const char *what)
     pthread_cond_broadcast(&qcond);
     wait_loop(TH_WAIT_STREAM, s, what, stream_at, &u);
     pthread_mutex_unlock(&qlock);
+    mock_order_seen(s, upto);
 }
 
 int mock_query(mstream_t *s, unsigned long long upto, const char *what)
@@ -650,6 +631,8 @@ int mock_query(mstream_t *s, unsigned long long upto, const char *what)
         snprintf(me->what, sizeof(me->what), "%s", what);
     }
     pthread_mutex_unlock(&qlock);
+    if (ok)
+        mock_order_seen(s, upto);
     if (!ok && now() - me->since > 0.5) {
         static __thread double last;
         if (now() - last > 1.0) {
@@ -698,6 +681,7 @@ CUresult mock_device_sync(const char *what)
     pthread_cond_broadcast(&qcond);
     wait_loop(TH_WAIT_DEVICE, NULL, what, all_at, &a);
     pthread_mutex_unlock(&qlock);
+    mock_order_seen(NULL, 0);
     free(a.s);
     free(a.upto);
     return SUCCESS;

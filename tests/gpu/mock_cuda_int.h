@@ -72,6 +72,13 @@ int mock_region_free(void *p, const char *by);
 /* p, from cuMemAllocAsync, is stream-ordered memory of stream s from its
  * entry `mark` (the allocation) on. */
 void mock_region_async(void *p, struct mstream *s, unsigned long long mark);
+/* Stream order of stream-ordered memory: t's entry tseq (an event wait)
+ * orders t's later entries after u's first useq; the host has seen u run
+ * its first `upto` entries (u NULL: every stream, a device-wide
+ * synchronisation), so what was allocated there before is valid on every
+ * stream. */
+void mock_order_wait(struct mstream *t, unsigned long long tseq, struct mstream *u, unsigned long long useq);
+void mock_order_seen(struct mstream *u, unsigned long long upto);
 /* Whether p lies in stream-ordered memory: its allocation's range and the
  * stream it was allocated on (NULL when none). */
 int mock_region_async_of(const void *p, void **base_p, size_t *len_p, struct mstream **s_p);
@@ -161,8 +168,10 @@ void mock_stream_destroy(mstream_t *m);
 CUresult mock_enqueue(mstream_t *s, const op_t *o);
 /* The same, with the entry's number in its stream in *seq_p. */
 CUresult mock_enqueue_at(mstream_t *s, const op_t *o, unsigned long long *seq_p);
-/* The entry this thread runs now (NULL: none), for mock_running. */
+/* The entry this thread runs now (NULL: none), for mock_running; its
+ * stream and number (*s_p NULL: none). */
 void mock_run_set(const mstream_t *s, const op_t *o);
+void mock_running_entry(const mstream_t **s_p, unsigned long long *seq_p);
 /* " (called from F)": the function whose return address is ret, when the
  * dynamic linker can name it ("" otherwise). */
 void mock_caller(const void *ret, char *buf, size_t len);

@@ -27,6 +27,11 @@
  * free stops the process with a line naming the use and the free, where a
  * GPU would read memory the pool has handed to someone else.  The oldest
  * tombstones go once there are more than TOMB_MAX, with no entry running.
+ * Until the host has seen its allocation complete (a synchronisation of
+ * its stream, of an event after it, of the device), such memory may be
+ * used only by its stream's later entries and by those of streams ordered
+ * after the allocation by an event wait (directly or through others): an
+ * entry of any other stream that touches it stops the process.
  */
 #include "mock_cuda_int.h"
 #include <errno.h>
@@ -57,6 +62,9 @@ static struct region {
     int       refs;     /* IPC_OPENED: opens not yet closed */
     mstream_t *astream; /* stream-ordered memory: its stream (NULL: synchronous memory) */
     unsigned long long amark;   /* ... and its allocation's entry there */
+    int       global;   /* ... known complete to the host: valid on every stream */
+    int       nvalid;   /* ... the other streams ordered after the allocation: their entries after `from` */
+    struct { mstream_t *s; unsigned long long from; } valid[16];
     unsigned long long tomb;    /* freed stream-ordered memory: its rank among the tombstones (0: live) */
     char      by[160];  /* a tombstone: what freed it */
 } regions[MAX_REGIONS];
@@ -190,6 +198,50 @@ void mock_region_async(void *p, mstream_t *s, unsigned long long mark)
     if ((r = find_locked((uintptr_t)p, 1)) != NULL) {
         r->astream = s;
         r->amark = mark;
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+/* Whether r's allocation is ordered before s's entries after `seq`; its
+ * from in *from_p (under lock). */
+static int ordered_on(const struct region *r, const mstream_t *s, unsigned long long seq, unsigned long long *from_p)
+{
+    unsigned long long from = ~0ULL;
+    if (r->astream == s)
+        from = r->amark;
+    for (int i = 0; i < r->nvalid; i++)
+        if (r->valid[i].s == s && r->valid[i].from < from)
+            from = r->valid[i].from;
+    if (from_p != NULL)
+        *from_p = from;
+    return from != ~0ULL && seq >= from;
+}
+
+void mock_order_wait(mstream_t *t, unsigned long long tseq, mstream_t *u, unsigned long long useq)
+{
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < MAX_REGIONS; i++) {
+        struct region *r = &regions[i];
+        unsigned long long from;
+        if (r->base == NULL || r->tomb != 0 || r->astream == NULL || r->global || !ordered_on(r, u, useq, NULL))
+            continue;
+        if (ordered_on(r, t, tseq, &from) || (from != ~0ULL && from <= tseq))
+            continue;
+        if (r->nvalid == (int)(sizeof(r->valid) / sizeof(r->valid[0])))
+            r->global = 1;   /* (more streams than the record holds: no longer checked) */
+        else
+            r->valid[r->nvalid].s = t, r->valid[r->nvalid++].from = tseq;
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+void mock_order_seen(mstream_t *u, unsigned long long upto)
+{
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < MAX_REGIONS; i++) {
+        struct region *r = &regions[i];
+        if (r->base != NULL && r->astream != NULL && (u == NULL || ordered_on(r, u, upto, NULL)))
+            r->global = 1;
     }
     pthread_mutex_unlock(&lock);
 }
@@ -515,22 +567,36 @@ API int mock_cuda_read(void *dst, const void *dev, size_t n)
 API void *mock_cuda_shadow(const void *p)
 {
     struct region *r;
-    char *h = NULL, by[160], who[200];
+    char *h = NULL, by[160], who[240];
+    const mstream_t *s = NULL;
+    unsigned long long seq = 0, mark = 0;
+    int unordered = 0, aid = 0;
+    mock_running_entry(&s, &seq);
     pthread_mutex_lock(&lock);
     if ((r = find_any((uintptr_t)p, 1)) != NULL) {
         h = r->shadow + ((const char *)p - r->base);
         if (r->tomb != 0) {
             snprintf(by, sizeof(by), "%s", r->by);
             h = NULL;
+        } else if (r->astream != NULL && !r->global && s != NULL && !ordered_on(r, s, seq, NULL)) {
+            unordered = 1;
+            aid = r->astream->id;
+            mark = r->amark;
         }
     }
     pthread_mutex_unlock(&lock);
-    if (r != NULL && h == NULL) {
+    if (r != NULL && (h == NULL || unordered))
         mock_running(who, sizeof(who));
+    if (r != NULL && h == NULL)
         mock_rule_broken("%s uses device memory at %p after its free (%s): stream-ordered memory may be "
                          "accessed only between its allocation and its free in stream order (CUDA Driver API, "
                          "Stream Ordered Memory Allocator)", who, p, by);
-    }
+    if (unordered)
+        mock_rule_broken("%s uses device memory at %p, allocated by cuMemAllocAsync on stream %d (its entry #%llu), "
+                         "with no event ordering it after the allocation and no host synchronisation since: memory "
+                         "of the stream-ordered allocator is valid only in its stream's order (CUDA Driver API, "
+                         "cuMemAllocAsync; CUDA Programming Guide, Stream-Ordered Memory Allocator)", who, p, aid,
+                         mark);
     return h != NULL ? h : (void *)(uintptr_t)p;
 }
 

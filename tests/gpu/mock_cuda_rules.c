@@ -1,7 +1,8 @@
 /*
  * The documented rules the stand-in driver keeps where a real driver gives
  * no error but a GPU would compute garbage (see mock_cuda.c): a use of
- * stream-ordered memory after its free.  What breaks one stops the process
+ * stream-ordered memory after its free, or on a stream not ordered after
+ * its allocation (mock_cuda_mem.c keeps the order).  What breaks one stops the process
  * (MOCK_RULE_EXIT) with a line naming both sides: the entry that uses the
  * memory (its stream, its number there, what it is) and what freed it.
  * doc/standins.md lists each rule with where the real API documents it.
@@ -66,6 +67,12 @@ static void op_describe(const mstream_t *s, const op_t *o, char *buf, size_t len
     default: snprintf(what, sizeof(what), "cuStreamWriteValue32 to %p", o->dst); break;
     }
     snprintf(buf, len, "stream %d's entry #%llu, %s", s->id, o->seq, what);
+}
+
+void mock_running_entry(const mstream_t **s_p, unsigned long long *seq_p)
+{
+    *s_p = run_o != NULL ? run_s : NULL;
+    *seq_p = run_o != NULL ? run_o->seq : 0;
 }
 
 void mock_running(char *buf, size_t len)

@@ -209,6 +209,7 @@ void mock_comm_unref(mock_comm_t *c)
 {
     if (__atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL) != 0)
         return;
+    mock_ent_order_free(c);
     mock_shm_leave(c->world);
     c->world = NULL;
     free(c->sseq);

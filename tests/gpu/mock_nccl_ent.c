@@ -509,6 +509,41 @@ static void number(entry_t *e)
     }
 }
 
+/* NCCL orders one communicator's operations whatever their streams: it
+ * records an event after each, which the next one's stream waits for when
+ * it is another.  So does the stand-in (through the stand-in driver's
+ * events, while a context is current; none: not ordered).  Before an
+ * operation is queued on `stream`, and after (done 1). */
+static void order(mock_comm_t *c, void *stream, int done)
+{
+    static int (*ev_create)(void **, unsigned), (*ev_record)(void *, void *), (*wait_ev)(void *, void *, unsigned);
+    if (ev_create == NULL) {
+        *(void **)&ev_record = cuda_sym("cuEventRecord");
+        *(void **)&wait_ev = cuda_sym("cuStreamWaitEvent");
+        *(void **)&ev_create = cuda_sym("cuEventCreate");
+    }
+    if (ev_create == NULL || ev_record == NULL || wait_ev == NULL)
+        return;
+    if (!done) {
+        if (c->order_ev != NULL && c->last_stream != stream)
+            wait_ev(stream, c->order_ev, 0);
+        return;
+    }
+    if (c->order_ev == NULL && ev_create(&c->order_ev, 0) != 0)
+        c->order_ev = NULL;
+    if (c->order_ev != NULL && ev_record(c->order_ev, stream) == 0)
+        c->last_stream = stream;
+}
+
+void mock_ent_order_free(mock_comm_t *c)
+{
+    int (*ev_destroy)(void *);
+    *(void **)&ev_destroy = c->order_ev != NULL ? cuda_sym("cuEventDestroy_v2") : NULL;
+    if (ev_destroy != NULL)
+        ev_destroy(c->order_ev);
+    c->order_ev = NULL;
+}
+
 ncclResult_t mock_ent_enqueue(entry_t *e)
 {
     static mock_cuda_enqueue_ext_fn enq;
@@ -541,9 +576,15 @@ ncclResult_t mock_ent_enqueue(entry_t *e)
         mock_ent_free(e);
         return ncclSuccess;
     }
-    if (enq(e->stream, &ext_ops, e) != 0) {
-        mock_ent_free(e);
-        return ncclUnhandledCudaError;
+    order(e->c, e->stream, 0);
+    {
+        mock_comm_t *c = e->c;
+        void *stream = e->stream;
+        if (enq(stream, &ext_ops, e) != 0) {
+            mock_ent_free(e);
+            return ncclUnhandledCudaError;
+        }
+        order(c, stream, 1);
     }
     return ncclSuccess;
 }

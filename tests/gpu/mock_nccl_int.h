@@ -28,6 +28,8 @@ typedef struct mock_comm {
     uint64_t     *wtop, *rtop;   /* per peer: the highest transfer reached here */
     ncclResult_t  async_err;   /* the first failure of an operation */
     struct entry *held;        /* a non-blocking communicator's operations, until polled out */
+    void         *last_stream; /* the stream of its latest operation, and an event recorded after it */
+    void         *order_ev;
     struct mock_comm *gone;    /* the ended communicators' chain (mock_comm_unref) */
 } mock_comm_t;
 
@@ -44,6 +46,9 @@ ncclResult_t mock_ent_enqueue(struct entry *e);
 /* A non-blocking communicator's held operations, in order. */
 void mock_ent_hold(mock_comm_t *c, struct entry *e);
 ncclResult_t mock_ent_release_held(mock_comm_t *c);
+/* What mock_ent_enqueue keeps to order a communicator's operations across
+ * streams, released with it. */
+void mock_ent_order_free(mock_comm_t *c);
 /* The communicator's memory goes once its operations ended; the struct
  * itself stays (on a chain: reachable), so that a use after its end is
  * reported rather than read from freed memory. */

@@ -13,7 +13,13 @@
  *              freed in its stream order, after the call's work (not at
  *              once, under work still queued); the result the same bits
  *              as a twin communicator's, waited for;
- *   finalize   the same with ncclCommFinalize, then ncclCommDestroy.
+ *   finalize   the same with ncclCommFinalize, then ncclCommDestroy;
+ *   twostream  one communicator from two streams, as PyTorch's async_op
+ *              does: a stream-ordered call on one stream followed at once
+ *              by a call on the other, stream-ordered or host-synchronous
+ *              (the first call of a new element count), both ways; each
+ *              call the MPI path's bits (a host-synchronous call must not
+ *              touch memory the earlier call's queued work still uses).
  * Rank 0 prints "nccl_rules CASE: ok" or the program exits 1.
  */
 #define _GNU_SOURCE
@@ -58,6 +64,57 @@ static void case_end(int finalize)
     free(want);
 }
 
+/* One call on (c, s) of buffer k (n[k] floats): its input written (the
+ * scenario's streams waited for first) and reduced through MPI on the
+ * host into want[k], the MPI path's bits for the same calls. */
+static void prep(MPI_Comm mc, void *d, float *want, size_t n, int t, int k)
+{
+    fill(want, n, t, 20 + k);
+    dwrite(d, want, n * sizeof(float));
+    CHECK(MPI_Allreduce(MPI_IN_PLACE, want, (int)n, MPI_FLOAT, MPI_SUM, mc) == MPI_SUCCESS, "MPI");
+}
+
+static void case_twostream(void)
+{
+    enum { K = 6 };
+    const size_t n[K] = {150000, 90001, 150000, 90002, 150000, 90003};
+    ncclComm_t c = new_comm();
+    MPI_Comm mc = new_mpi_comm();
+    void *d[K];
+    float *want[K];
+    char label[96];
+    for (int k = 0; k < K; k++) {
+        d[k] = dev(n[k]);
+        want[k] = malloc(n[k] * sizeof(float));
+    }
+    /* the first calls: the steady state of buffer 0 on SA */
+    for (int t = 0; t < 3; t++) {
+        prep(mc, d[0], want[0], n[0], t, 0);
+        CHECK(call(c, SA, d[0], n[0], NULL) == ncclSuccess, "warm-up %d", t);
+        same_bits(d[0], want[0], n[0], "warm-up");
+    }
+    /* a stream-ordered call on one stream, then at once one on the other:
+     * a new element count's first call (host-synchronous), or buffer 0
+     * again (stream-ordered); both ways */
+    for (int t = 3; t < 3 + K - 1; t++) {
+        int k = t - 2, first = t % 2 == 1;
+        cudaStream_t s1 = first ? SA : SB, s2 = first ? SB : SA;
+        prep(mc, d[0], want[0], n[0], t, 0);
+        prep(mc, d[k], want[k], n[k], t, k);
+        CHECK(call(c, s1, d[0], n[0], NULL) == ncclSuccess, "step %d, the stream-ordered call", t);
+        CHECK(call(c, s2, d[k], n[k], NULL) == ncclSuccess, "step %d, the call on the other stream", t);
+        snprintf(label, sizeof(label), "step %d: the stream-ordered call on %s", t, first ? "SA" : "SB");
+        same_bits(d[0], want[0], n[0], label);
+        snprintf(label, sizeof(label), "step %d: the %s call on %s right after it", t,
+                 n[k] == n[0] ? "stream-ordered" : "host-synchronous", first ? "SB" : "SA");
+        same_bits(d[k], want[k], n[k], label);
+    }
+    nccl_ok(c, "twostream");
+    MPI_Comm_free(&mc);
+    for (int k = 0; k < K; k++)
+        free(want[k]);
+}
+
 int main(int argc, char **argv)
 {
     scen_init(&argc, &argv, "nccl_rules");
@@ -65,6 +122,8 @@ int main(int argc, char **argv)
         case_end(0);
     else if (strcmp(argv[1], "finalize") == 0)
         case_end(1);
+    else if (strcmp(argv[1], "twostream") == 0)
+        case_twostream();
     else
         CHECK(0, "unknown case %s", argv[1]);
     return scen_end(argv[1]);

@@ -5,6 +5,8 @@
 # sides; every case must pass with the same bits on every rank:
 #   destroy, finalize  a communicator ended right after a stream-ordered
 #                      call: its memory freed in stream order;
+#   twostream          one communicator from two streams, stream-ordered
+#                      and host-synchronous calls in turn;
 # at 2 ranks, with the immediate and the deferred schedules, and at 3.
 set -u
 HP_MPI_TIMEOUT=${HP_MPI_TIMEOUT:-120}
@@ -40,9 +42,10 @@ rule() {
     fi
 }
 
-for c in destroy finalize; do
+for c in destroy finalize twostream; do
     rule $c 2 0
     rule $c 2 1
 done
 rule destroy 3 2
+rule twostream 3 2
 exit $status
