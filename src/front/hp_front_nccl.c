@@ -81,7 +81,7 @@ static hp_status_t nccl_begin(hp_comm_t *c, hp_dcall_t *d)
          * hp_nccl_ctx.h) */
         t->borrow = d->recv;
         t->borrow_bytes = d->count * (d->elem == HP_ELEM_F32 ? 4 : 2);
-        if (hp_comm_dbuf(c, &c->msgs, &c->msgs.where, 65536, d->mem.cx, "compressed messages") == HP_OK)
+        if (hp_nccl_dbuf(t, &c->msgs, &c->msgs.where, 65536, d->mem.cx, "compressed messages") == HP_OK)
             c->msgs.agreed = c->msgs.bytes;
     }
     hp_gpu_ptr_query(d->recv, &kinds[0]);
@@ -170,7 +170,7 @@ static hp_status_t nccl_prepare(hp_comm_t *c, hp_dcall_t *d, const hp_plan_t *pl
             HP_OK)
             return st;
         c->dev_busy = 0;
-        ok = hp_comm_dbuf(c, &c->msgs, &c->msgs.where, need, d->mem.cx, "compressed messages") == HP_OK;
+        ok = hp_nccl_dbuf(t, &c->msgs, &c->msgs.where, need, d->mem.cx, "compressed messages") == HP_OK;
         if ((st = hp_nccl_agree_ok(t, ok, &all)) != HP_OK)
             return st;
         if (!all)

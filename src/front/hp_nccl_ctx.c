@@ -250,6 +250,21 @@ hp_status_t hp_nccl_agree_ok(hp_nccl_ctx_t *t, int ok, int *all_p)
     return st;
 }
 
+hp_status_t hp_nccl_dbuf(hp_nccl_ctx_t *t, hp_dbuf_t *b, const hp_gpu_ptr_t *where, size_t bytes, void *cx,
+                         const char *what)
+{
+    void *old = b->p;
+    hp_status_t st = hp_comm_dbuf(t->c, b, where, bytes, cx, what);
+    if (st != HP_OK || b->p == old || cx == NULL)
+        return st;
+    if (codec()->stream_release(cx, t->stream) != HP_GPU_OK) {
+        HP_WARN("nccl: cannot order the caller's stream after new device memory for %s: %s", what,
+                codec()->base.last_error());
+        return HP_ERR_DEVICE;
+    }
+    return hp_nccl_stream_wait(t, "a compressed ncclAllReduce's wait for its new device memory");
+}
+
 void *hp_nccl_async_dbuf(hp_nccl_ctx_t *t, size_t bytes)
 {
     hp_dbuf_t *b = &t->c->msgs;
@@ -267,7 +282,7 @@ void *hp_nccl_async_dbuf(hp_nccl_ctx_t *t, size_t bytes)
         return NULL;
     t->c->dev_busy = 0;
     {
-        int ok = hp_comm_dbuf(t->c, b, &b->where, bytes, t->cx, "compressed messages") == HP_OK;
+        int ok = hp_nccl_dbuf(t, b, &b->where, bytes, t->cx, "compressed messages") == HP_OK;
         if (hp_nccl_agree_ok(t, ok, &all) != HP_OK || !all)
             return NULL;
     }

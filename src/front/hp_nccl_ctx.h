@@ -94,6 +94,15 @@ hp_status_t hp_nccl_size(hp_nccl_ctx_t *t, int *size_p, int *rank_p);
  * function of agreed values) meets what every rank is known to hold. */
 hp_status_t hp_nccl_agree_ok(hp_nccl_ctx_t *t, int ok, int *all_p);
 
+/* hp_comm_dbuf for this call (cx: its codec context, in whose stream order
+ * new memory is had), the new memory then released to the caller's stream
+ * and waited for: memory of the stream-ordered allocator is valid only in
+ * the order of its stream, and the caller's stream moves it with NCCL, the
+ * module's own stream copies into it.  HP_OK, or an error (the memory may
+ * be b's then, unusable by this call). */
+hp_status_t hp_nccl_dbuf(hp_nccl_ctx_t *t, hp_dbuf_t *b, const hp_gpu_ptr_t *where, size_t bytes, void *cx,
+                         const char *what);
+
 /* A stream-ordered call's device memory (the communicator's msgs): the
  * failure agreement in its first 64 bytes, the messages after them.  At
  * least `bytes`, grown only after a wait for the stream (earlier calls may

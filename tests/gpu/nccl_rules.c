@@ -17,9 +17,10 @@
  *   twostream  one communicator from two streams, as PyTorch's async_op
  *              does: a stream-ordered call on one stream followed at once
  *              by a call on the other, stream-ordered or host-synchronous
- *              (the first call of a new element count), both ways; each
- *              call the MPI path's bits (a host-synchronous call must not
- *              touch memory the earlier call's queued work still uses).
+ *              (HIPRESS_NCCL_ASYNC=off for it), SA then SB and SB then SA;
+ *              each call the MPI path's bits (a host-synchronous call must
+ *              not stage through memory the earlier call's queued work
+ *              still reads).
  * Rank 0 prints "nccl_rules CASE: ok" or the program exits 1.
  */
 #define _GNU_SOURCE
@@ -76,13 +77,13 @@ static void prep(MPI_Comm mc, void *d, float *want, size_t n, int t, int k)
 
 static void case_twostream(void)
 {
-    enum { K = 6 };
-    const size_t n[K] = {150000, 90001, 150000, 90002, 150000, 90003};
+    enum { K = 5 };
+    const size_t n[K] = {150000, 90001, 90002, 90003, 90004};
     ncclComm_t c = new_comm();
     MPI_Comm mc = new_mpi_comm();
     void *d[K];
     float *want[K];
-    char label[96];
+    char label[128];
     for (int k = 0; k < K; k++) {
         d[k] = dev(n[k]);
         want[k] = malloc(n[k] * sizeof(float));
@@ -93,20 +94,24 @@ static void case_twostream(void)
         CHECK(call(c, SA, d[0], n[0], NULL) == ncclSuccess, "warm-up %d", t);
         same_bits(d[0], want[0], n[0], "warm-up");
     }
-    /* a stream-ordered call on one stream, then at once one on the other:
-     * a new element count's first call (host-synchronous), or buffer 0
-     * again (stream-ordered); both ways */
-    for (int t = 3; t < 3 + K - 1; t++) {
-        int k = t - 2, first = t % 2 == 1;
-        cudaStream_t s1 = first ? SA : SB, s2 = first ? SB : SA;
+    /* a stream-ordered call of buffer 0 on one stream, then at once buffer
+     * k's on the other: stream-ordered (k odd) or host-synchronous
+     * (HIPRESS_NCCL_ASYNC=off for it, k even); SA then SB, and SB then SA */
+    for (int k = 1; k < K; k++) {
+        int t = 2 + k, sync = k % 2 == 0;
+        cudaStream_t s1 = k <= 2 ? SA : SB, s2 = k <= 2 ? SB : SA;
         prep(mc, d[0], want[0], n[0], t, 0);
         prep(mc, d[k], want[k], n[k], t, k);
         CHECK(call(c, s1, d[0], n[0], NULL) == ncclSuccess, "step %d, the stream-ordered call", t);
+        if (sync)
+            CHECK(comm_set(c, "HIPRESS_NCCL_ASYNC", "off") == HIPRESS_OK, "HIPRESS_NCCL_ASYNC=off");
         CHECK(call(c, s2, d[k], n[k], NULL) == ncclSuccess, "step %d, the call on the other stream", t);
-        snprintf(label, sizeof(label), "step %d: the stream-ordered call on %s", t, first ? "SA" : "SB");
+        if (sync)
+            CHECK(comm_set(c, "HIPRESS_NCCL_ASYNC", "auto") == HIPRESS_OK, "HIPRESS_NCCL_ASYNC=auto");
+        snprintf(label, sizeof(label), "step %d: the stream-ordered call on %s", t, s1 == SA ? "SA" : "SB");
         same_bits(d[0], want[0], n[0], label);
         snprintf(label, sizeof(label), "step %d: the %s call on %s right after it", t,
-                 n[k] == n[0] ? "stream-ordered" : "host-synchronous", first ? "SB" : "SA");
+                 sync ? "host-synchronous" : "stream-ordered", s2 == SA ? "SA" : "SB");
         same_bits(d[k], want[k], n[k], label);
     }
     nccl_ok(c, "twostream");
