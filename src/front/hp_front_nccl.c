@@ -58,7 +58,8 @@ static hp_status_t nccl_ready(hp_comm_t *c, hp_dcall_t *d)
     return HP_OK;
 }
 
-/* The call's transport and memory, and its input: a call that may be
+/* The call's transport and memory, and its input: the caller's stream
+ * ordered after the communicator's previous call; a call that may be
  * stream-ordered joins the codec's streams to the caller's (what reads the
  * input first is the codec's), any other waits for the stream. */
 static hp_status_t nccl_begin(hp_comm_t *c, hp_dcall_t *d)
@@ -67,13 +68,24 @@ static hp_status_t nccl_begin(hp_comm_t *c, hp_dcall_t *d)
     const hp_gpu_ops_v2_t *g = codec();
     hp_gpu_ptr_t kinds[2];
     int candidate = hp_cfg_i(&c->cfg, HP_S_NCCL_ASYNC) == HP_NCCL_ASYNC_AUTO && !hp_cfg_i(&c->cfg, HP_S_VERIFY);
-    hp_status_t st = HP_OK;
+    hp_status_t st = HP_OK, order = HP_OK;
 
+    /* after the communicator's previous call, whatever its stream, as NCCL
+     * orders one communicator's operations: a stream-ordered one's work is
+     * queued on its codec context's streams (their release events), and
+     * this call's staging and messages reuse its memory */
+    if (c->last_async && c->last_cx != NULL && g != NULL && g->stream_release(c->last_cx, t->stream) != HP_GPU_OK) {
+        HP_WARN("nccl: cannot order a compressed ncclAllReduce after the communicator's previous one on another "
+                "stream: %s", g->base.last_error());
+        order = HP_ERR_DEVICE;
+    }
     if (!candidate)
         HP_CHECK_GOTO(hp_nccl_stream_wait(t, INPUT_WAIT), st, out);
     HP_CHECK_GOTO(hp_tp_nccl_init(&t->tp, &t->env, c->rank, c->size), st, out);
     d->tp = &t->tp;
     hp_mem_begin_owned(&d->mem, d->recv, &c->owner);
+    if (order != HP_OK && d->mem.err == HP_OK)
+        d->mem.err = order;   /* (a local failure, carried to the failure agreement) */
     if (c->msgs.p == NULL) {
         /* at the first call, in its stream order: what its agreements need
          * (every rank has it, or says it cannot compress; the settings
