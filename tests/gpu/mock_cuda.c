@@ -32,7 +32,9 @@
  * N-th wait on nothing completes (queries not ready for ever, synchronous
  * waits block for ever after a line on stderr); MOCK_CUDA_ALLOC_FAIL=N
  * (with MOCK_CUDA_FAIL_RANK=r): the N-th device allocation fails with
- * CUDA_ERROR_OUT_OF_MEMORY (mock_cuda_fail_alloc does the same from a test).
+ * CUDA_ERROR_OUT_OF_MEMORY (mock_cuda_fail_alloc does the same from a test);
+ * MOCK_CUDA_WAIT_FAIL=N (same rank knob): the N-th completed poll answers
+ * CUDA_ERROR_LAUNCH_FAILED (mock_cuda_fail_wait).
  */
 #include "mock_cuda_int.h"
 #include <stdlib.h>
@@ -43,7 +45,7 @@ enum { ATTR_CC_MAJOR = 75, ATTR_CC_MINOR = 76 };
 
 unsigned long long n_query, n_d2h, n_h2d, n_d2h_bytes, n_h2d_bytes, n_init, n_retain, n_streams, n_events, n_async,
     n_alloc, n_alloc_async, n_syncs, n_dev_syncs, n_legacy, n_per_thread, n_pending, n_hostfn, n_bad_free_host,
-    n_kernel_loads, n_capture_broken, n_alloc_failed;
+    n_kernel_loads, n_capture_broken, n_alloc_failed, n_wait_failed;
 
 int mock_initialized;
 static char the_context[2];   /* one context per device, by address */
@@ -103,6 +105,36 @@ API void mock_cuda_fail_alloc(int k)
     __atomic_store_n(&alloc_fail_at, __atomic_load_n(&allocs, __ATOMIC_RELAXED) + k, __ATOMIC_RELAXED);
 }
 
+/* MOCK_CUDA_WAIT_FAIL / mock_cuda_fail_wait: whether this completed poll
+ * (a cuStreamQuery or cuEventQuery that would answer complete: the end of
+ * a wait) answers an error instead -- a local failure of one rank's wait,
+ * the stream itself going on. */
+static long wait_fail_at = -1, waits_done;
+
+int mock_wait_fails(void)
+{
+    static int init;
+    long k;
+    if (!init) {
+        int r = env_int("MOCK_CUDA_FAIL_RANK", -1);
+        init = 1;
+        if (r < 0 || r == mock_rank())
+            __atomic_store_n(&wait_fail_at, (long)env_int("MOCK_CUDA_WAIT_FAIL", -1), __ATOMIC_RELAXED);
+    }
+    k = __atomic_add_fetch(&waits_done, 1, __ATOMIC_RELAXED);
+    if (k != __atomic_load_n(&wait_fail_at, __ATOMIC_RELAXED))
+        return 0;
+    COUNT(n_wait_failed, 1);
+    fprintf(stderr, "mock_cuda: wait %ld fails (injected: CUDA_ERROR_LAUNCH_FAILED)\n", k);
+    return 1;
+}
+
+/* The k-th wait from now fails (k >= 1; a large k: none). */
+API void mock_cuda_fail_wait(int k)
+{
+    __atomic_store_n(&wait_fail_at, __atomic_load_n(&waits_done, __ATOMIC_RELAXED) + k, __ATOMIC_RELAXED);
+}
+
 /*
  * "query" (cuPointerGetAttributes), "init", "retain", "streams" and
  * "events" (alive), "ctx_depth", "alloc" (cuMemAlloc), "alloc_async"
@@ -124,7 +156,9 @@ API void mock_cuda_fail_alloc(int k)
  * "bad_free_host": cuMemFreeHost with a context current other than the
  *   allocation's (refused with CUDA_ERROR_INVALID_CONTEXT);
  * "capture_broken": captures invalidated by a prohibited call;
- * "alloc_failed": allocations failed by MOCK_CUDA_ALLOC_FAIL.
+ * "alloc_failed": allocations failed by MOCK_CUDA_ALLOC_FAIL;
+ * "wait_failed": waits failed by MOCK_CUDA_WAIT_FAIL; "waits": the waits
+ *   it counts (completed polls).
  */
 API unsigned long long mock_cuda_count(const char *what)
 {
@@ -135,10 +169,12 @@ API unsigned long long mock_cuda_count(const char *what)
         {"syncs", &n_syncs}, {"host_syncs", &n_syncs}, {"dev_syncs", &n_dev_syncs}, {"legacy", &n_legacy},
         {"per_thread", &n_per_thread}, {"pending", &n_pending}, {"hostfn", &n_hostfn},
         {"bad_free_host", &n_bad_free_host}, {"kernel_loads", &n_kernel_loads},
-        {"capture_broken", &n_capture_broken}, {"alloc_failed", &n_alloc_failed},
+        {"capture_broken", &n_capture_broken}, {"alloc_failed", &n_alloc_failed}, {"wait_failed", &n_wait_failed},
     };
     if (strcmp(what, "ctx_depth") == 0)
         return (unsigned long long)ctx_depth;
+    if (strcmp(what, "waits") == 0)
+        return (unsigned long long)__atomic_load_n(&waits_done, __ATOMIC_RELAXED);
     for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
         if (strcmp(what, rows[i].name) == 0)
             return __atomic_load_n(rows[i].v, __ATOMIC_RELAXED);
@@ -219,6 +255,7 @@ API CUresult cuGetErrorName(CUresult rc, const char **s)
     case ERR_INVALID_CONTEXT: *s = "CUDA_ERROR_INVALID_CONTEXT"; return SUCCESS;
     case ERR_INVALID_HANDLE: *s = "CUDA_ERROR_INVALID_HANDLE"; return SUCCESS;
     case ERR_NOT_READY: *s = "CUDA_ERROR_NOT_READY"; return SUCCESS;
+    case ERR_LAUNCH_FAILED: *s = "CUDA_ERROR_LAUNCH_FAILED"; return SUCCESS;
     case ERR_CAPTURE_UNSUPPORTED: *s = "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED"; return SUCCESS;
     case ERR_CAPTURE_INVALIDATED: *s = "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED"; return SUCCESS;
     case ERR_CAPTURE_UNMATCHED: *s = "CUDA_ERROR_STREAM_CAPTURE_UNMATCHED"; return SUCCESS;

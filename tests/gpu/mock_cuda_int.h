@@ -28,7 +28,7 @@ typedef void (*CUhostFn)(void *);
 
 enum {
     SUCCESS = 0, ERR_INVALID_VALUE = 1, ERR_OUT_OF_MEMORY = 2, ERR_NOT_INITIALIZED = 3, ERR_INVALID_DEVICE = 101,
-    ERR_INVALID_CONTEXT = 201, ERR_INVALID_HANDLE = 400, ERR_NOT_READY = 600,
+    ERR_INVALID_CONTEXT = 201, ERR_INVALID_HANDLE = 400, ERR_NOT_READY = 600, ERR_LAUNCH_FAILED = 719,
     ERR_CAPTURE_UNSUPPORTED = 900, ERR_CAPTURE_INVALIDATED = 901, ERR_CAPTURE_UNMATCHED = 903
 };
 /* cuda.h's CU_STREAM_LEGACY and CU_STREAM_PER_THREAD */
@@ -202,6 +202,8 @@ int mock_value_holds(const op_t *o, uint32_t *now_p);
  * go again (0): what changes a shadow's place (cuIpcGetMemHandle) does it
  * in between. */
 void mock_quiesce(int on);
+/* MOCK_CUDA_WAIT_FAIL: whether a completed poll answers an error. */
+int mock_wait_fails(void);
 /* MOCK_CUDA_HANG */
 int mock_hangs(void);
 void mock_block_for_ever(const char *what);

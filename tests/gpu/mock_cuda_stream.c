@@ -93,7 +93,7 @@ API CUresult cuStreamQuery(CUstream s)
     if (!mock_query(m, m->queued, "cuStreamQuery (polling)"))
         return ERR_NOT_READY;
     COUNT(n_syncs, 1);
-    return SUCCESS;
+    return mock_wait_fails() ? ERR_LAUNCH_FAILED : SUCCESS;
 }
 
 API CUresult cuEventCreate(CUevent *e, unsigned int flags)
@@ -142,7 +142,7 @@ API CUresult cuEventQuery(CUevent e)
     if (ev->s != NULL && !mock_query(ev->s, ev->seq, "cuEventQuery (polling)"))
         return ERR_NOT_READY;
     COUNT(n_syncs, 1);
-    return SUCCESS;
+    return mock_wait_fails() ? ERR_LAUNCH_FAILED : SUCCESS;
 }
 
 API CUresult cuEventDestroy_v2(CUevent e)

@@ -525,6 +525,7 @@ API ncclResult_t ncclCommUserRank(const ncclComm_t comm, int *rank)
 API ncclResult_t ncclCommFinalize(ncclComm_t comm)
 {
     record("ncclCommFinalize", NULL, NULL, 0, -1, -1, -1, comm, NULL);
+    mock_seq_end(mock_comm_live(comm, "ncclCommFinalize"), "ncclCommFinalize");
     /* as a non-blocking communicator may answer */
     return getenv("MOCK_NCCL_NONBLOCKING") != NULL ? ncclInProgress : ncclSuccess;
 }
@@ -546,6 +547,7 @@ static void comm_drop(mock_comm_t *c)
 API ncclResult_t ncclCommDestroy(ncclComm_t comm)
 {
     record("ncclCommDestroy", NULL, NULL, 0, -1, -1, -1, comm, NULL);
+    mock_seq_end(mock_comm_live(comm, "ncclCommDestroy"), "ncclCommDestroy");
     comm_drop(mock_comm_live(comm, "ncclCommDestroy"));
     return ncclSuccess;
 }

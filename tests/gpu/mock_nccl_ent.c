@@ -94,14 +94,14 @@ static void *host_of(const void *p)
     return shadow != NULL ? shadow(p) : (void *)(uintptr_t)p;
 }
 
-static const char *dt_name(int dt)
+const char *mock_dt_name(int dt)
 {
     static const char *const names[] = {"int8", "uint8", "int32", "uint32", "int64", "uint64", "float16",
                                         "float32", "float64", "bfloat16"};
     return dt >= 0 && dt < (int)(sizeof(names) / sizeof(names[0])) ? names[dt] : "?";
 }
 
-static const char *kind_name(int k)
+const char *mock_kind_name(int k)
 {
     switch (k) {
     case MOCK_D_SEND: return "ncclSend";
@@ -109,6 +109,9 @@ static const char *kind_name(int k)
     case MOCK_D_ALLREDUCE: return "ncclAllReduce";
     case MOCK_D_ALLGATHER: return "ncclAllGather";
     case MOCK_D_BCAST: return "ncclBroadcast";
+    case MOCK_D_ALLTOALL: return "ncclAlltoAll";
+    case MOCK_D_GATHER: return "ncclGather";
+    case MOCK_D_SCATTER: return "ncclScatter";
     default: return "?";
     }
 }
@@ -166,7 +169,7 @@ int mock_ent_add(entry_t *e, int send, const void *buf, size_t count, int dt, in
     if (e->kind == E_LOCAL)
         return 0;
     if (peer < 0 || peer >= e->c->size) {
-        fprintf(stderr, "mock_nccl rank %d: an %s with peer %d of %d ranks\n", e->c->rank, kind_name(d.kind),
+        fprintf(stderr, "mock_nccl rank %d: an %s with peer %d of %d ranks\n", e->c->rank, mock_kind_name(d.kind),
                 peer, e->c->size);
         return -1;
     }
@@ -261,9 +264,9 @@ static void say_mismatch(const entry_t *e, const xfer_t *x, const mock_desc_t *p
 {
     fprintf(stderr, "mock_nccl: count or type mismatch on communicator %04llx: rank %d's %s of %llu x %s %s rank %d "
             "(its operation #%u) meets rank %d's %s of %llu x %s %s rank %d (its operation #%u)\n",
-            (unsigned long long)(mock_shm_uid(e->c->world) & 0xffff), e->c->rank, kind_name(x->d.kind),
-            (unsigned long long)x->d.count, dt_name(x->d.dt), x->send ? "to" : "from", x->peer, x->d.opno,
-            x->peer, kind_name(p->kind), (unsigned long long)p->count, dt_name(p->dt), x->send ? "from" : "to",
+            (unsigned long long)(mock_shm_uid(e->c->world) & 0xffff), e->c->rank, mock_kind_name(x->d.kind),
+            (unsigned long long)x->d.count, mock_dt_name(x->d.dt), x->send ? "to" : "from", x->peer, x->d.opno,
+            x->peer, mock_kind_name(p->kind), (unsigned long long)p->count, mock_dt_name(p->dt), x->send ? "from" : "to",
             e->c->rank, p->opno);
 }
 
@@ -439,8 +442,8 @@ static void x_describe(void *arg, char *buf, size_t len)
     entry_t *e = arg;
     unsigned long long cid = e->c->world != NULL ? mock_shm_uid(e->c->world) & 0xffff : 0;
     if (e->kind == E_COLL) {
-        snprintf(buf, len, "%s of %zu x %s (communicator %04llx, operation #%u)", kind_name(e->coll), e->count,
-                 dt_name(e->dt), cid, e->opno);
+        snprintf(buf, len, "%s of %zu x %s (communicator %04llx, operation #%u)", mock_kind_name(e->coll), e->count,
+                 mock_dt_name(e->dt), cid, e->opno);
     } else {
         int s = 0, r = 0;
         for (int i = 0; i < e->nx; i++) {
@@ -501,11 +504,17 @@ static void number(entry_t *e)
 {
     mock_comm_t *c = e->c;
     e->opno = ++c->opno;
+    if (e->kind == E_COLL) {
+        mock_desc_t d = {e->coll, e->dt, e->op, e->root, e->count, 0, e->opno, (uint32_t)c->rank};
+        mock_seq_coll(c, &d);
+    }
     for (int i = 0; i < e->nx; i++) {
         xfer_t *x = &e->x[i];
         x->n = x->send ? ++c->sseq[x->peer] : ++c->rseq[x->peer];
         x->d.opno = e->opno;
         x->d.rank = (uint32_t)c->rank;
+        if (e->kind == E_P2P)
+            mock_seq_p2p(c, x->send, x->peer, x->n, &x->d);
     }
 }
 

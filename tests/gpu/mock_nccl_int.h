@@ -30,6 +30,8 @@ typedef struct mock_comm {
     struct entry *held;        /* a non-blocking communicator's operations, until polled out */
     void         *last_stream; /* the stream of its latest operation, and an event recorded after it */
     void         *order_ev;
+    uint64_t      ncoll;       /* collectives this rank issued on it (mock_nccl_seq.c) */
+    int           seq_ended;   /* its end compared */
     struct mock_comm *gone;    /* the ended communicators' chain (mock_comm_unref) */
 } mock_comm_t;
 
@@ -46,6 +48,18 @@ ncclResult_t mock_ent_enqueue(struct entry *e);
 /* A non-blocking communicator's held operations, in order. */
 void mock_ent_hold(mock_comm_t *c, struct entry *e);
 ncclResult_t mock_ent_release_held(mock_comm_t *c);
+/* The comparison of the ranks' calls (mock_nccl_seq.c), as each is
+ * issued: a collective (before its transfers are numbered), one side of a
+ * send or receive (numbered n); and at the communicator's end (fn names
+ * it; not after an abort).  The first difference stops the process with a
+ * line naming both ranks. */
+void mock_seq_coll(mock_comm_t *c, const mock_desc_t *d);
+void mock_seq_p2p(mock_comm_t *c, int send, int peer, uint64_t n, const mock_desc_t *d);
+void mock_seq_end(mock_comm_t *c, const char *fn);
+/* "ncclAllReduce", "float32" */
+const char *mock_kind_name(int kind);
+const char *mock_dt_name(int dt);
+
 /* What mock_ent_enqueue keeps to order a communicator's operations across
  * streams, released with it. */
 void mock_ent_order_free(mock_comm_t *c);

@@ -20,10 +20,17 @@
  *              (HIPRESS_NCCL_ASYNC=off for it), SA then SB and SB then SA;
  *              each call the MPI path's bits (a host-synchronous call must
  *              not stage through memory the earlier call's queued work
- *              still reads).
+ *              still reads);
+ *   localfail  one rank's wait fails (the stand-in answers its k-th
+ *              completed poll with an error, for every k a call makes), in
+ *              a communicator's first call and in a host-synchronous call
+ *              after a stream-ordered one: every rank still makes the same
+ *              NCCL calls (the stand-in NCCL compares them) and ends with
+ *              the same bits (the call's result, or NaN on every rank).
  * Rank 0 prints "nccl_rules CASE: ok" or the program exits 1.
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -120,6 +127,76 @@ static void case_twostream(void)
         free(want[k]);
 }
 
+static void (*fail_wait)(int);
+
+/* A call of (c, s) on d with rank 1's k-th wait failing (k 0: none); the
+ * waits it made on rank 1 (the same on every k). */
+static unsigned long long call_failing(ncclComm_t c, cudaStream_t s, void *d, size_t n, int k, const char *label)
+{
+    unsigned long long w0 = count("waits"), w;
+    float *h = malloc(n * sizeof(float));
+    if (rank == 1 && k > 0)
+        fail_wait(k);
+    (void)call(c, s, d, n, NULL);
+    w = count("waits") - w0;
+    if (rank == 1)
+        fail_wait(1 << 30);
+    dread(h, d, n * sizeof(float));
+    CHECK(same_everywhere(h, n), "%s, rank 1's wait %d failed: the results differ between ranks", label, k);
+    nccl_ok(c, label);
+    free(h);
+    return w;
+}
+
+static void case_localfail(void)
+{
+    const size_t n = 100000;
+    void *d0 = dev(n), *d1 = dev(n);
+    float *h = malloc(n * sizeof(float));
+    unsigned long long waits;
+    char label[96];
+    *(void **)&fail_wait = dlsym(RTLD_DEFAULT, "mock_cuda_fail_wait");
+    CHECK(fail_wait != NULL, "mock_cuda_fail_wait");
+    if (fail_wait == NULL)
+        return;
+    /* a communicator's first call */
+    fill(h, n, 0, 31);
+    dwrite(d0, h, n * sizeof(float));
+    waits = call_failing(new_comm(), SA, d0, n, 0, "a first call");
+    MPI_Bcast(&waits, 1, MPI_UNSIGNED_LONG_LONG, 1, MPI_COMM_WORLD);
+    for (int k = 1; k <= (int)waits; k++) {
+        dwrite(d0, h, n * sizeof(float));
+        snprintf(label, sizeof(label), "a first call (wait %d of %llu)", k, waits);
+        call_failing(new_comm(), SA, d0, n, k, label);
+    }
+    /* a host-synchronous call on SB right after a stream-ordered one on SA */
+    {
+        ncclComm_t c = new_comm();
+        int t = 0;
+        for (int k = -3; k <= (int)waits; k++, t++) {
+            fill(h, n, t, 32);
+            dwrite(d0, h, n * sizeof(float));
+            CHECK(call(c, SA, d0, n, NULL) == ncclSuccess, "call %d", t);
+            if (k < 0)
+                continue;   /* (the first calls: then stream-ordered) */
+            fill(h, n, t, 33);
+            dwrite(d1, h, n * sizeof(float));
+            CHECK(comm_set(c, "HIPRESS_NCCL_ASYNC", "off") == HIPRESS_OK, "HIPRESS_NCCL_ASYNC=off");
+            snprintf(label, sizeof(label), "a host-synchronous call (wait %d of %llu)", k, waits);
+            if (k == 0) {
+                waits = call_failing(c, SB, d1, n, 0, label);
+                MPI_Bcast(&waits, 1, MPI_UNSIGNED_LONG_LONG, 1, MPI_COMM_WORLD);
+            } else {
+                call_failing(c, SB, d1, n, k, label);
+            }
+            CHECK(comm_set(c, "HIPRESS_NCCL_ASYNC", "auto") == HIPRESS_OK, "HIPRESS_NCCL_ASYNC=auto");
+        }
+    }
+    if (rank == 0)
+        printf("# localfail: every wait of a first call and of a host-synchronous call failed in turn on rank 1\n");
+    free(h);
+}
+
 int main(int argc, char **argv)
 {
     scen_init(&argc, &argv, "nccl_rules");
@@ -129,6 +206,8 @@ int main(int argc, char **argv)
         case_end(1);
     else if (strcmp(argv[1], "twostream") == 0)
         case_twostream();
+    else if (strcmp(argv[1], "localfail") == 0)
+        case_localfail();
     else
         CHECK(0, "unknown case %s", argv[1]);
     return scen_end(argv[1]);

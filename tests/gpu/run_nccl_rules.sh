@@ -7,6 +7,9 @@
 #                      call: its memory freed in stream order;
 #   twostream          one communicator from two streams, stream-ordered
 #                      and host-synchronous calls in turn;
+#   localfail          one rank's wait fails, each wait of a call in turn:
+#                      every rank still makes the same NCCL calls (the
+#                      stand-in NCCL compares them) and ends alike;
 # at 2 ranks, with the immediate and the deferred schedules, and at 3.
 set -u
 HP_MPI_TIMEOUT=${HP_MPI_TIMEOUT:-120}
@@ -42,7 +45,7 @@ rule() {
     fi
 }
 
-for c in destroy finalize twostream; do
+for c in destroy finalize twostream localfail; do
     rule $c 2 0
     rule $c 2 1
 done

@@ -21,9 +21,8 @@
  *               one communicator: NCCL orders them, a deadlock;
  *   preload     the kernels loaded first (mock_cuda_kernels_loaded): it
  *               completes;
- *   mismatch    rank 0 sends 100 floats, rank 1 receives 99: both
- *               streams complete, the error names both sides, both
- *               communicators report ncclInvalidUsage;
+ *   mismatch    rank 0 sends 100 floats, rank 1 receives 99: the second
+ *               to issue its call stops (87), naming both sides;
  *   collmismatch  ncclAllReduce of 5 int64 on rank 0, of 4 elsewhere;
  *   order       (one rank, MOCK_CUDA_DEFERRED=1) entries of two streams
  *               run in an order the seed decides, each stream in order;
