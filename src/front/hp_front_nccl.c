@@ -79,13 +79,13 @@ static hp_status_t nccl_begin(hp_comm_t *c, hp_dcall_t *d)
                 "stream: %s", g->base.last_error());
         order = HP_ERR_DEVICE;
     }
+    /* (a failed wait is this rank's local failure: the call still makes
+     * every exchange, and fails at its failure agreement) */
     if (!candidate)
-        HP_CHECK_GOTO(hp_nccl_stream_wait(t, INPUT_WAIT), st, out);
+        hp_nccl_ctx_local(t, hp_nccl_stream_wait(t, INPUT_WAIT));
     HP_CHECK_GOTO(hp_tp_nccl_init(&t->tp, &t->env, c->rank, c->size), st, out);
     d->tp = &t->tp;
     hp_mem_begin_owned(&d->mem, d->recv, &c->owner);
-    if (order != HP_OK && d->mem.err == HP_OK)
-        d->mem.err = order;   /* (a local failure, carried to the failure agreement) */
     if (c->msgs.p == NULL) {
         /* at the first call, in its stream order: what its agreements need
          * (every rank has it, or says it cannot compress; the settings
@@ -102,7 +102,10 @@ static hp_status_t nccl_begin(hp_comm_t *c, hp_dcall_t *d)
                   hp_gpu_compress_route(&c->cfg, kinds, d->recv, d->recv);
     t->joined = candidate && d->mem.cx != NULL && g->stream_join(d->mem.cx, t->stream) == HP_GPU_OK;
     if (candidate && !t->joined)
-        HP_CHECK_GOTO(hp_nccl_stream_wait(t, INPUT_WAIT), st, out);
+        hp_nccl_ctx_local(t, hp_nccl_stream_wait(t, INPUT_WAIT));
+    hp_nccl_ctx_local(t, order);
+    if (t->local != HP_OK && d->mem.err == HP_OK)
+        d->mem.err = t->local;
 out:
     return st;
 }
@@ -130,12 +133,18 @@ static hp_status_t nccl_plain(hp_comm_t *c, hp_dcall_t *d, const void *send)
         op = ncclAvg;
     t->averaged = d->avg;
 #endif
-    if (t->joined)
-        HP_CHECK_GOTO(hp_nccl_stream_wait(t, INPUT_WAIT), st, out);
+    /* the input in the caller's stream order: its widened copy (the codec's
+     * streams) included */
+    if (t->joined && codec()->stream_release(d->mem.cx, t->stream) != HP_GPU_OK)
+        hp_nccl_ctx_local(t, hp_nccl_stream_wait(t, INPUT_WAIT));
     HP_CHECK_GOTO(hp_nccl_allreduce_op(t, send != NULL ? send : d->data, d->data, d->count, ncclFloat32, op,
                                        "an ncclAllReduce the plan sent plain"),
                   st, out);
-    st = hp_nccl_stream_wait(t, "an ncclAllReduce the plan sent plain");
+    /* (a failed wait: NCCL's result is still every rank's, in stream order,
+     * and what the codec does with it next waits for it on the device) */
+    if (hp_nccl_stream_wait(t, "an ncclAllReduce the plan sent plain") != HP_OK && d->mem.cx != NULL &&
+        codec()->stream_join(d->mem.cx, t->stream) != HP_GPU_OK)
+        st = HP_ERR_DEVICE;
 out:
     return st;
 }
@@ -177,12 +186,12 @@ static hp_status_t nccl_prepare(hp_comm_t *c, hp_dcall_t *d, const hp_plan_t *pl
     t->cx = d->mem.cx;
     if (need > c->msgs.agreed) {
         /* the same on every rank: each grows, in the call's stream order
-         * (after the stream: the old memory's last users), and they agree */
-        if ((st = hp_nccl_stream_wait(t, "a compressed ncclAllReduce's wait before growing its device messages")) !=
-            HP_OK)
-            return st;
-        c->dev_busy = 0;
-        ok = hp_nccl_dbuf(t, &c->msgs, &c->msgs.where, need, d->mem.cx, "compressed messages") == HP_OK;
+         * (after the stream: the old memory's last users), and they agree
+         * (a rank whose wait failed cannot grow, and says so) */
+        ok = hp_nccl_stream_wait(t, "a compressed ncclAllReduce's wait before growing its device messages") == HP_OK;
+        if (ok)
+            c->dev_busy = 0;
+        ok = ok && hp_nccl_dbuf(t, &c->msgs, &c->msgs.where, need, d->mem.cx, "compressed messages") == HP_OK;
         if ((st = hp_nccl_agree_ok(t, ok, &all)) != HP_OK)
             return st;
         if (!all)
@@ -193,6 +202,10 @@ static hp_status_t nccl_prepare(hp_comm_t *c, hp_dcall_t *d, const hp_plan_t *pl
         if (t->joined && codec()->stream_join(d->mem.cx, t->stream) != HP_GPU_OK)
             t->joined = 0;
     }
+    /* what failed on this rank alone so far fails the run (carried to the
+     * failure agreement) */
+    if (t->local != HP_OK && d->mem.err == HP_OK)
+        d->mem.err = t->local;
     if (!t->joined)
         return HP_OK;
     if (explore || d->mem.cx == NULL || d->mem.err != HP_OK)
@@ -278,7 +291,12 @@ static hp_status_t nccl_end(hp_comm_t *c, hp_dcall_t *d)
             st = HP_ERR_DEVICE;
         d->mem.cx = NULL;
     } else {
-        st = hp_mem_end(&d->mem);
+        /* the caller's stream after the codec's work too, whatever the
+         * host's wait for it says (a failed one leaves a failed call's NaN
+         * still queued there) */
+        if (d->mem.cx != NULL && g->stream_release(d->mem.cx, t->stream) != HP_GPU_OK)
+            st = HP_ERR_DEVICE;
+        HP_CHECK_KEEP(hp_mem_end(&d->mem), st);
     }
     HP_CHECK_KEEP(hp_nccl_ctx_end(t), st);
     hp_tp_fini(&t->tp);

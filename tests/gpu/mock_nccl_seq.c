@@ -80,6 +80,24 @@ static void same_counts(const mock_comm_t *c, int r, const uint64_t *mine, const
                (unsigned long long)theirs[n + me], me, (unsigned long long)theirs[me]);
 }
 
+/* A transfer rank r issued with this rank (the next one past this rank's
+ * counts `mine`) before its own collective #k, which this rank now issues
+ * without it: a send or receive one rank skipped. */
+static void beyond(const mock_comm_t *c, int r, const uint64_t *mine, uint64_t k, const char *what)
+{
+    const int me = c->rank, n = c->size;
+    for (int send = 0; send < 2; send++) {
+        /* (r's receive of my next send; r's send of my next receive) */
+        uint64_t next = (send ? mine[n + r] : mine[r]) + 1, colls = 0;
+        mock_desc_t pd;
+        if (mock_shm_issued(c->world, send ? r : me, send ? me : r, send, next, &pd, &colls) && colls < k)
+            differ(c, "rank %d issued its %s #%llu %s rank %d before its collective #%llu, rank %d issues its "
+                   "collective #%llu (%s) after %llu %s", r, mock_kind_name(pd.kind), (unsigned long long)next,
+                   send ? "to" : "from", me, (unsigned long long)k, me, (unsigned long long)k, what,
+                   (unsigned long long)(next - 1), send ? "receives from it" : "sends to it");
+    }
+}
+
 void mock_seq_coll(mock_comm_t *c, const mock_desc_t *d)
 {
     uint64_t *mine, *theirs, k, ended;
@@ -108,6 +126,7 @@ void mock_seq_coll(mock_comm_t *c, const mock_desc_t *d)
             differ(c, "rank %d issues collective #%llu (%s), rank %d ended the communicator after %llu", c->rank,
                    (unsigned long long)k, a, r, (unsigned long long)ended);
         }
+        beyond(c, r, mine, k, a);
     }
     free(mine);
 }
@@ -129,7 +148,14 @@ void mock_seq_p2p(mock_comm_t *c, int send, int peer, uint64_t n, const mock_des
                    (unsigned long long)n, send ? "from" : "to", c->rank, (unsigned long long)pd.count,
                    mock_dt_name(pd.dt), (unsigned long long)colls);
     } else {
-        uint64_t *theirs = calloc(2 * (size_t)c->size, sizeof(uint64_t));
+        /* the peer went on to its next collective, or ended, without it */
+        uint64_t *theirs = calloc(2 * (size_t)c->size, sizeof(uint64_t)), k = c->ncoll + 1;
+        if (theirs != NULL && mock_shm_coll_of(c->world, peer, k, &pd, theirs) &&
+            (send ? theirs[c->size + c->rank] : theirs[c->rank]) < n)
+            differ(c, "rank %d issues its %s #%llu %s rank %d before its collective #%llu, rank %d issued its "
+                   "collective #%llu after %llu", c->rank, mock_kind_name(d->kind), (unsigned long long)n,
+                   send ? "to" : "from", peer, (unsigned long long)k, peer, (unsigned long long)k,
+                   (unsigned long long)(send ? theirs[c->size + c->rank] : theirs[c->rank]));
         if (theirs != NULL && mock_shm_end_of(c->world, peer, &ended, theirs) &&
             (send ? theirs[c->size + c->rank] : theirs[c->rank]) < n)
             differ(c, "rank %d issues its %s #%llu %s rank %d, which ended the communicator after %llu", c->rank,

@@ -51,4 +51,5 @@ for c in destroy finalize twostream localfail; do
 done
 rule destroy 3 2
 rule twostream 3 2
+rule localfail 3 2
 exit $status
