@@ -34,7 +34,8 @@
  * (with MOCK_CUDA_FAIL_RANK=r): the N-th device allocation fails with
  * CUDA_ERROR_OUT_OF_MEMORY (mock_cuda_fail_alloc does the same from a test);
  * MOCK_CUDA_WAIT_FAIL=N (same rank knob): the N-th completed poll answers
- * CUDA_ERROR_LAUNCH_FAILED (mock_cuda_fail_wait).
+ * CUDA_ERROR_LAUNCH_FAILED (mock_cuda_fail_wait); MOCK_CUDA_CAPTURE_FAIL=N:
+ * the N-th cuStreamIsCapturing does (mock_cuda_fail_capture_query).
  */
 #include "mock_cuda_int.h"
 #include <stdlib.h>
@@ -45,7 +46,7 @@ enum { ATTR_CC_MAJOR = 75, ATTR_CC_MINOR = 76 };
 
 unsigned long long n_query, n_d2h, n_h2d, n_d2h_bytes, n_h2d_bytes, n_init, n_retain, n_streams, n_events, n_async,
     n_alloc, n_alloc_async, n_syncs, n_dev_syncs, n_legacy, n_per_thread, n_pending, n_hostfn, n_bad_free_host,
-    n_kernel_loads, n_capture_broken, n_alloc_failed, n_wait_failed;
+    n_kernel_loads, n_capture_broken, n_alloc_failed, n_wait_failed, n_capture_query_failed;
 
 int mock_initialized;
 static char the_context[2];   /* one context per device, by address */
@@ -78,61 +79,81 @@ CUcontext mock_current(void)
     return ctx_depth > 0 ? ctx_stack[ctx_depth - 1] : NULL;
 }
 
-/* MOCK_CUDA_ALLOC_FAIL / mock_cuda_fail_alloc: whether this allocation fails. */
-static long alloc_fail_at = -1, allocs;
+/* Failures on demand, each the k-th of its kind: from the environment
+ * (MOCK_CUDA_ALLOC_FAIL, _WAIT_FAIL, _CAPTURE_FAIL, on MOCK_CUDA_FAIL_RANK's
+ * rank only when it is set) or from a test, the k-th from now (k >= 1; a
+ * large k: none). */
+typedef struct {
+    const char         *env, *what;
+    long                at, done;
+    int                 init;
+    unsigned long long *count;
+} inject_t;
+
+static inject_t inj_alloc = {"MOCK_CUDA_ALLOC_FAIL", "device allocation %ld fails (injected)", -1, 0, 0,
+                             &n_alloc_failed};
+/* the end of a wait: a cuStreamQuery or cuEventQuery that would answer
+ * complete answers CUDA_ERROR_LAUNCH_FAILED (the stream itself goes on) */
+static inject_t inj_wait = {"MOCK_CUDA_WAIT_FAIL", "wait %ld fails (injected: CUDA_ERROR_LAUNCH_FAILED)", -1, 0, 0,
+                            &n_wait_failed};
+/* cuStreamIsCapturing answers CUDA_ERROR_LAUNCH_FAILED */
+static inject_t inj_capture = {"MOCK_CUDA_CAPTURE_FAIL", "capture query %ld fails (injected: CUDA_ERROR_LAUNCH_FAILED)",
+                               -1, 0, 0, &n_capture_query_failed};
+
+/* Whether this one (of j's kind) fails. */
+static int injected(inject_t *j)
+{
+    long k;
+    if (!__atomic_load_n(&j->init, __ATOMIC_ACQUIRE)) {
+        int r = env_int("MOCK_CUDA_FAIL_RANK", -1);
+        if (r < 0 || r == mock_rank())
+            __atomic_store_n(&j->at, (long)env_int(j->env, -1), __ATOMIC_RELAXED);
+        __atomic_store_n(&j->init, 1, __ATOMIC_RELEASE);
+    }
+    k = __atomic_add_fetch(&j->done, 1, __ATOMIC_RELAXED);
+    if (k != __atomic_load_n(&j->at, __ATOMIC_RELAXED))
+        return 0;
+    COUNT(*j->count, 1);
+    fprintf(stderr, "mock_cuda: ");
+    fprintf(stderr, j->what, k);
+    fprintf(stderr, "\n");
+    return 1;
+}
+
+static void arm(inject_t *j, int k)
+{
+    __atomic_store_n(&j->init, 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&j->at, __atomic_load_n(&j->done, __ATOMIC_RELAXED) + k, __ATOMIC_RELAXED);
+}
 
 static int alloc_fails(void)
 {
-    static int init;
-    long k;
-    if (!init) {
-        int r = env_int("MOCK_CUDA_FAIL_RANK", -1);
-        init = 1;
-        if (r < 0 || r == mock_rank())
-            __atomic_store_n(&alloc_fail_at, (long)env_int("MOCK_CUDA_ALLOC_FAIL", -1), __ATOMIC_RELAXED);
-    }
-    k = __atomic_add_fetch(&allocs, 1, __ATOMIC_RELAXED);
-    if (k != __atomic_load_n(&alloc_fail_at, __ATOMIC_RELAXED))
-        return 0;
-    COUNT(n_alloc_failed, 1);
-    fprintf(stderr, "mock_cuda: device allocation %ld fails (injected)\n", k);
-    return 1;
+    return injected(&inj_alloc);
 }
-
-/* The k-th device allocation from now fails (k >= 1). */
-API void mock_cuda_fail_alloc(int k)
-{
-    __atomic_store_n(&alloc_fail_at, __atomic_load_n(&allocs, __ATOMIC_RELAXED) + k, __ATOMIC_RELAXED);
-}
-
-/* MOCK_CUDA_WAIT_FAIL / mock_cuda_fail_wait: whether this completed poll
- * (a cuStreamQuery or cuEventQuery that would answer complete: the end of
- * a wait) answers an error instead -- a local failure of one rank's wait,
- * the stream itself going on. */
-static long wait_fail_at = -1, waits_done;
 
 int mock_wait_fails(void)
 {
-    static int init;
-    long k;
-    if (!init) {
-        int r = env_int("MOCK_CUDA_FAIL_RANK", -1);
-        init = 1;
-        if (r < 0 || r == mock_rank())
-            __atomic_store_n(&wait_fail_at, (long)env_int("MOCK_CUDA_WAIT_FAIL", -1), __ATOMIC_RELAXED);
-    }
-    k = __atomic_add_fetch(&waits_done, 1, __ATOMIC_RELAXED);
-    if (k != __atomic_load_n(&wait_fail_at, __ATOMIC_RELAXED))
-        return 0;
-    COUNT(n_wait_failed, 1);
-    fprintf(stderr, "mock_cuda: wait %ld fails (injected: CUDA_ERROR_LAUNCH_FAILED)\n", k);
-    return 1;
+    return injected(&inj_wait);
 }
 
-/* The k-th wait from now fails (k >= 1; a large k: none). */
+int mock_capture_query_fails(void)
+{
+    return injected(&inj_capture);
+}
+
+API void mock_cuda_fail_alloc(int k)
+{
+    arm(&inj_alloc, k);
+}
+
 API void mock_cuda_fail_wait(int k)
 {
-    __atomic_store_n(&wait_fail_at, __atomic_load_n(&waits_done, __ATOMIC_RELAXED) + k, __ATOMIC_RELAXED);
+    arm(&inj_wait, k);
+}
+
+API void mock_cuda_fail_capture_query(int k)
+{
+    arm(&inj_capture, k);
 }
 
 /*
@@ -170,11 +191,12 @@ API unsigned long long mock_cuda_count(const char *what)
         {"per_thread", &n_per_thread}, {"pending", &n_pending}, {"hostfn", &n_hostfn},
         {"bad_free_host", &n_bad_free_host}, {"kernel_loads", &n_kernel_loads},
         {"capture_broken", &n_capture_broken}, {"alloc_failed", &n_alloc_failed}, {"wait_failed", &n_wait_failed},
+        {"capture_query_failed", &n_capture_query_failed},
     };
     if (strcmp(what, "ctx_depth") == 0)
         return (unsigned long long)ctx_depth;
     if (strcmp(what, "waits") == 0)
-        return (unsigned long long)__atomic_load_n(&waits_done, __ATOMIC_RELAXED);
+        return (unsigned long long)__atomic_load_n(&inj_wait.done, __ATOMIC_RELAXED);
     for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
         if (strcmp(what, rows[i].name) == 0)
             return __atomic_load_n(rows[i].v, __ATOMIC_RELAXED);

@@ -202,8 +202,10 @@ int mock_value_holds(const op_t *o, uint32_t *now_p);
  * go again (0): what changes a shadow's place (cuIpcGetMemHandle) does it
  * in between. */
 void mock_quiesce(int on);
-/* MOCK_CUDA_WAIT_FAIL: whether a completed poll answers an error. */
+/* MOCK_CUDA_WAIT_FAIL, MOCK_CUDA_CAPTURE_FAIL: whether a completed poll,
+ * a capture query answers an error. */
 int mock_wait_fails(void);
+int mock_capture_query_fails(void);
 /* MOCK_CUDA_HANG */
 int mock_hangs(void);
 void mock_block_for_ever(const char *what);

@@ -218,6 +218,8 @@ API CUresult cuStreamIsCapturing(CUstream s, int *status)
 {
     mstream_t *m;
     *status = 0;
+    if (mock_capture_query_fails())
+        return ERR_LAUNCH_FAILED;
     pthread_mutex_lock(&cap_lock);
     for (int i = 0; i < 16; i++)
         if (capturing[i] != NULL && capturing[i] == s)

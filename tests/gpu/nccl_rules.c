@@ -26,7 +26,12 @@
  *              a communicator's first call and in a host-synchronous call
  *              after a stream-ordered one: every rank still makes the same
  *              NCCL calls (the stand-in NCCL compares them) and ends with
- *              the same bits (the call's result, or NaN on every rank).
+ *              the same bits (the call's result, or NaN on every rank);
+ *   capfail    one rank's query of whether the stream is captured fails
+ *              (cuStreamIsCapturing answers an error), in a call alone and
+ *              in a group of one (PyTorch's): that rank must not take the
+ *              real ncclAllReduce while the others compress; the same NCCL
+ *              calls and the same bits everywhere.
  * Rank 0 prints "nccl_rules CASE: ok" or the program exits 1.
  */
 #define _GNU_SOURCE
@@ -197,6 +202,39 @@ static void case_localfail(void)
     free(h);
 }
 
+static void case_capfail(void)
+{
+    const size_t n = 120000;
+    ncclComm_t c = new_comm();
+    void *d = dev(n);
+    float *h = malloc(n * sizeof(float));
+    void (*fail_query)(int);
+    char label[96];
+    *(void **)&fail_query = dlsym(RTLD_DEFAULT, "mock_cuda_fail_capture_query");
+    CHECK(fail_query != NULL, "mock_cuda_fail_capture_query");
+    for (int t = 0; t < 7 && fail_query != NULL; t++) {
+        int fails = t >= 3, group = t >= 5;
+        ncclResult_t rc;
+        fill(h, n, t, 41);
+        dwrite(d, h, n * sizeof(float));
+        if (fails && rank == 1)
+            fail_query(1);
+        if (group)
+            ncclGroupStart();
+        rc = ncclAllReduce(d, d, n, ncclFloat32, ncclSum, c, SA);
+        if (group)
+            ncclGroupEnd();
+        if (rank == 1)
+            fail_query(1 << 30);
+        snprintf(label, sizeof(label), "call %d%s%s", t, fails ? ", rank 1's capture query failing" : "",
+                 group ? ", in a group of one" : "");
+        dread(h, d, n * sizeof(float));
+        CHECK(same_everywhere(h, n), "%s: the results differ between ranks (rc %d here)", label, (int)rc);
+        nccl_ok(c, label);
+    }
+    free(h);
+}
+
 int main(int argc, char **argv)
 {
     scen_init(&argc, &argv, "nccl_rules");
@@ -208,6 +246,8 @@ int main(int argc, char **argv)
         case_twostream();
     else if (strcmp(argv[1], "localfail") == 0)
         case_localfail();
+    else if (strcmp(argv[1], "capfail") == 0)
+        case_capfail();
     else
         CHECK(0, "unknown case %s", argv[1]);
     return scen_end(argv[1]);

@@ -10,6 +10,8 @@
 #   localfail          one rank's wait fails, each wait of a call in turn:
 #                      every rank still makes the same NCCL calls (the
 #                      stand-in NCCL compares them) and ends alike;
+#   capfail            one rank's capture query fails: no rank alone takes
+#                      the real ncclAllReduce;
 # at 2 ranks, with the immediate and the deferred schedules, and at 3.
 set -u
 HP_MPI_TIMEOUT=${HP_MPI_TIMEOUT:-120}
@@ -45,7 +47,7 @@ rule() {
     fi
 }
 
-for c in destroy finalize twostream localfail; do
+for c in destroy finalize twostream localfail capfail; do
     rule $c 2 0
     rule $c 2 1
 done
