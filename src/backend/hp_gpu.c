@@ -184,7 +184,7 @@ int hp_gpu_stream_capturing(void *stream)
     if (g.stream_capturing == NULL)
         return -1;
     if (g.stream_capturing(stream, &status) != HP_CU_SUCCESS)
-        return -1;
+        return -2;
     return status != HP_CU_STREAM_CAPTURE_STATUS_NONE;
 }
 

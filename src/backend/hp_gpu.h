@@ -406,9 +406,10 @@ int hp_gpu_driver_loaded(void);
 void hp_gpu_ptr_query(const void *p, hp_gpu_ptr_t *ptr_p);
 
 /* Whether `stream` is being captured into a CUDA graph, through the loaded
- * libcuda.so.1's cuStreamIsCapturing: 1 yes, -1 unknown (the driver lacks
- * the function, or the query failed), 0 no (also when no driver is loaded:
- * nothing can capture then). */
+ * libcuda.so.1's cuStreamIsCapturing: 1 yes; 0 no (also when no driver is
+ * loaded: nothing can capture then); -1 unknown, the driver lacks the
+ * function (the same on every rank); -2 unknown, the query failed (this
+ * rank only: a local failure). */
 int hp_gpu_stream_capturing(void *stream);
 
 /* ---------------------------------------------------------- the module */

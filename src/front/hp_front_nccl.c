@@ -374,7 +374,8 @@ static ncclResult_t nccl_native(hp_status_t st)
 }
 
 int hp_nccl_allreduce(hp_comm_t *c, const hp_nccl_xport_t *x, const void *sendbuff, void *recvbuff, size_t count,
-                      int elem, int avg, ncclComm_t comm, cudaStream_t stream, ncclResult_t *rc_p, int *reason_p)
+                      int elem, int avg, ncclComm_t comm, cudaStream_t stream, hp_status_t pre, ncclResult_t *rc_p,
+                      int *reason_p)
 {
     hp_nccl_ctx_t t;
     hp_dcall_t d;
@@ -383,6 +384,7 @@ int hp_nccl_allreduce(hp_comm_t *c, const hp_nccl_xport_t *x, const void *sendbu
     *rc_p = ncclSuccess;
     memset(&d, 0, sizeof(d));
     hp_nccl_ctx_init(&t, x, c, comm, stream, hp_cfg_d(&c->cfg, HP_S_TIMEOUT));
+    hp_nccl_ctx_local(&t, pre);
     d.send = sendbuff == recvbuff ? NULL : sendbuff;
     d.recv = recvbuff;
     d.count = count;
