@@ -31,7 +31,13 @@
  *              (cuStreamIsCapturing answers an error), in a call alone and
  *              in a group of one (PyTorch's): that rank must not take the
  *              real ncclAllReduce while the others compress; the same NCCL
- *              calls and the same bits everywhere.
+ *              calls and the same bits everywhere;
+ *   probe      a communicator's first compressed call while another
+ *              stream of rank 0 holds an NCCL operation that waits for
+ *              rank 1, which makes it only after that call: nothing in the
+ *              call may wait for the whole device (the codec's probe, its
+ *              memory, the loading of the kernels come before: at the
+ *              communicator's creation); no deadlock, the same bits.
  * Rank 0 prints "nccl_rules CASE: ok" or the program exits 1.
  */
 #define _GNU_SOURCE
@@ -235,6 +241,36 @@ static void case_capfail(void)
     free(h);
 }
 
+static void case_probe(void)
+{
+    const size_t n = 100000;
+    ncclComm_t p = new_comm(), c = NULL;
+    ncclUniqueId id;
+    void *d = dev(n), *pd = dev(4);
+    float *h = malloc(n * sizeof(float));
+    unsigned long long d0;
+    memset(&id, 0, sizeof(id));
+    /* (through the wrapper, as PyTorch makes its communicators) */
+    CHECK(ncclCommInitRank(&c, size, id, rank) == ncclSuccess && c != NULL, "ncclCommInitRank");
+    comm_settings(c);
+    fill(h, n, 0, 51);
+    dwrite(d, h, n * sizeof(float));
+    /* rank 0: an operation of another communicator, on another stream,
+     * that waits for rank 1 (a pass-through: int64) */
+    if (rank == 0)
+        CHECK(ncclAllReduce(pd, pd, 2, ncclInt64, ncclSum, p, SB) == ncclSuccess, "the other operation");
+    d0 = count("dev_syncs");
+    CHECK(call(c, SA, d, n, NULL) == ncclSuccess, "the first compressed call");
+    CHECK(count("dev_syncs") == d0, "the first compressed call waited for the whole device %llu times",
+          count("dev_syncs") - d0);
+    if (rank != 0)
+        CHECK(ncclAllReduce(pd, pd, 2, ncclInt64, ncclSum, p, SB) == ncclSuccess, "the other operation");
+    dread(h, d, n * sizeof(float));
+    CHECK(same_everywhere(h, n), "the first compressed call: the results differ between ranks");
+    nccl_ok(c, "probe");
+    free(h);
+}
+
 int main(int argc, char **argv)
 {
     scen_init(&argc, &argv, "nccl_rules");
@@ -248,6 +284,8 @@ int main(int argc, char **argv)
         case_localfail();
     else if (strcmp(argv[1], "capfail") == 0)
         case_capfail();
+    else if (strcmp(argv[1], "probe") == 0)
+        case_probe();
     else
         CHECK(0, "unknown case %s", argv[1]);
     return scen_end(argv[1]);

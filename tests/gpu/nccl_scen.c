@@ -80,12 +80,16 @@ static const char *const settings[] = {
     "HIPRESS_HIERARCHICAL", "off", "HIPRESS_MIN_BYTES", "1K", "HIPRESS_ALLOW_PLAIN", "0", NULL,
 };
 
-ncclComm_t new_comm(void)
+ncclComm_t comm_settings(ncclComm_t c)
 {
-    ncclComm_t c = mock_nccl_comm_new();
     for (int i = 0; settings[i] != NULL; i += 2)
         CHECK(comm_set(c, settings[i], settings[i + 1]) == HIPRESS_OK, "hipress_nccl_comm_set %s", settings[i]);
     return c;
+}
+
+ncclComm_t new_comm(void)
+{
+    return comm_settings(mock_nccl_comm_new());
 }
 
 MPI_Comm new_mpi_comm(void)

@@ -63,6 +63,8 @@ unsigned long long work(void);
  * 64K partitions, no hierarchy, at least 1K, never plain); its MPI twin. */
 ncclComm_t new_comm(void);
 MPI_Comm new_mpi_comm(void);
+/* Those settings on c (made otherwise: ncclCommInitRank); c. */
+ncclComm_t comm_settings(ncclComm_t c);
 /* Whether h's bits are the same on every rank. */
 int same_everywhere(const float *h, size_t n);
 /* d (n floats on the device) holds want's bits, and the same everywhere. */

@@ -12,6 +12,9 @@
 #                      stand-in NCCL compares them) and ends alike;
 #   capfail            one rank's capture query fails: no rank alone takes
 #                      the real ncclAllReduce;
+#   probe              a first compressed call while another stream holds an
+#                      NCCL operation its peer makes later: nothing in the
+#                      call waits for the whole device;
 # at 2 ranks, with the immediate and the deferred schedules, and at 3.
 set -u
 HP_MPI_TIMEOUT=${HP_MPI_TIMEOUT:-120}
@@ -47,7 +50,7 @@ rule() {
     fi
 }
 
-for c in destroy finalize twostream localfail capfail; do
+for c in destroy finalize twostream localfail capfail probe; do
     rule $c 2 0
     rule $c 2 1
 done
