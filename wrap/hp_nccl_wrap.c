@@ -27,6 +27,7 @@
 #include "hp_front.h"
 #include "hp_global.h"
 #include "hp_gpu.h"
+#include "hp_backend.h"
 #include "hp_comp.h"
 #include "hp_nccl_group.h"
 #include "hp_nccl_real.h"
@@ -56,6 +57,7 @@ HP_REAL_DECL(ncclCommUserRank);
 HP_REAL_DECL(ncclCommGetAsyncError);
 HP_REAL_DECL(ncclGetErrorString);
 HP_REAL_DECL(ncclCommInitRankConfig);
+HP_REAL_DECL(ncclCommInitRank);
 
 /* The communicators' states. */
 static hp_registry_t reg = HP_REGISTRY_INIT;
@@ -473,18 +475,23 @@ HP_NCCL_END(ncclCommFinalize, 0)
 HP_NCCL_END(ncclCommDestroy, 0)
 HP_NCCL_END(ncclCommAbort, 1)
 
-/* A new communicator (from ncclCommInitRankConfig or ncclCommSplit, which
- * may set it and answer ncclInProgress when non-blocking) starts from the
- * job's settings, never from a communicator that had its address before;
- * a non-blocking one is remembered (its state made). */
+/* A new communicator (from ncclCommInitRank, ncclCommInitRankConfig or
+ * ncclCommSplit, which may set it and answer ncclInProgress when
+ * non-blocking) starts from the job's settings, never from a communicator
+ * that had its address before; a non-blocking one is remembered (its state
+ * made).  Under HIPRESS_NCCL=compress the device codec is set up for the
+ * current context here, where NCCL itself synchronises the device, rather
+ * than in the first compressed call (hp_gpu_codec_setup). */
 static void comm_made(ncclComm_t comm, int nonblocking)
 {
     hp_comm_t *c = hp_registry_detach(&reg, comm);
     if (c != NULL)
         hp_comm_end(c, 0);
+    hp_settings_without_mpi();
+    if (comm != NULL && hp_cfg_i(&hp_g.cfg, HP_S_NCCL) == HP_NCCL_SETTING_COMPRESS && hp_cfg_i(&hp_g.cfg, HP_S_ENABLE))
+        hp_gpu_codec_setup(&hp_g.cfg);
     if (!nonblocking || comm == NULL)
         return;
-    hp_settings_without_mpi();
     if ((c = comm_state(comm, 1)) == NULL) {
         HP_WARN("nccl: no memory to remember a non-blocking communicator (its ncclInProgress answers are "
                 "still polled out)");
@@ -501,6 +508,18 @@ static int comm_nonblocking(ncclComm_t comm)
     int nb = c != NULL && c->nonblocking;
     hp_comm_put(c);
     return nb;
+}
+
+HP_WRAP ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank)
+{
+    __typeof__(&ncclCommInitRank) real = HP_REAL(ncclCommInitRank);
+    ncclResult_t rc;
+    if (real == NULL)
+        return ncclSystemError;
+    rc = real(comm, nranks, commId, rank);
+    if (rc == ncclSuccess && comm != NULL && *comm != NULL)
+        comm_made(*comm, 0);
+    return rc;
 }
 
 HP_WRAP ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank,
