@@ -71,7 +71,8 @@ EXTRA_DIST += tests/gpu/run_gpu.sh tests/gpu/run_gpu_info.sh tests/gpu/run_nccl.
 
 if HP_NCCL
 check_LTLIBRARIES += tests/gpu/mock/libnccl.la tests/gpu/libnccl_user.la
-HP_MOCK_NCCL_SOURCES = tests/gpu/mock_nccl.c tests/gpu/mock_nccl_ent.c tests/gpu/mock_nccl_shm.c tests/gpu/mock_nccl_seq.c \
+HP_MOCK_NCCL_SOURCES = tests/gpu/mock_nccl.c tests/gpu/mock_nccl_ops.c tests/gpu/mock_nccl_ent.c tests/gpu/mock_nccl_shm.c \
+	tests/gpu/mock_nccl_seq.c \
 	tests/gpu/mock_nccl_int.h \
 	tests/gpu/mock_nccl_shm.h tests/gpu/mock_cuda.h
 tests_gpu_mock_libnccl_la_SOURCES = $(HP_MOCK_NCCL_SOURCES)

@@ -198,13 +198,26 @@ entry_t *mock_ent_coll(mock_comm_t *c, void *stream, int kind, const void *send,
         return NULL;
     }
     for (int p = 0; p < c->size; p++) {
+        char *chunk_s = (char *)(uintptr_t)send + (size_t)p * bytes, *chunk_r = (char *)recv + (size_t)p * bytes;
         if (p == c->rank)
             continue;
-        if (kind == MOCK_D_BCAST) {
+        if (kind == MOCK_D_BCAST || kind == MOCK_D_SCATTER) {
             if (c->rank == root)
-                add_xfer(e, 1, p, send, bytes, &d);
+                add_xfer(e, 1, p, kind == MOCK_D_SCATTER ? chunk_s : send, bytes, &d);
             else if (p == root)
                 add_xfer(e, 0, p, recv, bytes, &d);
+            continue;
+        }
+        if (kind == MOCK_D_GATHER) {
+            if (c->rank == root)
+                add_xfer(e, 0, p, chunk_r, bytes, &d);
+            else if (p == root)
+                add_xfer(e, 1, p, send, bytes, &d);
+            continue;
+        }
+        if (kind == MOCK_D_ALLTOALL) {
+            add_xfer(e, 1, p, chunk_s, bytes, &d);
+            add_xfer(e, 0, p, chunk_r, bytes, &d);
             continue;
         }
         add_xfer(e, 1, p, send, bytes, &d);
@@ -384,6 +397,12 @@ static void finish(entry_t *e)
         memmove((char *)host_of(e->recvbuff) + (size_t)c->rank * bytes, host_of(e->sendbuff), bytes);
     } else if (e->coll == MOCK_D_BCAST && c->rank == e->root && e->sendbuff != e->recvbuff) {
         memmove(host_of(e->recvbuff), host_of(e->sendbuff), bytes);
+    } else if (e->coll == MOCK_D_ALLTOALL || (e->coll == MOCK_D_GATHER && c->rank == e->root)) {
+        /* this rank's own chunk */
+        memmove((char *)host_of(e->recvbuff) + (size_t)c->rank * bytes,
+                (const char *)host_of(e->sendbuff) + (e->coll == MOCK_D_ALLTOALL ? (size_t)c->rank * bytes : 0), bytes);
+    } else if (e->coll == MOCK_D_SCATTER && c->rank == e->root) {
+        memmove(host_of(e->recvbuff), (const char *)host_of(e->sendbuff) + (size_t)c->rank * bytes, bytes);
     }
 }
 
@@ -487,8 +506,9 @@ static int x_uses(void *arg, const void *p, size_t n)
     entry_t *e = arg;
     size_t bytes = e->count * mock_shm_dt_bytes(e->dt), all = bytes * (size_t)e->c->size;
     if (e->kind != E_P2P && e->coll != 0) {
-        int gathers = e->coll == MOCK_D_ALLGATHER;
-        return span_has(e->sendbuff, bytes, p, n) || span_has(e->recvbuff, gathers ? all : bytes, p, n);
+        int wide_s = e->coll == MOCK_D_ALLTOALL || e->coll == MOCK_D_SCATTER;
+        int wide_r = e->coll == MOCK_D_ALLGATHER || e->coll == MOCK_D_ALLTOALL || e->coll == MOCK_D_GATHER;
+        return span_has(e->sendbuff, wide_s ? all : bytes, p, n) || span_has(e->recvbuff, wide_r ? all : bytes, p, n);
     }
     for (int i = 0; i < e->nx; i++)
         if (span_has(e->x[i].app, e->x[i].bytes, p, n))

@@ -35,6 +35,30 @@ typedef struct mock_comm {
     struct mock_comm *gone;    /* the ended communicators' chain (mock_comm_unref) */
 } mock_comm_t;
 
+/* An operation held in the open group. */
+typedef struct {
+    int          coll;       /* 0: a send or receive, else MOCK_D_* */
+    int          send, peer, dt, op;
+    const void  *sbuf;
+    void        *rbuf;
+    size_t       count;
+    mock_comm_t *c;
+    void        *stream;
+} gop_t;
+
+/* mock_nccl.c's record of a call; whether the thread's group is open, an
+ * operation into it (0, or -1 without memory); an entry enqueued, or held
+ * for a non-blocking communicator's polls (*held_p 1); MOCK_NCCL_POLLS. */
+void mock_record(const char *fn, const void *s, void *r, size_t count, int dt, int op, int root, void *comm,
+                 void *stream);
+int mock_in_group(void);
+int mock_group_add(const gop_t *g);
+ncclResult_t mock_submit(struct entry *e, mock_comm_t *c, int *held_p);
+int mock_polls(void);
+/* Any operation on comm while one is in progress (a non-blocking
+ * communicator not polled out) is ncclInvalidUsage. */
+int mock_busy(ncclComm_t comm);
+
 /* An operation enqueued on a stream: a group's sends and receives on one
  * communicator, or one collective. */
 struct entry *mock_ent_p2p(mock_comm_t *c, void *stream);

@@ -37,7 +37,12 @@
  *              rank 1, which makes it only after that call: nothing in the
  *              call may wait for the whole device (the codec's probe, its
  *              memory, the loading of the kernels come before: at the
- *              communicator's creation); no deadlock, the same bits.
+ *              communicator's creation); no deadlock, the same bits;
+ *   groupa2a   the program's own group of an eligible ncclAllReduce with an
+ *              ncclAlltoAll (then ncclGather, ncclScatter): a group of two
+ *              operations, so the allreduce goes to NCCL in it, exact (the
+ *              bits of an uncompressed twin), the other operation's data
+ *              right, the calls counted in a group.
  * Rank 0 prints "nccl_rules CASE: ok" or the program exits 1.
  */
 #define _GNU_SOURCE
@@ -271,6 +276,82 @@ static void case_probe(void)
     free(h);
 }
 
+/* The program's group of an eligible ncclAllReduce and `which`
+ * (0 ncclAlltoAll, 1 ncclGather, 2 ncclScatter) of n2 floats a rank. */
+static void group_with(ncclComm_t c, ncclComm_t twin, int which, size_t n, size_t n2)
+{
+    static const char *const names[] = {"ncclAlltoAll", "ncclGather", "ncclScatter"};
+    void *d = dev(n), *dt = dev(n), *s2 = dev(n2 * (size_t)size), *r2 = dev(n2 * (size_t)size);
+    float *h = malloc(n * sizeof(float)), *want = malloc(n * sizeof(float));
+    float *h2 = malloc(n2 * (size_t)size * sizeof(float));
+    hipress_nccl_stats_t s0, s1;
+    void (*nstats)(hipress_nccl_stats_t *);
+    char label[96];
+    *(void **)&nstats = dlsym(RTLD_DEFAULT, "hipress_nccl_stats_get");
+    fill(h, n, which, 60);
+    dwrite(d, h, n * sizeof(float));
+    dwrite(dt, h, n * sizeof(float));
+    for (size_t i = 0; i < n2 * (size_t)size; i++)
+        h2[i] = (float)(rank * 100000 + (int)i);
+    dwrite(s2, h2, n2 * (size_t)size * sizeof(float));
+    CHECK(ncclAllReduce(dt, dt, n, ncclFloat32, ncclSum, twin, SA) == ncclSuccess, "the twin's allreduce");
+    nstats(&s0);
+    CHECK(ncclGroupStart() == ncclSuccess, "ncclGroupStart");
+    CHECK(ncclAllReduce(d, d, n, ncclFloat32, ncclSum, c, SA) == ncclSuccess, "the group's allreduce");
+    if (which == 0)
+        CHECK(ncclAlltoAll(s2, r2, n2, ncclFloat32, c, SA) == ncclSuccess, "ncclAlltoAll");
+    else if (which == 1)
+        CHECK(ncclGather(s2, r2, n2, ncclFloat32, 0, c, SA) == ncclSuccess, "ncclGather");
+    else
+        CHECK(ncclScatter(s2, r2, n2, ncclFloat32, 0, c, SA) == ncclSuccess, "ncclScatter");
+    CHECK(ncclGroupEnd() == ncclSuccess, "ncclGroupEnd");
+    nstats(&s1);
+    dread(want, dt, n * sizeof(float));
+    snprintf(label, sizeof(label), "the allreduce of a group with %s", names[which]);
+    same_bits(d, want, n, label);
+    CHECK(s1.in_group == s0.in_group + 1, "%s: %llu calls counted in the program's group, want 1", label,
+          s1.in_group - s0.in_group);
+    dread(h2, r2, n2 * (size_t)size * sizeof(float));
+    for (int p = 0; p < size; p++)
+        for (size_t i = 0; i < n2; i++) {
+            /* what each rank got from rank p, where it got anything */
+            float got = h2[(size_t)p * n2 + i], want2 = -1;
+            if (which == 0)
+                want2 = (float)(p * 100000 + (int)((size_t)rank * n2 + i));
+            else if (which == 1 && rank == 0)
+                want2 = (float)(p * 100000 + (int)i);
+            else if (which == 2 && p == 0)
+                want2 = (float)((int)((size_t)rank * n2 + i));
+            if (want2 >= 0 && got != want2) {
+                CHECK(0, "%s: element %zu from rank %d is %g, want %g", names[which], i, p, got, want2);
+                p = size;
+                break;
+            }
+        }
+    free(h);
+    free(want);
+    free(h2);
+}
+
+static void case_groupa2a(void)
+{
+    ncclComm_t c = new_comm(), twin = new_comm();
+    const size_t n = 80000;
+    void *d = dev(n);
+    float *h = malloc(n * sizeof(float));
+    /* the twin passes everything through, exact; c compresses alone */
+    CHECK(comm_set(twin, "HIPRESS_ENABLE", "0") == HIPRESS_OK, "HIPRESS_ENABLE=0 on the twin");
+    for (int t = 0; t < 2; t++) {   /* c's first calls */
+        fill(h, n, t, 61);
+        dwrite(d, h, n * sizeof(float));
+        CHECK(call(c, SA, d, n, NULL) == ncclSuccess, "first call %d", t);
+    }
+    for (int which = 0; which < 3; which++)
+        group_with(c, twin, which, n, 1000);
+    nccl_ok(c, "groupa2a");
+    free(h);
+}
+
 int main(int argc, char **argv)
 {
     scen_init(&argc, &argv, "nccl_rules");
@@ -286,6 +367,8 @@ int main(int argc, char **argv)
         case_capfail();
     else if (strcmp(argv[1], "probe") == 0)
         case_probe();
+    else if (strcmp(argv[1], "groupa2a") == 0)
+        case_groupa2a();
     else
         CHECK(0, "unknown case %s", argv[1]);
     return scen_end(argv[1]);

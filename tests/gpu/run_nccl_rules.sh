@@ -15,6 +15,9 @@
 #   probe              a first compressed call while another stream holds an
 #                      NCCL operation its peer makes later: nothing in the
 #                      call waits for the whole device;
+#   groupa2a           the program's group of an allreduce with an
+#                      ncclAlltoAll (ncclGather, ncclScatter): passed to NCCL
+#                      in the group, exact;
 # at 2 ranks, with the immediate and the deferred schedules, and at 3.
 set -u
 HP_MPI_TIMEOUT=${HP_MPI_TIMEOUT:-120}
@@ -50,7 +53,7 @@ rule() {
     fi
 }
 
-for c in destroy finalize twostream localfail capfail probe; do
+for c in destroy finalize twostream localfail capfail probe groupa2a; do
     rule $c 2 0
     rule $c 2 1
 done
