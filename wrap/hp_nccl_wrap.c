@@ -52,6 +52,11 @@ HP_REAL_DECL(ncclAllGather);
 HP_REAL_DECL(ncclReduceScatter);
 HP_REAL_DECL(ncclSend);
 HP_REAL_DECL(ncclRecv);
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 28, 0)
+HP_REAL_DECL(ncclAlltoAll);
+HP_REAL_DECL(ncclGather);
+HP_REAL_DECL(ncclScatter);
+#endif
 HP_REAL_DECL(ncclCommCount);
 HP_REAL_DECL(ncclCommUserRank);
 HP_REAL_DECL(ncclCommGetAsyncError);
@@ -437,6 +442,22 @@ HP_NCCL_MEMBER(ncclSend, (const void *sendbuff, size_t count, ncclDataType_t dat
 HP_NCCL_MEMBER(ncclRecv, (void *recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
                           cudaStream_t stream),
                (recvbuff, count, datatype, peer, comm, stream))
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 28, 0)
+/* (NCCL 2.28's collectives: a program's group of one of them with an
+ * ncclAllReduce is a group of two, the allreduce given to NCCL in it) */
+HP_NCCL_MEMBER(ncclAlltoAll,
+               (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, ncclComm_t comm,
+                cudaStream_t stream),
+               (sendbuff, recvbuff, count, datatype, comm, stream))
+HP_NCCL_MEMBER(ncclGather,
+               (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root,
+                ncclComm_t comm, cudaStream_t stream),
+               (sendbuff, recvbuff, count, datatype, root, comm, stream))
+HP_NCCL_MEMBER(ncclScatter,
+               (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root,
+                ncclComm_t comm, cudaStream_t stream),
+               (sendbuff, recvbuff, count, datatype, root, comm, stream))
+#endif
 
 /* ------------------------------------------------------ communicator end */
 
