@@ -61,6 +61,7 @@
 #endif
 #include <nccl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -200,8 +201,9 @@ static mock_comm_t *comm_init(mock_comm_t *c, mock_shm_t *world)
     c->rnext = calloc((size_t)n, sizeof(uint64_t));
     c->wtop = calloc((size_t)n, sizeof(uint64_t));
     c->rtop = calloc((size_t)n, sizeof(uint64_t));
+    c->connected = calloc((size_t)n, 1);
     if (c->sseq == NULL || c->rseq == NULL || c->wnext == NULL || c->rnext == NULL || c->wtop == NULL ||
-        c->rtop == NULL)
+        c->rtop == NULL || c->connected == NULL)
         abort();
     for (int p = 0; p < n; p++)
         c->wnext[p] = c->rnext[p] = 1;
@@ -224,6 +226,7 @@ void mock_comm_unref(mock_comm_t *c)
     free(c->rnext);
     free(c->wtop);
     free(c->rtop);
+    free(c->connected);
     pthread_mutex_lock(&gone_lock);
     c->gone = gone;
     gone = c;
@@ -354,12 +357,66 @@ static int connect_hang(void)
     return 1;
 }
 
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+ncclResult_t mock_connect(const gop_t *g, int n)
+{
+    const char *v = getenv("MOCK_NCCL_TIMEOUT");
+    double t0 = now_s(), limit = v != NULL && atof(v) > 0 ? atof(v) : 60.0;
+    struct timespec ts = {0, 200000};
+    int waiting = 1;
+    for (int i = 0; i < n; i++)
+        if (!g[i].coll && g[i].c->world != NULL && !g[i].c->connected[g[i].peer])
+            mock_shm_connect(g[i].c->world, g[i].peer);
+    while (waiting) {
+        waiting = 0;
+        for (int i = 0; i < n; i++) {
+            mock_comm_t *c = g[i].c;
+            int p = g[i].peer;
+            const char *why = NULL;
+            if (g[i].coll || c->world == NULL || c->connected[p])
+                continue;
+            if (mock_shm_connected(c->world, p)) {
+                c->connected[p] = 1;
+                continue;
+            }
+            if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE))
+                return ncclSystemError;
+            if (mock_shm_aborted(c->world, p))
+                why = "it aborted the communicator";
+            else if (mock_shm_pid(c->world, p) > 0 && kill(mock_shm_pid(c->world, p), 0) != 0)
+                why = "its process is gone";
+            else if (now_s() - t0 > limit)
+                why = "not within MOCK_NCCL_TIMEOUT";
+            if (why != NULL) {
+                fprintf(stderr, "mock_nccl rank %d: a group with a send or receive with rank %d (their first on "
+                        "communicator %04llx: NCCL connects them in it) waits for rank %d to reach its own, and %s\n",
+                        c->rank, p, (unsigned long long)(mock_shm_uid(c->world) & 0xffff), p, why);
+                return ncclSystemError;
+            }
+            waiting = 1;
+        }
+        if (waiting)
+            nanosleep(&ts, NULL);
+    }
+    return ncclSuccess;
+}
+
 static ncclResult_t group_flush(void)
 {
     ncclResult_t rc = ncclSuccess;
     int held = 0;
     if (connect_hang())
         return ncclSystemError;
+    if ((rc = mock_connect(gops, ngops)) != ncclSuccess) {
+        ngops = 0;
+        return rc;
+    }
     for (int i = 0; i < ngops;) {
         gop_t *g = &gops[i];
         struct entry *e;

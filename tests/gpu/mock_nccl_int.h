@@ -31,6 +31,7 @@ typedef struct mock_comm {
     void         *last_stream; /* the stream of its latest operation, and an event recorded after it */
     void         *order_ev;
     uint64_t      ncoll;       /* collectives this rank issued on it (mock_nccl_seq.c) */
+    unsigned char *connected;  /* per peer: the pair connected (its first group with a send or receive) */
     int           seq_ended;   /* its end compared */
     struct mock_comm *gone;    /* the ended communicators' chain (mock_comm_unref) */
 } mock_comm_t;
@@ -55,6 +56,13 @@ int mock_in_group(void);
 int mock_group_add(const gop_t *g);
 ncclResult_t mock_submit(struct entry *e, mock_comm_t *c, int *held_p);
 int mock_polls(void);
+/* NCCL connects a pair of ranks at the ncclGroupEnd of the first group
+ * with a send or receive between them (an operation outside a group is a
+ * group of its own): it blocks until the peer reaches its own.  The pairs
+ * of the n operations g not connected yet: ncclSuccess, or
+ * ncclSystemError after a line (a peer gone, MOCK_NCCL_TIMEOUT) or once a
+ * communicator of them is aborted. */
+ncclResult_t mock_connect(const gop_t *g, int n);
 /* Any operation on comm while one is in progress (a non-blocking
  * communicator not polled out) is ncclInvalidUsage. */
 int mock_busy(ncclComm_t comm);

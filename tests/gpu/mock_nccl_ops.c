@@ -31,7 +31,10 @@ static ncclResult_t operation(const gop_t *g)
         rc = mock_submit(mock_ent_coll(g->c, g->stream, g->coll, g->sbuf, g->rbuf, g->count, g->dt, g->op, g->peer), g->c,
                     &held);
     } else {
-        struct entry *e = mock_ent_p2p(g->c, g->stream);
+        struct entry *e;
+        if ((rc = mock_connect(g, 1)) != ncclSuccess)
+            return rc;
+        e = mock_ent_p2p(g->c, g->stream);
         if (e != NULL && mock_ent_add(e, g->send, g->send ? g->sbuf : g->rbuf, g->count, g->dt, g->peer) != 0) {
             mock_ent_free(e);
             return ncclInvalidArgument;

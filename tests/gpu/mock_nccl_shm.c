@@ -72,6 +72,7 @@ typedef struct {
     _Atomic int      joined;
     _Atomic int      pid[MAX_RANKS];
     _Atomic int      aborted[MAX_RANKS];
+    _Atomic char     conn[MAX_RANKS][MAX_RANKS];   /* [a][b]: a reached its first group with b */
     char             pad[64];
 } hdr_t;
 
@@ -352,6 +353,16 @@ size_t mock_shm_read(mock_shm_t *w, int src, void *p, size_t len)
     }
     atomic_store_explicit(&c->head, head, memory_order_release);
     return k;
+}
+
+void mock_shm_connect(mock_shm_t *w, int peer)
+{
+    atomic_store(&w->h->conn[w->rank][peer], 1);
+}
+
+int mock_shm_connected(const mock_shm_t *w, int peer)
+{
+    return atomic_load(&w->h->conn[peer][w->rank]) != 0;
 }
 
 void mock_shm_abort(mock_shm_t *w)

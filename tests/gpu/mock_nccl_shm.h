@@ -68,6 +68,11 @@ int mock_shm_end_of(mock_shm_t *w, int r, uint64_t *colls_p, uint64_t *cnt);
  * dst); the bytes moved. */
 size_t mock_shm_write(mock_shm_t *w, int dst, const void *p, size_t len);
 size_t mock_shm_read(mock_shm_t *w, int src, void *p, size_t len);
+/* This rank reached its first group with a send or receive with `peer`
+ * (NCCL connects the pair there); whether `peer` reached its own with this
+ * rank. */
+void mock_shm_connect(mock_shm_t *w, int peer);
+int mock_shm_connected(const mock_shm_t *w, int peer);
 /* This rank's communicator was aborted (its peers' transfers with it fail);
  * whether rank r's was. */
 void mock_shm_abort(mock_shm_t *w);

@@ -47,6 +47,12 @@ run capture 1 0 && grep -q 'cuMemAlloc during a global-mode capture of stream .*
     hp_fail "capture: no line naming the prohibited call"
 run abort 2 0
 
+# a pair connects in the ncclGroupEnd of its first group with a send or
+# receive: one that the peer reaches only after this rank's is a hang
+run connect 2 0 MOCK_NCCL_TIMEOUT=2 &&
+    { grep -q "^mock_nccl rank 0: a group with a send or receive with rank 1 (their first on communicator [0-9a-f]*: NCCL connects them in it) waits for rank 1 to reach its own, and not within MOCK_NCCL_TIMEOUT$" "$err" ||
+      hp_fail "connect: no line naming the pair"; }
+
 # the rules of stream-ordered memory: a broken one stops the process (87)
 # with a line naming the use and the free, or the allocation
 run freeuse 1 87 MOCK_CUDA_DEFERRED=1 &&
@@ -65,7 +71,7 @@ for c in sendsend devsync lazy onecomm; do
         run $c 2 86 MOCK_CUDA_DEFERRED=$d || continue
         grep -q '^mock_cuda rank [01] (pid [0-9]*): deadlock: a cycle of waits' "$err" ||
             hp_fail "$c: no deadlock report"
-        grep -q 'waits at a group of 1 ncclSend and 0 ncclRecv (communicator [0-9a-f]*, operation #1) for rank [01] to reach the matching operation' "$err" ||
+        grep -q 'waits at a group of 1 ncclSend and 0 ncclRecv (communicator [0-9a-f]*, operation #[12]) for rank [01] to reach the matching operation' "$err" ||
             hp_fail "$c: the report does not name the send and its peer"
         case $c in
         onecomm) grep -q 'waits at a wait for an event of stream' "$err" ||

@@ -32,6 +32,11 @@
  *   abort       a receive whose send never comes, and ncclCommAbort from
  *               another thread: the stream completes, the error is
  *               reported;
+ *   connect     rank 0's first group with rank 1 (a send) before a
+ *               rendezvous outside NCCL that rank 1 passes first: the
+ *               group's end waits to connect, and fails at the timeout
+ *               naming the pair (NCCL connects a pair in the ncclGroupEnd
+ *               of its first send or receive);
  *   freeuse, freelate, unordered  stream-ordered memory freed under a
  *               queued use, used after its free, used on a stream not
  *               ordered after its allocation: stopped (87), both named.
@@ -156,6 +161,20 @@ static int holds(const void *d, size_t n, float base)
     return ok;
 }
 
+/* c, its ring of neighbours connected: NCCL connects a pair at the
+ * ncclGroupEnd of their first group with a send or receive between them,
+ * which blocks until both have reached theirs. */
+static ncclComm_t connected(ncclComm_t c)
+{
+    void *s = stream(), *sd = dev_floats(1, 0), *rd = dev_floats(1, 0);
+    ncclGroupStart();
+    ncclSend(sd, 1, ncclFloat32, (rank + 1) % size, c, s);
+    ncclRecv(rd, 1, ncclFloat32, (rank + size - 1) % size, c, s);
+    ncclGroupEnd();
+    CHECK(cu_sync(s) == 0, "the connection's exchange");
+    return c;
+}
+
 /* ---------------------------------------------------------------- cases */
 
 static void case_ok(void)
@@ -215,8 +234,8 @@ static void case_sendsend(void)
  * the send, which waits for the peer's receive. */
 static void case_between(const char *how)
 {
-    ncclComm_t c1 = new_comm(), c2 = strcmp(how, "onecomm") == 0 ? c1 : new_comm(), c = rank % 2 ? c2 : c1,
-               c2r = rank % 2 ? c1 : c2;
+    ncclComm_t c1 = connected(new_comm()), c2 = strcmp(how, "onecomm") == 0 ? c1 : connected(new_comm()),
+               c = rank % 2 ? c2 : c1, c2r = rank % 2 ? c1 : c2;
     void *a = stream(), *b = stream();
     int peer = (rank + 1) % size, from = (rank + size - 1) % size;
     void *sd = dev_floats(1000, (float)rank), *rd = dev_floats(1000, -1);
@@ -391,9 +410,31 @@ static void *aborter(void *u)
     return NULL;
 }
 
-static void case_abort(void)
+/* Rank 0's first group with rank 1 is a send; rank 1 makes its own only
+ * after rank 0 has passed that group (a rendezvous outside NCCL): rank 0's
+ * ncclGroupEnd waits to connect and, at MOCK_NCCL_TIMEOUT, fails naming
+ * the pair. */
+static void case_connect(void)
 {
     ncclComm_t c = new_comm();
+    void *a = stream(), *d = dev_floats(100, 0);
+    int x = 0, *all = malloc((size_t)size * sizeof(int));
+    ncclResult_t rc = ncclSuccess;
+    if (rank == 0) {
+        ncclGroupStart();
+        ncclSend(d, 100, ncclFloat32, 1, c, a);
+        rc = ncclGroupEnd();
+    }
+    xchg(&x, sizeof(x), all);
+    if (rank == 1)
+        ncclRecv(d, 100, ncclFloat32, 0, c, a);
+    CHECK(rank != 0 || rc == ncclSystemError, "the group's end answered %d, want ncclSystemError", (int)rc);
+    free(all);
+}
+
+static void case_abort(void)
+{
+    ncclComm_t c = connected(new_comm());
     void *a = stream(), *d = dev_floats(100, 0);
     pthread_t t;
     abort_comm = c;
@@ -465,6 +506,8 @@ int main(int argc, char **argv)
         case_capture();
     else if (strcmp(argv[1], "abort") == 0)
         case_abort();
+    else if (strcmp(argv[1], "connect") == 0)
+        case_connect();
     else
         die("unknown case");
     if (rank == 0 && !bad)
