@@ -214,8 +214,8 @@ static hp_status_t nccl_agree(hp_transport_t *tp, hp_tp_type_t type, void *value
 static hp_status_t nccl_iagree(hp_transport_t *tp, hp_tp_type_t type, void *values, size_t n, const char *what,
                                hp_req_t *req)
 {
-    /* host-synchronous today: done at once (the stream-ordered form, with
-     * the values on the device, is the NCCL issue's) */
+    /* host-synchronous: done at once (the values on the host; the
+     * stream-ordered form's, on the device, is nccl_iagree_async) */
     req->active = 0;
     return nccl_agree(tp, type, values, n, what);
 }

@@ -10,7 +10,8 @@
 #      libmpi, libopen-rte, libopen-pal and libhwloc that libhipress.so
 #      loads is hidden (an empty file mounted over it), and there
 #        - libhipress.so cannot be loaded (the loader refuses it: the
-#          issue's failure, which shows the hiding holds),
+#          failure a job without MPI would meet, which shows the hiding
+#          holds),
 #        - under libhipress_nccl.so every case of nccl_calls passes (each
 #          call reaches the stand-in with its arguments unchanged), one call
 #          is counted, hipress_library() says libhipress_nccl,
