@@ -66,7 +66,7 @@ tests_gpu_check_gpu_LDADD = libhpcore.la $(CHECK_LIBS) -lm
 tests_gpu_mpi_gpu_SOURCES = tests/gpu/mpi_gpu.c
 tests_gpu_mpi_gpu_LDADD = -ldl
 EXTRA_DIST += tests/gpu/run_gpu.sh tests/gpu/run_gpu_info.sh tests/gpu/run_nccl.sh tests/gpu/run_cuda.sh tests/gpu/run_nccl_compress.sh \
-    tests/gpu/run_nccl_scenarios.sh tests/gpu/run_nccl_rules.sh \
+    tests/gpu/run_nccl_scenarios.sh tests/gpu/run_nccl_rules.sh tests/gpu/nccl_run.sh \
     tests/gpu/mock_nccl.h
 
 if HP_NCCL
