@@ -297,6 +297,10 @@ static hp_status_t nccl_end(hp_comm_t *c, hp_dcall_t *d)
         if (d->mem.cx != NULL && g->stream_release(d->mem.cx, t->stream) != HP_GPU_OK)
             st = HP_ERR_DEVICE;
         HP_CHECK_KEEP(hp_mem_end(&d->mem), st);
+        /* (not waited for: the next call orders itself after it, as after a
+         * stream-ordered one) */
+        if (st != HP_OK)
+            c->last_async = 1;
     }
     HP_CHECK_KEEP(hp_nccl_ctx_end(t), st);
     hp_tp_fini(&t->tp);
