@@ -259,9 +259,12 @@ static void cx_destroy(mod_cx_t *m)
 }
 
 /* A tiny kernel on the module's copy stream writes a word that is read
- * back (no legacy stream, a bounded wait); then every kernel is loaded
- * and the page-locked words are taken, so that no call synchronises the
- * device for either. */
+ * back (no legacy stream, a bounded wait), its memory had and freed in
+ * that stream's order where the driver can (no synchronisation of the
+ * device); then every kernel is loaded and the page-locked words are
+ * taken, so that no call synchronises the device for either.  The NCCL
+ * front end probes at a communicator's creation (hp_gpu_codec_setup), the
+ * MPI path at its first device call. */
 int hpcu_codec_probe(const hp_gpu_ptr_t *where)
 {
     hp_cu_scope_t sc;
@@ -273,12 +276,19 @@ int hpcu_codec_probe(const hp_gpu_ptr_t *where)
     if ((st = hp_cu_scope_enter(where, &sc)) != HP_GPU_OK)
         return st;
     hp_cu_op_set("the codec's probe kernel on device %d", where->device);
-    if ((st = hp_cu_xfer_stream(&s)) == HP_GPU_OK && hp_cu.MemAlloc(&d, sizeof(h)) == CUDA_SUCCESS) {
+    if ((st = hp_cu_xfer_stream(&s)) == HP_GPU_OK &&
+        (hp_cu.MemAllocAsync != NULL ? hp_cu.MemAllocAsync(&d, sizeof(h), s) : hp_cu.MemAlloc(&d, sizeof(h))) ==
+            CUDA_SUCCESS) {
         ok = hp_cu.MemsetD8Async(d, 0, sizeof(h), s) == CUDA_SUCCESS &&
              hp_kl_probe(s, (uint32_t *)(uintptr_t)d) == 0 &&
              hp_cu.MemcpyDtoHAsync(&h, d, sizeof(h), s) == CUDA_SUCCESS &&
              (st = hp_cu_wait(0, s, "the module's copy stream")) == HP_GPU_OK && h == HP_KL_PROBE_WORD;
-        hp_cu.MemFree(d);
+        /* (after the wait, or after what it waited for: a stuck stream's
+         * memory is freed when it gets there) */
+        if (hp_cu.MemFreeAsync != NULL)
+            hp_cu.MemFreeAsync(d, s);
+        else
+            hp_cu.MemFree(d);
     }
     if (ok && hp_kl_preload() < 0) {
         ok = 0;

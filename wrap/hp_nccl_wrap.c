@@ -27,6 +27,7 @@
 #include "hp_front.h"
 #include "hp_global.h"
 #include "hp_gpu.h"
+#include "hp_backend.h"
 #include "hp_comp.h"
 #include "hp_nccl_group.h"
 #include "hp_nccl_real.h"
@@ -51,11 +52,17 @@ HP_REAL_DECL(ncclAllGather);
 HP_REAL_DECL(ncclReduceScatter);
 HP_REAL_DECL(ncclSend);
 HP_REAL_DECL(ncclRecv);
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 28, 0)
+HP_REAL_DECL(ncclAlltoAll);
+HP_REAL_DECL(ncclGather);
+HP_REAL_DECL(ncclScatter);
+#endif
 HP_REAL_DECL(ncclCommCount);
 HP_REAL_DECL(ncclCommUserRank);
 HP_REAL_DECL(ncclCommGetAsyncError);
 HP_REAL_DECL(ncclGetErrorString);
 HP_REAL_DECL(ncclCommInitRankConfig);
+HP_REAL_DECL(ncclCommInitRank);
 
 /* The communicators' states. */
 static hp_registry_t reg = HP_REGISTRY_INIT;
@@ -128,11 +135,12 @@ typedef struct {
     ncclComm_t     comm;
     cudaStream_t   stream;
     ncclResult_t   err;   /* the held call, given to NCCL late, failed: said at ncclGroupEnd */
+    int            unknown;   /* its capture query failed (allreduce_classify) */
 } held_call_t;
 static __thread held_call_t tls_held;
 
 static int allreduce_compress(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
-                              ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream, ncclResult_t *rc_p);
+                              ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream, int unknown, ncclResult_t *rc_p);
 
 /* Poll ncclCommGetAsyncError while comm answers ncclInProgress, at most
  * HIPRESS_TIMEOUT seconds; its final answer (ncclSystemError after the
@@ -225,8 +233,8 @@ HP_WRAP ncclResult_t ncclGroupEnd(void)
                 rc = wait_async(h.comm, "the user's ncclGroupEnd before a held ncclAllReduce");
             /* (when the group failed, NCCL's error comes back and the held
              * call is not run) */
-            if (rc == ncclSuccess &&
-                !allreduce_compress(h.sendbuff, h.recvbuff, h.count, h.datatype, h.op, h.comm, h.stream, &hrc))
+            if (rc == ncclSuccess && !allreduce_compress(h.sendbuff, h.recvbuff, h.count, h.datatype, h.op, h.comm,
+                                                         h.stream, h.unknown, &hrc))
                 hrc = held_release_as(&h);
             if (rc == ncclSuccess)
                 rc = hrc;
@@ -269,9 +277,12 @@ static int op_is_sum(ncclRedOp_t op)
  * end's); eligible calls of a group that may hold only them are counted at
  * ncclGroupEnd.  Returns 1 when the call is eligible and outside any
  * group, 2 when it is eligible and the first of a depth-1 group (decided
- * at ncclGroupEnd), else 0. */
+ * at ncclGroupEnd), else 0.  *unknown_p: the query of whether the stream
+ * is captured failed on this rank alone, so the call is taken as its peers
+ * take it, to fail there on every rank alike (never given to NCCL alone
+ * while they compress). */
 static int allreduce_classify(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
-                              ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream)
+                              ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream, int *unknown_p)
 {
     hp_nccl_group_class_t cls;
     hp_call_desc_t d;
@@ -301,9 +312,16 @@ static int allreduce_classify(const void *sendbuff, void *recvbuff, size_t count
     d.in_place = sendbuff == recvbuff && recvbuff != NULL;
     d.in_user_group = cls == HP_NCCL_IN_USER_GROUP;
     r = hp_eligible(&d);
+    *unknown_p = 0;
     if (r == HP_ELIG_YES) {
         /* last, as it costs a driver call */
         d.capturing = hp_gpu_stream_capturing((void *)stream);
+        if (d.capturing == -2) {
+            HP_WARN("nccl: cannot ask the driver whether the stream of an ncclAllReduce is being captured: the "
+                    "call fails on every rank (NaN) rather than reach NCCL on this rank alone");
+            d.capturing = 0;
+            *unknown_p = 1;
+        }
         r = hp_eligible(&d);
     }
     if (r == HP_ELIG_YES && cls == HP_NCCL_SOLE_SO_FAR) {
@@ -334,7 +352,7 @@ static int real_calls(hp_nccl_xport_t *x)
 /* HIPRESS_NCCL=compress: the compressed path takes a float32, float16 or
  * bfloat16 call.  Returns 1 when it did (*rc_p: the result). */
 static int allreduce_compress(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
-                              ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream, ncclResult_t *rc_p)
+                              ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream, int unknown, ncclResult_t *rc_p)
 {
     static hp_nccl_xport_t x;
     static _Atomic int have_x;
@@ -361,7 +379,8 @@ static int allreduce_compress(const void *sendbuff, void *recvbuff, size_t count
 #else
     (void)op;
 #endif
-    taken = hp_nccl_allreduce(c, &x, sendbuff, recvbuff, count, elem_of(datatype), avg, comm, stream, rc_p, &reason);
+    taken = hp_nccl_allreduce(c, &x, sendbuff, recvbuff, count, elem_of(datatype), avg, comm, stream,
+                              unknown ? HP_ERR_DEVICE : HP_OK, rc_p, &reason);
     hp_comm_put(c);
     return taken;
 }
@@ -371,15 +390,15 @@ HP_WRAP ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t 
 {
     __typeof__(&ncclAllReduce) real = HP_REAL(ncclAllReduce);
     ncclResult_t rc;
-    int cand;
+    int cand, unknown = 0;
     if (real == NULL)
         return ncclSystemError;
-    cand = allreduce_classify(sendbuff, recvbuff, count, datatype, op, comm, stream);
-    if (cand == 1 && allreduce_compress(sendbuff, recvbuff, count, datatype, op, comm, stream, &rc))
+    cand = allreduce_classify(sendbuff, recvbuff, count, datatype, op, comm, stream, &unknown);
+    if (cand == 1 && allreduce_compress(sendbuff, recvbuff, count, datatype, op, comm, stream, unknown, &rc))
         return rc;
     if (cand == 2 && elem_of(datatype) >= 0 && comm_setting(comm, HP_S_NCCL) == HP_NCCL_SETTING_COMPRESS) {
         /* the first call of a group: held until the group ends or grows */
-        tls_held = (held_call_t){1, sendbuff, recvbuff, count, datatype, op, comm, stream, tls_held.err};
+        tls_held = (held_call_t){1, sendbuff, recvbuff, count, datatype, op, comm, stream, tls_held.err, unknown};
         return ncclSuccess;
     }
     return real(sendbuff, recvbuff, count, datatype, op, comm, stream);
@@ -423,6 +442,22 @@ HP_NCCL_MEMBER(ncclSend, (const void *sendbuff, size_t count, ncclDataType_t dat
 HP_NCCL_MEMBER(ncclRecv, (void *recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
                           cudaStream_t stream),
                (recvbuff, count, datatype, peer, comm, stream))
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 28, 0)
+/* (NCCL 2.28's collectives: a program's group of one of them with an
+ * ncclAllReduce is a group of two, the allreduce given to NCCL in it) */
+HP_NCCL_MEMBER(ncclAlltoAll,
+               (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, ncclComm_t comm,
+                cudaStream_t stream),
+               (sendbuff, recvbuff, count, datatype, comm, stream))
+HP_NCCL_MEMBER(ncclGather,
+               (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root,
+                ncclComm_t comm, cudaStream_t stream),
+               (sendbuff, recvbuff, count, datatype, root, comm, stream))
+HP_NCCL_MEMBER(ncclScatter,
+               (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root,
+                ncclComm_t comm, cudaStream_t stream),
+               (sendbuff, recvbuff, count, datatype, root, comm, stream))
+#endif
 
 /* ------------------------------------------------------ communicator end */
 
@@ -461,18 +496,23 @@ HP_NCCL_END(ncclCommFinalize, 0)
 HP_NCCL_END(ncclCommDestroy, 0)
 HP_NCCL_END(ncclCommAbort, 1)
 
-/* A new communicator (from ncclCommInitRankConfig or ncclCommSplit, which
- * may set it and answer ncclInProgress when non-blocking) starts from the
- * job's settings, never from a communicator that had its address before;
- * a non-blocking one is remembered (its state made). */
+/* A new communicator (from ncclCommInitRank, ncclCommInitRankConfig or
+ * ncclCommSplit, which may set it and answer ncclInProgress when
+ * non-blocking) starts from the job's settings, never from a communicator
+ * that had its address before; a non-blocking one is remembered (its state
+ * made).  Under HIPRESS_NCCL=compress the device codec is set up for the
+ * current context here, where NCCL itself synchronises the device, rather
+ * than in the first compressed call (hp_gpu_codec_setup). */
 static void comm_made(ncclComm_t comm, int nonblocking)
 {
     hp_comm_t *c = hp_registry_detach(&reg, comm);
     if (c != NULL)
         hp_comm_end(c, 0);
+    hp_settings_without_mpi();
+    if (comm != NULL && hp_cfg_i(&hp_g.cfg, HP_S_NCCL) == HP_NCCL_SETTING_COMPRESS && hp_cfg_i(&hp_g.cfg, HP_S_ENABLE))
+        hp_gpu_codec_setup(&hp_g.cfg);
     if (!nonblocking || comm == NULL)
         return;
-    hp_settings_without_mpi();
     if ((c = comm_state(comm, 1)) == NULL) {
         HP_WARN("nccl: no memory to remember a non-blocking communicator (its ncclInProgress answers are "
                 "still polled out)");
@@ -489,6 +529,18 @@ static int comm_nonblocking(ncclComm_t comm)
     int nb = c != NULL && c->nonblocking;
     hp_comm_put(c);
     return nb;
+}
+
+HP_WRAP ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank)
+{
+    __typeof__(&ncclCommInitRank) real = HP_REAL(ncclCommInitRank);
+    ncclResult_t rc;
+    if (real == NULL)
+        return ncclSystemError;
+    rc = real(comm, nranks, commId, rank);
+    if (rc == ncclSuccess && comm != NULL && *comm != NULL)
+        comm_made(*comm, 0);
+    return rc;
 }
 
 HP_WRAP ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank,

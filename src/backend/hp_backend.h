@@ -184,6 +184,16 @@ int hp_mem_residual_read(const hp_res_buf_t *b, const float *r, float *out, size
 int hp_gpu_compress_route(const hp_config_t *cfg, const hp_gpu_ptr_t kinds[2], const void *sendbuf,
                           const void *recvbuf);
 
+/* The set-up of the device codec for the current CUDA context, at a
+ * communicator's creation (where NCCL itself synchronises the device): the
+ * codec's probe there (its memory, the loading of every kernel, the
+ * page-locked words) and the calling thread's page-locked message memory,
+ * so that the first compressed call waits for nothing device-wide, which
+ * would wait behind another stream's operations (a deadlock where one
+ * waits for a peer blocked in this call).  Nothing where HIPRESS_GPU is
+ * not auto, no module or no context is current. */
+void hp_gpu_codec_setup(const hp_config_t *cfg);
+
 /* The module's v2 table when loaded and usable, else NULL. */
 const hp_gpu_ops_v2_t *hp_gpu_codec(void);
 

@@ -26,6 +26,7 @@ struct link_map *_Atomic hp_gpu_watch = &fire_node;
 
 typedef int (*cu_ptr_attrs_fn)(unsigned int, int *, void **, unsigned long long);
 typedef int (*cu_stream_capturing_fn)(void *, int *);
+typedef int (*cu_ctx_get_fn)(void *);
 
 static struct {
     pthread_mutex_t        lock;
@@ -34,6 +35,7 @@ static struct {
     int                    unpinnable;    /* logged once */
     cu_ptr_attrs_fn        ptr_attrs;
     cu_stream_capturing_fn stream_capturing;
+    cu_ctx_get_fn          ctx_current, ctx_device;   /* cuCtxGetCurrent, cuCtxGetDevice */
     char                   module_path[HP_STR_MAX];   /* HIPRESS_CUDA_MODULE */
     double                 wait_bound;    /* the module's wait bound: HIPRESS_TIMEOUT / 2 */
     /* the module */
@@ -103,6 +105,8 @@ static int find_driver(void)
         return 0;
     g.ptr_attrs = (cu_ptr_attrs_fn)dlsym(h, "cuPointerGetAttributes");
     g.stream_capturing = (cu_stream_capturing_fn)dlsym(h, "cuStreamIsCapturing");
+    g.ctx_current = (cu_ctx_get_fn)dlsym(h, "cuCtxGetCurrent");
+    g.ctx_device = (cu_ctx_get_fn)dlsym(h, "cuCtxGetDevice");
     if (g.ptr_attrs == NULL) {
         HP_WARN("gpu: %s is loaded but has no cuPointerGetAttributes; device buffers cannot be detected",
                 HP_CUDA_DRIVER_LIB);
@@ -175,6 +179,19 @@ void hp_gpu_ptr_query(const void *p, hp_gpu_ptr_t *ptr_p)
     ptr_p->ctx = ctx;
 }
 
+int hp_gpu_current_where(hp_gpu_ptr_t *where_p)
+{
+    void *ctx = NULL;
+    int device = -1;
+    if (!hp_gpu_driver_loaded() || g.ctx_current == NULL || g.ctx_device == NULL ||
+        g.ctx_current(&ctx) != HP_CU_SUCCESS || ctx == NULL || g.ctx_device(&device) != HP_CU_SUCCESS)
+        return 0;
+    where_p->kind = HP_MEM_DEVICE;
+    where_p->device = device;
+    where_p->ctx = ctx;
+    return 1;
+}
+
 int hp_gpu_stream_capturing(void *stream)
 {
     int status = HP_CU_STREAM_CAPTURE_STATUS_NONE;
@@ -184,7 +201,7 @@ int hp_gpu_stream_capturing(void *stream)
     if (g.stream_capturing == NULL)
         return -1;
     if (g.stream_capturing(stream, &status) != HP_CU_SUCCESS)
-        return -1;
+        return -2;
     return status != HP_CU_STREAM_CAPTURE_STATUS_NONE;
 }
 

@@ -405,10 +405,16 @@ int hp_gpu_driver_loaded(void);
  * driver does not know p.  Never creates a context. */
 void hp_gpu_ptr_query(const void *p, hp_gpu_ptr_t *ptr_p);
 
+/* The calling thread's current CUDA context as a `where` (device memory of
+ * its device): 1, or 0 when libcuda.so.1 is not loaded or no context is
+ * current.  Creates nothing. */
+int hp_gpu_current_where(hp_gpu_ptr_t *where_p);
+
 /* Whether `stream` is being captured into a CUDA graph, through the loaded
- * libcuda.so.1's cuStreamIsCapturing: 1 yes, -1 unknown (the driver lacks
- * the function, or the query failed), 0 no (also when no driver is loaded:
- * nothing can capture then). */
+ * libcuda.so.1's cuStreamIsCapturing: 1 yes; 0 no (also when no driver is
+ * loaded: nothing can capture then); -1 unknown, the driver lacks the
+ * function (the same on every rank); -2 unknown, the query failed (this
+ * rank only: a local failure). */
 int hp_gpu_stream_capturing(void *stream);
 
 /* ---------------------------------------------------------- the module */

@@ -155,6 +155,17 @@ static void *arena(int which, size_t bytes, const hp_gpu_ptr_t *where)
     return a->h[which];
 }
 
+void hp_gpu_codec_setup(const hp_config_t *cfg)
+{
+    const hp_gpu_ops_v2_t *g;
+    hp_gpu_ptr_t where;
+    if (hp_cfg_i(cfg, HP_S_GPU) != HP_GPU_SETTING_AUTO || !hp_gpu_watch_fired() || !hp_gpu_current_where(&where) ||
+        (g = hp_gpu_codec()) == NULL || !codec_usable(g, &where))
+        return;
+    (void)arena(ARENA_MSG, 0, &where);
+    (void)arena(ARENA_STAGE, 0, &where);
+}
+
 /* -------------------------------------------------------- device errors */
 
 static const hp_gpu_ops_v2_t *g2(void)

@@ -147,16 +147,21 @@ hp_status_t hp_comm_set(hp_comm_t *c, const char *name, const char *value, char 
 
 /* ------------------------------------------------------------ lifetime */
 
-/* Free a device buffer: stream-ordered where the module can, else
+/* Free a device buffer: in the stream order of the codec context of the
+ * state's latest call where the buffer lives in its CUDA context (after
+ * every queued use: a stream-ordered call's work is on that context's
+ * streams, and each call is ordered after the one before), else
  * synchronously; never after an abort (kept and counted). */
 static void dbuf_free(const hp_comm_t *c, hp_dbuf_t *b)
 {
     const hp_gpu_ops_v2_t *g = hp_gpu_codec();
+    const hp_gpu_ops_v3_t *g3 = c->last_cx != NULL ? hp_gpu_module_v3() : NULL;
     if (b->p == NULL)
         return;
-    if (c->aborted || g == NULL)
+    if (c->aborted || g == NULL ||
+        (g3 != NULL && b->where.ctx == c->last_where.ctx && g3->mem_free(c->last_cx, b->p) != HP_GPU_OK))
         atomic_fetch_add_explicit(&hp_g.stats.dev_kept_bytes, b->bytes, memory_order_relaxed);
-    else
+    else if (g3 == NULL || b->where.ctx != c->last_where.ctx)
         g->dev_free(&b->where, b->p);
     b->p = NULL;
     b->bytes = b->agreed = 0;
@@ -177,9 +182,10 @@ static void comm_free(hp_comm_t *c)
             hp_residual_destroy(c->res, HP_RES_DROP_FREED);
         }
     }
-    hp_mem_owner_release(&c->owner);
+    /* (in its codec context's stream order: before the owner lets it go) */
     dbuf_free(c, &c->msgs);
     dbuf_free(c, &c->wide);
+    hp_mem_owner_release(&c->owner);
     free(c->scratch);
     free(c->scratch2);
     pthread_mutex_destroy(&c->enq);

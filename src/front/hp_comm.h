@@ -12,8 +12,10 @@
  * communicator ended by another thread (ncclCommAbort from PyTorch's
  * watchdog) is freed by whichever lets go last.  An ended state is never
  * used for a new call.  Device memory is released stream-ordered when the
- * state ends normally; after an abort nothing is freed that could wait for
- * the device (the allocations are kept and counted: HIPRESS_STATS).
+ * state ends normally (after the work of its latest call, before the codec
+ * contexts' owner is let go); after an abort nothing is freed that could
+ * wait for the device (the allocations are kept and counted:
+ * HIPRESS_STATS).
  */
 #ifndef HP_COMM_H
 #define HP_COMM_H
@@ -128,6 +130,14 @@ typedef struct hp_comm {
     int                    dev_busy;   /* msgs may still be in use by stream-ordered work */
     void                  *owner;      /* the CUDA module's owner of its codec contexts: calls
                                         * of different communicators share no stream */
+    /* the codec context (the owner's: valid until its release) of the
+     * latest call that used the device memory above, in `last_where`'s
+     * CUDA context, and whether that call was stream-ordered: its work is
+     * queued on the context's streams, so the next call's stream waits for
+     * them and the memory is freed in their order */
+    void                  *last_cx;
+    hp_gpu_ptr_t           last_where;
+    int                    last_async;
     /* the user's communicator, as this process enqueues on it: enq is held
      * by a call while it enqueues (one operation, or a group from its start
      * to its end); closed is set, then enq taken once, before the real end

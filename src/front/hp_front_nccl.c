@@ -58,7 +58,8 @@ static hp_status_t nccl_ready(hp_comm_t *c, hp_dcall_t *d)
     return HP_OK;
 }
 
-/* The call's transport and memory, and its input: a call that may be
+/* The call's transport and memory, and its input: the caller's stream
+ * ordered after the communicator's previous call; a call that may be
  * stream-ordered joins the codec's streams to the caller's (what reads the
  * input first is the codec's), any other waits for the stream. */
 static hp_status_t nccl_begin(hp_comm_t *c, hp_dcall_t *d)
@@ -67,10 +68,21 @@ static hp_status_t nccl_begin(hp_comm_t *c, hp_dcall_t *d)
     const hp_gpu_ops_v2_t *g = codec();
     hp_gpu_ptr_t kinds[2];
     int candidate = hp_cfg_i(&c->cfg, HP_S_NCCL_ASYNC) == HP_NCCL_ASYNC_AUTO && !hp_cfg_i(&c->cfg, HP_S_VERIFY);
-    hp_status_t st = HP_OK;
+    hp_status_t st = HP_OK, order = HP_OK;
 
+    /* after the communicator's previous call, whatever its stream, as NCCL
+     * orders one communicator's operations: a stream-ordered one's work is
+     * queued on its codec context's streams (their release events), and
+     * this call's staging and messages reuse its memory */
+    if (c->last_async && c->last_cx != NULL && g != NULL && g->stream_release(c->last_cx, t->stream) != HP_GPU_OK) {
+        HP_WARN("nccl: cannot order a compressed ncclAllReduce after the communicator's previous one on another "
+                "stream: %s", g->base.last_error());
+        order = HP_ERR_DEVICE;
+    }
+    /* (a failed wait is this rank's local failure: the call still makes
+     * every exchange, and fails at its failure agreement) */
     if (!candidate)
-        HP_CHECK_GOTO(hp_nccl_stream_wait(t, INPUT_WAIT), st, out);
+        hp_nccl_ctx_local(t, hp_nccl_stream_wait(t, INPUT_WAIT));
     HP_CHECK_GOTO(hp_tp_nccl_init(&t->tp, &t->env, c->rank, c->size), st, out);
     d->tp = &t->tp;
     hp_mem_begin_owned(&d->mem, d->recv, &c->owner);
@@ -81,7 +93,7 @@ static hp_status_t nccl_begin(hp_comm_t *c, hp_dcall_t *d)
          * hp_nccl_ctx.h) */
         t->borrow = d->recv;
         t->borrow_bytes = d->count * (d->elem == HP_ELEM_F32 ? 4 : 2);
-        if (hp_comm_dbuf(c, &c->msgs, &c->msgs.where, 65536, d->mem.cx, "compressed messages") == HP_OK)
+        if (hp_nccl_dbuf(t, &c->msgs, &c->msgs.where, 65536, d->mem.cx, "compressed messages") == HP_OK)
             c->msgs.agreed = c->msgs.bytes;
     }
     hp_gpu_ptr_query(d->recv, &kinds[0]);
@@ -90,7 +102,10 @@ static hp_status_t nccl_begin(hp_comm_t *c, hp_dcall_t *d)
                   hp_gpu_compress_route(&c->cfg, kinds, d->recv, d->recv);
     t->joined = candidate && d->mem.cx != NULL && g->stream_join(d->mem.cx, t->stream) == HP_GPU_OK;
     if (candidate && !t->joined)
-        HP_CHECK_GOTO(hp_nccl_stream_wait(t, INPUT_WAIT), st, out);
+        hp_nccl_ctx_local(t, hp_nccl_stream_wait(t, INPUT_WAIT));
+    hp_nccl_ctx_local(t, order);
+    if (t->local != HP_OK && d->mem.err == HP_OK)
+        d->mem.err = t->local;
 out:
     return st;
 }
@@ -118,12 +133,18 @@ static hp_status_t nccl_plain(hp_comm_t *c, hp_dcall_t *d, const void *send)
         op = ncclAvg;
     t->averaged = d->avg;
 #endif
-    if (t->joined)
-        HP_CHECK_GOTO(hp_nccl_stream_wait(t, INPUT_WAIT), st, out);
+    /* the input in the caller's stream order: its widened copy (the codec's
+     * streams) included */
+    if (t->joined && codec()->stream_release(d->mem.cx, t->stream) != HP_GPU_OK)
+        hp_nccl_ctx_local(t, hp_nccl_stream_wait(t, INPUT_WAIT));
     HP_CHECK_GOTO(hp_nccl_allreduce_op(t, send != NULL ? send : d->data, d->data, d->count, ncclFloat32, op,
                                        "an ncclAllReduce the plan sent plain"),
                   st, out);
-    st = hp_nccl_stream_wait(t, "an ncclAllReduce the plan sent plain");
+    /* (a failed wait: NCCL's result is still every rank's, in stream order,
+     * and what the codec does with it next waits for it on the device) */
+    if (hp_nccl_stream_wait(t, "an ncclAllReduce the plan sent plain") != HP_OK && d->mem.cx != NULL &&
+        codec()->stream_join(d->mem.cx, t->stream) != HP_GPU_OK)
+        st = HP_ERR_DEVICE;
 out:
     return st;
 }
@@ -165,12 +186,12 @@ static hp_status_t nccl_prepare(hp_comm_t *c, hp_dcall_t *d, const hp_plan_t *pl
     t->cx = d->mem.cx;
     if (need > c->msgs.agreed) {
         /* the same on every rank: each grows, in the call's stream order
-         * (after the stream: the old memory's last users), and they agree */
-        if ((st = hp_nccl_stream_wait(t, "a compressed ncclAllReduce's wait before growing its device messages")) !=
-            HP_OK)
-            return st;
-        c->dev_busy = 0;
-        ok = hp_comm_dbuf(c, &c->msgs, &c->msgs.where, need, d->mem.cx, "compressed messages") == HP_OK;
+         * (after the stream: the old memory's last users), and they agree
+         * (a rank whose wait failed cannot grow, and says so) */
+        ok = hp_nccl_stream_wait(t, "a compressed ncclAllReduce's wait before growing its device messages") == HP_OK;
+        if (ok)
+            c->dev_busy = 0;
+        ok = ok && hp_nccl_dbuf(t, &c->msgs, &c->msgs.where, need, d->mem.cx, "compressed messages") == HP_OK;
         if ((st = hp_nccl_agree_ok(t, ok, &all)) != HP_OK)
             return st;
         if (!all)
@@ -181,6 +202,10 @@ static hp_status_t nccl_prepare(hp_comm_t *c, hp_dcall_t *d, const hp_plan_t *pl
         if (t->joined && codec()->stream_join(d->mem.cx, t->stream) != HP_GPU_OK)
             t->joined = 0;
     }
+    /* what failed on this rank alone so far fails the run (carried to the
+     * failure agreement) */
+    if (t->local != HP_OK && d->mem.err == HP_OK)
+        d->mem.err = t->local;
     if (!t->joined)
         return HP_OK;
     if (explore || d->mem.cx == NULL || d->mem.err != HP_OK)
@@ -256,13 +281,26 @@ static hp_status_t nccl_end(hp_comm_t *c, hp_dcall_t *d)
     hp_nccl_ctx_t *t = ctx_of(d);
     const hp_gpu_ops_v2_t *g = codec();
     hp_status_t st = HP_OK;
-    (void)c;
+    if (d->mem.cx != NULL && c->owner != NULL) {
+        c->last_cx = d->mem.cx;
+        c->last_where = d->mem.where;
+        c->last_async = d->async;
+    }
     if (d->async && d->mem.cx != NULL) {
         if (g->stream_release(d->mem.cx, t->stream) != HP_GPU_OK || g->call_release(d->mem.cx) != HP_GPU_OK)
             st = HP_ERR_DEVICE;
         d->mem.cx = NULL;
     } else {
-        st = hp_mem_end(&d->mem);
+        /* the caller's stream after the codec's work too, whatever the
+         * host's wait for it says (a failed one leaves a failed call's NaN
+         * still queued there) */
+        if (d->mem.cx != NULL && g->stream_release(d->mem.cx, t->stream) != HP_GPU_OK)
+            st = HP_ERR_DEVICE;
+        HP_CHECK_KEEP(hp_mem_end(&d->mem), st);
+        /* (not waited for: the next call orders itself after it, as after a
+         * stream-ordered one) */
+        if (st != HP_OK)
+            c->last_async = 1;
     }
     HP_CHECK_KEEP(hp_nccl_ctx_end(t), st);
     hp_tp_fini(&t->tp);
@@ -342,7 +380,8 @@ static ncclResult_t nccl_native(hp_status_t st)
 }
 
 int hp_nccl_allreduce(hp_comm_t *c, const hp_nccl_xport_t *x, const void *sendbuff, void *recvbuff, size_t count,
-                      int elem, int avg, ncclComm_t comm, cudaStream_t stream, ncclResult_t *rc_p, int *reason_p)
+                      int elem, int avg, ncclComm_t comm, cudaStream_t stream, hp_status_t pre, ncclResult_t *rc_p,
+                      int *reason_p)
 {
     hp_nccl_ctx_t t;
     hp_dcall_t d;
@@ -351,6 +390,7 @@ int hp_nccl_allreduce(hp_comm_t *c, const hp_nccl_xport_t *x, const void *sendbu
     *rc_p = ncclSuccess;
     memset(&d, 0, sizeof(d));
     hp_nccl_ctx_init(&t, x, c, comm, stream, hp_cfg_d(&c->cfg, HP_S_TIMEOUT));
+    hp_nccl_ctx_local(&t, pre);
     d.send = sendbuff == recvbuff ? NULL : sendbuff;
     d.recv = recvbuff;
     d.count = count;

@@ -12,6 +12,7 @@
 #include "hp_nccl_ctx.h"
 #include "hp_backend.h"
 #include "hp_watchdog.h"
+#include <math.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,13 @@ static const hp_gpu_ops_v2_t *codec(void)
 }
 
 /* ------------------------------------------------------ bounded waits */
+
+hp_status_t hp_nccl_ctx_local(hp_nccl_ctx_t *t, hp_status_t st)
+{
+    if (st != HP_OK && t->local == HP_OK)
+        t->local = st;
+    return st;
+}
 
 hp_status_t hp_nccl_stream_wait(hp_nccl_ctx_t *t, const char *what)
 {
@@ -135,7 +143,7 @@ hp_status_t hp_nccl_size(hp_nccl_ctx_t *t, int *size_p, int *rank_p)
 
 /* ------------------------------------------------ the NCCL transport */
 
-static void *tp_staging(void *ctx, size_t bytes);
+static void *tp_staging(void *ctx, size_t bytes, hp_status_t *local_p);
 
 /* A group holds the communicator from its start to its end (so it never
  * ends with a group of this thread open on it); one that could not open
@@ -192,7 +200,7 @@ static hp_status_t tp_max(void *ctx, void *dev, size_t n, int is_double)
 
 static hp_status_t tp_sync(void *ctx)
 {
-    return hp_nccl_stream_wait(ctx, "a compressed ncclAllReduce's wait for its stream");
+    return hp_nccl_ctx_local(ctx, hp_nccl_stream_wait(ctx, "a compressed ncclAllReduce's wait for its stream"));
 }
 
 /* A host copy of the transport, watched (HIPRESS_TIMEOUT names it). */
@@ -206,7 +214,11 @@ static hp_status_t watched_copy(void *ctx, void *dst, const void *src, size_t by
                               : "a compressed ncclAllReduce's copy from the device", -1);
     rc = to_device ? g->base.memcpy_h2d(dst, src, bytes, where) : g->base.memcpy_d2h(dst, src, bytes, where);
     hp_wd_leave(&w);
-    return rc == HP_GPU_OK ? HP_OK : HP_ERR_DEVICE;
+    if (rc != HP_GPU_OK)
+        HP_WARN("nccl: %s failed: %s", to_device ? "a compressed ncclAllReduce's copy to the device"
+                                                 : "a compressed ncclAllReduce's copy from the device",
+                g->base.last_error());
+    return hp_nccl_ctx_local(ctx, rc == HP_GPU_OK ? HP_OK : HP_ERR_DEVICE);
 }
 
 static hp_status_t tp_h2d(void *ctx, void *dev, const void *host, size_t bytes)
@@ -239,15 +251,34 @@ hp_status_t hp_nccl_agree_ok(hp_nccl_ctx_t *t, int ok, int *all_p)
     /* (bytes 16 to 24 of the 64 the messages leave: a stream-ordered call's
      * failure flag, bytes 0 to 8, may still be read on the device) */
     char *at = (char *)t->c->msgs.p + 16;
-    int64_t v = !ok;
-    hp_status_t st = HP_OK;
-    HP_CHECK_KEEP(tp_h2d(t, at, &v, sizeof(v)), st);
-    HP_CHECK_KEEP(tp_max(t, at, 1, 0), st);
-    HP_CHECK_KEEP(tp_sync(t), st);
-    if (st == HP_OK)
-        HP_CHECK_KEEP(tp_d2h(t, &v, at, sizeof(v)), st);
-    *all_p = st == HP_OK && v == 0;
+    int64_t v = !ok, back = v;
+    hp_status_t st;
+    /* the max runs whatever failed here: a failed copy or wait of this
+     * rank is its local failure, and it goes by what every rank read where
+     * it could read it too, else by its own answer */
+    (void)tp_h2d(t, at, &v, sizeof(v));
+    st = tp_max(t, at, 1, 0);
+    if (st == HP_OK && tp_sync(t) == HP_OK && tp_d2h(t, &back, at, sizeof(back)) == HP_OK)
+        v = back;
+    *all_p = st == HP_OK && v == 0 && ok;
     return st;
+}
+
+hp_status_t hp_nccl_dbuf(hp_nccl_ctx_t *t, hp_dbuf_t *b, const hp_gpu_ptr_t *where, size_t bytes, void *cx,
+                         const char *what)
+{
+    void *old = b->p;
+    hp_status_t st = hp_comm_dbuf(t->c, b, where, bytes, cx, what);
+    if (st != HP_OK || b->p == old || cx == NULL)
+        return st;
+    if (codec()->stream_release(cx, t->stream) != HP_GPU_OK) {
+        HP_WARN("nccl: cannot order the caller's stream after new device memory for %s: %s", what,
+                codec()->base.last_error());
+        hp_nccl_ctx_local(t, HP_ERR_DEVICE);
+    } else {
+        hp_nccl_ctx_local(t, hp_nccl_stream_wait(t, "a compressed ncclAllReduce's wait for its new device memory"));
+    }
+    return HP_OK;
 }
 
 void *hp_nccl_async_dbuf(hp_nccl_ctx_t *t, size_t bytes)
@@ -262,12 +293,16 @@ void *hp_nccl_async_dbuf(hp_nccl_ctx_t *t, size_t bytes)
      * on every rank (the plan's measurements), so every rank is here: each
      * grows, after the stream (the old memory's last users), and they
      * agree; where any could not, every rank answers NULL alike. */
-    if (b->p == NULL || hp_nccl_stream_wait(t, "a compressed ncclAllReduce's wait before growing its device "
-                                              "messages") != HP_OK)
+    if (b->p == NULL)
         return NULL;
-    t->c->dev_busy = 0;
     {
-        int ok = hp_comm_dbuf(t->c, b, &b->where, bytes, t->cx, "compressed messages") == HP_OK;
+        /* (a rank whose wait fails cannot grow: it says so, every rank
+         * answers NULL alike) */
+        int ok = hp_nccl_stream_wait(t, "a compressed ncclAllReduce's wait before growing its device messages") ==
+                 HP_OK;
+        if (ok)
+            t->c->dev_busy = 0;
+        ok = ok && hp_nccl_dbuf(t, b, &b->where, bytes, t->cx, "compressed messages") == HP_OK;
         if (hp_nccl_agree_ok(t, ok, &all) != HP_OK || !all)
             return NULL;
     }
@@ -276,31 +311,37 @@ void *hp_nccl_async_dbuf(hp_nccl_ctx_t *t, size_t bytes)
 }
 
 /* The host-synchronous form's staging: the communicator's device memory,
- * once the stream-ordered work that may still use it is done. */
-static void *tp_staging(void *ctx, size_t bytes)
+ * once the stream-ordered work that may still use it is done (a failed
+ * wait for it: the memory all the same, with the local failure). */
+static void *tp_staging(void *ctx, size_t bytes, hp_status_t *local_p)
 {
     hp_nccl_ctx_t *t = ctx;
+    *local_p = HP_OK;
     if (t->c->msgs.p == NULL) {
         /* (only the settings agreement gets here: it says this rank cannot
-         * compress, and every rank passes through) */
-        if (t->borrow == NULL || bytes > t->borrow_bytes)
+         * compress, and every rank passes through; the user's buffer of
+         * the same count on every rank holds it) */
+        if (t->borrow == NULL || bytes > HP_MIN(t->borrow_bytes, (size_t)65536))
             return NULL;
-        if (t->saved == NULL) {
+        if (t->saved == NULL && !t->borrow_lost) {
             t->saved_bytes = HP_MIN(t->borrow_bytes, (size_t)65536);
             if (hp_nccl_stream_wait(t, "a compressed ncclAllReduce's wait for its input") != HP_OK ||
                 (t->saved = malloc(t->saved_bytes)) == NULL ||
                 tp_d2h(t, t->saved, t->borrow, t->saved_bytes) != HP_OK) {
                 free(t->saved);
                 t->saved = NULL;
-                return NULL;
+                t->borrow_lost = 1;
             }
         }
-        return bytes <= t->saved_bytes ? t->borrow : NULL;
+        if (t->borrow_lost)
+            *local_p = hp_nccl_ctx_local(t, HP_ERR_DEVICE);
+        return t->borrow;
     }
     if (t->c->dev_busy) {
         if (hp_nccl_stream_wait(t, "a compressed ncclAllReduce's wait for its device messages") != HP_OK)
-            return NULL;
-        t->c->dev_busy = 0;
+            *local_p = hp_nccl_ctx_local(t, HP_ERR_DEVICE);
+        else
+            t->c->dev_busy = 0;
     }
     return hp_nccl_async_dbuf(t, bytes);
 }
@@ -318,6 +359,16 @@ hp_status_t hp_nccl_ctx_end(hp_nccl_ctx_t *t)
         st = tp_h2d(t, t->borrow, t->saved, t->saved_bytes);
         free(t->saved);
         t->saved = NULL;
+    } else if (t->borrow_lost) {
+        /* the agreement wrote over the buffer's first bytes, which could
+         * not be saved: NaN there, which the pass-through sums into every
+         * rank's result alike */
+        float nan[256];
+        size_t bytes = HP_MIN(t->borrow_bytes, (size_t)65536);
+        for (size_t i = 0; i < 256; i++)
+            nan[i] = NAN;
+        for (size_t off = 0; st == HP_OK && off < bytes; off += sizeof(nan))
+            st = tp_h2d(t, (char *)t->borrow + off, nan, HP_MIN(sizeof(nan), bytes - off));
     }
     return st;
 }

@@ -44,6 +44,12 @@ typedef struct hp_nccl_ctx {
     int                    joined;    /* the codec's streams wait for the caller's (no host wait yet) */
     int                    held;      /* enqueues in progress: the state's enq is held (hp_comm_t) */
     int                    group_open;   /* the transport's group is open */
+    /* the first failure of this rank alone in an exchange of the call (a
+     * wait, a copy): the exchange still ran on every rank, with this
+     * rank's part as it could be; the call fails at its failure agreement
+     * (hp_nccl_ctx_local) */
+    hp_status_t            local;
+    int                    borrow_lost;  /* the borrowed bytes could not be saved: NaN at the end */
     /* a rank without the communicator's device memory still takes part in
      * the settings agreement: on the bytes of the user's buffer, saved on
      * the host and put back at the call's end */
@@ -61,9 +67,14 @@ typedef struct hp_nccl_ctx {
 void hp_nccl_ctx_init(hp_nccl_ctx_t *t, const hp_nccl_xport_t *x, hp_comm_t *c, ncclComm_t comm,
                       cudaStream_t stream, double timeout);
 
-/* The end of a call's context: what it borrowed put back.  HP_OK or
- * HP_ERR_DEVICE. */
+/* The end of a call's context: what it borrowed put back (or, where it
+ * could not be saved, NaN: the call then fails on every rank alike, as a
+ * pass-through of that buffer).  HP_OK or HP_ERR_DEVICE. */
 hp_status_t hp_nccl_ctx_end(hp_nccl_ctx_t *t);
+
+/* A failure of this rank alone (st) kept as the call's first (t->local):
+ * st. */
+hp_status_t hp_nccl_ctx_local(hp_nccl_ctx_t *t, hp_status_t st);
 
 /* A host wait for the caller's stream: within the CUDA module's bound
  * (half of HIPRESS_TIMEOUT: the wait fails, naming `what`, with a
@@ -93,6 +104,16 @@ hp_status_t hp_nccl_size(hp_nccl_ctx_t *t, int *size_p, int *rank_p);
  * it at the same point: where a need that is the same on every rank (a
  * function of agreed values) meets what every rank is known to hold. */
 hp_status_t hp_nccl_agree_ok(hp_nccl_ctx_t *t, int ok, int *all_p);
+
+/* hp_comm_dbuf for this call (cx: its codec context, in whose stream order
+ * new memory is had), the new memory then released to the caller's stream
+ * and waited for: memory of the stream-ordered allocator is valid only in
+ * the order of its stream, and the caller's stream moves it with NCCL, the
+ * module's own stream copies into it.  HP_OK when b holds the memory (a
+ * failed wait for it is the call's local failure: hp_nccl_ctx_local), or
+ * an error where it could not be had. */
+hp_status_t hp_nccl_dbuf(hp_nccl_ctx_t *t, hp_dbuf_t *b, const hp_gpu_ptr_t *where, size_t bytes, void *cx,
+                         const char *what);
 
 /* A stream-ordered call's device memory (the communicator's msgs): the
  * failure agreement in its first 64 bytes, the messages after them.  At

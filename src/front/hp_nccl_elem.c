@@ -23,7 +23,7 @@ hp_status_t hp_nccl_widen(hp_comm_t *c, hp_nccl_ctx_t *t, hp_mem_t *mem, const v
          * call's stream order, and agrees: where any could not, every rank
          * passes the call on (HP_ERR_NOMEM) */
         int ok = mem->cx != NULL &&
-                 hp_comm_dbuf(c, &c->wide, &mem->where, count * sizeof(float), mem->cx, "a 16-bit call's float32 copy") ==
+                 hp_nccl_dbuf(t, &c->wide, &mem->where, count * sizeof(float), mem->cx, "a 16-bit call's float32 copy") ==
                      HP_OK, all = 0;
         hp_status_t st = hp_nccl_agree_ok(t, ok, &all);
         if (st != HP_OK)

@@ -14,11 +14,10 @@
  * alone is known only at the outermost ncclGroupEnd, so the first operation
  * of a depth-1 group is "sole so far": it is decided at ncclGroupEnd (alone:
  * eligible) or when a second operation enters the group (then both belong to
- * the user's group).  hipress sees the NCCL operations it wraps
+ * the user's group).  hipress sees every NCCL operation a group can hold
  * (ncclAllReduce, ncclBroadcast, ncclBcast, ncclReduce, ncclAllGather,
- * ncclReduceScatter, ncclSend, ncclRecv); a group that mixes one
- * ncclAllReduce with only operations it does not wrap (ncclAlltoAll,
- * ncclGather, ncclScatter of recent NCCL) looks like a single-call group.
+ * ncclReduceScatter, ncclSend, ncclRecv and, from NCCL 2.28, ncclAlltoAll,
+ * ncclGather, ncclScatter): it wraps them all.
  */
 #ifndef HP_NCCL_GROUP_H
 #define HP_NCCL_GROUP_H

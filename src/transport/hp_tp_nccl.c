@@ -89,15 +89,16 @@ static hp_status_t flush_async(hp_transport_t *tp)
 }
 
 /* Issue every held post as one group and wait for it.  A local failure
- * (no staging, a copy) still issues the group, so no peer waits for a part
- * of it; what arrives then is not copied back. */
+ * (a wait for the staging memory, a copy) still issues the group, so no
+ * peer waits for a part of it; what arrives then is not copied back.  Only
+ * where no rank has the staging memory (agreed) does no rank issue it. */
 static hp_status_t flush(hp_transport_t *tp)
 {
     queue_t *q = Q(tp);
     const hp_tp_nccl_env_t *e = q->env;
     size_t total = 0, off = 0;
     char *dev;
-    hp_status_t st = HP_OK;
+    hp_status_t st = HP_OK, local = HP_OK;
     double t0 = hp_now();
 
     if (q->n == 0)
@@ -106,11 +107,14 @@ static hp_status_t flush(hp_transport_t *tp)
         return flush_async(tp);
     for (size_t i = 0; i < q->n; i++)
         total += ALIGN(q->ops[i].cap);
-    dev = e->staging(e->ctx, HP_MAX(total, 16));
+    dev = e->staging(e->ctx, HP_MAX(total, 16), &local);
     if (dev == NULL) {
-        st = HP_ERR_NOMEM;
+        st = local != HP_OK ? local : HP_ERR_NOMEM;
     } else {
-        for (size_t i = 0; i < q->n; i++) {
+        /* (a local failure: the memory may still be read by earlier work
+         * queued on the device; the group itself is ordered after it) */
+        st = local;
+        for (size_t i = 0; local == HP_OK && i < q->n; i++) {
             if (q->ops[i].send)
                 HP_CHECK_KEEP(e->h2d(e->ctx, dev + off, q->ops[i].src, q->ops[i].len), st);
             off += ALIGN(q->ops[i].cap);
@@ -170,30 +174,48 @@ static void nccl_progress(hp_transport_t *tp)
     (void)tp;   /* everything moves at the next wait */
 }
 
+/* The max of every rank's values, host-synchronously.  The collective
+ * runs whatever failed on this rank (a peer waits for it).  A failure of
+ * this rank alone (a wait, a copy) leaves the values those every rank
+ * read where this rank could read them too, else its own (so its next
+ * calls are its peers' wherever its values were theirs): the agreement
+ * answers them, and the failure stays the transport's (every later wait
+ * fails, so a run carries it to the call's failure agreement).  An error
+ * of NCCL itself is returned. */
 static hp_status_t nccl_agree(hp_transport_t *tp, hp_tp_type_t type, void *values, size_t n, const char *what)
 {
     queue_t *q = Q(tp);
     const hp_tp_nccl_env_t *e = q->env;
-    hp_status_t st = flush(tp), cs = HP_OK;
-    void *dev = e->staging(e->ctx, HP_MAX(8 * n, 16));
+    hp_status_t st = flush(tp), cs = HP_OK, local = HP_OK;
+    void *dev = e->staging(e->ctx, HP_MAX(8 * n, 16), &local), *back;
     (void)what;
     if (dev == NULL)
-        return st != HP_OK ? st : HP_ERR_NOMEM;
-    /* the collective runs whatever failed here (a peer waits for it); this
-     * rank's values are then its own, and its status says so */
-    HP_CHECK_KEEP(e->h2d(e->ctx, dev, values, 8 * n), cs);
+        return st != HP_OK ? st : local != HP_OK ? local : HP_ERR_NOMEM;
+    if (local == HP_OK)
+        HP_CHECK_KEEP(e->h2d(e->ctx, dev, values, 8 * n), local);
     HP_CHECK_KEEP(e->max(e->ctx, dev, n, type == HP_TP_DOUBLE), cs);
-    HP_CHECK_KEEP(e->sync(e->ctx), cs);
-    if (cs == HP_OK)
-        HP_CHECK_KEEP(e->d2h(e->ctx, values, dev, 8 * n), cs);
-    return st != HP_OK ? st : cs;
+    HP_CHECK_KEEP(e->sync(e->ctx), local);
+    if (cs == HP_OK) {
+        /* (read aside: a failed copy leaves this rank's own values whole) */
+        hp_status_t rs = (back = malloc(8 * n)) == NULL ? HP_ERR_NOMEM : e->d2h(e->ctx, back, dev, 8 * n);
+        if (rs == HP_OK)
+            memcpy(values, back, 8 * n);
+        else if (local == HP_OK)
+            local = rs;
+        free(back);
+    }
+    if (local != HP_OK && q->failed == HP_OK)
+        q->failed = local;
+    if (HP_ST_CLASS(st) == HP_ERR_NCCL)
+        return st;
+    return cs;
 }
 
 static hp_status_t nccl_iagree(hp_transport_t *tp, hp_tp_type_t type, void *values, size_t n, const char *what,
                                hp_req_t *req)
 {
-    /* host-synchronous today: done at once (the stream-ordered form, with
-     * the values on the device, is the NCCL issue's) */
+    /* host-synchronous: done at once (the values on the host; the
+     * stream-ordered form's, on the device, is nccl_iagree_async) */
     req->active = 0;
     return nccl_agree(tp, type, values, n, what);
 }

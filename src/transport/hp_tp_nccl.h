@@ -27,8 +27,14 @@ typedef struct hp_tp_nccl_env {
     hp_status_t (*h2d)(void *ctx, void *dev, const void *host, size_t bytes);
     hp_status_t (*d2h)(void *ctx, void *host, const void *dev, size_t bytes);
     /* device memory of at least `bytes` for the transport's staging, kept
-     * until the next request of it (grown, never shrunk), or NULL */
-    void *(*staging)(void *ctx, size_t bytes);
+     * until the next request of it (grown, never shrunk).  NULL only where
+     * every rank alike has none (an agreement said so): then no rank
+     * issues the group.  *local_p: a failure of this rank alone (a wait
+     * for the memory's earlier users): the memory is still the agreed
+     * size, and every rank still issues the same NCCL calls on it, this
+     * one without copying into or out of it (what it sends is garbage,
+     * what it receives unread); the operation then fails on this rank */
+    void *(*staging)(void *ctx, size_t bytes, hp_status_t *local_p);
     /* The asynchronous form only (hp_tp_nccl_init_async; NULL: nothing to
      * order): before a group, make the call's stream wait for what produced
      * its sends (the codec's streams: the module's stream_release); after

@@ -35,7 +35,14 @@ static hp_status_t f_max(void *c, void *d, size_t n, int dbl) { (void)c; rec(C_M
 static hp_status_t f_sync(void *c) { (void)c; rec(C_SYNC, NULL, 0, -1); return 0; }
 static hp_status_t f_h2d(void *c, void *d, const void *h, size_t b) { (void)c; (void)h; rec(C_H2D, d, b, -1); return 0; }
 static hp_status_t f_d2h(void *c, void *h, const void *d, size_t b) { (void)c; (void)h; rec(C_D2H, d, b, -1); return 0; }
-static void *f_staging(void *c, size_t b) { (void)c; rec(C_STAGING, NULL, b, -1); return b <= sizeof(staging_mem) ? staging_mem : NULL; }
+static hp_status_t staging_local;   /* what the staging answers as this rank's local failure */
+static void *f_staging(void *c, size_t b, hp_status_t *local_p)
+{
+    (void)c;
+    rec(C_STAGING, NULL, b, -1);
+    *local_p = staging_local;
+    return b <= sizeof(staging_mem) ? staging_mem : NULL;
+}
 static hp_status_t f_oin(void *c) { (void)c; rec(C_OIN, NULL, 0, -1); return 0; }
 static hp_status_t f_oout(void *c) { (void)c; rec(C_OOUT, NULL, 0, -1); return 0; }
 
@@ -173,6 +180,39 @@ START_TEST(test_sync_form)
 }
 END_TEST
 
+START_TEST(test_local_failure)
+{
+    /* a failure of this rank alone at the staging (a wait for the memory's
+     * earlier users): the group is still issued, of the agreed sizes, on
+     * the memory, but nothing is copied into or out of it; the wait fails,
+     * and every later one */
+    hp_transport_t tp;
+    hp_req_t r[4];
+    char a[100], b[100], c[64], d[64];
+    int64_t v[2] = {7, 9};
+    nlog = 0;
+    fail_send = 0;
+    staging_local = HP_ERR_DEVICE;
+    ck_assert_int_eq(hp_tp_nccl_init(&tp, &env, 1, 3), HP_OK);
+    post4(&tp, a, b, c, d, r);
+    ck_assert_int_eq(hp_tp_wait(&tp, &r[0]), HP_ERR_DEVICE);
+    ck_assert_int_eq(count(C_SEND), 2);
+    ck_assert_int_eq(count(C_RECV), 2);
+    ck_assert_int_eq(count(C_GS) + count(C_GE), 2);
+    ck_assert_int_eq(count(C_H2D) + count(C_D2H), 0);
+    /* an agreement: the max still runs and is read back, the agreement
+     * answers (so the ranks decide alike), the failure stays */
+    nlog = 0;
+    ck_assert_int_eq(hp_tp_agree(&tp, HP_TP_INT64, v, 2, "test"), HP_OK);
+    ck_assert_int_eq(count(C_MAX), 1);
+    ck_assert_int_eq(count(C_H2D), 0);
+    ck_assert_int_eq(count(C_D2H), 1);
+    ck_assert_int_eq(hp_tp_wait(&tp, &r[1]), HP_ERR_DEVICE);
+    staging_local = HP_OK;
+    hp_tp_fini(&tp);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("tp_nccl");
@@ -183,6 +223,7 @@ int main(void)
     tcase_add_test(t, test_async_iagree);
     tcase_add_test(t, test_async_failure);
     tcase_add_test(t, test_sync_form);
+    tcase_add_test(t, test_local_failure);
     suite_add_tcase(s, t);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

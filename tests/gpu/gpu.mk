@@ -31,6 +31,10 @@
 #                     opposite orders, an evicted residual, DDP's bucket
 #                     rebuild, a capture on another thread
 #                     (tests/gpu/nccl_scenarios.c, doc/standins.md)
+#   run_nccl_rules.sh what the stand-ins' strict rules stop (a use after
+#                     free, memory outside its stream's order, ranks whose
+#                     NCCL calls differ) in scenarios of the compressed path
+#                     (tests/gpu/nccl_rules.c)
 #   run_gpu_info.sh   hipress_info's GPU part, with and without a driver
 #   run_cuda.sh       a program linked by nvcc runs the module's self-test
 #                     kernel (on a machine without a GPU: a clean error)
@@ -48,7 +52,7 @@ HP_MOCK_LDFLAGS = $(AM_LDFLAGS) -rpath $(abs_builddir)/tests/gpu/mock/.libs -no-
 
 check_LTLIBRARIES += tests/gpu/mock/libcuda.la tests/gpu/mock/libhpwatch.la
 tests_gpu_mock_libcuda_la_SOURCES = tests/gpu/mock_cuda.c tests/gpu/mock_cuda_mem.c tests/gpu/mock_cuda_stream.c tests/gpu/mock_cuda_exec.c \
-	tests/gpu/mock_cuda_wfg.c \
+	tests/gpu/mock_cuda_wfg.c tests/gpu/mock_cuda_rules.c \
 	tests/gpu/mock_cuda.h tests/gpu/mock_cuda_int.h
 tests_gpu_mock_libcuda_la_LDFLAGS = $(HP_MOCK_LDFLAGS) -version-info 1:0:0 -lpthread -lrt
 tests_gpu_mock_libhpwatch_la_SOURCES = tests/gpu/mock_watch.c
@@ -62,12 +66,14 @@ tests_gpu_check_gpu_LDADD = libhpcore.la $(CHECK_LIBS) -lm
 tests_gpu_mpi_gpu_SOURCES = tests/gpu/mpi_gpu.c
 tests_gpu_mpi_gpu_LDADD = -ldl
 EXTRA_DIST += tests/gpu/run_gpu.sh tests/gpu/run_gpu_info.sh tests/gpu/run_nccl.sh tests/gpu/run_cuda.sh tests/gpu/run_nccl_compress.sh \
-    tests/gpu/run_nccl_scenarios.sh \
+    tests/gpu/run_nccl_scenarios.sh tests/gpu/run_nccl_rules.sh tests/gpu/nccl_run.sh \
     tests/gpu/mock_nccl.h
 
 if HP_NCCL
 check_LTLIBRARIES += tests/gpu/mock/libnccl.la tests/gpu/libnccl_user.la
-HP_MOCK_NCCL_SOURCES = tests/gpu/mock_nccl.c tests/gpu/mock_nccl_ent.c tests/gpu/mock_nccl_shm.c tests/gpu/mock_nccl_int.h \
+HP_MOCK_NCCL_SOURCES = tests/gpu/mock_nccl.c tests/gpu/mock_nccl_ops.c tests/gpu/mock_nccl_ent.c tests/gpu/mock_nccl_shm.c \
+	tests/gpu/mock_nccl_seq.c \
+	tests/gpu/mock_nccl_int.h \
 	tests/gpu/mock_nccl_shm.h tests/gpu/mock_cuda.h
 tests_gpu_mock_libnccl_la_SOURCES = $(HP_MOCK_NCCL_SOURCES)
 tests_gpu_mock_libnccl_la_CPPFLAGS = $(AM_CPPFLAGS) $(NCCL_CPPFLAGS)
@@ -92,10 +98,17 @@ tests_gpu_nccl_compress_LDFLAGS = $(AM_LDFLAGS) -no-install
 # (tests/gpu/nccl_scenarios.c)
 check_PROGRAMS += tests/gpu/nccl_scenarios
 TESTS += tests/gpu/run_nccl_scenarios.sh
-tests_gpu_nccl_scenarios_SOURCES = tests/gpu/nccl_scenarios.c
+tests_gpu_nccl_scenarios_SOURCES = tests/gpu/nccl_scenarios.c tests/gpu/nccl_scen.c tests/gpu/nccl_scen.h
 tests_gpu_nccl_scenarios_CPPFLAGS = $(AM_CPPFLAGS) $(NCCL_CPPFLAGS)
 tests_gpu_nccl_scenarios_LDADD = tests/gpu/mock/libnccl.la -ldl -lm -lpthread
 tests_gpu_nccl_scenarios_LDFLAGS = $(AM_LDFLAGS) -no-install
+# the strict rules of the stand-ins (tests/gpu/nccl_rules.c)
+check_PROGRAMS += tests/gpu/nccl_rules
+TESTS += tests/gpu/run_nccl_rules.sh
+tests_gpu_nccl_rules_SOURCES = tests/gpu/nccl_rules.c tests/gpu/nccl_scen.c tests/gpu/nccl_scen.h
+tests_gpu_nccl_rules_CPPFLAGS = $(AM_CPPFLAGS) $(NCCL_CPPFLAGS)
+tests_gpu_nccl_rules_LDADD = tests/gpu/mock/libnccl.la -ldl -lm -lpthread
+tests_gpu_nccl_rules_LDFLAGS = $(AM_LDFLAGS) -no-install
 tests_gpu_nccl_calls_SOURCES = tests/gpu/nccl_calls.c
 tests_gpu_nccl_calls_CPPFLAGS = $(AM_CPPFLAGS) $(NCCL_CPPFLAGS)
 tests_gpu_nccl_calls_LDADD = tests/gpu/mock/libnccl.la -ldl -lpthread
@@ -140,5 +153,5 @@ include $(top_srcdir)/tests/gpu/ipc/ipc.mk
 # its sanitizer and CUDA-less builds).
 print-gpu-tests:
 	@echo $(filter tests/gpu/check_gpu tests/gpu/run_gpu.sh tests/gpu/run_nccl.sh tests/gpu/run_gpu_info.sh tests/gpu/run_gpu_emu.sh tests/gpu/run_nccl_compress.sh tests/gpu/run_nompi.sh \
-	tests/gpu/run_standins.sh tests/gpu/run_nccl_scenarios.sh,$(TESTS))
+	tests/gpu/run_standins.sh tests/gpu/run_nccl_scenarios.sh tests/gpu/run_nccl_rules.sh,$(TESTS))
 .PHONY: print-gpu-tests

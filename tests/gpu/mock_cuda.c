@@ -13,12 +13,16 @@
  * Like the driver, the copies need a current context; the pointer queries
  * fail with CUDA_ERROR_NOT_INITIALIZED before cuInit.  What synchronises:
  *   - the whole device (every stream of the context, what they wait for
- *     included): cuMemAlloc, cuMemFree, cuMemHostAlloc, cuMemFreeHost,
- *     cuCtxSynchronize, a kernel's first launch (lazy loading);
+ *     included): cuMemAlloc, cuMemFree of cuMemAlloc's memory,
+ *     cuMemHostAlloc, cuMemFreeHost, cuCtxSynchronize, a kernel's first
+ *     launch (lazy loading);
  *   - the host with one stream or event: cuStreamSynchronize,
  *     cuEventSynchronize, the synchronous copies (the legacy stream), and a
  *     cuStreamQuery or cuEventQuery that reports completion;
- *   - nothing: cuMemAllocAsync and cuMemFreeAsync (stream-ordered).
+ *   - nothing: cuMemAllocAsync and cuMemFreeAsync (stream-ordered), and
+ *     cuMemFree of cuMemAllocAsync's memory, which frees it at once: an
+ *     entry still queued that uses it stops the process
+ *     (mock_cuda_rules.c).
  * During a stream capture in global mode, a call that would synchronise
  * the device is refused and invalidates the capture, on any thread
  * (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, counted "capture_broken").
@@ -28,7 +32,10 @@
  * N-th wait on nothing completes (queries not ready for ever, synchronous
  * waits block for ever after a line on stderr); MOCK_CUDA_ALLOC_FAIL=N
  * (with MOCK_CUDA_FAIL_RANK=r): the N-th device allocation fails with
- * CUDA_ERROR_OUT_OF_MEMORY (mock_cuda_fail_alloc does the same from a test).
+ * CUDA_ERROR_OUT_OF_MEMORY (mock_cuda_fail_alloc does the same from a test);
+ * MOCK_CUDA_WAIT_FAIL=N (same rank knob): the N-th completed poll answers
+ * CUDA_ERROR_LAUNCH_FAILED (mock_cuda_fail_wait); MOCK_CUDA_CAPTURE_FAIL=N:
+ * the N-th cuStreamIsCapturing does (mock_cuda_fail_capture_query).
  */
 #include "mock_cuda_int.h"
 #include <stdlib.h>
@@ -39,7 +46,7 @@ enum { ATTR_CC_MAJOR = 75, ATTR_CC_MINOR = 76 };
 
 unsigned long long n_query, n_d2h, n_h2d, n_d2h_bytes, n_h2d_bytes, n_init, n_retain, n_streams, n_events, n_async,
     n_alloc, n_alloc_async, n_syncs, n_dev_syncs, n_legacy, n_per_thread, n_pending, n_hostfn, n_bad_free_host,
-    n_kernel_loads, n_capture_broken, n_alloc_failed;
+    n_kernel_loads, n_capture_broken, n_alloc_failed, n_wait_failed, n_capture_query_failed;
 
 int mock_initialized;
 static char the_context[2];   /* one context per device, by address */
@@ -72,31 +79,81 @@ CUcontext mock_current(void)
     return ctx_depth > 0 ? ctx_stack[ctx_depth - 1] : NULL;
 }
 
-/* MOCK_CUDA_ALLOC_FAIL / mock_cuda_fail_alloc: whether this allocation fails. */
-static long alloc_fail_at = -1, allocs;
+/* Failures on demand, each the k-th of its kind: from the environment
+ * (MOCK_CUDA_ALLOC_FAIL, _WAIT_FAIL, _CAPTURE_FAIL, on MOCK_CUDA_FAIL_RANK's
+ * rank only when it is set) or from a test, the k-th from now (k >= 1; a
+ * large k: none). */
+typedef struct {
+    const char         *env, *what;
+    long                at, done;
+    int                 init;
+    unsigned long long *count;
+} inject_t;
 
-static int alloc_fails(void)
+static inject_t inj_alloc = {"MOCK_CUDA_ALLOC_FAIL", "device allocation %ld fails (injected)", -1, 0, 0,
+                             &n_alloc_failed};
+/* the end of a wait: a cuStreamQuery or cuEventQuery that would answer
+ * complete answers CUDA_ERROR_LAUNCH_FAILED (the stream itself goes on) */
+static inject_t inj_wait = {"MOCK_CUDA_WAIT_FAIL", "wait %ld fails (injected: CUDA_ERROR_LAUNCH_FAILED)", -1, 0, 0,
+                            &n_wait_failed};
+/* cuStreamIsCapturing answers CUDA_ERROR_LAUNCH_FAILED */
+static inject_t inj_capture = {"MOCK_CUDA_CAPTURE_FAIL", "capture query %ld fails (injected: CUDA_ERROR_LAUNCH_FAILED)",
+                               -1, 0, 0, &n_capture_query_failed};
+
+/* Whether this one (of j's kind) fails. */
+static int injected(inject_t *j)
 {
-    static int init;
     long k;
-    if (!init) {
+    if (!__atomic_load_n(&j->init, __ATOMIC_ACQUIRE)) {
         int r = env_int("MOCK_CUDA_FAIL_RANK", -1);
-        init = 1;
         if (r < 0 || r == mock_rank())
-            __atomic_store_n(&alloc_fail_at, (long)env_int("MOCK_CUDA_ALLOC_FAIL", -1), __ATOMIC_RELAXED);
+            __atomic_store_n(&j->at, (long)env_int(j->env, -1), __ATOMIC_RELAXED);
+        __atomic_store_n(&j->init, 1, __ATOMIC_RELEASE);
     }
-    k = __atomic_add_fetch(&allocs, 1, __ATOMIC_RELAXED);
-    if (k != __atomic_load_n(&alloc_fail_at, __ATOMIC_RELAXED))
+    k = __atomic_add_fetch(&j->done, 1, __ATOMIC_RELAXED);
+    if (k != __atomic_load_n(&j->at, __ATOMIC_RELAXED))
         return 0;
-    COUNT(n_alloc_failed, 1);
-    fprintf(stderr, "mock_cuda: device allocation %ld fails (injected)\n", k);
+    COUNT(*j->count, 1);
+    fprintf(stderr, "mock_cuda: ");
+    fprintf(stderr, j->what, k);
+    fprintf(stderr, "\n");
     return 1;
 }
 
-/* The k-th device allocation from now fails (k >= 1). */
+static void arm(inject_t *j, int k)
+{
+    __atomic_store_n(&j->init, 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&j->at, __atomic_load_n(&j->done, __ATOMIC_RELAXED) + k, __ATOMIC_RELAXED);
+}
+
+static int alloc_fails(void)
+{
+    return injected(&inj_alloc);
+}
+
+int mock_wait_fails(void)
+{
+    return injected(&inj_wait);
+}
+
+int mock_capture_query_fails(void)
+{
+    return injected(&inj_capture);
+}
+
 API void mock_cuda_fail_alloc(int k)
 {
-    __atomic_store_n(&alloc_fail_at, __atomic_load_n(&allocs, __ATOMIC_RELAXED) + k, __ATOMIC_RELAXED);
+    arm(&inj_alloc, k);
+}
+
+API void mock_cuda_fail_wait(int k)
+{
+    arm(&inj_wait, k);
+}
+
+API void mock_cuda_fail_capture_query(int k)
+{
+    arm(&inj_capture, k);
 }
 
 /*
@@ -120,7 +177,9 @@ API void mock_cuda_fail_alloc(int k)
  * "bad_free_host": cuMemFreeHost with a context current other than the
  *   allocation's (refused with CUDA_ERROR_INVALID_CONTEXT);
  * "capture_broken": captures invalidated by a prohibited call;
- * "alloc_failed": allocations failed by MOCK_CUDA_ALLOC_FAIL.
+ * "alloc_failed": allocations failed by MOCK_CUDA_ALLOC_FAIL;
+ * "wait_failed": waits failed by MOCK_CUDA_WAIT_FAIL; "waits": the waits
+ *   it counts (completed polls).
  */
 API unsigned long long mock_cuda_count(const char *what)
 {
@@ -131,10 +190,13 @@ API unsigned long long mock_cuda_count(const char *what)
         {"syncs", &n_syncs}, {"host_syncs", &n_syncs}, {"dev_syncs", &n_dev_syncs}, {"legacy", &n_legacy},
         {"per_thread", &n_per_thread}, {"pending", &n_pending}, {"hostfn", &n_hostfn},
         {"bad_free_host", &n_bad_free_host}, {"kernel_loads", &n_kernel_loads},
-        {"capture_broken", &n_capture_broken}, {"alloc_failed", &n_alloc_failed},
+        {"capture_broken", &n_capture_broken}, {"alloc_failed", &n_alloc_failed}, {"wait_failed", &n_wait_failed},
+        {"capture_query_failed", &n_capture_query_failed},
     };
     if (strcmp(what, "ctx_depth") == 0)
         return (unsigned long long)ctx_depth;
+    if (strcmp(what, "waits") == 0)
+        return (unsigned long long)__atomic_load_n(&inj_wait.done, __ATOMIC_RELAXED);
     for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
         if (strcmp(what, rows[i].name) == 0)
             return __atomic_load_n(rows[i].v, __ATOMIC_RELAXED);
@@ -215,6 +277,7 @@ API CUresult cuGetErrorName(CUresult rc, const char **s)
     case ERR_INVALID_CONTEXT: *s = "CUDA_ERROR_INVALID_CONTEXT"; return SUCCESS;
     case ERR_INVALID_HANDLE: *s = "CUDA_ERROR_INVALID_HANDLE"; return SUCCESS;
     case ERR_NOT_READY: *s = "CUDA_ERROR_NOT_READY"; return SUCCESS;
+    case ERR_LAUNCH_FAILED: *s = "CUDA_ERROR_LAUNCH_FAILED"; return SUCCESS;
     case ERR_CAPTURE_UNSUPPORTED: *s = "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED"; return SUCCESS;
     case ERR_CAPTURE_INVALIDATED: *s = "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED"; return SUCCESS;
     case ERR_CAPTURE_UNMATCHED: *s = "CUDA_ERROR_STREAM_CAPTURE_UNMATCHED"; return SUCCESS;
@@ -425,13 +488,33 @@ API CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t n)
     return dev_alloc(p, n);
 }
 
-/* (memory opened from another process is closed, not freed) */
+/* (memory opened from another process is closed, not freed).  Memory of
+ * cuMemAllocAsync is freed at once, with no synchronisation: an entry still
+ * queued that uses it would use it after its free (the allocator may hand
+ * it out again at once). */
 API CUresult cuMemFree_v2(CUdeviceptr p)
 {
-    CUresult rc = mock_device_sync("cuMemFree");
-    if (rc != SUCCESS)
+    void *base = NULL;
+    size_t len = 0;
+    mstream_t *as = NULL;
+    char from[96], use[256], by[160];
+    CUresult rc;
+    if (mock_region_async_of((void *)(uintptr_t)p, &base, &len, &as)) {
+        if (base != (void *)(uintptr_t)p)
+            return ERR_INVALID_VALUE;
+        mock_caller(__builtin_return_address(0), from, sizeof(from));
+        if (mock_pending_use(base, len, use, sizeof(use)))
+            mock_rule_broken("cuMemFree(%p)%s frees stream-ordered memory (cuMemAllocAsync on stream %d) at once, "
+                             "while %s: a use after its free (CUDA Driver API, Stream Ordered Memory Allocator: every "
+                             "access between the allocation and the free in stream order; free it with "
+                             "cuMemFreeAsync on the stream that last used it)", base, from, as->id, use);
+        snprintf(by, sizeof(by), "cuMemFree(%p)%s, with no synchronisation", base, from);
+        mock_region_free(base, by);
+        return SUCCESS;
+    }
+    if ((rc = mock_device_sync("cuMemFree")) != SUCCESS)
         return rc;
-    return mock_region_free((void *)(uintptr_t)p) == 0 ? SUCCESS : ERR_INVALID_VALUE;
+    return mock_region_free((void *)(uintptr_t)p, "cuMemFree") == 0 ? SUCCESS : ERR_INVALID_VALUE;
 }
 
 /* Stream-ordered: no synchronisation; the memory is the stream's from its
@@ -439,11 +522,15 @@ API CUresult cuMemFree_v2(CUdeviceptr p)
 API CUresult cuMemAllocAsync(CUdeviceptr *p, size_t n, CUstream s)
 {
     op_t o = {.kind = OP_MARK};
+    mstream_t *m = mock_stream_of(s);
+    unsigned long long seq = 0;
     CUresult rc = dev_alloc(p, n);
     if (rc != SUCCESS)
         return rc;
     COUNT(n_alloc_async, 1);
-    return mock_enqueue(mock_stream_of(s), &o);
+    if ((rc = mock_enqueue_at(m, &o, &seq)) == SUCCESS)
+        mock_region_async((void *)(uintptr_t)*p, m, seq);
+    return rc;
 }
 
 API CUresult cuMemFreeAsync(CUdeviceptr p, CUstream s)

@@ -30,7 +30,10 @@ typedef struct {
  *   describe  one line for reports ("ncclSend of 400 bytes to rank 1 ...");
  *   wanted    whether a peer has reached its side of one of the transfers
  *             (under MOCK_CUDA_DEFERRED: a demand for the entry's stream);
- *   release   free it (after completion, or when its stream goes).
+ *   release   free it (after completion, or when its stream goes);
+ *   uses      whether it reads or writes device memory in [p, p + n) (a
+ *             free of that memory while it is queued is then a use after
+ *             free: mock_cuda_mem.c).
  */
 typedef struct mock_ext_ops {
     void (*reach)(void *arg);
@@ -40,7 +43,15 @@ typedef struct mock_ext_ops {
     void (*describe)(void *arg, char *buf, size_t len);
     int (*wanted)(void *arg);
     void (*release)(void *arg);
+    int (*uses)(void *arg, const void *p, size_t n);
 } mock_ext_ops_t;
+
+/* The exit status of a process the stand-ins stop because it broke a
+ * documented rule of the driver or of NCCL (a use of memory after its
+ * free, stream-ordered memory used outside its stream's order, ranks
+ * whose NCCL calls differ): the line before it names both sides.  (A
+ * deadlock is 86.) */
+#define MOCK_RULE_EXIT 87
 
 /* Queue an external entry on `stream` (0, or a CUresult); the calling
  * thread is counted among the process's NCCL threads (the wait-for graph's

@@ -254,8 +254,10 @@ static int in_scope(const mstream_t *s, CUcontext c)
 
 /* ------------------------------------------------------------- entries */
 
-static void exec_op(op_t *o)
+static void exec_op(const mstream_t *s, op_t *o)
 {
+    char by[96];
+    mock_run_set(s, o);
     switch (o->kind) {
     case OP_COPY:
         memmove(mock_shadow(o->dst), mock_shadow(o->src), o->n);
@@ -267,7 +269,8 @@ static void exec_op(op_t *o)
         o->fn(o->arg);
         break;
     case OP_FREE:
-        mock_region_free(o->dst);
+        snprintf(by, sizeof(by), "cuMemFreeAsync(%p), stream %d's entry #%llu", o->dst, s->id, o->seq);
+        mock_region_free(o->dst, by);
         break;
     case OP_WRITE_VALUE:
         __atomic_store_n((uint32_t *)mock_shadow(o->dst), o->value, __ATOMIC_RELEASE);
@@ -275,6 +278,7 @@ static void exec_op(op_t *o)
     default:
         break;
     }
+    mock_run_set(NULL, NULL);
 }
 
 /* s's head has run or completed (under qlock). */
@@ -308,6 +312,11 @@ static void exec_start(void)
 
 CUresult mock_enqueue(mstream_t *s, const op_t *o)
 {
+    return mock_enqueue_at(s, o, NULL);
+}
+
+CUresult mock_enqueue_at(mstream_t *s, const op_t *o, unsigned long long *seq_p)
+{
     op_t *e = malloc(sizeof(*e));
     mthread_t *me = mock_thread();
     if (e == NULL)
@@ -334,31 +343,13 @@ CUresult mock_enqueue(mstream_t *s, const op_t *o)
         s->head = e;
     s->tail = e;
     e->seq = ++s->queued;
+    if (seq_p != NULL)
+        *seq_p = e->seq;
     COUNT(n_pending, 1);
     exec_start();
     pthread_cond_broadcast(&qcond);
     pthread_mutex_unlock(&qlock);
     return SUCCESS;
-}
-
-API int mock_cuda_enqueue_ext(void *stream, const mock_ext_ops_t *ops, void *arg)
-{
-    op_t o = {.kind = OP_EXT, .xo = ops, .xarg = arg};
-    mock_thread()->nccl = 1;
-    return mock_enqueue(mock_stream_of(stream), &o);
-}
-
-API int mock_cuda_captured(void *stream, const char *what)
-{
-    mstream_t *s = mock_stream_of(stream);
-    int cap;
-    pthread_mutex_lock(&qlock);
-    cap = s->cap_mode >= 0;
-    if (cap)
-        s->cap_ops++;
-    pthread_mutex_unlock(&qlock);
-    (void)what;
-    return cap;
 }
 
 /* ----------------------------------------------------------- the device */
@@ -406,7 +397,9 @@ static int step(void)
                 if (!demanded(s) && !h->xo->wanted(h->xarg))
                     continue;
                 h->reached = 1;
+                mock_run_set(s, h);
                 h->xo->reach(h->xarg);
+                mock_run_set(NULL, NULL);
                 moved = 1;
             }
             if (ne < 256)
@@ -453,7 +446,7 @@ static int step(void)
         s = cand[rnd() % (uint64_t)k];
         s->running = 1;
         pthread_mutex_unlock(&qlock);
-        exec_op(s->head);
+        exec_op(s, s->head);
         pthread_mutex_lock(&qlock);
         s->running = 0;
         pop(s);
@@ -474,7 +467,9 @@ static int step(void)
         int r;
         if (s->head == NULL || s->running || s->head->kind != OP_EXT || !s->head->reached)
             continue;
+        mock_run_set(s, s->head);
         r = s->head->xo->progress(s->head->xarg);
+        mock_run_set(NULL, NULL);
         if (r == 1)
             pop(s);
         if (r != 0) {
@@ -613,6 +608,7 @@ void mock_wait_stream(mstream_t *s, unsigned long long upto, const char *what)
     pthread_cond_broadcast(&qcond);
     wait_loop(TH_WAIT_STREAM, s, what, stream_at, &u);
     pthread_mutex_unlock(&qlock);
+    mock_order_seen(s, upto);
 }
 
 int mock_query(mstream_t *s, unsigned long long upto, const char *what)
@@ -635,6 +631,8 @@ int mock_query(mstream_t *s, unsigned long long upto, const char *what)
         snprintf(me->what, sizeof(me->what), "%s", what);
     }
     pthread_mutex_unlock(&qlock);
+    if (ok)
+        mock_order_seen(s, upto);
     if (!ok && now() - me->since > 0.5) {
         static __thread double last;
         if (now() - last > 1.0) {
@@ -683,6 +681,7 @@ CUresult mock_device_sync(const char *what)
     pthread_cond_broadcast(&qcond);
     wait_loop(TH_WAIT_DEVICE, NULL, what, all_at, &a);
     pthread_mutex_unlock(&qlock);
+    mock_order_seen(NULL, 0);
     free(a.s);
     free(a.upto);
     return SUCCESS;

@@ -28,12 +28,14 @@ typedef void (*CUhostFn)(void *);
 
 enum {
     SUCCESS = 0, ERR_INVALID_VALUE = 1, ERR_OUT_OF_MEMORY = 2, ERR_NOT_INITIALIZED = 3, ERR_INVALID_DEVICE = 101,
-    ERR_INVALID_CONTEXT = 201, ERR_INVALID_HANDLE = 400, ERR_NOT_READY = 600,
+    ERR_INVALID_CONTEXT = 201, ERR_INVALID_HANDLE = 400, ERR_NOT_READY = 600, ERR_LAUNCH_FAILED = 719,
     ERR_CAPTURE_UNSUPPORTED = 900, ERR_CAPTURE_INVALIDATED = 901, ERR_CAPTURE_UNMATCHED = 903
 };
 /* cuda.h's CU_STREAM_LEGACY and CU_STREAM_PER_THREAD */
 #define STREAM_LEGACY ((CUstream)0x1)
 #define STREAM_PER_THREAD ((CUstream)0x2)
+
+struct mstream;
 
 /* ------------------------------------------------------------ counters */
 
@@ -61,9 +63,29 @@ void *mock_shadow(const void *p);
 int mock_is_device(const void *p, size_t n);
 /* The device and managed flag of the region holding p; 0 when none. */
 int mock_region_info(const void *p, int *device_p, int *managed_p);
-/* Free a region now (the device-wide part is the caller's); -1 for memory
- * opened from another process (closed, never freed). */
-int mock_region_free(void *p);
+/* Free a region (the device-wide part is the caller's); -1 for memory
+ * opened from another process (closed, never freed).  Stream-ordered
+ * memory (mock_region_async) is kept as a tombstone: whatever touches it
+ * later (an entry run after the free) stops the process naming `by`, the
+ * free. */
+int mock_region_free(void *p, const char *by);
+/* p, from cuMemAllocAsync, is stream-ordered memory of stream s from its
+ * entry `mark` (the allocation) on. */
+void mock_region_async(void *p, struct mstream *s, unsigned long long mark);
+/* Stream order of stream-ordered memory: t's entry tseq (an event wait)
+ * orders t's later entries after u's first useq; the host has seen u run
+ * its first `upto` entries (u NULL: every stream, a device-wide
+ * synchronisation), so what was allocated there before is valid on every
+ * stream. */
+void mock_order_wait(struct mstream *t, unsigned long long tseq, struct mstream *u, unsigned long long useq);
+void mock_order_seen(struct mstream *u, unsigned long long upto);
+/* Whether p lies in stream-ordered memory: its allocation's range and the
+ * stream it was allocated on (NULL when none). */
+int mock_region_async_of(const void *p, void **base_p, size_t *len_p, struct mstream **s_p);
+/* A documented rule of the driver or of NCCL broken: the line (after the
+ * process's rank and pid) on stderr, and the process ends with
+ * MOCK_RULE_EXIT. */
+void mock_rule_broken(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 /* Remove the names of this process's exported segments (as it ends). */
 void mock_ipc_unlink(void);
 /* Whether process pid has ended (a zombie included). */
@@ -144,6 +166,22 @@ void mock_stream_destroy(mstream_t *m);
 /* Queue a copy of *o on s (the executor runs it; a capturing stream
  * records it instead). */
 CUresult mock_enqueue(mstream_t *s, const op_t *o);
+/* The same, with the entry's number in its stream in *seq_p. */
+CUresult mock_enqueue_at(mstream_t *s, const op_t *o, unsigned long long *seq_p);
+/* The entry this thread runs now (NULL: none), for mock_running; its
+ * stream and number (*s_p NULL: none). */
+void mock_run_set(const mstream_t *s, const op_t *o);
+void mock_running_entry(const mstream_t **s_p, unsigned long long *seq_p);
+/* " (called from F)": the function whose return address is ret, when the
+ * dynamic linker can name it ("" otherwise). */
+void mock_caller(const void *ret, char *buf, size_t len);
+/* One line on what this thread is running: a stream's entry (its stream,
+ * number and kind), or "the host" outside the executor. */
+void mock_running(char *buf, size_t len);
+/* An entry queued and not yet run (or running) that uses [p, p + n), as
+ * far as its kind says (copies, sets, value operations, NCCL operations;
+ * a kernel's arguments are not known): 1 and its line in buf. */
+int mock_pending_use(const void *p, size_t n, char *buf, size_t len);
 /* Host waits: for s's first `upto` entries; for every stream of the
  * current context (a device-wide synchronisation).  `what` names the call
  * in reports.  0, or the CUresult of a prohibited call during a capture. */
@@ -164,6 +202,10 @@ int mock_value_holds(const op_t *o, uint32_t *now_p);
  * go again (0): what changes a shadow's place (cuIpcGetMemHandle) does it
  * in between. */
 void mock_quiesce(int on);
+/* MOCK_CUDA_WAIT_FAIL, MOCK_CUDA_CAPTURE_FAIL: whether a completed poll,
+ * a capture query answers an error. */
+int mock_wait_fails(void);
+int mock_capture_query_fails(void);
 /* MOCK_CUDA_HANG */
 int mock_hangs(void);
 void mock_block_for_ever(const char *what);

@@ -19,6 +19,19 @@
  * with each other in the wait-for graph (mock_cuda_wfg.c: who may write a
  * flag another waits for).  The segment's name goes when the exporter frees
  * the allocation or ends; a mapping stays valid until it is closed.
+ *
+ * Stream-ordered memory (cuMemAllocAsync) remembers its stream and the
+ * entry that allocated it.  Freed (cuMemFree at once, cuMemFreeAsync when
+ * its stream reaches the free), it stays a tombstone -- its addresses
+ * reserved, its shadow kept -- so that an entry that touches it after the
+ * free stops the process with a line naming the use and the free, where a
+ * GPU would read memory the pool has handed to someone else.  The oldest
+ * tombstones go once there are more than TOMB_MAX, with no entry running.
+ * Until the host has seen its allocation complete (a synchronisation of
+ * its stream, of an event after it, of the device), such memory may be
+ * used only by its stream's later entries and by those of streams ordered
+ * after the allocation by an event wait (directly or through others): an
+ * entry of any other stream that touches it stops the process.
  */
 #include "mock_cuda_int.h"
 #include <errno.h>
@@ -36,19 +49,28 @@ enum { IPC_NONE, IPC_EXPORTED, IPC_OPENED };
 #define IPC_PREFIX "hpmock-ipc-"
 
 #define MAX_REGIONS 4096
+#define TOMB_MAX 256
 static struct region {
-    char    *base;
-    size_t   len;
-    char    *shadow;
-    int      device;
-    int      managed;
-    int      ipc;      /* IPC_*: an exported region's shadow is its segment, an opened one's a peer's */
-    int      pid;      /* the exporter (IPC_OPENED) */
-    unsigned serial;   /* the segment's number in the exporter */
-    int      refs;     /* IPC_OPENED: opens not yet closed */
+    char     *base;
+    size_t    len;
+    char     *shadow;
+    int       device;
+    int       managed;
+    int       ipc;      /* IPC_*: an exported region's shadow is its segment, an opened one's a peer's */
+    int       pid;      /* the exporter (IPC_OPENED) */
+    unsigned  serial;   /* the segment's number in the exporter */
+    int       refs;     /* IPC_OPENED: opens not yet closed */
+    mstream_t *astream; /* stream-ordered memory: its stream (NULL: synchronous memory) */
+    unsigned long long amark;   /* ... and its allocation's entry there */
+    int       global;   /* ... known complete to the host: valid on every stream */
+    int       nvalid;   /* ... the other streams ordered after the allocation: their entries after `from` */
+    struct { mstream_t *s; unsigned long long from; } valid[16];
+    unsigned long long tomb;    /* freed stream-ordered memory: its rank among the tombstones (0: live) */
+    char      by[160];  /* a tombstone: what freed it */
 } regions[MAX_REGIONS];
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static unsigned next_serial;
+static unsigned long long ntombs, tombs_made;
 
 /* What a CUipcMemHandle (64 bytes) holds. */
 typedef struct {
@@ -79,8 +101,8 @@ static void seg_name(char *buf, size_t len, int pid, unsigned serial)
     snprintf(buf, len, "/" IPC_PREFIX "%d-%u", pid, serial);
 }
 
-/* The region holding [p, p + n), or NULL (under lock). */
-static struct region *find_locked(uintptr_t p, size_t n)
+/* The region holding [p, p + n), a tombstone included, or NULL (under lock). */
+static struct region *find_any(uintptr_t p, size_t n)
 {
     for (int i = 0; i < MAX_REGIONS; i++) {
         uintptr_t b = (uintptr_t)regions[i].base;
@@ -88,6 +110,13 @@ static struct region *find_locked(uintptr_t p, size_t n)
             return &regions[i];
     }
     return NULL;
+}
+
+/* The live region holding [p, p + n), or NULL (under lock). */
+static struct region *find_locked(uintptr_t p, size_t n)
+{
+    struct region *r = find_any(p, n);
+    return r != NULL && r->tomb == 0 ? r : NULL;
 }
 
 /* The host address of [p, p + n) of device memory, or NULL. */
@@ -119,18 +148,118 @@ int mock_region_info(const void *p, int *device_p, int *managed_p)
     return r != NULL;
 }
 
+static void region_drop(struct region *r);
+
+/* The oldest tombstones go, down to half of TOMB_MAX, with no entry
+ * running (one may be reading a shadow). */
+static void tombs_trim(void)
+{
+    mock_quiesce(1);
+    pthread_mutex_lock(&lock);
+    while (ntombs > TOMB_MAX / 2) {
+        struct region *old = NULL;
+        for (int i = 0; i < MAX_REGIONS; i++)
+            if (regions[i].base != NULL && regions[i].tomb != 0 && (old == NULL || regions[i].tomb < old->tomb))
+                old = &regions[i];
+        if (old == NULL)
+            break;
+        region_drop(old);
+        ntombs--;
+    }
+    pthread_mutex_unlock(&lock);
+    mock_quiesce(0);
+}
+
 /* A region for base and shadow (NULL when the table is full). */
 static struct region *region_add(char *base, size_t len, char *shadow, int device, int managed)
 {
+    if (__atomic_load_n(&ntombs, __ATOMIC_RELAXED) > TOMB_MAX)
+        tombs_trim();
     pthread_mutex_lock(&lock);
     for (int i = 0; i < MAX_REGIONS; i++)
         if (regions[i].base == NULL) {
-            regions[i] = (struct region){base, len, shadow, device, managed, IPC_NONE, 0, 0, 0};
+            memset(&regions[i], 0, sizeof(regions[i]));
+            regions[i].base = base;
+            regions[i].len = len;
+            regions[i].shadow = shadow;
+            regions[i].device = device;
+            regions[i].managed = managed;
             pthread_mutex_unlock(&lock);
             return &regions[i];
         }
     pthread_mutex_unlock(&lock);
     return NULL;
+}
+
+void mock_region_async(void *p, mstream_t *s, unsigned long long mark)
+{
+    struct region *r;
+    pthread_mutex_lock(&lock);
+    if ((r = find_locked((uintptr_t)p, 1)) != NULL) {
+        r->astream = s;
+        r->amark = mark;
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+/* Whether r's allocation is ordered before s's entries after `seq`; its
+ * from in *from_p (under lock). */
+static int ordered_on(const struct region *r, const mstream_t *s, unsigned long long seq, unsigned long long *from_p)
+{
+    unsigned long long from = ~0ULL;
+    if (r->astream == s)
+        from = r->amark;
+    for (int i = 0; i < r->nvalid; i++)
+        if (r->valid[i].s == s && r->valid[i].from < from)
+            from = r->valid[i].from;
+    if (from_p != NULL)
+        *from_p = from;
+    return from != ~0ULL && seq >= from;
+}
+
+void mock_order_wait(mstream_t *t, unsigned long long tseq, mstream_t *u, unsigned long long useq)
+{
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < MAX_REGIONS; i++) {
+        struct region *r = &regions[i];
+        unsigned long long from;
+        if (r->base == NULL || r->tomb != 0 || r->astream == NULL || r->global || !ordered_on(r, u, useq, NULL))
+            continue;
+        if (ordered_on(r, t, tseq, &from) || (from != ~0ULL && from <= tseq))
+            continue;
+        if (r->nvalid == (int)(sizeof(r->valid) / sizeof(r->valid[0])))
+            r->global = 1;   /* (more streams than the record holds: no longer checked) */
+        else
+            r->valid[r->nvalid].s = t, r->valid[r->nvalid++].from = tseq;
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+void mock_order_seen(mstream_t *u, unsigned long long upto)
+{
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < MAX_REGIONS; i++) {
+        struct region *r = &regions[i];
+        if (r->base != NULL && r->astream != NULL && (u == NULL || ordered_on(r, u, upto, NULL)))
+            r->global = 1;
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+int mock_region_async_of(const void *p, void **base_p, size_t *len_p, mstream_t **s_p)
+{
+    struct region *r;
+    int yes;
+    pthread_mutex_lock(&lock);
+    r = find_locked((uintptr_t)p, 1);
+    yes = r != NULL && r->astream != NULL;
+    if (yes) {
+        *base_p = r->base;
+        *len_p = r->len;
+        *s_p = r->astream;
+    }
+    pthread_mutex_unlock(&lock);
+    return yes;
 }
 
 /*
@@ -174,15 +303,29 @@ static void region_drop(struct region *r)
     r->base = NULL;
 }
 
-int mock_region_free(void *p)
+int mock_region_free(void *p, const char *by)
 {
     int rc = 0;
     pthread_mutex_lock(&lock);
-    for (int i = 0; i < MAX_REGIONS && p != NULL; i++)
-        if (regions[i].base == p && regions[i].ipc == IPC_OPENED)
+    for (int i = 0; i < MAX_REGIONS && p != NULL; i++) {
+        struct region *r = &regions[i];
+        if (r->base != p || r->tomb != 0)
+            continue;
+        if (r->ipc == IPC_OPENED) {
             rc = -1;
-        else if (regions[i].base == p)
-            region_drop(&regions[i]);
+        } else if (r->astream != NULL) {
+            char name[64];
+            r->tomb = ++tombs_made;
+            ntombs++;
+            snprintf(r->by, sizeof(r->by), "%s", by);
+            if (r->ipc == IPC_EXPORTED) {   /* (its peers keep their maps) */
+                seg_name(name, sizeof(name), (int)getpid(), r->serial);
+                shm_unlink(name);
+            }
+        } else {
+            region_drop(r);
+        }
+    }
     pthread_mutex_unlock(&lock);
     return rc;
 }
@@ -394,7 +537,7 @@ API void *mock_cuda_malloc(size_t bytes, int device)
 API void mock_cuda_free(void *p)
 {
     mock_device_sync("cudaFree");
-    mock_region_free(p);
+    mock_region_free(p, "cudaFree");
 }
 
 /* Host-side access to device memory, for the tests' checks: only what has
@@ -418,10 +561,42 @@ API int mock_cuda_read(void *dst, const void *dev, size_t n)
 }
 
 /* The host shadow of a device address (p itself for host memory): the
- * emulated CUDA module (cuda/hp_kern_emu.c) runs its kernels on it. */
+ * emulated CUDA module (cuda/hp_kern_emu.c) runs its kernels on it, the
+ * stand-in NCCL moves its bytes.  Freed stream-ordered memory stops the
+ * process, naming the entry that touches it and the free. */
 API void *mock_cuda_shadow(const void *p)
 {
-    char *h = shadow_range(p, 1);
+    struct region *r;
+    char *h = NULL, by[160], who[240];
+    const mstream_t *s = NULL;
+    unsigned long long seq = 0, mark = 0;
+    int unordered = 0, aid = 0;
+    mock_running_entry(&s, &seq);
+    pthread_mutex_lock(&lock);
+    if ((r = find_any((uintptr_t)p, 1)) != NULL) {
+        h = r->shadow + ((const char *)p - r->base);
+        if (r->tomb != 0) {
+            snprintf(by, sizeof(by), "%s", r->by);
+            h = NULL;
+        } else if (r->astream != NULL && !r->global && s != NULL && !ordered_on(r, s, seq, NULL)) {
+            unordered = 1;
+            aid = r->astream->id;
+            mark = r->amark;
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    if (r != NULL && (h == NULL || unordered))
+        mock_running(who, sizeof(who));
+    if (r != NULL && h == NULL)
+        mock_rule_broken("%s uses device memory at %p after its free (%s): stream-ordered memory may be "
+                         "accessed only between its allocation and its free in stream order (CUDA Driver API, "
+                         "Stream Ordered Memory Allocator)", who, p, by);
+    if (unordered)
+        mock_rule_broken("%s uses device memory at %p, allocated by cuMemAllocAsync on stream %d (its entry #%llu), "
+                         "with no event ordering it after the allocation and no host synchronisation since: memory "
+                         "of the stream-ordered allocator is valid only in its stream's order (CUDA Driver API, "
+                         "cuMemAllocAsync; CUDA Programming Guide, Stream-Ordered Memory Allocator)", who, p, aid,
+                         mark);
     return h != NULL ? h : (void *)(uintptr_t)p;
 }
 

@@ -93,7 +93,7 @@ API CUresult cuStreamQuery(CUstream s)
     if (!mock_query(m, m->queued, "cuStreamQuery (polling)"))
         return ERR_NOT_READY;
     COUNT(n_syncs, 1);
-    return SUCCESS;
+    return mock_wait_fails() ? ERR_LAUNCH_FAILED : SUCCESS;
 }
 
 API CUresult cuEventCreate(CUevent *e, unsigned int flags)
@@ -142,7 +142,7 @@ API CUresult cuEventQuery(CUevent e)
     if (ev->s != NULL && !mock_query(ev->s, ev->seq, "cuEventQuery (polling)"))
         return ERR_NOT_READY;
     COUNT(n_syncs, 1);
-    return SUCCESS;
+    return mock_wait_fails() ? ERR_LAUNCH_FAILED : SUCCESS;
 }
 
 API CUresult cuEventDestroy_v2(CUevent e)
@@ -157,6 +157,8 @@ API CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned int flags)
     mevent_t *ev = (mevent_t *)e;
     mstream_t *m = mock_stream_of(s);
     op_t o = {.kind = OP_WAIT};
+    unsigned long long seq = 0;
+    CUresult rc;
     (void)flags;
     if (e == NULL)
         return ERR_INVALID_HANDLE;
@@ -166,7 +168,9 @@ API CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned int flags)
     pthread_mutex_unlock(&qlock);
     if (o.ws == NULL || o.ws == m)
         return SUCCESS;   /* never recorded, or in stream order anyway */
-    return mock_enqueue(m, &o);
+    if ((rc = mock_enqueue_at(m, &o, &seq)) == SUCCESS && m->cap_mode < 0)
+        mock_order_wait(m, seq, o.ws, o.wseq);
+    return rc;
 }
 
 /* ------------------------------------------------------------ captures */
@@ -214,6 +218,8 @@ API CUresult cuStreamIsCapturing(CUstream s, int *status)
 {
     mstream_t *m;
     *status = 0;
+    if (mock_capture_query_fails())
+        return ERR_LAUNCH_FAILED;
     pthread_mutex_lock(&cap_lock);
     for (int i = 0; i < 16; i++)
         if (capturing[i] != NULL && capturing[i] == s)
@@ -239,6 +245,27 @@ API void mock_cuda_set_capturing(void *stream, int on)
             break;
         }
     pthread_mutex_unlock(&cap_lock);
+}
+
+/* The stand-in NCCL's operations on streams (mock_cuda.h). */
+API int mock_cuda_enqueue_ext(void *stream, const mock_ext_ops_t *ops, void *arg)
+{
+    op_t o = {.kind = OP_EXT, .xo = ops, .xarg = arg};
+    mock_thread()->nccl = 1;
+    return mock_enqueue(mock_stream_of(stream), &o);
+}
+
+API int mock_cuda_captured(void *stream, const char *what)
+{
+    mstream_t *s = mock_stream_of(stream);
+    int cap;
+    pthread_mutex_lock(&qlock);
+    cap = s->cap_mode >= 0;
+    if (cap)
+        s->cap_ops++;
+    pthread_mutex_unlock(&qlock);
+    (void)what;
+    return cap;
 }
 
 /* ------------------------------------------------------------ captures */

@@ -26,10 +26,11 @@
  *     (a split: the ranks of its colour, ordered by key);
  *   - otherwise one rank: operations complete when reached and move
  *     nothing.
- * ncclAllReduce, ncclAllGather, ncclBroadcast, ncclBcast, ncclSend and
- * ncclRecv move data between the ranks (device pointers of the stand-in
- * driver through their shadow; the reduction in rank order, so every rank
- * gets the same bits); ncclReduce and ncclReduceScatter move nothing.
+ * ncclAllReduce, ncclAllGather, ncclBroadcast, ncclBcast, ncclAlltoAll,
+ * ncclGather, ncclScatter, ncclSend and ncclRecv (mock_nccl_ops.c) move
+ * data between the ranks (device pointers of the stand-in driver through
+ * their shadow; the reduction in rank order, so every rank gets the same
+ * bits); ncclReduce and ncclReduceScatter move nothing.
  * ncclCommAbort makes the communicator's operations fail at once (and its
  * peers' transfers with it); ncclCommDestroy frees it once its operations
  * have ended.  Under MOCK_NCCL_CONNECT_HANG=1 the ncclGroupEnd of a group
@@ -60,6 +61,7 @@
 #endif
 #include <nccl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,7 +79,7 @@ static __thread int depth;
 
 /* (the record grows: a pointer from mock_nccl_call is valid until the
  * next NCCL call) */
-static void record(const char *fn, const void *s, void *r, size_t count, int dt, int op, int root, void *comm,
+void mock_record(const char *fn, const void *s, void *r, size_t count, int dt, int op, int root, void *comm,
                    void *stream)
 {
     pthread_mutex_lock(&lock);
@@ -133,6 +135,11 @@ API int mock_nccl_depth(void)
     return depth;
 }
 
+int mock_in_group(void)
+{
+    return depth > 0;
+}
+
 static int polls_set;
 
 /* The polls of the next operations in progress (0: MOCK_NCCL_POLLS). */
@@ -141,7 +148,7 @@ API void mock_nccl_set_polls(int n)
     polls_set = n;
 }
 
-static int polls(void)
+int mock_polls(void)
 {
     const char *v = getenv("MOCK_NCCL_POLLS");
     if (polls_set > 0)
@@ -194,8 +201,9 @@ static mock_comm_t *comm_init(mock_comm_t *c, mock_shm_t *world)
     c->rnext = calloc((size_t)n, sizeof(uint64_t));
     c->wtop = calloc((size_t)n, sizeof(uint64_t));
     c->rtop = calloc((size_t)n, sizeof(uint64_t));
+    c->connected = calloc((size_t)n, 1);
     if (c->sseq == NULL || c->rseq == NULL || c->wnext == NULL || c->rnext == NULL || c->wtop == NULL ||
-        c->rtop == NULL)
+        c->rtop == NULL || c->connected == NULL)
         abort();
     for (int p = 0; p < n; p++)
         c->wnext[p] = c->rnext[p] = 1;
@@ -209,6 +217,7 @@ void mock_comm_unref(mock_comm_t *c)
 {
     if (__atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL) != 0)
         return;
+    mock_ent_order_free(c);
     mock_shm_leave(c->world);
     c->world = NULL;
     free(c->sseq);
@@ -217,6 +226,7 @@ void mock_comm_unref(mock_comm_t *c)
     free(c->rnext);
     free(c->wtop);
     free(c->rtop);
+    free(c->connected);
     pthread_mutex_lock(&gone_lock);
     c->gone = gone;
     gone = c;
@@ -289,20 +299,10 @@ API ncclComm_t mock_nccl_comm_new(void)
 
 /* --------------------------------------------------------------- groups */
 
-/* An operation held in the open group. */
-typedef struct {
-    int          coll;       /* 0: a send or receive, else MOCK_D_* */
-    int          send, peer, dt, op;
-    const void  *sbuf;
-    void        *rbuf;
-    size_t       count;
-    mock_comm_t *c;
-    void        *stream;
-} gop_t;
 static __thread gop_t *gops;
 static __thread int ngops, gops_room;
 
-static int group_add(const gop_t *g)
+int mock_group_add(const gop_t *g)
 {
     if (ngops == gops_room) {
         int r = gops_room ? 2 * gops_room : 64;
@@ -318,7 +318,7 @@ static int group_add(const gop_t *g)
 
 /* An operation's entry on its stream now, or held for the polls of a
  * non-blocking communicator (1 then). */
-static ncclResult_t submit(struct entry *e, mock_comm_t *c, int *held_p)
+ncclResult_t mock_submit(struct entry *e, mock_comm_t *c, int *held_p)
 {
     if (e == NULL)
         return ncclSystemError;
@@ -357,12 +357,66 @@ static int connect_hang(void)
     return 1;
 }
 
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+ncclResult_t mock_connect(const gop_t *g, int n)
+{
+    const char *v = getenv("MOCK_NCCL_TIMEOUT");
+    double t0 = now_s(), limit = v != NULL && atof(v) > 0 ? atof(v) : 60.0;
+    struct timespec ts = {0, 200000};
+    int waiting = 1;
+    for (int i = 0; i < n; i++)
+        if (!g[i].coll && g[i].c->world != NULL && !g[i].c->connected[g[i].peer])
+            mock_shm_connect(g[i].c->world, g[i].peer);
+    while (waiting) {
+        waiting = 0;
+        for (int i = 0; i < n; i++) {
+            mock_comm_t *c = g[i].c;
+            int p = g[i].peer;
+            const char *why = NULL;
+            if (g[i].coll || c->world == NULL || c->connected[p])
+                continue;
+            if (mock_shm_connected(c->world, p)) {
+                c->connected[p] = 1;
+                continue;
+            }
+            if (__atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE))
+                return ncclSystemError;
+            if (mock_shm_aborted(c->world, p))
+                why = "it aborted the communicator";
+            else if (mock_shm_pid(c->world, p) > 0 && kill(mock_shm_pid(c->world, p), 0) != 0)
+                why = "its process is gone";
+            else if (now_s() - t0 > limit)
+                why = "not within MOCK_NCCL_TIMEOUT";
+            if (why != NULL) {
+                fprintf(stderr, "mock_nccl rank %d: a group with a send or receive with rank %d (their first on "
+                        "communicator %04llx: NCCL connects them in it) waits for rank %d to reach its own, and %s\n",
+                        c->rank, p, (unsigned long long)(mock_shm_uid(c->world) & 0xffff), p, why);
+                return ncclSystemError;
+            }
+            waiting = 1;
+        }
+        if (waiting)
+            nanosleep(&ts, NULL);
+    }
+    return ncclSuccess;
+}
+
 static ncclResult_t group_flush(void)
 {
     ncclResult_t rc = ncclSuccess;
     int held = 0;
     if (connect_hang())
         return ncclSystemError;
+    if ((rc = mock_connect(gops, ngops)) != ncclSuccess) {
+        ngops = 0;
+        return rc;
+    }
     for (int i = 0; i < ngops;) {
         gop_t *g = &gops[i];
         struct entry *e;
@@ -378,10 +432,10 @@ static ncclResult_t group_flush(void)
                                               gops[i].count, gops[i].dt, gops[i].peer) != 0 && rc == ncclSuccess)
                     rc = ncclInvalidArgument;
         }
-        if ((r = submit(e, g->c, &held)) != ncclSuccess && rc == ncclSuccess)
+        if ((r = mock_submit(e, g->c, &held)) != ncclSuccess && rc == ncclSuccess)
             rc = r;
         if (held)
-            g->c->pending = polls();
+            g->c->pending = mock_polls();
     }
     ngops = 0;
     return rc == ncclSuccess && held ? ncclInProgress : rc;
@@ -389,14 +443,14 @@ static ncclResult_t group_flush(void)
 
 API ncclResult_t ncclGroupStart(void)
 {
-    record("ncclGroupStart", NULL, NULL, 0, -1, -1, -1, NULL, NULL);
+    mock_record("ncclGroupStart", NULL, NULL, 0, -1, -1, -1, NULL, NULL);
     depth++;
     return ncclSuccess;
 }
 
 API ncclResult_t ncclGroupEnd(void)
 {
-    record("ncclGroupEnd", NULL, NULL, 0, -1, -1, -1, NULL, NULL);
+    mock_record("ncclGroupEnd", NULL, NULL, 0, -1, -1, -1, NULL, NULL);
     if (depth == 0)
         return ncclInvalidUsage;
     if (--depth > 0)
@@ -404,110 +458,12 @@ API ncclResult_t ncclGroupEnd(void)
     return group_flush();
 }
 
-/* ----------------------------------------------------------- operations */
+/* ------------------------------------------------- communicators' lives */
 
-/* Any operation on comm while one is in progress (a non-blocking
- * communicator not polled out) is ncclInvalidUsage. */
-static int busy(ncclComm_t comm)
+int mock_busy(ncclComm_t comm)
 {
     return comm != NULL && ((mock_comm_t *)comm)->pending > 0;
 }
-
-/* One operation: into the open group, or enqueued (held when non-blocking). */
-static ncclResult_t operation(const gop_t *g)
-{
-    int held = 0;
-    ncclResult_t rc;
-    if (g->c == NULL)
-        return ncclInvalidArgument;
-    mock_comm_live((ncclComm_t)g->c, "an operation");
-    if (busy((ncclComm_t)g->c))
-        return ncclInvalidUsage;
-    if (g->c->aborted)
-        return ncclInvalidUsage;
-    if (depth > 0)
-        return group_add(g) == 0 ? ncclSuccess : ncclSystemError;
-    if (g->coll) {
-        rc = submit(mock_ent_coll(g->c, g->stream, g->coll, g->sbuf, g->rbuf, g->count, g->dt, g->op, g->peer), g->c,
-                    &held);
-    } else {
-        struct entry *e = mock_ent_p2p(g->c, g->stream);
-        if (e != NULL && mock_ent_add(e, g->send, g->send ? g->sbuf : g->rbuf, g->count, g->dt, g->peer) != 0) {
-            mock_ent_free(e);
-            return ncclInvalidArgument;
-        }
-        rc = submit(e, g->c, &held);
-    }
-    if (held) {
-        g->c->pending = polls();
-        return ncclInProgress;
-    }
-    return rc;
-}
-
-API ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
-                               ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream)
-{
-    gop_t g = {MOCK_D_ALLREDUCE, 0, -1, datatype, op, sendbuff, recvbuff, count, (mock_comm_t *)comm, stream};
-    record("ncclAllReduce", sendbuff, recvbuff, count, datatype, op, -1, comm, stream);
-    return operation(&g);
-}
-
-API ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
-                               int root, ncclComm_t comm, cudaStream_t stream)
-{
-    gop_t g = {MOCK_D_BCAST, 0, root, datatype, -1, sendbuff, recvbuff, count, (mock_comm_t *)comm, stream};
-    record("ncclBroadcast", sendbuff, recvbuff, count, datatype, -1, root, comm, stream);
-    return operation(&g);
-}
-
-API ncclResult_t ncclBcast(void *buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
-                           cudaStream_t stream)
-{
-    gop_t g = {MOCK_D_BCAST, 0, root, datatype, -1, buff, buff, count, (mock_comm_t *)comm, stream};
-    record("ncclBcast", buff, buff, count, datatype, -1, root, comm, stream);
-    return operation(&g);
-}
-
-API ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
-                            ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream)
-{
-    record("ncclReduce", sendbuff, recvbuff, count, datatype, op, root, comm, stream);
-    return ncclSuccess;
-}
-
-API ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount, ncclDataType_t datatype,
-                               ncclComm_t comm, cudaStream_t stream)
-{
-    gop_t g = {MOCK_D_ALLGATHER, 0, -1, datatype, -1, sendbuff, recvbuff, sendcount, (mock_comm_t *)comm, stream};
-    record("ncclAllGather", sendbuff, recvbuff, sendcount, datatype, -1, -1, comm, stream);
-    return operation(&g);
-}
-
-API ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount, ncclDataType_t datatype,
-                                   ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream)
-{
-    record("ncclReduceScatter", sendbuff, recvbuff, recvcount, datatype, op, -1, comm, stream);
-    return ncclSuccess;
-}
-
-API ncclResult_t ncclSend(const void *sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
-                          cudaStream_t stream)
-{
-    gop_t g = {0, 1, peer, datatype, -1, sendbuff, NULL, count, (mock_comm_t *)comm, stream};
-    record("ncclSend", sendbuff, NULL, count, datatype, -1, peer, comm, stream);
-    return operation(&g);
-}
-
-API ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
-                          cudaStream_t stream)
-{
-    gop_t g = {0, 0, peer, datatype, -1, NULL, recvbuff, count, (mock_comm_t *)comm, stream};
-    record("ncclRecv", NULL, recvbuff, count, datatype, -1, peer, comm, stream);
-    return operation(&g);
-}
-
-/* ------------------------------------------------- communicators' lives */
 
 API ncclResult_t ncclCommCount(const ncclComm_t comm, int *count)
 {
@@ -523,7 +479,8 @@ API ncclResult_t ncclCommUserRank(const ncclComm_t comm, int *rank)
 
 API ncclResult_t ncclCommFinalize(ncclComm_t comm)
 {
-    record("ncclCommFinalize", NULL, NULL, 0, -1, -1, -1, comm, NULL);
+    mock_record("ncclCommFinalize", NULL, NULL, 0, -1, -1, -1, comm, NULL);
+    mock_seq_end(mock_comm_live(comm, "ncclCommFinalize"), "ncclCommFinalize");
     /* as a non-blocking communicator may answer */
     return getenv("MOCK_NCCL_NONBLOCKING") != NULL ? ncclInProgress : ncclSuccess;
 }
@@ -544,7 +501,8 @@ static void comm_drop(mock_comm_t *c)
 
 API ncclResult_t ncclCommDestroy(ncclComm_t comm)
 {
-    record("ncclCommDestroy", NULL, NULL, 0, -1, -1, -1, comm, NULL);
+    mock_record("ncclCommDestroy", NULL, NULL, 0, -1, -1, -1, comm, NULL);
+    mock_seq_end(mock_comm_live(comm, "ncclCommDestroy"), "ncclCommDestroy");
     comm_drop(mock_comm_live(comm, "ncclCommDestroy"));
     return ncclSuccess;
 }
@@ -552,7 +510,7 @@ API ncclResult_t ncclCommDestroy(ncclComm_t comm)
 API ncclResult_t ncclCommAbort(ncclComm_t comm)
 {
     mock_comm_t *c = mock_comm_live(comm, "ncclCommAbort");
-    record("ncclCommAbort", NULL, NULL, 0, -1, -1, -1, comm, NULL);
+    mock_record("ncclCommAbort", NULL, NULL, 0, -1, -1, -1, comm, NULL);
     if (c != NULL) {
         __atomic_store_n(&c->aborted, 1, __ATOMIC_RELEASE);
         if (c->world != NULL)
@@ -566,8 +524,8 @@ API ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *
 {
     mock_comm_t *c, *parent = (mock_comm_t *)comm;
     mock_shm_t *w = NULL;
-    record("ncclCommSplit", NULL, NULL, 0, color, key, -1, comm, NULL);
-    if (busy(comm))
+    mock_record("ncclCommSplit", NULL, NULL, 0, color, key, -1, comm, NULL);
+    if (mock_busy(comm))
         return ncclInvalidUsage;
     /* replay: a split of a communicator of every rank is collective */
     if (parent != NULL && parent->world != NULL && replay()) {
@@ -590,7 +548,7 @@ API ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *
     /* without a configuration, the parent's */
     c->nonblocking = config != NULL ? config->blocking == 0 : parent != NULL && parent->nonblocking;
     if (c->nonblocking) {
-        c->pending = polls();
+        c->pending = mock_polls();
         return ncclInProgress;
     }
     return ncclSuccess;
@@ -623,13 +581,13 @@ API ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUnique
 {
     ncclResult_t rc;
     mock_comm_t *c;
-    record("ncclCommInitRankConfig", NULL, NULL, (size_t)nranks, -1, -1, rank, NULL, NULL);
+    mock_record("ncclCommInitRankConfig", NULL, NULL, (size_t)nranks, -1, -1, rank, NULL, NULL);
     if ((rc = init_rank(comm, nranks, commId, rank)) != ncclSuccess)
         return rc;
     c = (mock_comm_t *)*comm;
     c->nonblocking = config != NULL && config->blocking == 0;
     if (c->nonblocking) {
-        c->pending = polls();
+        c->pending = mock_polls();
         return ncclInProgress;
     }
     return ncclSuccess;
@@ -638,7 +596,7 @@ API ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUnique
 /* The id of a communicator: MOCK_NCCL_SHM's rendezvous name. */
 API ncclResult_t ncclGetUniqueId(ncclUniqueId *id)
 {
-    record("ncclGetUniqueId", NULL, NULL, 0, -1, -1, -1, NULL, NULL);
+    mock_record("ncclGetUniqueId", NULL, NULL, 0, -1, -1, -1, NULL, NULL);
     if (id == NULL)
         return ncclInvalidArgument;
     mock_shm_unique_id(id->internal, sizeof(id->internal));
@@ -647,7 +605,7 @@ API ncclResult_t ncclGetUniqueId(ncclUniqueId *id)
 
 API ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank)
 {
-    record("ncclCommInitRank", NULL, NULL, (size_t)nranks, -1, -1, rank, NULL, NULL);
+    mock_record("ncclCommInitRank", NULL, NULL, (size_t)nranks, -1, -1, rank, NULL, NULL);
     return init_rank(comm, nranks, commId, rank);
 }
 

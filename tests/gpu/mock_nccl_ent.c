@@ -94,14 +94,14 @@ static void *host_of(const void *p)
     return shadow != NULL ? shadow(p) : (void *)(uintptr_t)p;
 }
 
-static const char *dt_name(int dt)
+const char *mock_dt_name(int dt)
 {
     static const char *const names[] = {"int8", "uint8", "int32", "uint32", "int64", "uint64", "float16",
                                         "float32", "float64", "bfloat16"};
     return dt >= 0 && dt < (int)(sizeof(names) / sizeof(names[0])) ? names[dt] : "?";
 }
 
-static const char *kind_name(int k)
+const char *mock_kind_name(int k)
 {
     switch (k) {
     case MOCK_D_SEND: return "ncclSend";
@@ -109,6 +109,9 @@ static const char *kind_name(int k)
     case MOCK_D_ALLREDUCE: return "ncclAllReduce";
     case MOCK_D_ALLGATHER: return "ncclAllGather";
     case MOCK_D_BCAST: return "ncclBroadcast";
+    case MOCK_D_ALLTOALL: return "ncclAlltoAll";
+    case MOCK_D_GATHER: return "ncclGather";
+    case MOCK_D_SCATTER: return "ncclScatter";
     default: return "?";
     }
 }
@@ -166,7 +169,7 @@ int mock_ent_add(entry_t *e, int send, const void *buf, size_t count, int dt, in
     if (e->kind == E_LOCAL)
         return 0;
     if (peer < 0 || peer >= e->c->size) {
-        fprintf(stderr, "mock_nccl rank %d: an %s with peer %d of %d ranks\n", e->c->rank, kind_name(d.kind),
+        fprintf(stderr, "mock_nccl rank %d: an %s with peer %d of %d ranks\n", e->c->rank, mock_kind_name(d.kind),
                 peer, e->c->size);
         return -1;
     }
@@ -195,13 +198,26 @@ entry_t *mock_ent_coll(mock_comm_t *c, void *stream, int kind, const void *send,
         return NULL;
     }
     for (int p = 0; p < c->size; p++) {
+        char *chunk_s = (char *)(uintptr_t)send + (size_t)p * bytes, *chunk_r = (char *)recv + (size_t)p * bytes;
         if (p == c->rank)
             continue;
-        if (kind == MOCK_D_BCAST) {
+        if (kind == MOCK_D_BCAST || kind == MOCK_D_SCATTER) {
             if (c->rank == root)
-                add_xfer(e, 1, p, send, bytes, &d);
+                add_xfer(e, 1, p, kind == MOCK_D_SCATTER ? chunk_s : send, bytes, &d);
             else if (p == root)
                 add_xfer(e, 0, p, recv, bytes, &d);
+            continue;
+        }
+        if (kind == MOCK_D_GATHER) {
+            if (c->rank == root)
+                add_xfer(e, 0, p, chunk_r, bytes, &d);
+            else if (p == root)
+                add_xfer(e, 1, p, send, bytes, &d);
+            continue;
+        }
+        if (kind == MOCK_D_ALLTOALL) {
+            add_xfer(e, 1, p, chunk_s, bytes, &d);
+            add_xfer(e, 0, p, chunk_r, bytes, &d);
             continue;
         }
         add_xfer(e, 1, p, send, bytes, &d);
@@ -261,9 +277,9 @@ static void say_mismatch(const entry_t *e, const xfer_t *x, const mock_desc_t *p
 {
     fprintf(stderr, "mock_nccl: count or type mismatch on communicator %04llx: rank %d's %s of %llu x %s %s rank %d "
             "(its operation #%u) meets rank %d's %s of %llu x %s %s rank %d (its operation #%u)\n",
-            (unsigned long long)(mock_shm_uid(e->c->world) & 0xffff), e->c->rank, kind_name(x->d.kind),
-            (unsigned long long)x->d.count, dt_name(x->d.dt), x->send ? "to" : "from", x->peer, x->d.opno,
-            x->peer, kind_name(p->kind), (unsigned long long)p->count, dt_name(p->dt), x->send ? "from" : "to",
+            (unsigned long long)(mock_shm_uid(e->c->world) & 0xffff), e->c->rank, mock_kind_name(x->d.kind),
+            (unsigned long long)x->d.count, mock_dt_name(x->d.dt), x->send ? "to" : "from", x->peer, x->d.opno,
+            x->peer, mock_kind_name(p->kind), (unsigned long long)p->count, mock_dt_name(p->dt), x->send ? "from" : "to",
             e->c->rank, p->opno);
 }
 
@@ -381,6 +397,12 @@ static void finish(entry_t *e)
         memmove((char *)host_of(e->recvbuff) + (size_t)c->rank * bytes, host_of(e->sendbuff), bytes);
     } else if (e->coll == MOCK_D_BCAST && c->rank == e->root && e->sendbuff != e->recvbuff) {
         memmove(host_of(e->recvbuff), host_of(e->sendbuff), bytes);
+    } else if (e->coll == MOCK_D_ALLTOALL || (e->coll == MOCK_D_GATHER && c->rank == e->root)) {
+        /* this rank's own chunk */
+        memmove((char *)host_of(e->recvbuff) + (size_t)c->rank * bytes,
+                (const char *)host_of(e->sendbuff) + (e->coll == MOCK_D_ALLTOALL ? (size_t)c->rank * bytes : 0), bytes);
+    } else if (e->coll == MOCK_D_SCATTER && c->rank == e->root) {
+        memmove(host_of(e->recvbuff), (const char *)host_of(e->sendbuff) + (size_t)c->rank * bytes, bytes);
     }
 }
 
@@ -439,8 +461,8 @@ static void x_describe(void *arg, char *buf, size_t len)
     entry_t *e = arg;
     unsigned long long cid = e->c->world != NULL ? mock_shm_uid(e->c->world) & 0xffff : 0;
     if (e->kind == E_COLL) {
-        snprintf(buf, len, "%s of %zu x %s (communicator %04llx, operation #%u)", kind_name(e->coll), e->count,
-                 dt_name(e->dt), cid, e->opno);
+        snprintf(buf, len, "%s of %zu x %s (communicator %04llx, operation #%u)", mock_kind_name(e->coll), e->count,
+                 mock_dt_name(e->dt), cid, e->opno);
     } else {
         int s = 0, r = 0;
         for (int i = 0; i < e->nx; i++) {
@@ -472,7 +494,29 @@ static void x_release(void *arg)
     mock_ent_free(arg);
 }
 
-static const mock_ext_ops_t ext_ops = {x_reach, x_progress, x_waits, x_keys, x_describe, x_wanted, x_release};
+static int span_has(const void *a, size_t an, const void *p, size_t n)
+{
+    uintptr_t x = (uintptr_t)a, y = (uintptr_t)p;
+    return a != NULL && an > 0 && n > 0 && x < y + n && y < x + an;
+}
+
+/* Whether the operation reads or writes [p, p + n): its buffers. */
+static int x_uses(void *arg, const void *p, size_t n)
+{
+    entry_t *e = arg;
+    size_t bytes = e->count * mock_shm_dt_bytes(e->dt), all = bytes * (size_t)e->c->size;
+    if (e->kind != E_P2P && e->coll != 0) {
+        int wide_s = e->coll == MOCK_D_ALLTOALL || e->coll == MOCK_D_SCATTER;
+        int wide_r = e->coll == MOCK_D_ALLGATHER || e->coll == MOCK_D_ALLTOALL || e->coll == MOCK_D_GATHER;
+        return span_has(e->sendbuff, wide_s ? all : bytes, p, n) || span_has(e->recvbuff, wide_r ? all : bytes, p, n);
+    }
+    for (int i = 0; i < e->nx; i++)
+        if (span_has(e->x[i].app, e->x[i].bytes, p, n))
+            return 1;
+    return 0;
+}
+
+static const mock_ext_ops_t ext_ops = {x_reach, x_progress, x_waits, x_keys, x_describe, x_wanted, x_release, x_uses};
 
 /* ------------------------------------------------------------ enqueue */
 
@@ -480,12 +524,53 @@ static void number(entry_t *e)
 {
     mock_comm_t *c = e->c;
     e->opno = ++c->opno;
+    if (e->kind == E_COLL) {
+        mock_desc_t d = {e->coll, e->dt, e->op, e->root, e->count, 0, e->opno, (uint32_t)c->rank};
+        mock_seq_coll(c, &d);
+    }
     for (int i = 0; i < e->nx; i++) {
         xfer_t *x = &e->x[i];
         x->n = x->send ? ++c->sseq[x->peer] : ++c->rseq[x->peer];
         x->d.opno = e->opno;
         x->d.rank = (uint32_t)c->rank;
+        if (e->kind == E_P2P)
+            mock_seq_p2p(c, x->send, x->peer, x->n, &x->d);
     }
+}
+
+/* NCCL orders one communicator's operations whatever their streams: it
+ * records an event after each, which the next one's stream waits for when
+ * it is another.  So does the stand-in (through the stand-in driver's
+ * events, while a context is current; none: not ordered).  Before an
+ * operation is queued on `stream`, and after (done 1). */
+static void order(mock_comm_t *c, void *stream, int done)
+{
+    static int (*ev_create)(void **, unsigned), (*ev_record)(void *, void *), (*wait_ev)(void *, void *, unsigned);
+    if (ev_create == NULL) {
+        *(void **)&ev_record = cuda_sym("cuEventRecord");
+        *(void **)&wait_ev = cuda_sym("cuStreamWaitEvent");
+        *(void **)&ev_create = cuda_sym("cuEventCreate");
+    }
+    if (ev_create == NULL || ev_record == NULL || wait_ev == NULL)
+        return;
+    if (!done) {
+        if (c->order_ev != NULL && c->last_stream != stream)
+            wait_ev(stream, c->order_ev, 0);
+        return;
+    }
+    if (c->order_ev == NULL && ev_create(&c->order_ev, 0) != 0)
+        c->order_ev = NULL;
+    if (c->order_ev != NULL && ev_record(c->order_ev, stream) == 0)
+        c->last_stream = stream;
+}
+
+void mock_ent_order_free(mock_comm_t *c)
+{
+    int (*ev_destroy)(void *);
+    *(void **)&ev_destroy = c->order_ev != NULL ? cuda_sym("cuEventDestroy_v2") : NULL;
+    if (ev_destroy != NULL)
+        ev_destroy(c->order_ev);
+    c->order_ev = NULL;
 }
 
 ncclResult_t mock_ent_enqueue(entry_t *e)
@@ -520,9 +605,15 @@ ncclResult_t mock_ent_enqueue(entry_t *e)
         mock_ent_free(e);
         return ncclSuccess;
     }
-    if (enq(e->stream, &ext_ops, e) != 0) {
-        mock_ent_free(e);
-        return ncclUnhandledCudaError;
+    order(e->c, e->stream, 0);
+    {
+        mock_comm_t *c = e->c;
+        void *stream = e->stream;
+        if (enq(stream, &ext_ops, e) != 0) {
+            mock_ent_free(e);
+            return ncclUnhandledCudaError;
+        }
+        order(c, stream, 1);
     }
     return ncclSuccess;
 }

@@ -10,7 +10,12 @@
  * rank aborted) and one channel per ordered pair (src, dst): a ring of
  * CH_BYTES with the bytes written (tail, by src) and read (head, by dst),
  * single producer and single consumer, and each side's record of the
- * transfers it reached (a ring of RING numbers with their descriptions).
+ * transfers it reached and of those it issued (rings of RING numbers with
+ * their descriptions).  After the channels, each rank's log of the
+ * collectives it issued (a ring of LOG_RING, each with the transfers it
+ * had issued to and from every rank before it) and its end
+ * (mock_nccl_seq.c compares them).  A record is written by its rank alone
+ * and read by the others, its number last (0 while it changes).
  *
  * Mutations for the tests (tests/gpu/run_nompi.sh), on what rank P sent with
  * ncclSend (the collectives, hipress' agreements among them, are left
@@ -36,6 +41,7 @@
 
 #define CH_BYTES ((uint64_t)64 << 10)
 #define RING 64
+#define LOG_RING 64
 #define MAX_RANKS 64
 #define MAGIC 0x68706d6f636b3032ULL   /* "hpmock02" */
 
@@ -46,8 +52,19 @@ typedef struct {
     char             pad1[56];
     _Atomic uint64_t reach[2][RING];  /* [1] src's, [0] dst's: the transfer numbers reached */
     mock_desc_t      desc[2][RING];
+    _Atomic uint64_t issue[2][RING];  /* ... the transfer numbers issued, */
+    mock_desc_t      idesc[2][RING];
+    uint64_t         icoll[2][RING];  /* ... and the collectives issued before each */
     char             data[CH_BYTES];
 } chan_t;
+
+/* A rank's record of its k-th collective (or, in the slot after the ring,
+ * of its end: k the collectives issued), followed by the transfers it had
+ * issued before it: 2 nranks uint64, to then from each rank. */
+typedef struct {
+    _Atomic uint64_t k;
+    mock_desc_t      d;
+} log_t;
 
 typedef struct {
     _Atomic uint64_t magic;
@@ -55,6 +72,7 @@ typedef struct {
     _Atomic int      joined;
     _Atomic int      pid[MAX_RANKS];
     _Atomic int      aborted[MAX_RANKS];
+    _Atomic char     conn[MAX_RANKS][MAX_RANKS];   /* [a][b]: a reached its first group with b */
     char             pad[64];
 } hdr_t;
 
@@ -69,6 +87,9 @@ struct mock_shm {
 
 #define CHAN(w, src, dst) \
     ((chan_t *)((char *)(w)->h + sizeof(hdr_t)) + (size_t)(src) * (size_t)(w)->nranks + (size_t)(dst))
+#define LOG_BYTES(n) (sizeof(log_t) + 2 * (size_t)(n) * sizeof(uint64_t))
+#define LOG(w, r, i) \
+    ((log_t *)((char *)CHAN(w, (w)->nranks, 0) + ((size_t)(r) * (LOG_RING + 1) + (size_t)(i)) * LOG_BYTES((w)->nranks)))
 
 int mock_shm_on(void)
 {
@@ -137,7 +158,8 @@ mock_shm_t *mock_shm_join(const char *id, int nranks, int rank)
         w->uid = (w->uid ^ (unsigned char)*c) * 0x100000001b3ULL;
     if (w->name[0] != '/' || nranks < 1 || nranks > MAX_RANKS || rank < 0 || rank >= nranks)
         return fail_join(w, "bad unique id, rank or size");
-    w->bytes = sizeof(hdr_t) + (size_t)nranks * (size_t)nranks * sizeof(chan_t);
+    w->bytes = sizeof(hdr_t) + (size_t)nranks * (size_t)nranks * sizeof(chan_t) +
+               (size_t)nranks * (LOG_RING + 1) * LOG_BYTES(nranks);
     fd = shm_open(w->name, O_RDWR | O_CREAT, 0600);
     if (fd < 0)
         return fail_join(w, strerror(errno));
@@ -227,6 +249,76 @@ int mock_shm_reached(mock_shm_t *w, int src, int dst, int send, uint64_t n, mock
     return 1;
 }
 
+void mock_shm_issue(mock_shm_t *w, int src, int dst, int send, uint64_t n, const mock_desc_t *d, uint64_t colls)
+{
+    chan_t *c = CHAN(w, src, dst);
+    atomic_store_explicit(&c->issue[send][n % RING], 0, memory_order_release);
+    c->idesc[send][n % RING] = *d;
+    c->icoll[send][n % RING] = colls;
+    atomic_store_explicit(&c->issue[send][n % RING], n, memory_order_release);
+}
+
+int mock_shm_issued(mock_shm_t *w, int src, int dst, int send, uint64_t n, mock_desc_t *d_p, uint64_t *colls_p)
+{
+    chan_t *c = CHAN(w, src, dst);
+    if (atomic_load_explicit(&c->issue[send][n % RING], memory_order_acquire) != n)
+        return 0;
+    *d_p = c->idesc[send][n % RING];
+    *colls_p = c->icoll[send][n % RING];
+    atomic_thread_fence(memory_order_acquire);
+    return atomic_load_explicit(&c->issue[send][n % RING], memory_order_relaxed) == n;
+}
+
+/* Slot i of rank r's log (LOG_RING: its end). */
+static void log_put(mock_shm_t *w, size_t i, uint64_t k, const mock_desc_t *d, const uint64_t *cnt)
+{
+    log_t *l = LOG(w, w->rank, i);
+    atomic_store_explicit(&l->k, 0, memory_order_release);
+    l->d = *d;
+    memcpy(l + 1, cnt, 2 * (size_t)w->nranks * sizeof(uint64_t));
+    atomic_store_explicit(&l->k, k, memory_order_release);
+}
+
+static int log_get(mock_shm_t *w, int r, size_t i, uint64_t k, mock_desc_t *d, uint64_t *cnt)
+{
+    log_t *l = LOG(w, r, i);
+    uint64_t got = atomic_load_explicit(&l->k, memory_order_acquire);
+    if (got == 0 || (k != 0 && got != k))
+        return 0;
+    *d = l->d;
+    memcpy(cnt, l + 1, 2 * (size_t)w->nranks * sizeof(uint64_t));
+    atomic_thread_fence(memory_order_acquire);
+    return atomic_load_explicit(&l->k, memory_order_relaxed) == got ? (int)(got > 0) : 0;
+}
+
+void mock_shm_log_coll(mock_shm_t *w, uint64_t k, const mock_desc_t *d, const uint64_t *cnt)
+{
+    log_put(w, (size_t)(k % LOG_RING), k, d, cnt);
+}
+
+int mock_shm_coll_of(mock_shm_t *w, int r, uint64_t k, mock_desc_t *d_p, uint64_t *cnt)
+{
+    return log_get(w, r, (size_t)(k % LOG_RING), k, d_p, cnt);
+}
+
+void mock_shm_log_end(mock_shm_t *w, uint64_t colls, const uint64_t *cnt)
+{
+    mock_desc_t d = {0, -1, -1, -1, 0, 0, 0, (uint32_t)w->rank};
+    /* (k = colls + 1: an end after no collective is still recorded) */
+    log_put(w, LOG_RING, colls + 1, &d, cnt);
+}
+
+int mock_shm_end_of(mock_shm_t *w, int r, uint64_t *colls_p, uint64_t *cnt)
+{
+    mock_desc_t d;
+    log_t *l = LOG(w, r, LOG_RING);
+    uint64_t k = atomic_load_explicit(&l->k, memory_order_acquire);
+    if (k == 0 || !log_get(w, r, LOG_RING, k, &d, cnt))
+        return 0;
+    *colls_p = k - 1;
+    return 1;
+}
+
 size_t mock_shm_write(mock_shm_t *w, int dst, const void *p, size_t len)
 {
     chan_t *c = CHAN(w, w->rank, dst);
@@ -261,6 +353,16 @@ size_t mock_shm_read(mock_shm_t *w, int src, void *p, size_t len)
     }
     atomic_store_explicit(&c->head, head, memory_order_release);
     return k;
+}
+
+void mock_shm_connect(mock_shm_t *w, int peer)
+{
+    atomic_store(&w->h->conn[w->rank][peer], 1);
+}
+
+int mock_shm_connected(const mock_shm_t *w, int peer)
+{
+    return atomic_load(&w->h->conn[peer][w->rank]) != 0;
 }
 
 void mock_shm_abort(mock_shm_t *w)

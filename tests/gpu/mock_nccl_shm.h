@@ -20,7 +20,8 @@ enum { MOCK_SHM_OK = 0, MOCK_SHM_SYSTEM = 2, MOCK_SHM_ARG = 4, MOCK_SHM_USAGE = 
  * type, reduction or root) and its number among the rank's operations on
  * the communicator.  Two sides match when a send meets a receive of the
  * same count and type, or a collective the same collective. */
-enum { MOCK_D_SEND = 1, MOCK_D_RECV, MOCK_D_ALLREDUCE, MOCK_D_ALLGATHER, MOCK_D_BCAST };
+enum { MOCK_D_SEND = 1, MOCK_D_RECV, MOCK_D_ALLREDUCE, MOCK_D_ALLGATHER, MOCK_D_BCAST, MOCK_D_ALLTOALL, MOCK_D_GATHER,
+       MOCK_D_SCATTER };
 typedef struct {
     int32_t  kind, dt, op, root;
     uint64_t count, bytes;
@@ -48,11 +49,30 @@ void mock_shm_reach(mock_shm_t *w, int src, int dst, int send, uint64_t n, const
 /* Whether that side has reached transfer n; its description then in *d_p
  * (may be NULL). */
 int mock_shm_reached(mock_shm_t *w, int src, int dst, int send, uint64_t n, mock_desc_t *d_p);
+/* The issue-time record of the NCCL calls (mock_nccl_seq.c compares the
+ * ranks'): side `send` of transfer n on (src, dst) issued, described by d,
+ * after `colls` collectives of its rank; whether the other side's is
+ * there (and what).  A rank's k-th collective (from 1), after it had
+ * issued cnt[p] transfers to and cnt[nranks + p] from each rank p; its
+ * end, after `colls` collectives.  The _of functions answer 0 while the
+ * record is not there (not yet, or overwritten: the rings hold the last
+ * 64). */
+void mock_shm_issue(mock_shm_t *w, int src, int dst, int send, uint64_t n, const mock_desc_t *d, uint64_t colls);
+int mock_shm_issued(mock_shm_t *w, int src, int dst, int send, uint64_t n, mock_desc_t *d_p, uint64_t *colls_p);
+void mock_shm_log_coll(mock_shm_t *w, uint64_t k, const mock_desc_t *d, const uint64_t *cnt);
+int mock_shm_coll_of(mock_shm_t *w, int r, uint64_t k, mock_desc_t *d_p, uint64_t *cnt);
+void mock_shm_log_end(mock_shm_t *w, uint64_t colls, const uint64_t *cnt);
+int mock_shm_end_of(mock_shm_t *w, int r, uint64_t *colls_p, uint64_t *cnt);
 /* Move bytes of the pair's channel, never blocking: write at most len
  * bytes of p (this rank is src), read at most len into p (this rank is
  * dst); the bytes moved. */
 size_t mock_shm_write(mock_shm_t *w, int dst, const void *p, size_t len);
 size_t mock_shm_read(mock_shm_t *w, int src, void *p, size_t len);
+/* This rank reached its first group with a send or receive with `peer`
+ * (NCCL connects the pair there); whether `peer` reached its own with this
+ * rank. */
+void mock_shm_connect(mock_shm_t *w, int peer);
+int mock_shm_connected(const mock_shm_t *w, int peer);
 /* This rank's communicator was aborted (its peers' transfers with it fail);
  * whether rank r's was. */
 void mock_shm_abort(mock_shm_t *w);

@@ -56,146 +56,7 @@
 #include <string.h>
 #include <time.h>
 #include "mock_nccl.h"
-
-static int rank, size, bad;
-static void *(*dmalloc)(size_t, int);
-static int (*raw_write)(void *, const void *, size_t);
-static int (*raw_read)(void *, const void *, size_t);
-static unsigned long long (*count)(const char *);
-static int (*cu_sync)(void *);
-static int (*cu_ctx_sync)(void);
-static int (*cu_begin)(void *, int);
-static int (*cu_end)(void *, void **);
-static void (*set_current)(int);
-static void (*fail_alloc)(int);
-static int (*comm_set)(void *, const char *, const char *);
-static int (*mpi_comm_set)(MPI_Comm, const char *, const char *);
-static void (*stats_get)(hipress_stats_t *);
-
-#define SA ((cudaStream_t)0x5150)
-#define SB ((cudaStream_t)0x6160)
-#define SC ((cudaStream_t)0x7170)
-
-#define CHECK(cond, ...) \
-    do { if (!(cond)) { fprintf(stderr, "nccl_scenarios rank %d:%d: ", rank, __LINE__); \
-                        fprintf(stderr, __VA_ARGS__); fprintf(stderr, "\n"); bad = 1; } } while (0)
-
-/* ------------------------------------------------------------- helpers */
-
-static void syncall(void)
-{
-    cu_sync(SA);
-    cu_sync(SB);
-}
-
-static void dwrite(void *d, const void *h, size_t n)
-{
-    syncall();
-    raw_write(d, h, n);
-}
-
-static void dread(void *h, const void *d, size_t n)
-{
-    syncall();
-    raw_read(h, d, n);
-}
-
-static void *dev(size_t n)
-{
-    void *p = dmalloc(n * sizeof(float), 0);
-    if (p == NULL)
-        MPI_Abort(MPI_COMM_WORLD, 2);
-    return p;
-}
-
-static float grad_val(int r, int t, size_t i)
-{
-    uint64_t z = (uint64_t)i * 0x9E3779B97F4A7C15ULL + (uint64_t)(r * 131 + t * 7919);
-    z ^= z >> 31;
-    z *= 0xbf58476d1ce4e5b9ULL;
-    z ^= z >> 29;
-    return (float)(0.01 * sin((double)i * 0.001 + t) + ((double)(z >> 40) / 16777216.0 - 0.5) * 0.003);
-}
-
-static void fill(float *h, size_t n, int t, int salt)
-{
-    for (size_t i = 0; i < n; i++)
-        h[i] = grad_val(rank, t * 17 + salt, i);
-}
-
-/* What hipress made the stand-in driver do: host and device-wide waits
- * and host copies. */
-static unsigned long long work(void)
-{
-    return count("syncs") + count("dev_syncs") + count("d2h") + count("h2d");
-}
-
-static const char *const settings[] = {
-    "HIPRESS_COMPRESSOR", "onebit", "HIPRESS_ALGO", "ring", "HIPRESS_PARTITION_BYTES", "64K",
-    "HIPRESS_HIERARCHICAL", "off", "HIPRESS_MIN_BYTES", "1K", "HIPRESS_ALLOW_PLAIN", "0", NULL,
-};
-
-static ncclComm_t new_comm(void)
-{
-    ncclComm_t c = mock_nccl_comm_new();
-    for (int i = 0; settings[i] != NULL; i += 2)
-        CHECK(comm_set(c, settings[i], settings[i + 1]) == HIPRESS_OK, "hipress_nccl_comm_set %s", settings[i]);
-    return c;
-}
-
-static MPI_Comm new_mpi_comm(void)
-{
-    MPI_Comm c;
-    MPI_Comm_dup(MPI_COMM_WORLD, &c);
-    for (int i = 0; settings[i] != NULL; i += 2)
-        CHECK(mpi_comm_set(c, settings[i], settings[i + 1]) == HIPRESS_OK, "hipress_comm_set %s", settings[i]);
-    return c;
-}
-
-static int same_everywhere(const float *h, size_t n)
-{
-    uint64_t x = 0xcbf29ce484222325ULL, lo, hi;
-    const unsigned char *b = (const unsigned char *)h;
-    for (size_t i = 0; i < n * sizeof(float); i++)
-        x = (x ^ b[i]) * 0x100000001b3ULL;
-    MPI_Allreduce(&x, &lo, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
-    MPI_Allreduce(&x, &hi, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
-    return lo == hi;
-}
-
-/* d (n floats on the device) holds want's bits, and the same everywhere. */
-static void same_bits(const void *d, const float *want, size_t n, const char *label)
-{
-    float *h = malloc(n * sizeof(float));
-    size_t diff = n;
-    dread(h, d, n * sizeof(float));
-    for (size_t i = 0; i < n && diff == n; i++)
-        if (memcmp(&h[i], &want[i], sizeof(float)) != 0 || !isfinite(h[i]))
-            diff = i;
-    CHECK(diff == n, "%s: [%zu] %a, want %a", label, diff, diff < n ? h[diff] : 0.0f, diff < n ? want[diff] : 0.0f);
-    CHECK(same_everywhere(h, n), "%s: the results differ between ranks", label);
-    free(h);
-}
-
-/* NCCL saw nothing wrong on c (a count mismatch of the stand-in: an
- * error on a GPU, or a hang). */
-static void nccl_ok(ncclComm_t c, const char *label)
-{
-    ncclResult_t st = ncclSuccess;
-    syncall();
-    CHECK(ncclCommGetAsyncError(c, &st) == ncclSuccess && st == ncclSuccess, "%s: the communicator's error is %d",
-          label, (int)st);
-}
-
-/* One compressed call on (c, s) of d, its host and device work in *w_p. */
-static ncclResult_t call(ncclComm_t c, cudaStream_t s, void *d, size_t n, unsigned long long *w_p)
-{
-    unsigned long long w0 = work();
-    ncclResult_t rc = ncclAllReduce(d, d, n, ncclFloat32, ncclSum, c, s);
-    if (w_p != NULL)
-        *w_p = work() - w0;
-    return rc;
-}
+#include "nccl_scen.h"
 
 /* ---------------------------------------------------------------- cases */
 
@@ -567,38 +428,7 @@ static void case_abort_hang(void)
 
 int main(int argc, char **argv)
 {
-    void *cu;
-    int all;
-    if (argc < 3) {
-        fprintf(stderr, "usage: nccl_scenarios CASE MOCKDIR/libcuda.so.1\n");
-        return 2;
-    }
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    if ((cu = dlopen(argv[2], RTLD_NOW | RTLD_GLOBAL)) == NULL) {
-        fprintf(stderr, "nccl_scenarios: %s\n", dlerror());
-        MPI_Abort(MPI_COMM_WORLD, 2);
-    }
-    *(void **)&dmalloc = dlsym(cu, "mock_cuda_malloc");
-    *(void **)&raw_write = dlsym(cu, "mock_cuda_write");
-    *(void **)&raw_read = dlsym(cu, "mock_cuda_read");
-    *(void **)&count = dlsym(cu, "mock_cuda_count");
-    *(void **)&cu_sync = dlsym(cu, "cuStreamSynchronize");
-    *(void **)&cu_ctx_sync = dlsym(cu, "cuCtxSynchronize");
-    *(void **)&cu_begin = dlsym(cu, "cuStreamBeginCapture_v2");
-    *(void **)&cu_end = dlsym(cu, "cuStreamEndCapture");
-    *(void **)&set_current = dlsym(cu, "mock_cuda_set_current");
-    *(void **)&fail_alloc = dlsym(cu, "mock_cuda_fail_alloc");
-    *(void **)&comm_set = dlsym(RTLD_DEFAULT, "hipress_nccl_comm_set");
-    *(void **)&mpi_comm_set = dlsym(RTLD_DEFAULT, "hipress_comm_set");
-    *(void **)&stats_get = dlsym(RTLD_DEFAULT, "hipress_stats_get");
-    if (!dmalloc || !raw_write || !raw_read || !count || !cu_sync || !cu_begin || !cu_end || !set_current ||
-        !fail_alloc || !comm_set || !mpi_comm_set || !stats_get) {
-        fprintf(stderr, "nccl_scenarios: the stand-in driver or hipress is missing\n");
-        MPI_Abort(MPI_COMM_WORLD, 2);
-    }
-    set_current(0);
+    scen_init(&argc, &argv, "nccl_scenarios");
     if (strcmp(argv[1], "twocomm") == 0)
         case_twocomm(2);
     else if (strcmp(argv[1], "twocomm_cold") == 0)
@@ -619,9 +449,5 @@ int main(int argc, char **argv)
         case_stats();
     else
         CHECK(0, "unknown case %s", argv[1]);
-    MPI_Allreduce(&bad, &all, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    if (rank == 0 && !all)
-        printf("nccl_scenarios %s: ok\n", argv[1]);
-    MPI_Finalize();
-    return all ? 1 : 0;
+    return scen_end(argv[1]);
 }

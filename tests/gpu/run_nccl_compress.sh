@@ -37,17 +37,8 @@ set -u
 HP_MPI_TIMEOUT=${HP_MPI_TIMEOUT:-300}
 . "${HP_SRCDIR:-$(dirname "$0")/../..}/tests/hp_test_lib.sh"
 
-prog="$HP_BUILDDIR/tests/gpu/nccl_compress"
-mock="$HP_BUILDDIR/tests/gpu/mock/.libs"
-emu="$mock/libhipress_cuda_emu.so"
-if [ ! -e "$emu" ]; then
-    echo "SKIP: no emulated CUDA module ($emu): a build without CUDA"
-    exit 77
-fi
-for f in "$prog" "$mock/libcuda.so.1" "$mock/libnccl.so.2"; do
-    [ -e "$f" ] || { echo "FAIL: $f is missing"; exit 1; }
-done
-out=$(mktemp) err=$(mktemp)
+. "${HP_SRCDIR:-$(dirname "$0")/../..}/tests/gpu/nccl_run.sh"
+nccl_setup nccl_compress
 trap 'rm -f "$out" "$err" "$out.got" "$out.want"' EXIT
 
 row() {

@@ -40,41 +40,21 @@ set -u
 HP_MPI_TIMEOUT=${HP_MPI_TIMEOUT:-120}
 . "${HP_SRCDIR:-$(dirname "$0")/../..}/tests/hp_test_lib.sh"
 
-prog="$HP_BUILDDIR/tests/gpu/nccl_scenarios"
-mock="$HP_BUILDDIR/tests/gpu/mock/.libs"
-emu="$mock/libhipress_cuda_emu.so"
-if [ ! -e "$emu" ]; then
-    echo "SKIP: no emulated CUDA module ($emu): a build without CUDA"
-    exit 77
-fi
-for f in "$prog" "$mock/libcuda.so.1" "$mock/libnccl.so.2"; do
-    [ -e "$f" ] || { echo "FAIL: $f is missing"; exit 1; }
-done
-out=$(mktemp) err=$(mktemp)
-trap 'rm -f "$out" "$err"' EXIT
+. "${HP_SRCDIR:-$(dirname "$0")/../..}/tests/gpu/nccl_run.sh"
+nccl_setup nccl_scenarios
 
-# scenario CASE NP DEFERRED [MPIRUN ARGS...]
+# scenario CASE NP DEFERRED [MPIRUN ARGS...]: nccl_run, the program's "# "
+# lines, and what the abort cases must say
 scenario() {
-    c=$1 np=$2 d=$3
-    shift 3
-    t0=$(date +%s)
-    hp_mpirun $np -x LD_PRELOAD="$HP_PRELOAD" -x HIPRESS_CUDA_MODULE="$emu" -x MOCK_NCCL_MPI=1 \
-        -x HIPRESS_NCCL=compress -x MOCK_NCCL_TIMEOUT=30 -x MOCK_CUDA_DEFERRED=$d -x MOCK_CUDA_SEED=$np$d "$@" \
-        "$prog" "$c" "$mock/libcuda.so.1" >"$out" 2>"$err"
-    rc=$?
-    echo "# $c np $np MOCK_CUDA_DEFERRED=$d: exit $rc in $(( $(date +%s) - t0 )) s"
+    nccl_run "$@" || return
     grep '^# ' "$out"
-    if [ $rc -ne 0 ] || ! grep -q "^nccl_scenarios $c: ok$" "$out" || grep -q 'deadlock' "$err"; then
-        hp_fail "$c np $np MOCK_CUDA_DEFERRED=$d"
-        cat "$out"
-        grep -v 'lossy stages' "$err" | head -40
-    elif [ "$c" = abort ] && ! grep -q 'was ended .* nothing more is enqueued on it' "$err"; then
+    if [ "$1" = abort ] && ! grep -q 'was ended .* nothing more is enqueued on it' "$err"; then
         hp_fail "abort: the call in progress did not see its communicator closed"
         cat "$err"
-    elif [ "$c" = abort_hang ] && ! grep -q 'ncclCommAbort: a compressed ncclAllReduce on another thread was still inside NCCL after 2 s' "$err"; then
+    elif [ "$1" = abort_hang ] && ! grep -q 'ncclCommAbort: a compressed ncclAllReduce on another thread was still inside NCCL after 2 s' "$err"; then
         hp_fail "abort_hang: the abort did not say it ended the communicator under a blocked call"
         cat "$err"
-    elif [ "$c" = abort_hang ] && ! grep -q 'floats failed: an NCCL call failed (ncclResult_t' "$err"; then
+    elif [ "$1" = abort_hang ] && ! grep -q 'floats failed: an NCCL call failed (ncclResult_t' "$err"; then
         hp_fail "abort_hang: the call's failure does not name NCCL's error (its cause lost)"
         cat "$err"
     fi

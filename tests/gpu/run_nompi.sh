@@ -10,7 +10,8 @@
 #      libmpi, libopen-rte, libopen-pal and libhwloc that libhipress.so
 #      loads is hidden (an empty file mounted over it), and there
 #        - libhipress.so cannot be loaded (the loader refuses it: the
-#          issue's failure, which shows the hiding holds),
+#          failure a job without MPI would meet, which shows the hiding
+#          holds),
 #        - under libhipress_nccl.so every case of nccl_calls passes (each
 #          call reaches the stand-in with its arguments unchanged), one call
 #          is counted, hipress_library() says libhipress_nccl,
@@ -61,7 +62,9 @@ bad=$(nm -D --undefined-only "$lib" | awk '{ print $NF }' | grep -E '^(P?MPI_|om
 [ -z "$bad" ] || hp_fail "libhipress_nccl.so names MPI or hwloc symbols: $(echo $bad)"
 bad=$(nm -D --defined-only "$lib" | awk '$2 ~ /[TtDdBbRrWwVv]/ { print $NF }' | grep -Ev '^(nccl|hipress_)|^_')
 [ -z "$bad" ] || hp_fail "libhipress_nccl.so exports more than nccl* and hipress_*: $(echo $bad)"
-nm -D --defined-only "$lib" | grep -q ' T ncclAllReduce$' || hp_fail "libhipress_nccl.so does not define ncclAllReduce"
+for s in ncclAllReduce ncclAlltoAll ncclGather ncclScatter; do
+    nm -D --defined-only "$lib" | grep -q " T $s\$" || hp_fail "libhipress_nccl.so does not define $s"
+done
 for f in "$prog" "$HP_BUILDDIR/tests/gpu/mock_nompi/.libs/libnccl.so.2" "$mock/libcuda.so.1" ${emu:+"$emu"}; do
     [ -e "$f" ] || continue
     if readelf -d "$f" | grep NEEDED | grep -Eq 'libmpi|libopen-|libhwloc'; then

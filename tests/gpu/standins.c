@@ -12,15 +12,17 @@
  *   sendsend    every rank sends to the next and waits: a deadlock
  *               (reported by the driver, exit 86), never a completion;
  *   devsync     a send on one stream, cuMemAlloc, then the receive on
- *               another: cuMemAlloc waits for the send, whose receive the
+ *               another (on another communicator: NCCL would order them
+ *               on one): cuMemAlloc waits for the send, whose receive the
  *               peer cannot post (it is in cuMemAlloc too): a deadlock;
  *   async       the same with cuMemAllocAsync: it completes;
  *   lazy        the same with a kernel's first launch: a deadlock;
+ *   onecomm     the same with cuMemAllocAsync, the send and the receive on
+ *               one communicator: NCCL orders them, a deadlock;
  *   preload     the kernels loaded first (mock_cuda_kernels_loaded): it
  *               completes;
- *   mismatch    rank 0 sends 100 floats, rank 1 receives 99: both
- *               streams complete, the error names both sides, both
- *               communicators report ncclInvalidUsage;
+ *   mismatch    rank 0 sends 100 floats, rank 1 receives 99: the second
+ *               to issue its call stops (87), naming both sides;
  *   collmismatch  ncclAllReduce of 5 int64 on rank 0, of 4 elsewhere;
  *   order       (one rank, MOCK_CUDA_DEFERRED=1) entries of two streams
  *               run in an order the seed decides, each stream in order;
@@ -29,7 +31,15 @@
  *               and invalidates it; a thread-local one is not disturbed;
  *   abort       a receive whose send never comes, and ncclCommAbort from
  *               another thread: the stream completes, the error is
- *               reported.
+ *               reported;
+ *   connect     rank 0's first group with rank 1 (a send) before a
+ *               rendezvous outside NCCL that rank 1 passes first: the
+ *               group's end waits to connect, and fails at the timeout
+ *               naming the pair (NCCL connects a pair in the ncclGroupEnd
+ *               of its first send or receive);
+ *   freeuse, freelate, unordered  stream-ordered memory freed under a
+ *               queued use, used after its free, used on a stream not
+ *               ordered after its allocation: stopped (87), both named.
  * Prints "standins CASE: ok" (rank 0) or exits 1; the deadlock cases never
  * return from their wait.
  */
@@ -63,6 +73,12 @@ static int (*cu_begin)(void *, int);
 static int (*cu_end)(void *, void **);
 static int (*kernels_loaded)(void);
 static void (*seed)(unsigned long long);
+static int (*cu_free)(unsigned long long);
+static int (*cu_free_async)(unsigned long long, void *);
+static int (*ev_create)(void **, unsigned);
+static int (*ev_record)(void *, void *);
+static int (*wait_ev)(void *, void *, unsigned);
+static void *(*shadow)(const void *);
 
 #define CHECK(cond, ...) \
     do { if (!(cond)) { fprintf(stderr, "standins rank %d:%d: ", rank, __LINE__); \
@@ -145,6 +161,20 @@ static int holds(const void *d, size_t n, float base)
     return ok;
 }
 
+/* c, its ring of neighbours connected: NCCL connects a pair at the
+ * ncclGroupEnd of their first group with a send or receive between them,
+ * which blocks until both have reached theirs. */
+static ncclComm_t connected(ncclComm_t c)
+{
+    void *s = stream(), *sd = dev_floats(1, 0), *rd = dev_floats(1, 0);
+    ncclGroupStart();
+    ncclSend(sd, 1, ncclFloat32, (rank + 1) % size, c, s);
+    ncclRecv(rd, 1, ncclFloat32, (rank + size - 1) % size, c, s);
+    ncclGroupEnd();
+    CHECK(cu_sync(s) == 0, "the connection's exchange");
+    return c;
+}
+
 /* ---------------------------------------------------------------- cases */
 
 static void case_ok(void)
@@ -198,10 +228,14 @@ static void case_sendsend(void)
 }
 
 /* A send on one stream, then `how` synchronises (or not), then the
- * receive on another stream. */
+ * receive on another stream.  Two communicators, even ranks sending on the
+ * first and odd ranks on the second: NCCL orders one communicator's
+ * operations whatever their streams, so on one the receive would wait for
+ * the send, which waits for the peer's receive. */
 static void case_between(const char *how)
 {
-    ncclComm_t c = new_comm();
+    ncclComm_t c1 = connected(new_comm()), c2 = strcmp(how, "onecomm") == 0 ? c1 : connected(new_comm()),
+               c = rank % 2 ? c2 : c1, c2r = rank % 2 ? c1 : c2;
     void *a = stream(), *b = stream();
     int peer = (rank + 1) % size, from = (rank + size - 1) % size;
     void *sd = dev_floats(1000, (float)rank), *rd = dev_floats(1000, -1);
@@ -214,10 +248,49 @@ static void case_between(const char *how)
         CHECK(cu_alloc_async(&p, 4096, b) == 0, "cuMemAllocAsync");
     else if (strcmp(how, "lazy") == 0 || strcmp(how, "preload") == 0)
         cu_hostfn(b, (void (*)(void *))free, NULL);   /* a kernel never launched before */
-    ncclRecv(rd, 1000, ncclFloat32, from, c, b);
+    ncclRecv(rd, 1000, ncclFloat32, from, c2r, b);
     CHECK(cu_sync(a) == 0 && cu_sync(b) == 0, "the streams");
     CHECK(count("dev_syncs") == dev0, "%s: %llu device-wide synchronisations", how, count("dev_syncs") - dev0);
     CHECK(holds(rd, 1000, (float)from), "%s: the receive", how);
+}
+
+/* A kernel that reads the first byte of the device memory its argument
+ * names (an argument in host memory, as the emulated module's are). */
+static void touch(void *arg)
+{
+    volatile unsigned char *h = shadow(*(void **)arg);
+    (void)h[0];
+}
+
+/* The stand-in driver's rules on stream-ordered memory (one rank, deferred:
+ * nothing runs unless a wait needs it): "freeuse" frees it with cuMemFree
+ * under a queued set of it; "freelate" runs a kernel on it after its
+ * cuMemFreeAsync; "unordered" uses it on a stream ordered after its
+ * allocation by an event (fine), then on one that is not.  Each stops the
+ * process (87) naming both sides. */
+static void case_memrule(const char *how)
+{
+    void *a = stream(), *b = stream(), *ev = NULL;
+    static void *arg;
+    unsigned long long p = 0;
+    kernels_loaded();   /* (a first launch would synchronise the device) */
+    CHECK(cu_alloc_async(&p, 4096, a) == 0, "cuMemAllocAsync");
+    arg = (void *)(uintptr_t)p;
+    if (strcmp(how, "freeuse") == 0) {
+        cu_memset(p, 0, 4096, a);
+        cu_free(p);
+    } else if (strcmp(how, "freelate") == 0) {
+        cu_free_async(p, a);
+        cu_sync(a);
+        cu_hostfn(a, touch, &arg);
+        cu_sync(a);
+    } else {
+        CHECK(ev_create(&ev, 0) == 0 && ev_record(ev, a) == 0 && wait_ev(b, ev, 0) == 0, "the event");
+        cu_hostfn(b, touch, &arg);
+        cu_hostfn(stream(), touch, &arg);
+        cu_ctx_sync();
+    }
+    die("the stand-in driver let a use of stream-ordered memory outside its order pass");
 }
 
 static void case_mismatch(int coll)
@@ -337,9 +410,31 @@ static void *aborter(void *u)
     return NULL;
 }
 
-static void case_abort(void)
+/* Rank 0's first group with rank 1 is a send; rank 1 makes its own only
+ * after rank 0 has passed that group (a rendezvous outside NCCL): rank 0's
+ * ncclGroupEnd waits to connect and, at MOCK_NCCL_TIMEOUT, fails naming
+ * the pair. */
+static void case_connect(void)
 {
     ncclComm_t c = new_comm();
+    void *a = stream(), *d = dev_floats(100, 0);
+    int x = 0, *all = malloc((size_t)size * sizeof(int));
+    ncclResult_t rc = ncclSuccess;
+    if (rank == 0) {
+        ncclGroupStart();
+        ncclSend(d, 100, ncclFloat32, 1, c, a);
+        rc = ncclGroupEnd();
+    }
+    xchg(&x, sizeof(x), all);
+    if (rank == 1)
+        ncclRecv(d, 100, ncclFloat32, 0, c, a);
+    CHECK(rank != 0 || rc == ncclSystemError, "the group's end answered %d, want ncclSystemError", (int)rc);
+    free(all);
+}
+
+static void case_abort(void)
+{
+    ncclComm_t c = connected(new_comm());
     void *a = stream(), *d = dev_floats(100, 0);
     pthread_t t;
     abort_comm = c;
@@ -385,6 +480,12 @@ int main(int argc, char **argv)
     SYM(cu_end, "cuStreamEndCapture");
     SYM(kernels_loaded, "mock_cuda_kernels_loaded");
     SYM(seed, "mock_cuda_seed");
+    SYM(cu_free, "cuMemFree_v2");
+    SYM(cu_free_async, "cuMemFreeAsync");
+    SYM(ev_create, "cuEventCreate");
+    SYM(ev_record, "cuEventRecord");
+    SYM(wait_ev, "cuStreamWaitEvent");
+    SYM(shadow, "mock_cuda_shadow");
     set_current(0);
     if (strcmp(argv[1], "ok") == 0)
         case_ok();
@@ -392,8 +493,11 @@ int main(int argc, char **argv)
         case_sendsend();
     else if (strcmp(argv[1], "preload") == 0 && kernels_loaded() == 0)
         case_between("preload");
-    else if (strcmp(argv[1], "devsync") == 0 || strcmp(argv[1], "async") == 0 || strcmp(argv[1], "lazy") == 0)
+    else if (strcmp(argv[1], "devsync") == 0 || strcmp(argv[1], "async") == 0 || strcmp(argv[1], "lazy") == 0 ||
+             strcmp(argv[1], "onecomm") == 0)
         case_between(argv[1]);
+    else if (strcmp(argv[1], "freeuse") == 0 || strcmp(argv[1], "freelate") == 0 || strcmp(argv[1], "unordered") == 0)
+        case_memrule(argv[1]);
     else if (strcmp(argv[1], "mismatch") == 0 || strcmp(argv[1], "collmismatch") == 0)
         case_mismatch(argv[1][0] == 'c');
     else if (strcmp(argv[1], "order") == 0)
@@ -402,6 +506,8 @@ int main(int argc, char **argv)
         case_capture();
     else if (strcmp(argv[1], "abort") == 0)
         case_abort();
+    else if (strcmp(argv[1], "connect") == 0)
+        case_connect();
     else
         die("unknown case");
     if (rank == 0 && !bad)

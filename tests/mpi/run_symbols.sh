@@ -13,7 +13,8 @@ undefined=$(nm -D --undefined-only "$HP_LIB" | awk '{ sub(/@.*/, "", $NF); print
 [ -n "$defined" ] || hp_fail "nm lists no defined dynamic symbol in $HP_LIB"
 
 nccl_wrapped="ncclAllReduce ncclGroupStart ncclGroupEnd ncclCommDestroy ncclCommAbort ncclCommFinalize
-ncclCommSplit ncclCommInitRankConfig ncclBroadcast ncclBcast ncclReduce ncclAllGather ncclReduceScatter ncclSend ncclRecv"
+ncclCommSplit ncclCommInitRankConfig ncclCommInitRank ncclBroadcast ncclBcast ncclReduce ncclAllGather ncclReduceScatter ncclSend ncclRecv
+ncclAlltoAll ncclGather ncclScatter"
 nccl=no
 grep -q '^#define HP_HAVE_NCCL_INTERCEPT 1' "$HP_BUILDDIR/config.h" 2>/dev/null && nccl=yes
 echo "# NCCL interception in this build: $nccl"
