@@ -174,6 +174,7 @@ static void on_bar(cta_t *c, thr_t *t)
     uint64_t r = c->bar_kind == BAR_OR ? cnt > 0 : c->bar_kind == BAR_AND ? cnt == c->nthr : cnt;
     c->nbar = 0;
     c->bar_gen++;
+    race_barrier(c);
     for (unsigned i = 0; i < c->nthr; i++) {
         c->th[i].res = r;
         set_ready(c, &c->th[i]);
@@ -245,8 +246,10 @@ static void on_warp(cta_t *c, thr_t *t)
             u->res = c->th[base + s].val;
         }
     }
-    if (t->kind == W_SYNC)
+    if (t->kind == W_SYNC) {
         c->wgen[t->warp]++;
+        race_syncwarp(c, t->warp, t->mask);
+    }
     for (unsigned l = 0; l < nl; l++)
         if (t->mask >> l & 1u) {
             set_ready(c, &c->th[base + l]);
@@ -327,10 +330,11 @@ void unmasked(site s)
          t->lin, site_str(s).c_str());
 }
 
-HP_SIMT_NOTSAN void *shared_get(const void *tag, size_t bytes, const char *name, site s)
+HP_SIMT_NOTSAN void *shared_get(const void *tag, size_t elem, size_t n, const char *name, site s)
 {
     thr_t *t = self("a shared array");
     cta_t *c = t->cta;
+    const size_t bytes = elem * n;
     shalloc *a;
     for (a = c->sh; a != nullptr; a = a->next)
         if (a->tag == tag)
@@ -345,6 +349,9 @@ HP_SIMT_NOTSAN void *shared_get(const void *tag, size_t bytes, const char *name,
             fail(c, "out of memory for shared array %s", name);
         a->tag = tag;
         a->bytes = bytes;
+        a->elem = elem;
+        a->name = name;
+        a->at = s;
         a->next = c->sh;
         c->sh = a;
         c->shbytes += bytes;
@@ -353,6 +360,7 @@ HP_SIMT_NOTSAN void *shared_get(const void *tag, size_t bytes, const char *name,
             uint64_t r = next(&c->rng);
             memcpy((char *)a->p + i, &r, bytes - i < 8 ? bytes - i : 8);
         }
+        race_array(c, a);
         HP_SIMT_RELEASE(a->p);
     }
     HP_SIMT_ACQUIRE(a->p);
@@ -428,6 +436,7 @@ static void cta_start(grid_t *g, cta_t *c, unsigned long long id)
 static void cta_end(cta_t *c)
 {
     HP_SIMT_ACQUIRE(&c->sync_end);
+    race_end(c);
     for (shalloc *a = c->sh, *n; a != nullptr; a = n) {
         n = a->next;
         free(a->p);
@@ -451,7 +460,9 @@ static void run_lane(cta_t *c, thr_t *t)
 {
     unready(c, t);
     set_cur(&t->c);
+    race_lane(t);
     fiber_run(t->f, c->tsan[t->unit]);
+    race_lane(nullptr);
     set_cur(nullptr);
     switch (t->state) {
     case T_DONE: on_exit(c, t); break;

@@ -33,11 +33,18 @@ struct thr_t {
     unsigned unit;    /* its ThreadSanitizer thread in the CTA */
 };
 
-/* A shared array of a CTA, by its declaration's tag. */
+struct race_word;
+
+/* A shared array of a CTA, by its declaration's tag: its memory, its
+ * declaration (for reports) and the race detector's record of each of its
+ * 32-bit words (hp_simt_race.cc). */
 struct shalloc {
     const void *tag;
     void *p;
-    size_t bytes;
+    size_t bytes, elem;
+    const char *name;
+    site at;
+    race_word *words;
     shalloc *next;
 };
 
@@ -74,6 +81,16 @@ struct cta_t {
     void *tsan[TSAN_UNITS];
     unsigned usize[TSAN_UNITS], uarr[TSAN_UNITS], uacq[TSAN_UNITS], ustart[TSAN_UNITS], uend[TSAN_UNITS];
     char sync_start, sync_end, sync_bar[2], sync_warp[32][2];
+    /* the shared-memory race detector (hp_simt_race.cc): the span of the
+     * shared arrays' addresses (a quick test of an access), the
+     * synchronisation events so far (barriers and __syncwarp), the one the
+     * last barrier was, and per warp, once it calls __syncwarp, the last
+     * event each pair of its lanes took part in together, and the accesses
+ * checked */
+    uintptr_t sh_lo, sh_hi;
+    uint32_t seq, bar_seq;
+    unsigned long long checked;   /* shared accesses checked */
+    uint32_t (*wpair[32])[32];
 };
 
 /* A grid being run. */
@@ -86,6 +103,17 @@ struct grid_t {
     unsigned unit;         /* CUDA threads per ThreadSanitizer thread: 1 or 32 */
     std::vector<std::pair<cta_t *, unsigned>> ready;   /* warps with a thread ready */
 };
+
+/* The shared-memory race detector (hp_simt_race.cc).  race_array: the
+ * record of a new shared array a of c (its words never accessed);
+ * race_barrier and race_syncwarp: a barrier of c, or a __syncwarp of warp w
+ * over mask, completed; race_end: c's records freed; race_lane: t now runs
+ * on this OS thread (NULL: none). */
+void race_array(cta_t *c, shalloc *a);
+void race_barrier(cta_t *c);
+void race_syncwarp(cta_t *c, unsigned w, unsigned mask);
+void race_end(cta_t *c);
+void race_lane(thr_t *t);
 
 /* A grid, run to its end on the calling thread (hp_simt.cc). */
 void run_grid(grid_t *g);

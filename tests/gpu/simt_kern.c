@@ -6,7 +6,8 @@
  * residual and the state of an encode, the message in device memory, the
  * decodes of the CPU's message in both modes, a corrupted message accepted
  * exactly when the CPU accepts it -- and the buffer operations and
- * powersgd's steps as tests/gpu/gpu_kern_ops.c drives them, on the sizes
+ * powersgd's steps as tests/gpu/gpu_kern_ops.c drives them, and the
+ * module's self-test kernel (cuda/hp_cuda_kernels.cu), on the sizes
  * and block sizes where the grids change shape, under several scheduling
  * seeds.
  * tests/gpu/run_simt.sh runs it plain and under ThreadSanitizer and
@@ -19,8 +20,9 @@
  *     --large: the formats' default parameters at these (default 1048577);
  *     --seeds: the scheduling seeds, each a full run (default 1);
  *     --only:  the groups to run (onebit,tbq,tg,q,sparse,half,none,ops).
- * Prints "N kernels launched" (distinct kernels) and how many the preload
- * (hp_kl_preload) asked for; exits 1 on any difference.
+ * Prints "N kernels launched" (distinct kernels), how many the preload
+ * (hp_kl_preload) asked for and how many shared-memory accesses the race
+ * detector checked; exits 1 on any difference.
  */
 #include <math.h>
 #include <float.h>
@@ -418,6 +420,7 @@ static void run(const size_t *ns, size_t nn, const size_t *large, size_t nl, uin
     }
     if (selected("ops")) {
         for (size_t s = 0; s < nn; s++) {
+            simt_selftest(ns[s]);
             simt_ops(ns[s], seed + s);
             simt_masked("none", HP_GPU_FMT_NONE, ns[s], seed + s);
             simt_masked("q4", HP_GPU_FMT_Q, ns[s], seed + s);
@@ -483,7 +486,10 @@ int main(int argc, char **argv)
     printf("# simt_kern: %d cases, %llu grids, %llu CTAs, %zu seeds\n", simt_cases, hp_simt_launches(), hp_simt_ctas(),
            nseed);
     printf("# launched:\n%s", names);
+    hp_simt_kernels(HP_SIMT_BLOCKS, names, sizeof(names));
+    printf("# most threads per block:\n%s", names);
     printf("simt_kern: %zu kernels launched, %zu kernels preloaded (%d instances)\n", launched, preloaded, loaded);
+    printf("simt_kern: %llu shared-memory accesses checked for races\n", hp_simt_race_checked());
     if (simt_failures) {
         printf("simt_kern: %d failures in %d cases\n", simt_failures, simt_cases);
         return 1;

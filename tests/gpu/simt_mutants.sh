@@ -6,11 +6,17 @@
 # must fail.  The defects: each __syncthreads() of k_sparse_select, and of
 # the scan and pick it calls, removed; a shuffle whose mask leaves out lanes
 # that call it; a shuffle without a mask; a shared index one past the end;
-# the early return of k_sparse_select read by every thread again.
+# the early return of k_sparse_select read by every thread again; and two
+# races between lanes of one warp in CTAs of 256 threads, where
+# ThreadSanitizer sees one thread per warp, so the emulator's own race
+# detector must name them: k_tg_pairs' tree reduction without its barrier
+# once one warp is left (a read after write), and two lanes of
+# k_sparse_offsets writing their warp's total (a write after write).
 set -u
 : "${HP_SRCDIR:=$(cd "$(dirname "$0")/../.." && pwd)}"
 : "${HP_BUILDDIR:=$(pwd)}"
-: "${HP_SIMT_CXX:=c++}"
+: "${HP_SIMT_KERN_CXX:=c++}"
+: "${HP_SIMT_LINK_CXX:=c++}"
 : "${HP_SIMT_MUTANT_FLAGS:?set by make check (tests/gpu/simt.mk)}"
 cuda="$HP_SRCDIR/cuda"
 rt="$HP_BUILDDIR/tests/gpu/.libs/libhpsimt_tsan.a"
@@ -37,9 +43,10 @@ lines_in() {
 
 n=0
 caught=0
-# mutant FILE LINE SED-EXPRESSION GROUP WHAT
+# mutant FILE LINE SED-EXPRESSION GROUP WHAT [OUTPUT-PATTERN]: caught when the
+# run fails, with a line matching the pattern when one is given
 mutant() {
-    file=$1 line=$2 expr=$3 group=$4 what=$5
+    file=$1 line=$2 expr=$3 group=$4 what=$5 want=${6:-}
     n=$((n + 1))
     sed "${line}$expr" "$cuda/$file" >"$tmp/$file"
     if cmp -s "$cuda/$file" "$tmp/$file"; then
@@ -50,8 +57,8 @@ mutant() {
     printf '#include "%s"\n' "$file" >"$tmp/m.cc"
     own="-$(basename "$file" .cu | sed 's/^hp_//')\.o$"   # its object in the program
     # shellcheck disable=SC2086
-    if ! $HP_SIMT_CXX -I"$tmp" $HP_SIMT_MUTANT_FLAGS -c "$tmp/m.cc" -o "$tmp/m.o" >"$tmp/cc.log" 2>&1 ||
-        ! $HP_SIMT_CXX -fsanitize=thread -o "$tmp/mutant" "$tmp/m.o" \
+    if ! $HP_SIMT_KERN_CXX -I"$tmp" $HP_SIMT_MUTANT_FLAGS -c "$tmp/m.cc" -o "$tmp/m.o" >"$tmp/cc.log" 2>&1 ||
+        ! $HP_SIMT_LINK_CXX -fsanitize=thread -o "$tmp/mutant" "$tmp/m.o" \
             $(echo "$objs" | grep -v -- "$own") "$rt" "$base" -lm -lpthread -ldl \
             >>"$tmp/cc.log" 2>&1; then
         echo "FAIL: mutant $n ($what) does not build"
@@ -62,8 +69,13 @@ mutant() {
     "$tmp/mutant" --quick --only "$group" --sizes 4097 --large none >"$tmp/out" 2>&1
     rc=$?
     how=$(grep -m 1 -E '^(WARNING: ThreadSanitizer|hp_simt:|FAIL:)' "$tmp/out")
+    if [ -n "$want" ] && [ $rc -ne 0 ]; then
+        how=$(grep -m 1 -E "$want" "$tmp/out")
+        [ -n "$how" ] || rc=0
+    fi
     if [ $rc -eq 0 ]; then
-        echo "FAIL: mutant $n not caught: $what ($file:$line)"
+        echo "FAIL: mutant $n not caught: $what ($file:$line)${want:+ (no line matching '$want')}"
+        head -n 5 "$tmp/out" | sed 's/^/  /'
         status=1
     else
         caught=$((caught + 1))
@@ -92,6 +104,15 @@ l=$(lines_in hp_kern_quant.cu k_tg_pairs 'sm\[threadIdx\.x\] = a;' | head -n 1)
 mutant hp_kern_quant.cu "$l" 's/sm\[threadIdx\.x\] = a;/sm[threadIdx.x + 1] = a;/' tg \
     "a shared index of k_tg_pairs one past the end"
 
+l=$(lines_in hp_kern_quant.cu k_tg_pairs '__syncthreads\(\);' | sed -n 2p)
+mutant hp_kern_quant.cu "$l" 's/__syncthreads();/if (s > 32) __syncthreads();/' tg \
+    "k_tg_pairs' reduction without its barrier once one warp is left (lanes of warp 0 race)" \
+    'hp_simt: .*shared-memory race \((read after write|write after read)\) on sm\['
+l=$(lines_in hp_kern_sparse.cu k_sparse_offsets 'if \(lane == 31\)' | head -n 1)
+mutant hp_kern_sparse.cu "$l" 's/if (lane == 31)/if (lane >= 30)/' sparse \
+    "lanes 30 and 31 of k_sparse_offsets both write their warp's total" \
+    'hp_simt: .*shared-memory race \(write after write\) on wsum\['
+
 echo "# $caught of $n mutants caught"
-[ "$n" -ge 14 ] || { echo "FAIL: $n mutants, 14 or more expected"; status=1; }
+[ "$n" -ge 16 ] || { echo "FAIL: $n mutants, 16 or more expected"; status=1; }
 exit $status

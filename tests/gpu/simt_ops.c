@@ -13,6 +13,7 @@
 #include "hp_psgd.h"
 #include "hp_kern.h"
 #include "hp_klaunch.h"
+#include "hp_cuda_kernels.h"
 #include "simt_kern.h"
 
 /* dgc's momentum in stream order, and a message whose encode masks it
@@ -79,6 +80,24 @@ void simt_masked(const char *name, int fmt, size_t n, uint64_t seed)
             FAILF("%s masked n=%zu nan %d: buf[%zu] cpu %a gpu %a", name, n, nan, at, x[at], gx[at]);
     }
     free(x); free(u); free(gx); free(gu); free(cm); free(dm);
+}
+
+/* The module's self-test kernel: every element its hash, nothing past n
+ * written (a partial last CTA when n is not a multiple of its block). */
+void simt_selftest(size_t n)
+{
+    unsigned *out = malloc(n * sizeof(unsigned) + 4 * sizeof(unsigned));
+    simt_cases++;
+    for (size_t i = 0; i < n + 4; i++)
+        out[i] = 0xdeadbeefu;
+    if (hp_kl_selftest(NULL, out, (unsigned)n) != 0)
+        FAILF("selftest n=%zu: the launch failed", n);
+    for (size_t i = 0; i < n + 4; i++)
+        if (out[i] != (i < n ? hp_kl_selftest_value((unsigned)i) : 0xdeadbeefu)) {
+            FAILF("selftest n=%zu: [%zu] is 0x%08x", n, i, out[i]);
+            break;
+        }
+    free(out);
 }
 
 /* --------------------------------------------------- buffer operations */
