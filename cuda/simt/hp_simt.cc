@@ -23,6 +23,15 @@ __thread const coords *cur;
 
 static const size_t SHARED_MAX = 48 << 10;   /* static shared memory of a CTA */
 
+#if HP_SIMT_ASAN
+#include <sanitizer/asan_interface.h>
+#define SH_POISON(p, n) __asan_poison_memory_region((p), (n))
+#define SH_UNPOISON(p, n) __asan_unpoison_memory_region((p), (n))
+#else
+#define SH_POISON(p, n) ((void)0)
+#define SH_UNPOISON(p, n) ((void)0)
+#endif
+
 /* ------------------------------------------------------------ reports */
 
 static void dim_str(char *b, size_t n, dim3 d)
@@ -335,25 +344,34 @@ HP_SIMT_NOTSAN void *shared_get(const void *tag, size_t elem, size_t n, const ch
     thr_t *t = self("a shared array");
     cta_t *c = t->cta;
     const size_t bytes = elem * n;
-    shalloc *a;
-    for (a = c->sh; a != nullptr; a = a->next)
-        if (a->tag == tag)
-            break;
+    shalloc *a = nullptr;
+    for (unsigned i = 0; i < c->nsh && a == nullptr; i++)
+        if (c->sh[i].tag == tag)
+            a = &c->sh[i];
     if (a == nullptr) {
         if (c->shbytes + bytes > SHARED_MAX)
             fail(c, "shared array %s (%s) takes the CTA's static shared memory past %zu bytes", name,
                  site_str(s).c_str(), SHARED_MAX);
-        a = (shalloc *)malloc(sizeof(*a));
-        a->p = malloc(bytes ? bytes : 1);
-        if (a->p == nullptr)
-            fail(c, "out of memory for shared array %s", name);
+        if (c->nsh == SH_MAX_ARRAYS)
+            fail(c, "shared array %s (%s): more than %d shared arrays", name, site_str(s).c_str(), SH_MAX_ARRAYS);
+        if (c->arena == nullptr) {
+            if ((c->arena = (char *)malloc(SH_ARENA)) == nullptr)
+                fail(c, "out of memory for shared memory");
+            SH_POISON(c->arena, SH_ARENA);
+        }
+        /* (the gaps fit: at most SH_ALIGN - 1 + SH_ALIGN bytes an array) */
+        const size_t off = (c->arena_used + SH_ALIGN - 1) & ~(size_t)(SH_ALIGN - 1);
+        a = &c->sh[c->nsh++];
+        a->p = c->arena + off;
+        c->arena_used = off + bytes + SH_ALIGN;
+        SH_UNPOISON(a->p, bytes);
+        for (size_t k = off / SH_ALIGN; k * SH_ALIGN < off + bytes; k++)
+            c->sh_slot[k] = (uint8_t)c->nsh;
         a->tag = tag;
         a->bytes = bytes;
         a->elem = elem;
         a->name = name;
         a->at = s;
-        a->next = c->sh;
-        c->sh = a;
         c->shbytes += bytes;
         /* garbage: what a CTA finds in shared memory it has not written */
         for (size_t i = 0; i < bytes; i += 8) {
@@ -437,10 +455,9 @@ static void cta_end(cta_t *c)
 {
     HP_SIMT_ACQUIRE(&c->sync_end);
     race_end(c);
-    for (shalloc *a = c->sh, *n; a != nullptr; a = n) {
-        n = a->next;
-        free(a->p);
-        free(a);
+    if (c->arena != nullptr) {
+        SH_UNPOISON(c->arena, SH_ARENA);
+        free(c->arena);
     }
     for (unsigned i = 0; i < c->nthr; i++)
         fiber_put(c->th[i].f);

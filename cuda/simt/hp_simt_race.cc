@@ -56,14 +56,9 @@ void race_lane(thr_t *t)
 
 void race_array(cta_t *c, shalloc *a)
 {
-    const uintptr_t lo = (uintptr_t)a->p, hi = lo + a->bytes;
     a->words = (race_word *)calloc((a->bytes + 3) / 4 + 1, sizeof(race_word));
     if (a->words == nullptr)
         fail(c, "out of memory for the race record of shared array %s", a->name);
-    if (c->sh_hi == 0 || lo < c->sh_lo)
-        c->sh_lo = lo;
-    if (hi > c->sh_hi)
-        c->sh_hi = hi;
 }
 
 void race_barrier(cta_t *c)
@@ -86,9 +81,9 @@ void race_syncwarp(cta_t *c, unsigned w, unsigned mask)
 void race_end(cta_t *c)
 {
     n_checked += c->checked;
-    for (shalloc *a = c->sh; a != nullptr; a = a->next) {
-        free(a->words);
-        a->words = nullptr;
+    for (unsigned i = 0; i < c->nsh; i++) {
+        free(c->sh[i].words);
+        c->sh[i].words = nullptr;
     }
     for (unsigned w = 0; w < 32; w++) {
         free(c->wpair[w]);
@@ -236,7 +231,29 @@ static void check_word(cta_t *c, const shalloc *a, race_word *e, uintptr_t addr,
         e->r_mask |= 1u << t->lane;
 }
 
-/* an access of n bytes at p by the running lane, if any */
+/* an access of n bytes at x in c's arena (hp_simt_rt.h SH_ARENA): the
+ * array its slot holds, if any (a gap or a slot's tail past its array is
+ * AddressSanitizer's and the index check's to report) */
+__attribute__((noinline)) static void access_shared(cta_t *c, thr_t *t, uintptr_t x, size_t n, bool write,
+                                                    const void *pc)
+{
+    const unsigned k = c->sh_slot[(x - (uintptr_t)c->arena) / SH_ALIGN];
+    if (k == 0)
+        return;
+    shalloc *a = &c->sh[k - 1];
+    const uintptr_t off = x - (uintptr_t)a->p;
+    if (off >= a->bytes)
+        return;
+    size_t w1 = (off + n - 1) / 4;
+    if (w1 >= (a->bytes + 3) / 4)
+        w1 = (a->bytes + 3) / 4 - 1;   /* past the end: the index check's and AddressSanitizer's */
+    for (size_t w = off / 4; w <= w1; w++)
+        check_word(c, a, &a->words[w], x, t, write, pc);
+    c->checked++;
+}
+
+/* an access of n bytes at p by the running lane, if any (the hooks' fast
+ * path: most accesses are to global memory or the stack) */
 static inline void access(const void *p, size_t n, bool write, const void *pc)
 {
     thr_t *t = running;
@@ -244,20 +261,8 @@ static inline void access(const void *p, size_t n, bool write, const void *pc)
         return;
     cta_t *c = t->cta;
     const uintptr_t x = (uintptr_t)p;
-    if (x - c->sh_lo >= c->sh_hi - c->sh_lo)
-        return;
-    for (shalloc *a = c->sh; a != nullptr; a = a->next) {
-        const uintptr_t lo = (uintptr_t)a->p;
-        if (x - lo >= a->bytes)
-            continue;
-        size_t w0 = (x - lo) / 4, w1 = (x - lo + n - 1) / 4;
-        if (w1 >= (a->bytes + 3) / 4)
-            w1 = (a->bytes + 3) / 4 - 1;   /* past the end: the index check's and AddressSanitizer's */
-        for (size_t w = w0; w <= w1; w++)
-            check_word(c, a, &a->words[w], x, t, write, pc);
-        c->checked++;
-        return;
-    }
+    if (x - (uintptr_t)c->arena < SH_ARENA)
+        access_shared(c, t, x, n, write, pc);
 }
 
 } /* namespace hp_simt */

@@ -45,8 +45,15 @@ struct shalloc {
     const char *name;
     site at;
     race_word *words;
-    shalloc *next;
 };
+
+/* A CTA's shared arrays lie in an arena of its own, each SH_ALIGN-aligned
+ * with a gap of at least SH_ALIGN bytes after it, poisoned under
+ * AddressSanitizer (which sees each array's ends as it would separate
+ * allocations'), so that an address tells its array by its SH_ALIGN-byte
+ * slot (the race detector's lookup, in one step) and only shared memory
+ * lies in the arena's span (its quick test of every access). */
+enum { SH_ALIGN = 64, SH_MAX_ARRAYS = 32, SH_ARENA = (48 << 10) + SH_MAX_ARRAYS * 2 * SH_ALIGN };
 
 struct grid_t;
 
@@ -68,7 +75,11 @@ struct cta_t {
     site bar_at;
     int bar_kind;
     unsigned bar_gen;
-    shalloc *sh;
+    shalloc sh[SH_MAX_ARRAYS];
+    unsigned nsh;
+    char *arena;
+    size_t arena_used;
+    uint8_t sh_slot[SH_ARENA / SH_ALIGN];   /* the array (+ 1) of each slot, 0: a gap */
     size_t shbytes;
     uint64_t rng;
     int rpos[32];          /* where each warp is in the grid's ready list, or -1 */
@@ -87,7 +98,6 @@ struct cta_t {
      * last barrier was, and per warp, once it calls __syncwarp, the last
      * event each pair of its lanes took part in together, and the accesses
  * checked */
-    uintptr_t sh_lo, sh_hi;
     uint32_t seq, bar_seq;
     unsigned long long checked;   /* shared accesses checked */
     uint32_t (*wpair[32])[32];
