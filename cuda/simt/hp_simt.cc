@@ -5,8 +5,8 @@
  * in a random order, each until it blocks (a barrier, a warp intrinsic) or
  * ends.  Every block is checked against the strict rules of hp_simt.h when
  * it happens; a rule broken ends the process with the kernel, the CTA, the
- * threads and the source lines.  Shared arrays are allocations of their own
- * per CTA, filled with seeded garbage.  The scheduler's bookkeeping is
+ * threads and the source lines.  Shared arrays lie in an arena per CTA
+ * (hp_simt_rt.h SH_ARENA), filled with seeded garbage.  The scheduler's bookkeeping is
  * invisible to ThreadSanitizer; barriers and __syncwarp are told to it as
  * release/acquire pairs, and nothing else (shuffles and votes order no
  * memory), so it sees the kernels' shared-memory races.
