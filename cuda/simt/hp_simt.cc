@@ -34,24 +34,6 @@ static const size_t SHARED_MAX = 48 << 10;   /* static shared memory of a CTA */
 
 /* ------------------------------------------------------------ reports */
 
-static void dim_str(char *b, size_t n, dim3 d)
-{
-    if (d.y == 1 && d.z == 1)
-        snprintf(b, n, "%u", d.x);
-    else
-        snprintf(b, n, "(%u,%u,%u)", d.x, d.y, d.z);
-}
-
-static std::string where(const grid_t *g)
-{
-    char gs[48], bs[48], b[512];
-    dim_str(gs, sizeof(gs), g->li.grid);
-    dim_str(bs, sizeof(bs), g->li.block);
-    snprintf(b, sizeof(b), "%s<<<%s, %s>>> (launched at %s:%d, seed %llu, launch %llu)", g->li.name, gs, bs,
-             g->li.file, g->li.line, (unsigned long long)g->seed, (unsigned long long)g->ordinal);
-    return b;
-}
-
 static std::string site_str(const site &s)
 {
     char b[400];
@@ -78,21 +60,6 @@ static std::string threads(const cta_t *c, F pick)
         i = j + 1;
     }
     return out.empty() ? "none" : out;
-}
-
-void fail(const cta_t *c, const char *fmt, ...)
-{
-    char msg[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    if (c != nullptr)
-        fprintf(stderr, "hp_simt: %s, CTA %llu: %s\n", where(c->g).c_str(), c->id, msg);
-    else
-        fprintf(stderr, "hp_simt: %s\n", msg);
-    fflush(stderr);
-    abort();
 }
 
 static inline bool same_site(const site &a, const site &b)

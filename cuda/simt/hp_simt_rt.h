@@ -129,8 +129,8 @@ void race_lane(thr_t *t);
 void run_grid(grid_t *g);
 /* The seed of the launches now. */
 uint64_t seed_now(void);
-/* The end of a run that broke a rule: the kernel, its launch and CTA c
- * (NULL: none) and the message, then abort(). */
+/* The end of a run that broke a rule (hp_simt_report.cc): the kernel, its
+ * launch and CTA c (NULL: none) and the message, then abort(). */
 [[noreturn]] void fail(const cta_t *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 HP_SIMT_NOTSAN static inline uint64_t mix(uint64_t x)

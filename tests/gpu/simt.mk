@@ -29,7 +29,7 @@ HP_SIMT_KERN_SOURCES = cuda/simt/kern.cc cuda/simt/kern_quant.cc cuda/simt/kern_
 	cuda/simt/kern_psgd.cc cuda/simt/kern_load.cc cuda/simt/kern_selftest.cc
 HP_SIMT_RT_SOURCES = cuda/simt/hp_simt.h cuda/simt/hp_simt_api.h cuda/simt/hp_simt_rt.h cuda/simt/hp_simt.cc \
 	cuda/simt/hp_simt_launch.cc cuda/simt/hp_simt_fiber.h \
-	cuda/simt/hp_simt_fiber.cc cuda/simt/hp_simt_race.cc
+	cuda/simt/hp_simt_fiber.cc cuda/simt/hp_simt_race.cc cuda/simt/hp_simt_report.cc
 HP_SIMT_TEST_SOURCES = tests/gpu/simt_kern.c tests/gpu/simt_ops.c tests/gpu/simt_kern.h tests/gpu/kern_data.h \
 	tests/gpu/kern_host_dev.c tests/gpu/kern_host_dev.h \
 	$(HP_CODEC_SOURCES)
