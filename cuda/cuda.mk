@@ -125,6 +125,11 @@ tests_gpu_mpi_cuda_bench_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
 tests_gpu_mpi_cuda_bench_LDFLAGS = $(AM_LDFLAGS) -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR)
 tests_gpu_mpi_cuda_bench_LDADD = -lcudart -ldl -lm
 TESTS += tests/gpu/run_gpu_codec.sh
+
+# Every kernel of the built module fits the devices it is built for
+# (registers, shared memory, launch bounds from its cubins, against the
+# launch configurations its launchers make on the SIMT emulator)
+TESTS += tests/gpu/gpu_kern_resources.sh
 endif
 EXTRA_DIST += tests/gpu/run_gpu_emu.sh tests/gpu/mpi_gpu_codec.c $(HP_GPU_KERN_SOURCES) tests/gpu/mpi_cuda_bench.c \
-	tests/gpu/run_gpu_codec.sh
+	tests/gpu/run_gpu_codec.sh tests/gpu/gpu_kern_resources.sh tests/gpu/gpu_kern_resources.py

@@ -1,10 +1,13 @@
 /*
- * Kernels of the CUDA module.  The compressors' kernels come in a later
- * release; today the self-test that proves this build's code runs on a
- * device (hipress_info --gpu).
+ * The module's self-test (hipress_info --gpu, hpcu_selftest): a kernel that
+ * proves this build's code runs on a device.  The kernel and its launcher
+ * are written in the kernels' dialect (hp_kern_cu.cuh), so they also run on
+ * the CPU, on the SIMT emulator (cuda/simt/kern_selftest.cc, driven by
+ * tests/gpu/simt_ops.c); the rest (a device, its memory, the copy back)
+ * is the CUDA runtime's, under nvcc only.
  */
+#include "hp_kern_cu.cuh"
 #include "hp_cuda_kernels.h"
-#include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -19,13 +22,29 @@ __host__ __device__ static inline unsigned hp_selftest_value(unsigned i)
     return x;
 }
 
-__global__ static void hp_selftest_kernel(unsigned *out, unsigned n)
+#define SELFTEST_TPB 256
+
+__global__ static void __launch_bounds__(SELFTEST_TPB) hp_selftest_kernel(unsigned *out, unsigned n)
 {
     unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n)
         out[i] = hp_selftest_value(i);
 }
 
+extern "C" int hp_kl_selftest(void *stream, unsigned *out, unsigned n)
+{
+    if (n == 0)
+        return 0;
+    HP_LAUNCH(hp_selftest_kernel, (n + SELFTEST_TPB - 1) / SELFTEST_TPB, SELFTEST_TPB, (cudaStream_t)stream)(out, n);
+    return (int)cudaGetLastError();
+}
+
+extern "C" unsigned hp_kl_selftest_value(unsigned i)
+{
+    return hp_selftest_value(i);
+}
+
+#if defined(__CUDACC__)
 extern "C" int hp_cuda_selftest(int device, char *err, size_t errlen)
 {
     const unsigned n = 1u << 16;
@@ -51,8 +70,7 @@ extern "C" int hp_cuda_selftest(int device, char *err, size_t errlen)
         what = "cudaMalloc";
         goto restore;
     }
-    hp_selftest_kernel<<<(n + 255) / 256, 256>>>(dev, n);
-    if ((rc = cudaGetLastError()) != cudaSuccess) {
+    if ((rc = (cudaError_t)hp_kl_selftest(NULL, dev, n)) != cudaSuccess) {
         what = "kernel launch";
         goto release;
     }
@@ -76,3 +94,4 @@ out:
     free(host);
     return bad == 0 ? 0 : -1;
 }
+#endif

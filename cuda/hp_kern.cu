@@ -53,7 +53,7 @@ __global__ static void k_fold(float *buf, float *r, size_t n, const uint32_t *fl
     if (flags[0] & HP_K_F_NONFINITE)
         return;
     GRID_STRIDE(i, n) {
-        buf[i] = buf[i] + r[i];
+        buf[i] = hp_k_add(buf[i], r[i]);
         r[i] = 0.0f;
     }
 }
@@ -71,7 +71,7 @@ __global__ static void k_momentum(float *u, float *buf, float m, size_t n, const
     if (flags[0] & HP_K_F_NONFINITE)
         return;
     GRID_STRIDE(i, n) {
-        float v = hp_k_sparse_u(buf, u, m, i);
+        float v = hp_canon(hp_k_sparse_u(buf, u, m, i));
         u[i] = v;
         buf[i] = v;
     }
@@ -88,7 +88,7 @@ extern "C" int hp_kl_momentum(void *stream, float *u, float *buf, float m, size_
 __global__ static void k_add(float *dst, const float *src, size_t n)
 {
     GRID_STRIDE(i, n)
-        dst[i] = dst[i] + src[i];
+        dst[i] = hp_k_add(dst[i], src[i]);
 }
 
 extern "C" int hp_kl_add(void *stream, float *dst, const float *src, size_t n)
@@ -263,12 +263,8 @@ extern "C" int hp_kl_psgd_mtp(void *stream, const float *M, size_t n, size_t m, 
 __global__ static void k_psgd_recon(float *buf, float *res, size_t n, size_t c, size_t r, const float *p,
                                     const float *qs, const float *ql)
 {
-    GRID_STRIDE(e, n) {
-        const float *prow = p + (e / c) * r;
-        if (res != NULL)
-            res[e] = buf[e] - hp_k_psgd_recon(prow, r, ql, c, e % c);
-        buf[e] = hp_k_psgd_recon(prow, r, qs, c, e % c);
-    }
+    GRID_STRIDE(e, n)
+        hp_k_psgd_recon_at(buf, res, e, c, r, p, qs, ql);
 }
 
 extern "C" int hp_kl_psgd_recon(void *stream, float *buf, float *res, size_t n, size_t c, size_t r, const float *p,

@@ -59,6 +59,12 @@
 #define HP_K_F_OVERFLOW  0x4u   /* sparse: v overflowed: residual and state reset */
 #define HP_K_F_BAD       0x8u   /* decode: the message is malformed (sticky) */
 
+/* -------------------------------------------------------- NaN by code */
+
+/* a + b as every path stores it: a NaN result canonical (hp_elem.h
+ * hp_canon), so the bits do not depend on the hardware's NaN rules */
+HP_KD float hp_k_add(float a, float b) { return hp_canon(a + b); }
+
 /* ------------------------------------------------------------------ v */
 
 /* The value an error-feedback encode quantises: x + r, or x where that
@@ -453,7 +459,7 @@ HP_KD float hp_k_psgd_dot(const float *row, size_t len, const float *q, size_t T
             t0 += row[j0 + j] * q[j0 + j];
         p += (((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]))) + t0;
     }
-    return p;
+    return hp_canon(p);   /* products can overflow: Inf - Inf */
 }
 
 /* Q^T[k][j] = column j of M times column k of P: the rows in order. */
@@ -464,7 +470,7 @@ HP_KD float hp_k_psgd_col(const float *M, size_t n, size_t m, size_t c, const fl
     for (size_t i = 0; i < m; i++)
         if (j < hp_k_psgd_row_len(n, c, i))
             a += M[i * c + j] * p[i * r + k];
-    return a;
+    return hp_canon(a);
 }
 
 /* Element j of row prow (r coefficients) of P Q^T: the r terms in k order. */
@@ -474,6 +480,17 @@ HP_KD float hp_k_psgd_recon(const float *prow, size_t r, const float *qt, size_t
     for (size_t k = 1; k < r; k++)
         v += prow[k] * qt[k * c + j];
     return v;
+}
+
+/* Element e of the reconstruction, in place: res[e] = buf[e] - P Ql^T
+ * (res NULL: not), then buf[e] = P Qs^T, each canonical. */
+HP_KD void hp_k_psgd_recon_at(float *buf, float *res, size_t e, size_t c, size_t r, const float *p, const float *qs,
+                              const float *ql)
+{
+    const float *prow = p + (e / c) * r;
+    if (res != NULL)
+        res[e] = hp_canon(buf[e] - hp_k_psgd_recon(prow, r, ql, c, e % c));
+    buf[e] = hp_canon(hp_k_psgd_recon(prow, r, qs, c, e % c));
 }
 
 /* ----------------------------------------------------- little-endian I/O */
@@ -518,11 +535,13 @@ HP_KD void hp_k_st32(uint8_t *p, uint32_t v)
 }
 #endif
 
-/* Decoded-value store modes (HP_OUT_SET / HP_OUT_ADD of hp_ops.h). */
+/* Decoded-value store modes (HP_OUT_SET / HP_OUT_ADD of hp_ops.h): an
+ * accumulating store adds into the caller's buffer, which may hold NaN
+ * (a NaN message decoded there) or Inf. */
 HP_KD void hp_k_store(float *out, size_t i, float v, int accumulate)
 {
     if (accumulate)
-        out[i] += v;
+        out[i] = hp_k_add(out[i], v);
     else
         out[i] = v;
 }

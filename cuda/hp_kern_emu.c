@@ -102,7 +102,7 @@ HP_EMU_KERNEL(fold, (float *, buf), (float *, r), (size_t, n), (const uint32_t *
     if (flags[0] & HP_K_F_NONFINITE)
         return 0;
     for (size_t i = 0; i < n; i++) {
-        buf[i] = buf[i] + r[i];
+        buf[i] = hp_k_add(buf[i], r[i]);
         r[i] = 0.0f;
     }
     return 0;
@@ -116,7 +116,7 @@ HP_EMU_KERNEL(momentum, (float *, u), (float *, buf), (float, m), (size_t, n), (
     if (flags[0] & HP_K_F_NONFINITE)
         return 0;
     for (size_t i = 0; i < n; i++) {
-        u[i] = hp_k_sparse_u(buf, u, m, i);
+        u[i] = hp_canon(hp_k_sparse_u(buf, u, m, i));
         buf[i] = u[i];
     }
     return 0;
@@ -139,7 +139,7 @@ HP_EMU_KERNEL(add, (float *, dst), (const float *, src), (size_t, n))
     dst = P(float *, dst);
     src = P(const float *, src);
     for (size_t i = 0; i < n; i++)
-        dst[i] = dst[i] + src[i];
+        dst[i] = hp_k_add(dst[i], src[i]);
     return 0;
 }
 
@@ -247,11 +247,7 @@ HP_EMU_KERNEL(psgd_recon, (float *, buf), (float *, res), (size_t, n), (size_t, 
     p = P(const float *, p);
     qs = P(const float *, qs);
     ql = P(const float *, ql);
-    for (size_t e = 0; e < n; e++) {
-        const float *prow = p + (e / c) * r;
-        if (res != NULL)
-            res[e] = buf[e] - hp_k_psgd_recon(prow, r, ql, c, e % c);
-        buf[e] = hp_k_psgd_recon(prow, r, qs, c, e % c);
-    }
+    for (size_t e = 0; e < n; e++)
+        hp_k_psgd_recon_at(buf, res, e, c, r, p, qs, ql);
     return 0;
 }

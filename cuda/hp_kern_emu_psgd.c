@@ -30,20 +30,16 @@ HP_EMU_KERNEL(psgd_orth, (float *, p), (size_t, m), (size_t, r), (double *, work
 HP_EMU_KERNEL(psgd_recon_if, (float *, buf), (float *, res), (size_t, n), (size_t, c), (size_t, r),
               (const float *, p), (const float *, qs), (const float *, ql), (const uint8_t *, flag), (uint32_t, bytes))
 {
-    int keep;
     buf = P(float *, buf);
     res = P(float *, res);
     p = P(const float *, p);
     qs = P(const float *, qs);
     ql = P(const float *, ql);
     flag = P(const uint8_t *, flag);
-    keep = res == NULL || hp_k_flag_set(flag, bytes);
-    for (size_t e = 0; e < n; e++) {
-        const float *prow = p + (e / c) * r;
-        if (!keep)
-            res[e] = buf[e] - hp_k_psgd_recon(prow, r, ql, c, e % c);
-        buf[e] = hp_k_psgd_recon(prow, r, qs, c, e % c);
-    }
+    if (res != NULL && hp_k_flag_set(flag, bytes))
+        res = NULL;
+    for (size_t e = 0; e < n; e++)
+        hp_k_psgd_recon_at(buf, res, e, c, r, p, qs, ql);
     return 0;
 }
 

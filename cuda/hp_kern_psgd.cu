@@ -43,13 +43,9 @@ extern "C" int hp_kl_psgd_orth(void *stream, float *p, size_t m, size_t r, doubl
 __global__ static void k_psgd_recon_if(float *buf, float *res, size_t n, size_t c, size_t r, const float *p,
                                        const float *qs, const float *ql, const uint8_t *flag, uint32_t bytes)
 {
-    const int keep = res == NULL || hp_k_flag_set(flag, bytes);
-    GRID_STRIDE(e, n) {
-        const float *prow = p + (e / c) * r;
-        if (!keep)
-            res[e] = buf[e] - hp_k_psgd_recon(prow, r, ql, c, e % c);
-        buf[e] = hp_k_psgd_recon(prow, r, qs, c, e % c);
-    }
+    float *const rout = res == NULL || hp_k_flag_set(flag, bytes) ? NULL : res;
+    GRID_STRIDE(e, n)
+        hp_k_psgd_recon_at(buf, rout, e, c, r, p, qs, ql);
 }
 
 extern "C" int hp_kl_psgd_recon_if(void *stream, float *buf, float *res, size_t n, size_t c, size_t r, const float *p,

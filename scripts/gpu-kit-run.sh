@@ -11,10 +11,12 @@
 #                    cuDeviceGetCount, CUDA IPC and stream memory operations
 #                    between two processes (tests/gpu/ipc/kit_preflight), the
 #                    module loading and running its kernel (hipress_info
-#                    --gpu), the machine and the kit
+#                    --gpu), the NCCL functions this PyTorch imports against
+#                    the IPC stand-in's exports (a difference stops the run
+#                    before device time is spent), the machine and the kit
 #   2-kern.log       every kernel bit for bit against the CPU (gpu_kern)
-#   3-sanitizer.log  compute-sanitizer racecheck and synccheck on a small
-#                    case of every kernel
+#   3-sanitizer.log  compute-sanitizer racecheck, synccheck and memcheck on
+#                    a small case of every kernel
 #   4-nccl.log       the compressed, stream-ordered ncclAllReduce at 2, 3
 #                    and 4 processes on the GPU through the NCCL stand-in on
 #                    CUDA IPC (kit_nccl), each call's result and residual the
@@ -22,7 +24,8 @@
 #                    when the kit was made; MPI on cuMemAlloc'd buffers too
 #   5-ddp.log        PyTorch DDP, 2 processes on the GPU, libhipress.so
 #                    preloaded before the IPC stand-in: calls compressed,
-#                    replicas identical
+#                    every bucket's allreduce within a bound of the exact
+#                    (float64, uncompressed) sum, replicas identical
 #   6-torchrun.log   the same under torchrun with libhipress_nccl.so, no
 #                    Open MPI on the library path
 #   7-kernels.log    hipress-bench --kernels --gpu: each kernel's throughput
@@ -31,7 +34,9 @@
 # (no driver library, no /dev/nvidia*; or HP_KIT_NO_GPU=1) each device step
 # says "skipped: needs a GPU" and its stand-in form runs (the stand-in CUDA
 # driver, the emulated module, the stand-in NCCL on shared memory): what
-# scripts/gpu-kit --selftest checks.  A GPU that is there but unusable stops
+# scripts/gpu-kit --selftest checks.  A step whose tool is missing (no
+# python3 with a CUDA PyTorch, no compute-sanitizer) says SKIP with the
+# reason, and the summary lists what was not proven.  A GPU that is there but unusable stops
 # the run with a STOP line.  HP_KIT_STEPS=kern,sanitizer,nccl,ddp,kernels
 # runs only those (ddp: DDP and torchrun) after the preflight.  Exit 0 when
 # nothing failed.
@@ -200,6 +205,47 @@ else
         grep -q '^device 0: hipress mock device' "$plog"
 fi
 
+# ------------------------------------------- PyTorch's NCCL, before any device time
+# PyTorch loads the IPC stand-in in NCCL's place only if the stand-in
+# exports every NCCL function libtorch_cuda.so imports: compared here, by
+# ddp.py --symbols (no torch imported), and a difference stops the run.
+# torch_why: why the PyTorch steps cannot run (empty: they can)
+torch_why=
+want_ddp=0
+case ,${HP_KIT_STEPS:-ddp}, in *,ddp,*) want_ddp=1 ;; esac
+if [ $want_ddp = 1 ] && [ -z "$py" ]; then
+    torch_why="no python3 on this machine"
+    record SKIP nccl_imports - "$torch_why: the DDP and torchrun steps cannot run"
+elif [ $want_ddp = 1 ]; then
+    run nccl_imports 1-preflight.log 30 "$py" "$kit/ddp.py" --symbols "$kit/ipc/libnccl.so.2"
+    line=$(section 1-preflight.log nccl_imports | grep '^nccl symbols: ' | tail -n 1)
+    case $rc in
+        0) record PASS nccl_imports "${dt}s" "PyTorch's NCCL imports: ${line#nccl symbols: }" ;;
+        77) torch_why=${line#nccl symbols: }
+            record SKIP nccl_imports - "$torch_why: the DDP and torchrun steps cannot run" ;;
+        3) record FAIL nccl_imports "${dt}s" "STOP: ${line#nccl symbols: }: PyTorch would not load the IPC stand-in (export them from tests/gpu/ipc and make the kit again)"
+           say "# STOP: the IPC stand-in lacks NCCL functions this PyTorch imports (1-preflight.log); nothing else runs"
+           bash "$kit/summary.sh" "$rec" "$summary" "$gpu" >/dev/null 2>&1
+           exit 1 ;;
+        *) torch_why="the NCCL symbol check failed (exit $rc)"
+           record FAIL nccl_imports "${dt}s" "exit $rc (see 1-preflight.log)" ;;
+    esac
+fi
+if [ $gpu = 0 ] && [ -n "$py" ]; then
+    # the check itself, on the kit's own files: kit_nccl's imports are all in
+    # the IPC stand-in, and three of them are not in libhipress_nccl.so
+    run imports_ok 1-preflight.log 30 "$py" "$kit/ddp.py" --symbols "$kit/ipc/libnccl.so.2" --torch-lib "$kit/bin/kit_nccl"
+    c1=$rc
+    run imports_missing 1-preflight.log 30 "$py" "$kit/ddp.py" --symbols "$kit/lib/libhipress_nccl.so" \
+        --torch-lib "$kit/bin/kit_nccl"
+    c2=$rc
+    line=$(section 1-preflight.log imports_missing | grep '^nccl symbols: MISSING' | tail -n 1)
+    rc=0
+    check_why="the comparison passed the IPC stand-in with exit $c1, and libhipress_nccl.so with exit $c2 (want 0 and 3)"
+    verdict imports_standin 1-preflight.log "the comparison itself: kit_nccl's imports all in the IPC stand-in; ${line#nccl symbols: } named" \
+        eval '[ $c1 = 0 ] && [ $c2 = 3 ] && [ -n "$line" ]'
+fi
+
 # ------------------------------------------------------------------ kern
 step_kern() {
 local klog=2-kern.log ok
@@ -235,15 +281,18 @@ for c in /usr/local/cuda/bin/compute-sanitizer /usr/local/cuda/compute-sanitizer
 done
 if [ -z "$san" ]; then
     record SKIP sanitizer - "no compute-sanitizer on this machine or in the kit"
-    target "racecheck and synccheck clean" "not run" "no compute-sanitizer"
+    target "racecheck, synccheck and memcheck clean" "not run" "no compute-sanitizer"
 elif [ $gpu = 1 ]; then
     echo "## $san: $("$san" --version 2>&1 | tail -n 1)" >>"$slog"
     # racecheck: shared-memory hazards between a block's threads; synccheck:
-    # barriers some threads of a block miss.  The sparse select first (where
-    # a race was once fixed), then the others in groups, each run under what
-    # is left of the tool's time, so a slow run still covers the first ones
-    for run_ in "racecheck 75 graddrop,dgc fp16,bf16,onebit,tbq,terngrad q2,q4,q8,none,ops" \
-                "synccheck 35 graddrop,dgc,fp16,bf16,onebit,tbq,terngrad,q2,q4,q8,none,ops"; do
+    # barriers some threads of a block miss; memcheck: out-of-bounds and
+    # misaligned accesses to global and shared memory, and device-side
+    # errors.  The sparse select first (its shared memory is the largest),
+    # then the others in groups, each run under what is left of the tool's
+    # time, so a slow run still covers the first ones
+    for run_ in "racecheck 70 graddrop,dgc fp16,bf16,onebit,tbq,terngrad q2,q4,q8,none,ops" \
+                "synccheck 30 graddrop,dgc,fp16,bf16,onebit,tbq,terngrad,q2,q4,q8,none,ops" \
+                "memcheck 45 graddrop,dgc fp16,bf16,onebit,tbq,terngrad q2,q4,q8,none,ops"; do
         set -- $run_
         local tool=$1 t_end=$(($(date +%s) + $2)) done_= miss= lim g
         shift 2
@@ -273,13 +322,13 @@ elif [ $gpu = 1 ]; then
     done
     if [ $refused = 1 ]; then
         record SKIP sanitizer - "compute-sanitizer refused this device (as on gVisor machines): $notes"
-        target "racecheck and synccheck clean" "not run" "the sanitizer cannot attach here"
+        target "racecheck, synccheck and memcheck clean" "not run" "the sanitizer cannot attach here"
     elif [ $clean = 1 ]; then
         record PASS sanitizer - "$notes"
-        target "racecheck and synccheck clean" met "$notes"
+        target "racecheck, synccheck and memcheck clean" met "$notes"
     else
         record FAIL sanitizer - "$notes (see 3-sanitizer.log)"
-        target "racecheck and synccheck clean" "NOT MET" "$notes"
+        target "racecheck, synccheck and memcheck clean" "NOT MET" "$notes"
     fi
 else
     if "$san" --version >>"$slog" 2>&1; then
@@ -287,7 +336,7 @@ else
     else
         record FAIL sanitizer - "$san does not run here (see 3-sanitizer.log)"
     fi
-    target "racecheck and synccheck clean" "not run" "no GPU"
+    target "racecheck, synccheck and memcheck clean" "not run" "no GPU"
 fi
 }
 
@@ -344,13 +393,18 @@ fi
 }
 
 # ----------------------------------------------------- ddp and torchrun
-# ddp_check NAME LOG [LIBRARY]: the ok line, calls compressed (rank 0's
-# table), and with LIBRARY: hipress_library() said it and no libmpi mapped
+# ddp_check NAME LOG [LIBRARY]: the ok line (replicas identical, every
+# bucket's allreduce within the bound of the exact sum), calls compressed
+# (rank 0's table), and with LIBRARY: hipress_library() said it and no
+# libmpi mapped
 ddp_check() {
     local name=$1 log=$2 want=${3:-} n
     n=$(section "$log" "$name" | sed -n 's/^  nccl compressed  *\([0-9]*\)$/\1/p' | tail -n 1)
-    check_why="no ok line"
+    check_why="no ok line: $(section "$log" "$name" | grep -m 1 '^a WRONG ANSWER\|^replicas: DIFFER\|^a loss is not' ||
+                             echo 'the run did not finish')"
     section "$log" "$name" | grep -q '^gpu_kit_ddp: ok' || return 1
+    check_why="no exact check"
+    section "$log" "$name" | grep -q '^exact check: [1-9]' || return 1
     check_why="hipress compressed ${n:-no} calls"
     [ "${n:-0}" -gt 0 ] || return 1
     check_why="hipress_library() is not $want, or a libmpi was mapped"
@@ -358,21 +412,29 @@ ddp_check() {
                         section "$log" "$name" | grep -q '^libmpi mapped: none$'; } || return 1
     check_note="$(section "$log" "$name" | sed -n 's/^gpu_kit_ddp: ok, //p' | tail -n 1); $n calls compressed${want:+, $want.so without libmpi}"
 }
-# a fixed plan (no exploration, no plain plan): every bucket's call compressed
-ddp_env=(HIPRESS_NCCL=compress HIPRESS_STATS=1 HIPRESS_COMPRESSOR=onebit HIPRESS_ALGO=ring HIPRESS_ALLOW_PLAIN=0
-         HIPRESS_MIN_BYTES=64K MASTER_ADDR=127.0.0.1 PYTHONUNBUFFERED=1)
+# a fixed plan (no exploration, no plain plan): every bucket's call
+# compressed, by a near-lossless compressor (fp16 for DDP, bf16 for
+# torchrun), so that ddp.py's exact check can hold each call to a tight
+# bound (KIT_ERR_BOUND, 0.02): a wrong answer cannot hide in the
+# compressor's own error
+ddp_env=(HIPRESS_NCCL=compress HIPRESS_STATS=1 HIPRESS_ALGO=ring HIPRESS_ALLOW_PLAIN=0 HIPRESS_MIN_BYTES=64K
+         MASTER_ADDR=127.0.0.1 PYTHONUNBUFFERED=1 KIT_ERR_BOUND=${KIT_ERR_BOUND:-0.02})
 step_ddp() {
-if [ $gpu = 1 ] && [ $ipc = 1 ] && [ -n "$py" ]; then
-    run ddp 5-ddp.log 90 env "${ddp_env[@]}" MASTER_PORT=$((29500 + $$ % 1000)) LD_LIBRARY_PATH="$libs${base_ld:+:$base_ld}" \
-        LD_PRELOAD="$kit/lib/libhipress.so:$kit/ipc/libnccl.so.2" "$kit/bin/nompi_launch" 2 85 "$py" "$kit/ddp.py"
+if [ $gpu = 1 ] && [ $ipc = 1 ] && [ -z "$torch_why" ]; then
+    run ddp 5-ddp.log 90 env "${ddp_env[@]}" HIPRESS_COMPRESSOR=fp16 MASTER_PORT=$((29500 + $$ % 1000)) \
+        LD_LIBRARY_PATH="$libs${base_ld:+:$base_ld}" LD_PRELOAD="$kit/lib/libhipress.so:$kit/ipc/libnccl.so.2" \
+        "$kit/bin/nompi_launch" 2 85 "$py" "$kit/ddp.py"
     verdict ddp 5-ddp.log "" ddp_check ddp 5-ddp.log
-    run torchrun 6-torchrun.log 80 "${nompi_env[@]}" "${ddp_env[@]}" \
+    run torchrun 6-torchrun.log 80 "${nompi_env[@]}" "${ddp_env[@]}" HIPRESS_COMPRESSOR=bf16 \
         LD_PRELOAD="$kit/lib/libhipress_nccl.so:$kit/ipc/libnccl.so.2" KIT_CHECK_DIR="$work/torchrun" \
         "$py" -m torch.distributed.run --standalone --nproc_per_node 2 "$kit/ddp.py"
     verdict torchrun 6-torchrun.log "" ddp_check torchrun 6-torchrun.log libhipress_nccl
+elif [ $gpu = 1 ] && [ $ipc = 0 ]; then
+    record FAIL ddp - "needs CUDA IPC"
+    record FAIL torchrun - "needs CUDA IPC"
 elif [ $gpu = 1 ]; then
-    record FAIL ddp - "needs $([ $ipc = 0 ] && echo 'CUDA IPC' || echo 'python3 with PyTorch')"
-    record FAIL torchrun - "needs $([ $ipc = 0 ] && echo 'CUDA IPC' || echo 'python3 with PyTorch')"
+    record SKIP ddp - "$torch_why"
+    record SKIP torchrun - "$torch_why"
 else
     record SKIP ddp - "skipped: needs a GPU (PyTorch DDP over the IPC stand-in)"
     # the preload with only Open MPI's libraries, no MPI_Init: ncclAllReduce
@@ -386,8 +448,19 @@ else
         run ddp_standin 5-ddp.log 60 env MASTER_ADDR=127.0.0.1 MASTER_PORT=$((29500 + $$ % 1000)) \
             "$kit/bin/nompi_launch" 2 55 "$py" "$kit/ddp.py" --device cpu
         check_why="no ok line"
-        verdict ddp_standin 5-ddp.log "ddp.py on the CPU (gloo), 2 processes: $(section 5-ddp.log ddp_standin | sed -n 's/^replicas: //p' | tail -n 1)" \
+        verdict ddp_standin 5-ddp.log "ddp.py on the CPU (gloo), 2 processes: $(section 5-ddp.log ddp_standin | sed -n 's/^exact check: //p' | tail -n 1), replicas $(section 5-ddp.log ddp_standin | sed -n 's/^replicas: //p' | tail -n 1)" \
             eval 'section 5-ddp.log ddp_standin | grep -q "^gpu_kit_ddp: ok"'
+        # the exact check must catch a wrong answer the replicas share
+        run ddp_wrong 5-ddp.log 60 env MASTER_ADDR=127.0.0.1 MASTER_PORT=$((29501 + $$ % 1000)) \
+            "$kit/bin/nompi_launch" 2 55 "$py" "$kit/ddp.py" --device cpu --corrupt
+        if [ $rc -eq 0 ]; then
+            record FAIL ddp_wrong "${dt}s" "a planted wrong answer (every result scaled by 1.1) passed the exact check"
+        else
+            [ $rc -ne 124 ] && [ $rc -ne 99 ] && rc=0   # it failed, as it must: why, below
+            check_why="the planted wrong answer failed the run, but not by the exact check"
+            verdict ddp_wrong 5-ddp.log "a planted wrong answer (every result scaled by 1.1, replicas identical) caught: $(section 5-ddp.log ddp_wrong | sed -n 's/^a WRONG ANSWER: //p' | tail -n 1)" \
+                eval 'section 5-ddp.log ddp_wrong | grep -q "^a WRONG ANSWER: relative error" && section 5-ddp.log ddp_wrong | grep -q "^replicas: identical"'
+        fi
     else
         record SKIP ddp_standin - "no python3 with PyTorch here"
     fi

@@ -5,8 +5,8 @@
  * in a random order, each until it blocks (a barrier, a warp intrinsic) or
  * ends.  Every block is checked against the strict rules of hp_simt.h when
  * it happens; a rule broken ends the process with the kernel, the CTA, the
- * threads and the source lines.  Shared arrays are allocations of their own
- * per CTA, filled with seeded garbage.  The scheduler's bookkeeping is
+ * threads and the source lines.  Shared arrays lie in an arena per CTA
+ * (hp_simt_rt.h SH_ARENA), filled with seeded garbage.  The scheduler's bookkeeping is
  * invisible to ThreadSanitizer; barriers and __syncwarp are told to it as
  * release/acquire pairs, and nothing else (shuffles and votes order no
  * memory), so it sees the kernels' shared-memory races.
@@ -23,25 +23,16 @@ __thread const coords *cur;
 
 static const size_t SHARED_MAX = 48 << 10;   /* static shared memory of a CTA */
 
+#if HP_SIMT_ASAN
+#include <sanitizer/asan_interface.h>
+#define SH_POISON(p, n) __asan_poison_memory_region((p), (n))
+#define SH_UNPOISON(p, n) __asan_unpoison_memory_region((p), (n))
+#else
+#define SH_POISON(p, n) ((void)0)
+#define SH_UNPOISON(p, n) ((void)0)
+#endif
+
 /* ------------------------------------------------------------ reports */
-
-static void dim_str(char *b, size_t n, dim3 d)
-{
-    if (d.y == 1 && d.z == 1)
-        snprintf(b, n, "%u", d.x);
-    else
-        snprintf(b, n, "(%u,%u,%u)", d.x, d.y, d.z);
-}
-
-static std::string where(const grid_t *g)
-{
-    char gs[48], bs[48], b[512];
-    dim_str(gs, sizeof(gs), g->li.grid);
-    dim_str(bs, sizeof(bs), g->li.block);
-    snprintf(b, sizeof(b), "%s<<<%s, %s>>> (launched at %s:%d, seed %llu, launch %llu)", g->li.name, gs, bs,
-             g->li.file, g->li.line, (unsigned long long)g->seed, (unsigned long long)g->ordinal);
-    return b;
-}
 
 static std::string site_str(const site &s)
 {
@@ -69,21 +60,6 @@ static std::string threads(const cta_t *c, F pick)
         i = j + 1;
     }
     return out.empty() ? "none" : out;
-}
-
-void fail(const cta_t *c, const char *fmt, ...)
-{
-    char msg[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    if (c != nullptr)
-        fprintf(stderr, "hp_simt: %s, CTA %llu: %s\n", where(c->g).c_str(), c->id, msg);
-    else
-        fprintf(stderr, "hp_simt: %s\n", msg);
-    fflush(stderr);
-    abort();
 }
 
 static inline bool same_site(const site &a, const site &b)
@@ -174,6 +150,7 @@ static void on_bar(cta_t *c, thr_t *t)
     uint64_t r = c->bar_kind == BAR_OR ? cnt > 0 : c->bar_kind == BAR_AND ? cnt == c->nthr : cnt;
     c->nbar = 0;
     c->bar_gen++;
+    race_barrier(c);
     for (unsigned i = 0; i < c->nthr; i++) {
         c->th[i].res = r;
         set_ready(c, &c->th[i]);
@@ -245,8 +222,10 @@ static void on_warp(cta_t *c, thr_t *t)
             u->res = c->th[base + s].val;
         }
     }
-    if (t->kind == W_SYNC)
+    if (t->kind == W_SYNC) {
         c->wgen[t->warp]++;
+        race_syncwarp(c, t->warp, t->mask);
+    }
     for (unsigned l = 0; l < nl; l++)
         if (t->mask >> l & 1u) {
             set_ready(c, &c->th[base + l]);
@@ -327,32 +306,46 @@ void unmasked(site s)
          t->lin, site_str(s).c_str());
 }
 
-HP_SIMT_NOTSAN void *shared_get(const void *tag, size_t bytes, const char *name, site s)
+HP_SIMT_NOTSAN void *shared_get(const void *tag, size_t elem, size_t n, const char *name, site s)
 {
     thr_t *t = self("a shared array");
     cta_t *c = t->cta;
-    shalloc *a;
-    for (a = c->sh; a != nullptr; a = a->next)
-        if (a->tag == tag)
-            break;
+    const size_t bytes = elem * n;
+    shalloc *a = nullptr;
+    for (unsigned i = 0; i < c->nsh && a == nullptr; i++)
+        if (c->sh[i].tag == tag)
+            a = &c->sh[i];
     if (a == nullptr) {
         if (c->shbytes + bytes > SHARED_MAX)
             fail(c, "shared array %s (%s) takes the CTA's static shared memory past %zu bytes", name,
                  site_str(s).c_str(), SHARED_MAX);
-        a = (shalloc *)malloc(sizeof(*a));
-        a->p = malloc(bytes ? bytes : 1);
-        if (a->p == nullptr)
-            fail(c, "out of memory for shared array %s", name);
+        if (c->nsh == SH_MAX_ARRAYS)
+            fail(c, "shared array %s (%s): more than %d shared arrays", name, site_str(s).c_str(), SH_MAX_ARRAYS);
+        if (c->arena == nullptr) {
+            if ((c->arena = (char *)malloc(SH_ARENA)) == nullptr)
+                fail(c, "out of memory for shared memory");
+            SH_POISON(c->arena, SH_ARENA);
+        }
+        /* (the gaps fit: at most SH_ALIGN - 1 + SH_ALIGN bytes an array) */
+        const size_t off = (c->arena_used + SH_ALIGN - 1) & ~(size_t)(SH_ALIGN - 1);
+        a = &c->sh[c->nsh++];
+        a->p = c->arena + off;
+        c->arena_used = off + bytes + SH_ALIGN;
+        SH_UNPOISON(a->p, bytes);
+        for (size_t k = off / SH_ALIGN; k * SH_ALIGN < off + bytes; k++)
+            c->sh_slot[k] = (uint8_t)c->nsh;
         a->tag = tag;
         a->bytes = bytes;
-        a->next = c->sh;
-        c->sh = a;
+        a->elem = elem;
+        a->name = name;
+        a->at = s;
         c->shbytes += bytes;
         /* garbage: what a CTA finds in shared memory it has not written */
         for (size_t i = 0; i < bytes; i += 8) {
             uint64_t r = next(&c->rng);
             memcpy((char *)a->p + i, &r, bytes - i < 8 ? bytes - i : 8);
         }
+        race_array(c, a);
         HP_SIMT_RELEASE(a->p);
     }
     HP_SIMT_ACQUIRE(a->p);
@@ -428,10 +421,10 @@ static void cta_start(grid_t *g, cta_t *c, unsigned long long id)
 static void cta_end(cta_t *c)
 {
     HP_SIMT_ACQUIRE(&c->sync_end);
-    for (shalloc *a = c->sh, *n; a != nullptr; a = n) {
-        n = a->next;
-        free(a->p);
-        free(a);
+    race_end(c);
+    if (c->arena != nullptr) {
+        SH_UNPOISON(c->arena, SH_ARENA);
+        free(c->arena);
     }
     for (unsigned i = 0; i < c->nthr; i++)
         fiber_put(c->th[i].f);
@@ -451,7 +444,9 @@ static void run_lane(cta_t *c, thr_t *t)
 {
     unready(c, t);
     set_cur(&t->c);
+    race_lane(t);
     fiber_run(t->f, c->tsan[t->unit]);
+    race_lane(nullptr);
     set_cur(nullptr);
     switch (t->state) {
     case T_DONE: on_exit(c, t); break;

@@ -22,13 +22,21 @@ uint64_t hp_simt_get_seed(void);
 
 /* Distinct kernels, template arguments aside, that were launched
  * (HP_SIMT_LAUNCHED) or asked for their attributes (HP_SIMT_PRELOADED) in
- * this process; with buf, their names, one per line, as far as len allows. */
-enum { HP_SIMT_LAUNCHED = 0, HP_SIMT_PRELOADED = 1 };
+ * this process; with buf, their names, one per line, as far as len allows.
+ * HP_SIMT_BLOCKS: those launched, each name followed by a space and the
+ * most threads per block it was launched with (the launchers' own
+ * arithmetic: what tests/gpu/gpu_kern_resources.sh holds the built
+ * module's registers and shared memory to). */
+enum { HP_SIMT_LAUNCHED = 0, HP_SIMT_PRELOADED = 1, HP_SIMT_BLOCKS = 2 };
 size_t hp_simt_kernels(int which, char *buf, size_t len);
 
 /* Grids run so far, and CTAs of them. */
 unsigned long long hp_simt_launches(void);
 unsigned long long hp_simt_ctas(void);
+
+/* Shared-memory accesses the race detector checked in CTAs that ended (0
+ * when the kernels were compiled without its hooks: tests/gpu/simt.mk). */
+unsigned long long hp_simt_race_checked(void);
 
 #ifdef __cplusplus
 }

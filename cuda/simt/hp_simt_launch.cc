@@ -10,6 +10,7 @@
 #include <dlfcn.h>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <mutex>
 #include <set>
 #include <string>
@@ -20,14 +21,16 @@ namespace hp_simt {
 
 static std::mutex reg_lock;
 static std::set<std::string> reg[2];
+static std::map<std::string, unsigned> blocks;   /* launched: the most threads per block */
 static std::atomic<unsigned long long> n_launch, n_cta;
 static std::atomic<unsigned long long> n_ordinal;
 static std::atomic<uint64_t> g_seed;
 static std::atomic<int> g_seed_set;
 static thread_local cudaError_t last_error = cudaSuccess;
 
-/* a kernel launched or preloaded, by name (template arguments aside) */
-static void record(int which, const char *name)
+/* a kernel launched (with nthr threads per block) or preloaded, by name
+ * (template arguments aside) */
+static void record(int which, const char *name, unsigned nthr)
 {
     std::string s(name);
     size_t lt = s.find('<');
@@ -35,6 +38,8 @@ static void record(int which, const char *name)
         s.resize(lt);
     std::lock_guard<std::mutex> g(reg_lock);
     reg[which].insert(s);
+    if (which == HP_SIMT_LAUNCHED && nthr > blocks[s])
+        blocks[s] = nthr;
 }
 
 uint64_t seed_now(void)
@@ -89,7 +94,7 @@ static void run_pending(void *p)
 #ifdef HP_KL_TRANSLATE
     q->xl(q->g.closure);
 #endif
-    record(HP_SIMT_LAUNCHED, q->g.li.name);
+    record(HP_SIMT_LAUNCHED, q->g.li.name, q->g.li.block.x * q->g.li.block.y * q->g.li.block.z);
     n_launch++;
     n_cta += (unsigned long long)q->g.li.grid.x * q->g.li.grid.y * q->g.li.grid.z;
     run_grid(&q->g);
@@ -132,7 +137,7 @@ void submit(const launch_info &li, void *closure, void (*run)(void *), void (*xl
 
 int preload(const char *name)
 {
-    record(HP_SIMT_PRELOADED, name);
+    record(HP_SIMT_PRELOADED, name, 0);
     return 0;
 }
 
@@ -183,13 +188,17 @@ extern "C" size_t hp_simt_kernels(int which, char *buf, size_t len)
     size_t at = 0;
     if (buf != nullptr && len > 0) {
         buf[0] = '\0';
-        for (const std::string &s : r)
+        for (const std::string &k : r) {
+            std::string s = k;
+            if (which == HP_SIMT_BLOCKS)
+                s += " " + std::to_string(blocks[k]);
             if (at + s.size() + 2 <= len) {
                 memcpy(buf + at, s.c_str(), s.size());
                 at += s.size();
                 buf[at++] = '\n';
                 buf[at] = '\0';
             }
+        }
     }
     return r.size();
 }

@@ -33,13 +33,27 @@ struct thr_t {
     unsigned unit;    /* its ThreadSanitizer thread in the CTA */
 };
 
-/* A shared array of a CTA, by its declaration's tag. */
+struct race_word;
+
+/* A shared array of a CTA, by its declaration's tag: its memory, its
+ * declaration (for reports) and the race detector's record of each of its
+ * 32-bit words (hp_simt_race.cc). */
 struct shalloc {
     const void *tag;
     void *p;
-    size_t bytes;
-    shalloc *next;
+    size_t bytes, elem;
+    const char *name;
+    site at;
+    race_word *words;
 };
+
+/* A CTA's shared arrays lie in an arena of its own, each SH_ALIGN-aligned
+ * with a gap of at least SH_ALIGN bytes after it, poisoned under
+ * AddressSanitizer (which sees each array's ends as it would separate
+ * allocations'), so that an address tells its array by its SH_ALIGN-byte
+ * slot (the race detector's lookup, in one step) and only shared memory
+ * lies in the arena's span (its quick test of every access). */
+enum { SH_ALIGN = 64, SH_MAX_ARRAYS = 32, SH_ARENA = (48 << 10) + SH_MAX_ARRAYS * 2 * SH_ALIGN };
 
 struct grid_t;
 
@@ -61,7 +75,11 @@ struct cta_t {
     site bar_at;
     int bar_kind;
     unsigned bar_gen;
-    shalloc *sh;
+    shalloc sh[SH_MAX_ARRAYS];
+    unsigned nsh;
+    char *arena;
+    size_t arena_used;
+    uint8_t sh_slot[SH_ARENA / SH_ALIGN];   /* the array (+ 1) of each slot, 0: a gap */
     size_t shbytes;
     uint64_t rng;
     int rpos[32];          /* where each warp is in the grid's ready list, or -1 */
@@ -74,6 +92,15 @@ struct cta_t {
     void *tsan[TSAN_UNITS];
     unsigned usize[TSAN_UNITS], uarr[TSAN_UNITS], uacq[TSAN_UNITS], ustart[TSAN_UNITS], uend[TSAN_UNITS];
     char sync_start, sync_end, sync_bar[2], sync_warp[32][2];
+    /* the shared-memory race detector (hp_simt_race.cc): the span of the
+     * shared arrays' addresses (a quick test of an access), the
+     * synchronisation events so far (barriers and __syncwarp), the one the
+     * last barrier was, and per warp, once it calls __syncwarp, the last
+     * event each pair of its lanes took part in together, and the accesses
+ * checked */
+    uint32_t seq, bar_seq;
+    unsigned long long checked;   /* shared accesses checked */
+    uint32_t (*wpair[32])[32];
 };
 
 /* A grid being run. */
@@ -87,12 +114,23 @@ struct grid_t {
     std::vector<std::pair<cta_t *, unsigned>> ready;   /* warps with a thread ready */
 };
 
+/* The shared-memory race detector (hp_simt_race.cc).  race_array: the
+ * record of a new shared array a of c (its words never accessed);
+ * race_barrier and race_syncwarp: a barrier of c, or a __syncwarp of warp w
+ * over mask, completed; race_end: c's records freed; race_lane: t now runs
+ * on this OS thread (NULL: none). */
+void race_array(cta_t *c, shalloc *a);
+void race_barrier(cta_t *c);
+void race_syncwarp(cta_t *c, unsigned w, unsigned mask);
+void race_end(cta_t *c);
+void race_lane(thr_t *t);
+
 /* A grid, run to its end on the calling thread (hp_simt.cc). */
 void run_grid(grid_t *g);
 /* The seed of the launches now. */
 uint64_t seed_now(void);
-/* The end of a run that broke a rule: the kernel, its launch and CTA c
- * (NULL: none) and the message, then abort(). */
+/* The end of a run that broke a rule (hp_simt_report.cc): the kernel, its
+ * launch and CTA c (NULL: none) and the message, then abort(). */
 [[noreturn]] void fail(const cta_t *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 HP_SIMT_NOTSAN static inline uint64_t mix(uint64_t x)

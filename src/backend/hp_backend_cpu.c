@@ -71,8 +71,9 @@ static void cpu_copy(hp_mem_t *m, void *dst, const void *src, size_t bytes)
 static void cpu_add(hp_mem_t *m, float *dst, const float *src, size_t n)
 {
     (void)m;
+    /* (a NaN canonical: the device's k_add stores the same bits) */
     for (size_t i = 0; i < n; i++)
-        dst[i] += src[i];
+        dst[i] = hp_canon(dst[i] + src[i]);
 }
 
 static float *cpu_work(hp_mem_t *m, void *host_extra, size_t n)
@@ -94,7 +95,7 @@ static int cpu_momentum(hp_mem_t *m, float *u, float *buf, float mom, size_t n)
         return 0;
     for (size_t i = 0; i < n; i++) {
         float v = mom * u[i];
-        u[i] = v + buf[i];
+        u[i] = hp_canon(v + buf[i]);
         buf[i] = u[i];
     }
     return 1;

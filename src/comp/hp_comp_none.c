@@ -1,6 +1,8 @@
 /* `none`: the values as they are (lossless).  NaN/Inf travel as values, so the
- * result is exactly the ring-ordered float sum, as plain MPI would give. */
+ * result is exactly the ring-ordered float sum, as plain MPI would give, but
+ * for a NaN's bits: a sum that is NaN is hp_elem.h's one NaN (hp_canon). */
 #include "hp_comp.h"
+#include "hp_elem.h"
 #include <string.h>
 
 static size_t none_max_payload(size_t n, const hipress_comp_params_t *p)
@@ -31,13 +33,15 @@ static int none_decode(const void *payload, size_t len, size_t n, float *out, in
         return HIPRESS_COMP_OK;
     }
     if (((uintptr_t)payload & 3u) == 0) {
+        /* (out may hold NaN or Inf: a NaN stored canonical, as the
+         * kernels' accumulating store does) */
         for (size_t i = 0; i < n; i++)
-            out[i] += in[i];
+            out[i] = hp_canon(out[i] + in[i]);
     } else {
         for (size_t i = 0; i < n; i++) {
             float v;
             memcpy(&v, (const char *)payload + 4 * i, 4);
-            out[i] += v;
+            out[i] = hp_canon(out[i] + v);
         }
     }
     return HIPRESS_COMP_OK;

@@ -18,6 +18,18 @@
 HP_HD uint32_t hp_f2u(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
 HP_HD float hp_u2f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 
+/* hipress' NaN: C's NAN (quiet, positive, no payload), what the NaN
+ * message decodes to.  A float computed from values that may be NaN or Inf
+ * (an accumulating store into the caller's buffer, an add, powersgd's sums
+ * of products, which can overflow) is stored through hp_canon, on the CPU
+ * and the GPU alike: a NaN result becomes this one whatever the hardware
+ * made of it (x86 keeps an operand's payload and makes 0xffc00000 of
+ * Inf - Inf; NVIDIA returns 0x7fffffff), so both paths give the same bits
+ * by construction.  A float only moved (copied, converted bit by bit)
+ * keeps its bits. */
+#define HP_NAN_BITS 0x7fc00000u
+HP_HD float hp_canon(float v) { return v != v ? hp_u2f(HP_NAN_BITS) : v; }
+
 /* 1 when f is NaN or +-Inf. */
 HP_HD int hp_nonfinite(float f) { return (hp_f2u(f) & 0x7f800000u) == 0x7f800000u; }
 

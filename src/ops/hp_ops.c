@@ -151,13 +151,15 @@ static inline uint16_t load_u16(const uint8_t *p, size_t i)
 }
 
 /* for (i < n) out[i] (=, +=, -=) EXPR, one loop per mode so that the loop
- * body has no branch (and the compiler may vectorise it) */
+ * body has no branch (and the compiler may vectorise it); an add into the
+ * caller's buffer, which may hold NaN or Inf, stores a NaN canonical
+ * (hp_canon: the CUDA kernels' accumulating stores do the same) */
 #define OUT_LOOP(n, out, mode, EXPR) \
     do { \
         if ((mode) == HP_OUT_SET) \
             for (size_t i = 0; i < (n); i++) (out)[i] = (EXPR); \
         else if ((mode) == HP_OUT_ADD) \
-            for (size_t i = 0; i < (n); i++) (out)[i] += (EXPR); \
+            for (size_t i = 0; i < (n); i++) (out)[i] = hp_canon((out)[i] + (EXPR)); \
         else \
             for (size_t i = 0; i < (n); i++) (out)[i] -= (EXPR); \
     } while (0)
@@ -165,7 +167,7 @@ static inline uint16_t load_u16(const uint8_t *p, size_t i)
 static void g_add(const float *a, const float *b, float *out, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        out[i] = a[i] + b[i];
+        out[i] = hp_canon(a[i] + b[i]);
 }
 
 static int g_nonfinite(const float *x, size_t n)

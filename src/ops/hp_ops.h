@@ -78,7 +78,8 @@ typedef struct hp_ops {
     const char *name; /* "generic" or "avx2" */
     int isa;          /* HP_ISA_GENERIC or HP_ISA_AVX2 */
 
-    /* out[i] = a[i] + b[i]; out may alias a or b. */
+    /* out[i] = a[i] + b[i], a NaN canonical (hp_canon); out may alias a
+     * or b. */
     void (*add)(const float *a, const float *b, float *out, size_t n);
 
     /* 1 when x[0..n) holds NaN or Inf: the library's one non-finite

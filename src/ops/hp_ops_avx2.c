@@ -21,11 +21,11 @@ AVX2 static void v_add(const float *a, const float *b, float *out, size_t n)
     for (; i + 16 <= n; i += 16) {
         __m256 x0 = _mm256_add_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i));
         __m256 x1 = _mm256_add_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8));
-        _mm256_storeu_ps(out + i, x0);
-        _mm256_storeu_ps(out + i + 8, x1);
+        _mm256_storeu_ps(out + i, canon8(x0));
+        _mm256_storeu_ps(out + i + 8, canon8(x1));
     }
     for (; i < n; i++)
-        out[i] = a[i] + b[i];
+        out[i] = hp_canon(a[i] + b[i]);
 }
 
 AVX2 static int v_nonfinite(const float *x, size_t n)

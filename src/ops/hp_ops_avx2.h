@@ -19,13 +19,20 @@ extern const hp_ops_t hp_ops_avx2;
 #define AVX2 __attribute__((target("avx2,f16c,popcnt")))
 #define INLINE __attribute__((always_inline)) inline
 
-/* out[i] (op)= v for 8 lanes */
+/* v with its NaN lanes canonical (hp_canon, hp_elem.h) */
+AVX2 static inline __m256 canon8(__m256 v)
+{
+    const __m256 nan = _mm256_castsi256_ps(_mm256_set1_epi32((int)HP_NAN_BITS));
+    return _mm256_blendv_ps(v, nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+}
+
+/* out[i] (op)= v for 8 lanes (an add canonical: OUT_LOOP of hp_ops.c) */
 AVX2 static inline void put8(float *out, __m256 v, int mode)
 {
     if (mode == HP_OUT_SET)
         _mm256_storeu_ps(out, v);
     else if (mode == HP_OUT_ADD)
-        _mm256_storeu_ps(out, _mm256_add_ps(_mm256_loadu_ps(out), v));
+        _mm256_storeu_ps(out, canon8(_mm256_add_ps(_mm256_loadu_ps(out), v)));
     else
         _mm256_storeu_ps(out, _mm256_sub_ps(_mm256_loadu_ps(out), v));
 }

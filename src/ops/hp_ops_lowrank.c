@@ -23,8 +23,16 @@ static inline v4f ld4(const float *p)
     return v;
 }
 
+/* Every float these kernels store is a sum of products, which can
+ * overflow (Inf - Inf): stored canonical (hp_canon, hp_elem.h), as the
+ * CUDA kernels store theirs. */
+typedef int v4i __attribute__((vector_size(16)));
+#define NAN_I ((int)HP_NAN_BITS)
+
 static inline void st4(float *p, v4f v)
 {
+    const v4i nan = v != v;
+    v = (v4f)(((v4i)v & ~nan) | (nan & (v4i){NAN_I, NAN_I, NAN_I, NAN_I}));
     memcpy(p, &v, sizeof(v));
 }
 
@@ -67,10 +75,10 @@ void hp_ops_lr_dot_generic(const float *row, size_t len, const float *qt, size_t
             t2 += row[j] * q2[j];
             t3 += row[j] * q3[j];
         }
-        p[k] += hsum8(a0l, a0h) + t0;
-        p[k + 1] += hsum8(a1l, a1h) + t1;
-        p[k + 2] += hsum8(a2l, a2h) + t2;
-        p[k + 3] += hsum8(a3l, a3h) + t3;
+        p[k] = hp_canon(p[k] + (hsum8(a0l, a0h) + t0));
+        p[k + 1] = hp_canon(p[k + 1] + (hsum8(a1l, a1h) + t1));
+        p[k + 2] = hp_canon(p[k + 2] + (hsum8(a2l, a2h) + t2));
+        p[k + 3] = hp_canon(p[k + 3] + (hsum8(a3l, a3h) + t3));
     }
     for (; k < r; k++) {
         const float *q0 = qt + k * ld;
@@ -83,7 +91,7 @@ void hp_ops_lr_dot_generic(const float *row, size_t len, const float *qt, size_t
         }
         for (; j < len; j++)
             t0 += row[j] * q0[j];
-        p[k] += hsum8(a0l, a0h) + t0;
+        p[k] = hp_canon(p[k] + (hsum8(a0l, a0h) + t0));
     }
 }
 
@@ -119,7 +127,7 @@ void hp_ops_lr_axpy_generic(const float *const *rows, const float *p, size_t nr,
                 a += x1[j] * c1;
                 a += x2[j] * c2;
                 a += x3[j] * c3;
-                q[j] = a;
+                q[j] = hp_canon(a);
             }
         } else {
             for (size_t i = 0; i < nr; i++) {
@@ -129,7 +137,7 @@ void hp_ops_lr_axpy_generic(const float *const *rows, const float *p, size_t nr,
                 for (j = 0; j + 4 <= len; j += 4)
                     st4(q + j, ld4(q + j) + ld4(x + j) * bi);
                 for (; j < len; j++)
-                    q[j] += x[j] * ci;
+                    q[j] = hp_canon(q[j] + (x[j] * ci));
             }
         }
     }
@@ -245,11 +253,11 @@ void hp_ops_lr_recon_generic(const float *p, size_t nr, size_t r, size_t len, si
             size_t o = base + jj;
             if (res != NULL) {
                 float v = mb != NULL ? ma[o] + mb[o] : ma[o];
-                res[o] = v - recon1(prow, r, qtl, ld, jj);
+                res[o] = hp_canon(v - recon1(prow, r, qtl, ld, jj));
             }
             if (out != NULL) {
                 float v = recon1(prow, r, qts, ld, jj);
-                out[o] = accumulate ? out[o] + v : v;
+                out[o] = hp_canon(accumulate ? out[o] + v : v);
             }
         }
     }
@@ -280,7 +288,15 @@ LR_AVX2 static inline v8f bc8(float x)
     return (v8f){x, x, x, x, x, x, x, x};
 }
 
-#define st8(p, v) do { v8f st8_v_ = (v); memcpy((p), &st8_v_, sizeof(st8_v_)); } while (0)
+typedef int v8i __attribute__((vector_size(32)));
+
+/* (canonical, as st4) */
+LR_AVX2 static inline void st8(float *p, v8f v)
+{
+    const v8i nan = v != v;
+    v = (v8f)(((v8i)v & ~nan) | (nan & (v8i){NAN_I, NAN_I, NAN_I, NAN_I, NAN_I, NAN_I, NAN_I, NAN_I}));
+    memcpy(p, &v, sizeof(v));
+}
 #define hsum8v(v) (((v)[0] + (v)[1]) + ((v)[2] + (v)[3])) + (((v)[4] + (v)[5]) + ((v)[6] + (v)[7]))
 
 /* lr_dot, eight outputs per pass over the row */
@@ -307,14 +323,14 @@ LR_AVX2 void hp_ops_lr_dot_avx2(const float *row, size_t len, const float *qt, s
         for (; j < len; j++)
             for (size_t u = 0; u < 8; u++)
                 t[u] += row[j] * q[u * ld + j];
-        p[k] += hsum8v(a0) + t[0];
-        p[k + 1] += hsum8v(a1) + t[1];
-        p[k + 2] += hsum8v(a2) + t[2];
-        p[k + 3] += hsum8v(a3) + t[3];
-        p[k + 4] += hsum8v(a4) + t[4];
-        p[k + 5] += hsum8v(a5) + t[5];
-        p[k + 6] += hsum8v(a6) + t[6];
-        p[k + 7] += hsum8v(a7) + t[7];
+        p[k] = hp_canon(p[k] + (hsum8v(a0) + t[0]));
+        p[k + 1] = hp_canon(p[k + 1] + (hsum8v(a1) + t[1]));
+        p[k + 2] = hp_canon(p[k + 2] + (hsum8v(a2) + t[2]));
+        p[k + 3] = hp_canon(p[k + 3] + (hsum8v(a3) + t[3]));
+        p[k + 4] = hp_canon(p[k + 4] + (hsum8v(a4) + t[4]));
+        p[k + 5] = hp_canon(p[k + 5] + (hsum8v(a5) + t[5]));
+        p[k + 6] = hp_canon(p[k + 6] + (hsum8v(a6) + t[6]));
+        p[k + 7] = hp_canon(p[k + 7] + (hsum8v(a7) + t[7]));
     }
     for (; k < r; k++) {
         const float *q0 = qt + k * ld;
@@ -325,7 +341,7 @@ LR_AVX2 void hp_ops_lr_dot_avx2(const float *row, size_t len, const float *qt, s
             a0 += ld8(row + j) * ld8(q0 + j);
         for (; j < len; j++)
             t0 += row[j] * q0[j];
-        p[k] += hsum8v(a0) + t0;
+        p[k] = hp_canon(p[k] + (hsum8v(a0) + t0));
     }
 }
 
@@ -354,7 +370,7 @@ LR_AVX2 void hp_ops_lr_axpy_avx2(const float *const *rows, const float *p, size_
                 a += x1[j] * c1;
                 a += x2[j] * c2;
                 a += x3[j] * c3;
-                q[j] = a;
+                q[j] = hp_canon(a);
             }
         } else {
             for (size_t i = 0; i < nr; i++) {
@@ -364,7 +380,7 @@ LR_AVX2 void hp_ops_lr_axpy_avx2(const float *const *rows, const float *p, size_
                 for (j = 0; j + 8 <= len; j += 8)
                     st8(q + j, ld8(q + j) + ld8(x + j) * bi);
                 for (; j < len; j++)
-                    q[j] += x[j] * ci;
+                    q[j] = hp_canon(q[j] + (x[j] * ci));
             }
         }
     }
@@ -462,11 +478,11 @@ LR_AVX2 void hp_ops_lr_recon_avx2(const float *p, size_t nr, size_t r, size_t le
             size_t o = base + jj;
             if (res != NULL) {
                 float v = mb != NULL ? ma[o] + mb[o] : ma[o];
-                res[o] = v - recon1(prow, r, qtl, ld, jj);
+                res[o] = hp_canon(v - recon1(prow, r, qtl, ld, jj));
             }
             if (out != NULL) {
                 float v = recon1(prow, r, qts, ld, jj);
-                out[o] = accumulate ? out[o] + v : v;
+                out[o] = hp_canon(accumulate ? out[o] + v : v);
             }
         }
     }

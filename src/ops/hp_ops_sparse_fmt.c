@@ -242,7 +242,7 @@ int hp_sparse_decode(const void *payload, size_t len, size_t n, float *out, int 
             float v;
             memcpy(&i, p + 8 * j, 4);
             memcpy(&v, p + 8 * j + 4, 4);
-            out[i] += v;
+            out[i] = hp_canon(out[i] + v);   /* out may hold NaN: the kernels' store */
         }
     } else {
         for (size_t j = 0; j < m; j++) {

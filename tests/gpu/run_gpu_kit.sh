@@ -12,7 +12,10 @@
 #      no path of this build left in its binaries, the IPC stand-in in it,
 #      the MPI path's result lines for 2, 3 and 4 ranks recorded;
 #   2. scripts/gpu-kit --selftest: exit 0;
-#   3. the kit without its copy of zlib (hidden in the namespace) fails
+#   3. a PyTorch importing an NCCL function the IPC stand-in lacks (a
+#      library planted as KIT_TORCH_LIB) stops the run at the preflight,
+#      before any other step, with a STOP verdict naming the function;
+#   4. the kit without its copy of zlib (hidden in the namespace) fails
 #      the self-test (its MPI step): the hiding holds and the check can
 #      fail.
 # Skipped (77) without CUDA (no module, no kernels to carry), without root
@@ -73,7 +76,26 @@ cat "$work/selftest.log"
 [ $rc -eq 77 ] && { echo "SKIP: $(tail -n 1 "$work/selftest.log")"; exit 77; }
 [ $rc -eq 0 ] || { echo "FAIL: the self-test exited $rc"; status=1; }
 
-# 3. zlib gone from the kit (the namespace hides the machine's): nothing
+# 3.
+if command -v cc >/dev/null 2>&1 &&
+    echo 'extern int ncclNotInTheStandIn(void); int hp_f(void) { return ncclNotInTheStandIn(); }' |
+        cc -shared -fPIC -x c - -o "$work/libfaketorch.so" 2>"$work/cc.log"; then
+    KIT_TORCH_LIB=$work/libfaketorch.so "$kitsh" --selftest "$work/gpu-kit" >"$work/stop.log" 2>&1
+    rc=$?
+    echo "# the self-test with a PyTorch importing ncclNotInTheStandIn: exit $rc"
+    grep '^FAIL  nccl_imports\|^verdict:' "$work/stop.log" | head -n 2
+    if [ $rc -ne 1 ] || ! grep -q '^FAIL  nccl_imports .*STOP: MISSING from libnccl.so.2: ncclNotInTheStandIn' "$work/stop.log" ||
+        ! grep -q '^verdict: STOP at nccl_imports' "$work/stop.log" || grep -q '^PASS  kern_standin' "$work/stop.log"; then
+        echo "FAIL: the missing NCCL function did not stop the run at the preflight"
+        cat "$work/stop.log"
+        status=1
+    fi
+else
+    echo "FAIL: no C compiler to plant a library with (cc)"
+    status=1
+fi
+
+# 4. zlib gone from the kit (the namespace hides the machine's): nothing
 # of Open MPI loads, the self-test must fail (only the step that runs
 # Open MPI asked for)
 rm -f "$work/gpu-kit/fallback/libz.so.1"
@@ -85,4 +107,5 @@ if [ $rc -ne 1 ] || ! grep -q '^FAIL  mpi_standin' "$work/broken.log"; then
     cat "$work/broken.log"
     status=1
 fi
+
 exit $status

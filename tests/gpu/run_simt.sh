@@ -7,15 +7,18 @@
 #   2. simt_kern_tsan: the quick set under ThreadSanitizer, seeds 1 to 3;
 #   3. simt_kern_asan: the quick set under AddressSanitizer and UBSan,
 #      seeds 1 and 2; onebit at 2^20+1 under both, seed 1;
-#   4. the kernels launched are every __global__ function of
-#      cuda/hp_kern*.cu, counted here from the sources, and hp_kl_preload
-#      asks for every one;
+#   4. the kernels launched are every __global__ function of cuda/*.cu
+#      (the codec's and the module's self-test kernel), counted here from
+#      the sources, and hp_kl_preload asks for every one of
+#      cuda/hp_kern*.cu (the self-test runs outside any call); every run's
+#      race detector checked shared-memory accesses (it is compiled in);
 #   5. tests/gpu/gpu_kern's buffer operations and powersgd's steps through the
 #      emulated CUDA module built on these kernels (HP_KL_TRANSLATE), the
 #      stand-in driver's streams deferred;
 #   6. simt_mutants.sh: mutants of the kernels (each barrier of the sparse
 #      selection removed, a shuffle with a partial mask or none, a shared
-#      index one past the end) each make the ThreadSanitizer build fail.
+#      index one past the end, races between lanes of one warp) each make
+#      the ThreadSanitizer build fail.
 # 1 runs beside 2 and 3 (two cores).  HP_SIMT_SEEDS=N: N seeds, not 4.  In
 # a build sanitized throughout (configure --enable-sanitizers) simt_kern is
 # ASan+UBSan already: it runs the quick set, seeds 1 and 2, and 2 and 3 are
@@ -78,23 +81,38 @@ for run in plain plain2 tsan asan tsan_large asan_large; do
         fail "simt_kern ($run)"
         head -n 60 "$tmp/$run"
     fi
+    checked=$(sed -n 's/^simt_kern: \([0-9]*\) shared-memory accesses checked.*/\1/p' "$tmp/$run")
+    if [ "${checked:-0}" -eq 0 ]; then
+        fail "simt_kern ($run): the shared-memory race detector checked nothing: the kernels were built without" \
+            "its hooks (configure found no clang++ 14 or newer for HP_SIMT_CXX; see config.log)"
+    fi
 done
 
-# every __global__ function of the kernel files, launched and preloaded
-grep -h '^__global__' "$HP_SRCDIR"/cuda/hp_kern*.cu |
-    sed -n 's/^__global__ static void \(__launch_bounds__([^)]*) \)\{0,1\}\(k_[a-z0-9_]*\).*/\2/p' | sort >"$tmp/src"
+# every __global__ function of cuda/*.cu, launched; those of the kernel
+# files preloaded
+names() {
+    grep -h '^__global__' "$@" |
+        sed -n 's/^__global__ static void \(__launch_bounds__([^)]*) \)\{0,1\}\([a-z_][a-z0-9_]*\).*/\2/p' | sort
+}
+count() {
+    grep -c '__global__' "$@" /dev/null | awk -F: '{ n += $2 } END { print n }'
+}
+names "$HP_SRCDIR"/cuda/*.cu >"$tmp/src"
 nsrc=$(wc -l <"$tmp/src")
-[ "$nsrc" -eq "$(grep -c '__global__' "$HP_SRCDIR"/cuda/hp_kern*.cu | awk -F: '{ n += $2 } END { print n }')" ] ||
-    fail "a __global__ function of cuda/hp_kern*.cu this script cannot name"
-sed -n '/^# launched:$/,/^simt_kern:/p' "$tmp/plain" | sed '1d;$d' | sort >"$tmp/launched"
+nkern=$(names "$HP_SRCDIR"/cuda/hp_kern*.cu | wc -l)
+[ "$nsrc" -eq "$(count "$HP_SRCDIR"/cuda/*.cu)" ] && [ "$nkern" -eq "$(count "$HP_SRCDIR"/cuda/hp_kern*.cu)" ] ||
+    fail "a __global__ function of cuda/*.cu this script cannot name"
+sed -n '/^# launched:$/,/^# most threads per block:$/p' "$tmp/plain" | sed '1d;$d' | sort >"$tmp/launched"
 line=$(grep '^simt_kern: [0-9]* kernels launched' "$tmp/plain")
-echo "# $nsrc __global__ functions in cuda/hp_kern*.cu; $line"
+echo "# $nsrc __global__ functions in cuda/*.cu, $nkern of them in cuda/hp_kern*.cu; $line"
+echo "# $(grep '^simt_kern: [0-9]* shared-memory accesses' "$tmp/plain")"
 n=$(echo "$line" | sed -n 's/^simt_kern: \([0-9]*\) kernels launched, \([0-9]*\) kernels preloaded.*/\1 \2/p')
 set -- $n
-if [ "${1:-x}" != "$nsrc" ] || [ "${2:-x}" != "$nsrc" ]; then
-    fail "$nsrc kernels in the sources, ${1:-?} launched, ${2:-?} preloaded"
-    comm -3 "$tmp/src" "$tmp/launched" | sed 's/^/  not both in the sources and launched: /'
+if [ "${1:-x}" != "$nsrc" ] || [ "${2:-x}" != "$nkern" ]; then
+    fail "$nsrc kernels in cuda/*.cu, ${1:-?} launched; $nkern in cuda/hp_kern*.cu, ${2:-?} preloaded"
 fi
+comm -3 "$tmp/src" "$tmp/launched" | sed 's/^\t/  launched, not in the sources: /; t; s/^/  in the sources, not launched: /'
+[ -z "$(comm -3 "$tmp/src" "$tmp/launched")" ] || fail "the kernels launched are not those of cuda/*.cu"
 
 # the module's own calls (tests/gpu/gpu_kern's buffer operations and powersgd's
 # steps) on the emulated module built on these kernels, streams deferred

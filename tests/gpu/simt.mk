@@ -17,14 +17,19 @@
 #                             the count of kernels launched to the sources'
 #                             __global__ functions, and checks that mutants
 #                             of the kernels are caught (simt_mutants.sh)
+# The kernels' objects, in each of these, are compiled by HP_SIMT_CXX (clang,
+# configure's HP_CHECK_SIMT_CXX) with hooks on every load and store, through
+# which the emulator's shared-memory race detector sees each lane's accesses
+# (cuda/simt/hp_simt_race.cc); the rest is compiled by CXX as usual and
+# linked as usual (clang's sanitizer instrumentation runs on gcc's runtimes).
 # In a sanitizer build (--enable-sanitizers) everything is ASan+UBSan
 # already: simt_kern is that build, and there is no ThreadSanitizer one.
 
 HP_SIMT_KERN_SOURCES = cuda/simt/kern.cc cuda/simt/kern_quant.cc cuda/simt/kern_half.cc cuda/simt/kern_sparse.cc \
-	cuda/simt/kern_psgd.cc cuda/simt/kern_load.cc
+	cuda/simt/kern_psgd.cc cuda/simt/kern_load.cc cuda/simt/kern_selftest.cc
 HP_SIMT_RT_SOURCES = cuda/simt/hp_simt.h cuda/simt/hp_simt_api.h cuda/simt/hp_simt_rt.h cuda/simt/hp_simt.cc \
 	cuda/simt/hp_simt_launch.cc cuda/simt/hp_simt_fiber.h \
-	cuda/simt/hp_simt_fiber.cc
+	cuda/simt/hp_simt_fiber.cc cuda/simt/hp_simt_race.cc cuda/simt/hp_simt_report.cc
 HP_SIMT_TEST_SOURCES = tests/gpu/simt_kern.c tests/gpu/simt_ops.c tests/gpu/simt_kern.h tests/gpu/kern_data.h \
 	tests/gpu/kern_host_dev.c tests/gpu/kern_host_dev.h \
 	$(HP_CODEC_SOURCES)
@@ -34,6 +39,20 @@ HP_SIMT_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/cuda -I$(top_srcdir)/tests/gpu
 HP_SIMT_CXXFLAGS = -std=c++17 -Wall -Wextra -Werror -Wno-unknown-pragmas -ffp-contract=off -pthread
 HP_SIMT_TSAN_FLAGS = -fsanitize=thread
 HP_SIMT_ASAN_FLAGS = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+
+# the compiler of the kernels' objects (automake names them
+# cuda/simt/<target>-kern*.o): GNU make's target-specific variables
+if HP_SIMT_RACE
+HP_SIMT_KERN_CXX = $(HP_SIMT_CXX) -fsanitize-coverage=func,trace-loads,trace-stores
+else
+HP_SIMT_KERN_CXX = $(CXX)
+endif
+HP_SIMT_KERN_OBJS = \
+	$(patsubst cuda/simt/%.cc,cuda/simt/tests_gpu_simt_kern-%.$(OBJEXT),$(HP_SIMT_KERN_SOURCES)) \
+	$(patsubst cuda/simt/%.cc,cuda/simt/tests_gpu_simt_kern_tsan-%.$(OBJEXT),$(HP_SIMT_KERN_SOURCES)) \
+	$(patsubst cuda/simt/%.cc,cuda/simt/tests_gpu_simt_kern_asan-%.$(OBJEXT),$(HP_SIMT_KERN_SOURCES)) \
+	$(patsubst cuda/simt/%.cc,cuda/simt/tests_gpu_mock_libhipress_cuda_simt_la-%.lo,$(HP_SIMT_KERN_SOURCES))
+$(HP_SIMT_KERN_OBJS): CXX = $(HP_SIMT_KERN_CXX)
 
 check_PROGRAMS += tests/gpu/simt_kern
 tests_gpu_simt_kern_SOURCES = $(HP_SIMT_TEST_SOURCES) $(HP_SIMT_KERN_SOURCES) $(HP_SIMT_RT_SOURCES)
@@ -84,9 +103,10 @@ tests_gpu_mock_libhipress_cuda_simt_la_LIBADD = -ldl -lpthread -lm
 endif
 
 # what simt_mutants.sh needs to build a mutant of one kernel file into the
-# ThreadSanitizer program
+# ThreadSanitizer program (compiled as the kernels are, linked as the program)
 AM_TESTS_ENVIRONMENT += \
-	HP_SIMT_CXX='$(CXX)'; export HP_SIMT_CXX; \
+	HP_SIMT_KERN_CXX='$(HP_SIMT_KERN_CXX)'; export HP_SIMT_KERN_CXX; \
+	HP_SIMT_LINK_CXX='$(CXX)'; export HP_SIMT_LINK_CXX; \
 	HP_SIMT_MUTANT_FLAGS='$(DEFS) $(DEFAULT_INCLUDES) $(HP_SIMT_CPPFLAGS) $(CPPFLAGS) $(HP_SIMT_CXXFLAGS) \
 	$(HP_SIMT_TSAN_FLAGS) $(CXXFLAGS)'; \
 	export HP_SIMT_MUTANT_FLAGS;

@@ -6,7 +6,8 @@
  * residual and the state of an encode, the message in device memory, the
  * decodes of the CPU's message in both modes, a corrupted message accepted
  * exactly when the CPU accepts it -- and the buffer operations and
- * powersgd's steps as tests/gpu/gpu_kern_ops.c drives them, on the sizes
+ * powersgd's steps as tests/gpu/gpu_kern_ops.c drives them, and the
+ * module's self-test kernel (cuda/hp_cuda_kernels.cu), on the sizes
  * and block sizes where the grids change shape, under several scheduling
  * seeds.
  * tests/gpu/run_simt.sh runs it plain and under ThreadSanitizer and
@@ -19,8 +20,9 @@
  *     --large: the formats' default parameters at these (default 1048577);
  *     --seeds: the scheduling seeds, each a full run (default 1);
  *     --only:  the groups to run (onebit,tbq,tg,q,sparse,half,none,ops).
- * Prints "N kernels launched" (distinct kernels) and how many the preload
- * (hp_kl_preload) asked for; exits 1 on any difference.
+ * Prints "N kernels launched" (distinct kernels), how many the preload
+ * (hp_kl_preload) asked for and how many shared-memory accesses the race
+ * detector checked; exits 1 on any difference.
  */
 #include <math.h>
 #include <float.h>
@@ -77,9 +79,32 @@ void simt_fill(float *x, size_t n, int kind, uint64_t seed)
         }
     }
     if (kind == D_NAN && n > 0)
-        x[rnd() % n] = NAN;
+        x[rnd() % n] = hp_u2f(simt_nan_bits[rnd() % SIMT_NAN_KINDS]);
     if (kind == D_INF && n > 0)
         x[rnd() % n] = (rnd() & 1) ? INFINITY : -INFINITY;
+}
+
+/* NaNs with payloads (quiet, negative, signalling, NVIDIA's and C's): a
+ * path that lets the hardware choose a NaN's bits shows */
+const uint32_t simt_nan_bits[SIMT_NAN_KINDS] = {0x7fc12345u, 0xffc00001u, 0x7f800001u, 0x7fffffffu, 0x7fc00000u};
+
+void simt_nonfinite(float *x, size_t n, uint64_t seed)
+{
+    rs = seed;
+    for (size_t k = 0; k < 4 && n > 0; k++) {
+        x[rnd() % n] = hp_u2f(simt_nan_bits[k % (SIMT_NAN_KINDS - 1)]);
+        x[rnd() % n] = (k & 1) ? -INFINITY : INFINITY;
+    }
+}
+
+int simt_canonical(const float *x, size_t n, size_t *at)
+{
+    for (size_t i = 0; i < n; i++)
+        if (x[i] != x[i] && hp_f2u(x[i]) != HP_NAN_BITS) {
+            *at = i;
+            return 0;
+        }
+    return 1;
 }
 
 int simt_same(const float *a, const float *b, size_t n, size_t *at)
@@ -130,6 +155,24 @@ static kc_t kc(const char *name, int fmt)
     t.fmt = fmt;
     hipress_comp_params_default(&t.p);
     return t;
+}
+
+/* An accumulating decode into NaNs with payloads computed each NaN it
+ * stored canonical: every element of a dense message, the sent ones of a
+ * sparse message (the others are not written and keep their bits) */
+static int acc_canonical(const kc_t *t, const uint8_t *msg, size_t len, const float *out, size_t n, size_t *at)
+{
+    if (t->fmt != HP_GPU_FMT_SPARSE)
+        return simt_canonical(out, n, at);
+    for (size_t j = 0; j < (len - HP_MSG_HEADER) / 8; j++) {
+        uint32_t i;
+        memcpy(&i, msg + HP_MSG_HEADER + 8 * j, 4);
+        if (i < n && !simt_canonical(out + i, 1, at)) {
+            *at = i;
+            return 0;
+        }
+    }
+    return 1;
 }
 
 /* One encode on the CPU and on the kernels; the CPU's message decoded by
@@ -210,6 +253,8 @@ static void one(const kc_t *t, size_t n, int dk, uint64_t seed)
     d.n = n;
     for (int acc = 0; acc < 2 && !cnf; acc++) {
         simt_fill(oc, n, D_GRAD, seed + 9);
+        if (acc)   /* adding into NaNs (with payloads) and Infs */
+            simt_nonfinite(oc, n, seed + 11);
         memcpy(og, oc, n * 4);
         d.accumulate = acc;
         if (hp_msg_decode(t->kind, cm, clen, n, oc, acc, &t->p) != HP_OK ||
@@ -217,7 +262,11 @@ static void one(const kc_t *t, size_t n, int dk, uint64_t seed)
             hp_codec_sync(simt_codec(), &bad) != HP_GPU_OK || bad)
             FAILF("%s n=%zu: decode of a valid message failed (bad %d)", t->name, n, bad);
         else if (!simt_same(oc, og, n, &at))
-            FAILF("%s n=%zu %s acc %d: decode[%zu] cpu %a gpu %a", t->name, n, simt_dname[dk], acc, at, oc[at], og[at]);
+            FAILF("%s n=%zu %s acc %d: decode[%zu] cpu 0x%08x gpu 0x%08x", t->name, n, simt_dname[dk], acc, at,
+                  hp_f2u(oc[at]), hp_f2u(og[at]));
+        else if (acc && !acc_canonical(t, cm, clen, og, n, &at))
+            FAILF("%s n=%zu acc %d: decode[%zu] is the NaN 0x%08x, not 0x%08x", t->name, n, acc, at, hp_f2u(og[at]),
+                  HP_NAN_BITS);
     }
     /* the CPU's message in device memory, junk after it */
     memcpy(in, cm, clen);
@@ -418,6 +467,7 @@ static void run(const size_t *ns, size_t nn, const size_t *large, size_t nl, uin
     }
     if (selected("ops")) {
         for (size_t s = 0; s < nn; s++) {
+            simt_selftest(ns[s]);
             simt_ops(ns[s], seed + s);
             simt_masked("none", HP_GPU_FMT_NONE, ns[s], seed + s);
             simt_masked("q4", HP_GPU_FMT_Q, ns[s], seed + s);
@@ -483,7 +533,10 @@ int main(int argc, char **argv)
     printf("# simt_kern: %d cases, %llu grids, %llu CTAs, %zu seeds\n", simt_cases, hp_simt_launches(), hp_simt_ctas(),
            nseed);
     printf("# launched:\n%s", names);
+    hp_simt_kernels(HP_SIMT_BLOCKS, names, sizeof(names));
+    printf("# most threads per block:\n%s", names);
     printf("simt_kern: %zu kernels launched, %zu kernels preloaded (%d instances)\n", launched, preloaded, loaded);
+    printf("simt_kern: %llu shared-memory accesses checked for races\n", hp_simt_race_checked());
     if (simt_failures) {
         printf("simt_kern: %d failures in %d cases\n", simt_failures, simt_cases);
         return 1;

@@ -28,6 +28,13 @@ extern const char *const simt_dname[D_N];
 void simt_fill(float *x, size_t n, int kind, uint64_t seed);
 /* 1 when a and b hold the same bits, else 0 with the first difference */
 int simt_same(const float *a, const float *b, size_t n, size_t *at);
+/* NaNs of several payloads (simt_nan_bits) and +-Inf at a few places of x */
+enum { SIMT_NAN_KINDS = 5 };
+extern const uint32_t simt_nan_bits[SIMT_NAN_KINDS];
+void simt_nonfinite(float *x, size_t n, uint64_t seed);
+/* 1 when every NaN of x is hp_elem.h's (HP_NAN_BITS), else 0 with the first
+ * other */
+int simt_canonical(const float *x, size_t n, size_t *at);
 /* the device codec, on host memory */
 hp_codec_t *simt_codec(void);
 
@@ -36,5 +43,7 @@ hp_codec_t *simt_codec(void);
 void simt_ops(size_t n, uint64_t seed);
 void simt_psgd(size_t m, size_t c, size_t r, uint64_t seed);
 void simt_masked(const char *name, int fmt, size_t n, uint64_t seed);
+/* the module's self-test kernel (cuda/hp_cuda_kernels.cu) over n elements */
+void simt_selftest(size_t n);
 
 #endif

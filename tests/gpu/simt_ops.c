@@ -13,6 +13,7 @@
 #include "hp_psgd.h"
 #include "hp_kern.h"
 #include "hp_klaunch.h"
+#include "hp_cuda_kernels.h"
 #include "simt_kern.h"
 
 /* dgc's momentum in stream order, and a message whose encode masks it
@@ -81,10 +82,30 @@ void simt_masked(const char *name, int fmt, size_t n, uint64_t seed)
     free(x); free(u); free(gx); free(gu); free(cm); free(dm);
 }
 
+/* The module's self-test kernel: every element its hash, nothing past n
+ * written (a partial last CTA when n is not a multiple of its block). */
+void simt_selftest(size_t n)
+{
+    unsigned *out = malloc(n * sizeof(unsigned) + 4 * sizeof(unsigned));
+    simt_cases++;
+    for (size_t i = 0; i < n + 4; i++)
+        out[i] = 0xdeadbeefu;
+    if (hp_kl_selftest(NULL, out, (unsigned)n) != 0)
+        FAILF("selftest n=%zu: the launch failed", n);
+    for (size_t i = 0; i < n + 4; i++)
+        if (out[i] != (i < n ? hp_kl_selftest_value((unsigned)i) : 0xdeadbeefu)) {
+            FAILF("selftest n=%zu: [%zu] is 0x%08x", n, i, out[i]);
+            break;
+        }
+    free(out);
+}
+
 /* --------------------------------------------------- buffer operations */
 
 /* fold, momentum, add, fill, divide, nan_if, convert, the sparse mask
- * and the probe, against the CPU's expressions */
+ * and the probe, against the CPU's expressions (a computed NaN canonical,
+ * hp_canon; a divided NaN kept as it is), with NaNs of several payloads
+ * and Infs in the residual and the momentum every other kind of data */
 void simt_ops(size_t n, uint64_t seed)
 {
     float *b = malloc(n * 4 + 4), *r = malloc(n * 4 + 4), *u = malloc(n * 4 + 4), *t = malloc(n * 4 + 4);
@@ -100,6 +121,10 @@ void simt_ops(size_t n, uint64_t seed)
         simt_fill(b, n, dk, seed + (uint64_t)dk);
         simt_fill(r, n, D_WIDE, seed + 20);
         simt_fill(u, n, D_GRAD, seed + 21);
+        if (dk & 1)
+            simt_nonfinite(r, n, seed + 22);
+        if (dk % 3 == 0)
+            simt_nonfinite(u, n, seed + 23);
         memcpy(gb, b, n * 4);
         memcpy(gr, r, n * 4);
         memcpy(gu, u, n * 4);
@@ -114,27 +139,31 @@ void simt_ops(size_t n, uint64_t seed)
             for (size_t i = 0; i < n; i++)
                 fin &= isfinite(b[i]) != 0;
             for (size_t i = 0; i < n && fin; i++) {
-                b[i] = b[i] + r[i];
+                b[i] = hp_canon(b[i] + r[i]);
                 r[i] = 0.0f;
             }
             for (size_t i = 0; i < n; i++)
                 fin &= isfinite(b[i]) != 0;
             for (size_t i = 0; i < n && fin; i++) {
-                u[i] = 0.9f * u[i] + b[i];
+                u[i] = hp_canon(0.9f * u[i] + b[i]);
                 b[i] = u[i];
             }
             for (size_t i = 0; i < n; i++)
-                b[i] = b[i] + r[i];
+                b[i] = hp_canon(b[i] + r[i]);
             if (applied != fin)
                 FAILF("ops n=%zu %s: momentum applied %d, cpu %d", n, simt_dname[dk], applied, fin);
         }
         if (!simt_same(b, gb, n, &at) || !simt_same(r, gr, n, &at) || !simt_same(u, gu, n, &at))
             FAILF("ops n=%zu %s: fold, momentum or add [%zu]", n, simt_dname[dk], at);
-        /* divide by 3 and by 7 (a NaN keeps its bits, as on the host) */
+        /* (the add writes every element; the momentum, when applied, all of u) */
+        if (!simt_canonical(gb, n, &at) || (applied && !simt_canonical(gu, n, &at)))
+            FAILF("ops n=%zu %s: momentum or add: [%zu] a NaN not canonical", n, simt_dname[dk], at);
+        /* divide by 3 and by 7: a NaN moved as it is, payload and all (a
+         * signalling one too, which x86's division would make quiet) */
         memcpy(gb, b, n * 4);
         hp_codec_divide(simt_codec(), gb, n, dk & 1 ? 7.0f : 3.0f);
         for (size_t i = 0; i < n; i++)
-            t[i] = b[i] / (dk & 1 ? 7.0f : 3.0f);
+            t[i] = b[i] != b[i] ? b[i] : b[i] / (dk & 1 ? 7.0f : 3.0f);
         if (!simt_same(t, gb, n, &at))
             FAILF("divide n=%zu %s: [%zu] cpu %a gpu %a", n, simt_dname[dk], at, t[at], gb[at]);
         /* convert both ways, both 16-bit forms */
@@ -198,7 +227,7 @@ void simt_psgd(size_t m, size_t c, size_t r, uint64_t seed)
     const hp_ops_t *K = hp_ops_get(HP_ISA_AUTO);
     float *M = malloc(n * 4), *p = malloc(mr * 4), *gp = malloc(mr * 4), *q = malloc(rc * 4), *gq = malloc(rc * 4);
     float *w = malloc(rc * 4), *ql = malloc(rc * 4), *res = malloc(n * 4), *gres = malloc(n * 4);
-    float *out = malloc(n * 4), *gout = malloc(n * 4), *row = malloc(4 * T * 4 + 64);
+    float *out = malloc(n * 4), *gout = malloc(n * 4), *row = malloc(4 * T * 4 + 64), *ones = malloc(rc * 4);
     double *work = malloc(mr * sizeof(double)), *gwork = malloc(mr * sizeof(double));
     void *scratch = hp_aligned_alloc(HP_PSGD_SCRATCH(r));
     const uint8_t clear[4] = {0, 0, 0, 0}, set[4] = {0, 0, 1, 0};
@@ -259,6 +288,50 @@ void simt_psgd(size_t m, size_t c, size_t r, uint64_t seed)
         if (!simt_same(res, gres, n, &at) || !simt_same(out, gout, n, &at))
             FAILF("psgd recon (%d) m=%zu c=%zu r=%zu: [%zu]", how, m, c, r, at);
     }
+    /* M whose products overflow both ways (Q all ones: the even lanes of
+     * a row to +Inf, the odd ones to -Inf, their sum NaN), then M with NaNs
+     * of several payloads: every product canonical, as on the CPU */
+    for (size_t i = 0; i < rc; i++)
+        ones[i] = 1.0f;
+    for (int bad = 0; bad < 2; bad++) {
+        for (size_t i = 0; i < n; i++)
+            M[i] = bad ? M[i] : (i & 1 ? -3e38f : 3e38f);
+        if (bad)
+            simt_nonfinite(M, n, seed + 6);
+        hp_psgd_pass_mq(K, M, NULL, NULL, row, n, m, c, r, ones, p);
+        hp_kl_psgd_mq(NULL, M, n, m, c, r, T, ones, gp);
+        hp_psgd_pass_mtp(K, M, NULL, row, n, m, c, r, p, w);
+        hp_kl_psgd_mtp(NULL, M, n, m, c, r, p, gq);
+        simt_fill(res, n, D_WIDE, seed + 7);
+        memcpy(gres, res, n * 4);
+        hp_psgd_pass_recon(K, p, n, m, c, r, NULL, NULL, 0, ql, M, NULL, res, scratch);
+        hp_psgd_pass_recon(K, p, n, m, c, r, ones, out, 0, NULL, NULL, NULL, NULL, scratch);
+        memcpy(gout, M, n * 4);
+        hp_kl_psgd_recon(NULL, gout, gres, n, c, r, p, ones, ql);
+        if (!simt_same(p, gp, mr, &at) || !simt_same(w, gq, rc, &at) || !simt_same(res, gres, n, &at) ||
+            !simt_same(out, gout, n, &at))
+            FAILF("psgd products (%s) m=%zu c=%zu r=%zu: [%zu] differ", bad ? "NaN" : "overflow", m, c, r, at);
+        {
+            size_t nan = 0;
+            for (size_t i = 0; i < mr; i++)
+                nan += gp[i] != gp[i];
+            if (!bad && c >= 64 && nan == 0)
+                FAILF("psgd products (overflow) m=%zu c=%zu r=%zu: no Inf - Inf made", m, c, r);
+        }
+        if (!simt_canonical(gp, mr, &at) || !simt_canonical(gq, rc, &at) || !simt_canonical(gres, n, &at) ||
+            !simt_canonical(gout, n, &at))
+            FAILF("psgd products (%s) m=%zu c=%zu r=%zu: [%zu] a NaN not canonical", bad ? "NaN" : "overflow", m, c,
+                  r, at);
+        /* and that P (NaN, Inf) orthonormalised: the host's bits */
+        if (r > 1)
+            p[r - 1] = bad ? INFINITY : hp_u2f(simt_nan_bits[0]);
+        memcpy(gp, p, mr * 4);
+        hp_psgd_orthonormalise(p, m, r, work);
+        hp_kl_psgd_orth(NULL, gp, m, r, gwork, clear, 4);
+        if (!simt_same(p, gp, mr, &at))
+            FAILF("psgd orth of a non-finite P m=%zu r=%zu: [%zu] cpu 0x%08x gpu 0x%08x", m, r, at, hp_f2u(p[at]),
+                  hp_f2u(gp[at]));
+    }
     memcpy(gq, ql, rc * 4);
     hp_kl_copy_if(NULL, gq, q, rc, set, 4);
     if (!simt_same(gq, ql, rc, &at))
@@ -267,5 +340,5 @@ void simt_psgd(size_t m, size_t c, size_t r, uint64_t seed)
     if (!simt_same(gq, q, rc, &at))
         FAILF("copy_if clear: [%zu]", at);
     free(M); free(p); free(gp); free(q); free(gq); free(w); free(ql); free(res); free(gres); free(out);
-    free(gout); free(row); free(work); free(gwork); free(scratch);
+    free(gout); free(row); free(work); free(gwork); free(scratch); free(ones);
 }
