@@ -118,11 +118,11 @@ typedef struct hp_comp_ext {
      * (hp_comp_unbiased_params).  NULL: the compressor itself (it keeps no
      * residual, or is unbiased with stochastic rounding: the q codecs). */
     int (*unbiased)(const hipress_comp_params_t *p);
-    /* 1: its error feedback keeps momentum SGD's accuracy, not Adam's (the
-     * noise of a biased or sparse code, carried by the residual, inflates
-     * Adam's second moment: doc/accuracy.md, 'Adam'): unless the job says
-     * HIPRESS_OPTIMIZER=sgd, every call runs its residual-free form
-     * (`unbiased`) instead. */
+    /* 1: it keeps momentum SGD's accuracy, not Adam's (the noise of its
+     * code, biased and carried by a residual or unbiased but coarse,
+     * inflates Adam's second moment: doc/accuracy.md, 'Adam'): unless the
+     * job says HIPRESS_OPTIMIZER=sgd, every call runs the staging codec
+     * (HIPRESS_STAGING_CODEC, stochastic, no residual) instead. */
     int sgd_only;
 } hp_comp_ext_t;
 

@@ -211,4 +211,5 @@ const hp_comp_ext_t hp_compx_terngrad = {
     .grain = tg_grain,
     .gpu_fmt = tg_gpu_fmt,
     .sum_codec = tg_sum_codec,
+    .sgd_only = 1,   /* unbiased, but its 2-bit code's variance inflates Adam's second moment (doc/accuracy.md, 'Adam') */
 };

@@ -37,6 +37,11 @@ static void form_codecs(hp_comm_t *c)
     for (int i = 0; i < dq_i; i++)
         if (c->form_sum_kind == hp_comp_find(dense[i]))
             c->form_sum_kind = dq;
+    /* the form an optimizer that may be Adam gets: the staging codec,
+     * stochastic, at both stages (terngrad's own 2-bit code is unbiased but
+     * too coarse for Adam's second moment) */
+    if (c->optimizer_form)
+        c->form_kind = c->form_sum_kind = dq;
 }
 
 void hp_comm_codecs(const hp_comm_t *c, int form, hp_codecs_t *cc)
@@ -55,20 +60,17 @@ void hp_comm_notice_settings(void)
 {
     static const char *dense[] = {"q2", "q4", "q8"};
     int kind = hp_comp_find(hp_cfg_s(&hp_g.cfg, HP_S_COMPRESSOR));
-    hipress_comp_params_t p;
     const char *name, *form;
     if (kind < 0 || !hp_comm_optimizer_form(&hp_g.cfg, kind) || !hp_cfg_i(&hp_g.cfg, HP_S_ENABLE))
         return;
-    hp_params_from_config(&hp_g.cfg, &p);
     name = hp_comp_get(kind)->name;
-    form = hp_comp_get(hp_comp_unbiased_kind(kind, &p, hp_comp_find(dense[hp_cfg_i(&hp_g.cfg, HP_S_STAGING_CODEC)])))
-               ->name;
+    form = dense[hp_cfg_i(&hp_g.cfg, HP_S_STAGING_CODEC)];
     if (hp_cfg_i(&hp_g.cfg, HP_S_OPTIMIZER) == HP_OPT_AUTO)
-        HP_WARN("%s keeps momentum SGD's accuracy, not Adam's, and HIPRESS_OPTIMIZER is not set: it runs its "
-                "residual-free form, %s with stochastic rounding, which holds under both. Set HIPRESS_OPTIMIZER=sgd "
-                "for %s itself, or =adam (doc/accuracy.md, 'Adam')", name, form, name);
+        HP_WARN("%s keeps momentum SGD's accuracy, not Adam's, and HIPRESS_OPTIMIZER is not set: it runs %s with "
+                "stochastic rounding instead, which holds under both. Set HIPRESS_OPTIMIZER=sgd for %s itself, or "
+                "=adam (doc/accuracy.md, 'Adam')", name, form, name);
     else
-        HP_INFO("%s under HIPRESS_OPTIMIZER=adam: its residual-free form, %s with stochastic rounding", name, form);
+        HP_INFO("%s under HIPRESS_OPTIMIZER=adam: %s with stochastic rounding instead", name, form);
 }
 
 hp_status_t hp_comm_refresh(hp_comm_t *c, char *err, size_t errlen)

@@ -13,6 +13,7 @@
 #   run_mpi4py.sh    an mpi4py program under the preload
 #   run_valgrind.sh  memcheck on short runs (also `make check-valgrind`)
 #   run_ddp_hook.sh  the PyTorch DDP comm hook (src/python) at 2 and 4 ranks
+#   run_optimizer.sh HIPRESS_OPTIMIZER: the forms for SGD only, and what runs instead
 check_PROGRAMS += tests/mpi/mpi_suite tests/mpi/mpi_basic
 tests_mpi_mpi_suite_SOURCES = tests/mpi/mpi_suite.h tests/mpi/mpi_suite.c tests/mpi/mpi_suite_matrix.c \
 	tests/mpi/mpi_suite_ring.c
@@ -20,8 +21,8 @@ tests_mpi_mpi_suite_LDADD = -lm
 tests_mpi_mpi_basic_SOURCES = tests/mpi/mpi_basic.c
 
 TESTS += tests/mpi/run_symbols.sh tests/mpi/run_settings.sh tests/mpi/run_stats.sh tests/mpi/run_mpi.sh \
-         tests/mpi/run_mpi4py.sh tests/mpi/run_valgrind.sh tests/mpi/run_ddp_hook.sh
-EXTRA_DIST += tests/mpi/run_ddp_hook.sh tests/mpi/ddp_hook.py tests/hp_test_lib.sh tests/mpi/run_symbols.sh tests/mpi/run_settings.sh tests/mpi/run_stats.sh \
+         tests/mpi/run_mpi4py.sh tests/mpi/run_valgrind.sh tests/mpi/run_ddp_hook.sh tests/mpi/run_optimizer.sh
+EXTRA_DIST += tests/mpi/run_ddp_hook.sh tests/mpi/run_optimizer.sh tests/mpi/ddp_hook.py tests/hp_test_lib.sh tests/mpi/run_symbols.sh tests/mpi/run_settings.sh tests/mpi/run_stats.sh \
               tests/mpi/run_mpi.sh tests/mpi/run_mpi4py.sh tests/mpi/mpi4py_suite.py tests/mpi/run_valgrind.sh \
               tests/mpi/valgrind/openmpi-extra.supp
 
