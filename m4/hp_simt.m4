@@ -1,9 +1,9 @@
 dnl HP_CHECK_SIMT_CXX: the compiler of the SIMT emulator's kernels
-dnl (tests/gpu/simt.mk).  Its shared-memory race detector
-dnl (cuda/simt/hp_simt_race.cc) sees the kernels' loads and stores through
+dnl (tests/gpu/simt/simt.mk).  Its shared-memory race detector
+dnl (tests/gpu/simt/hp_simt_race.cc) sees the kernels' loads and stores through
 dnl clang's -fsanitize-coverage=trace-loads,trace-stores (clang 14 or newer);
 dnl gcc has no such hooks.  HP_SIMT_CXX names it; without one the kernels
-dnl are built with CXX and tests/gpu/run_simt.sh fails, saying so.
+dnl are built with CXX and tests/gpu/simt/run_simt.sh fails, saying so.
 AC_DEFUN([HP_CHECK_SIMT_CXX], [
 AC_ARG_VAR([HP_SIMT_CXX], [clang++ for the SIMT emulator's kernels (default: clang++-14 or clang++)])
 AS_IF([test -z "$HP_SIMT_CXX"], [AC_CHECK_PROGS([HP_SIMT_CXX], [clang++-14 clang++], [])])

@@ -7,7 +7,7 @@
  */
 #include "hp_front_mpi.h"
 #include "hp_backend.h"
-#include "hp_wrap_gpu.h"
+#include "hp_mpi_stage.h"
 #include <ctype.h>
 #include <limits.h>
 #include <string.h>
@@ -53,7 +53,7 @@ HP_EXPORT const char *hipress_library(void)
 }
 
 /* Everything that is not a plain float sum is decided here, off the fast
- * path: the call's own eligibility, then the driver (src/front/hp_drive.c),
+ * path: the call's own eligibility, then the driver (src/drive/hp_drive.c),
  * which agrees with the other ranks before it compresses. */
 static __attribute__((noinline)) int allreduce_slow(const void *sendbuf, void *recvbuf, int count,
                                                     MPI_Datatype datatype, MPI_Op op, MPI_Comm comm)

@@ -2,13 +2,13 @@
  * NCCL interposition: ncclAllReduce, the group calls and the operations
  * that may join a group, the calls that make a communicator (whether it is
  * non-blocking) and the calls that end one.  Built when configure finds
- * nccl.h.  The real functions: wrap/hp_nccl_real.h.
+ * nccl.h.  The real functions: src/front/nccl/hp_nccl_real.h.
  *
  * ncclAllReduce calls are classified (hp_eligible.h, the user's groups:
  * hp_nccl_group.h) and counted.  By default (HIPRESS_NCCL=pass) every call
  * goes to the real function with its arguments unchanged.  With
  * HIPRESS_NCCL=compress an eligible call outside the user's groups runs
- * the driver on its communicator's state (src/front/hp_front_nccl.c); one
+ * the driver on its communicator's state (src/front/nccl/hp_front_nccl.c); one
  * that opens a group is held back until the group ends or grows.  Settings
  * load at the first call when the process never called MPI_Init (torchrun).
  *

@@ -9,7 +9,7 @@
 # seconds (default 400: the kit has 7 minutes), each with a status line:
 #   1-preflight.log  the driver's CUDA version against the kit's runtime,
 #                    cuDeviceGetCount, CUDA IPC and stream memory operations
-#                    between two processes (tests/gpu/ipc/kit_preflight), the
+#                    between two processes (tests/gpu/kit/kit_preflight), the
 #                    module loading and running its kernel (hipress_info
 #                    --gpu), the NCCL functions this PyTorch imports against
 #                    the IPC stand-in's exports (a difference stops the run

@@ -2,7 +2,7 @@
  * The device codec's formats, one row each (hp_codec_fmt_t), and what a
  * row's functions may use of the codec: its workspace, the copy of a
  * finished piece to the host, the info words.  Private to the codec
- * (cuda/hp_codec*.c).
+ * (cuda/codec/hp_codec*.c).
  *
  * hp_codec_frame.c runs every encode and decode through the row of its format
  * (hp_gpu_fmt_t.id), found in a table built from src/comp/hp_gpu_fmt.def:

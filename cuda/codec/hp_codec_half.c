@@ -1,7 +1,7 @@
 /*
  * The device codec's rows of the 16-bit formats (hp_codec_fmt.h): fp16
  * (binary16 with a power-of-two scale per block) and bf16, on the kernels
- * of cuda/hp_kern_half.cu.  Both encode in pieces (of whole blocks for
+ * of cuda/kern/hp_kern_half.cu.  Both encode in pieces (of whole blocks for
  * fp16), each piece's halves -- and fp16's exponent bytes of its blocks --
  * copied to the host as soon as its kernel ran.  A dense message carries
  * every element, so the mask is zeroed whole.

@@ -1,6 +1,6 @@
 /*
  * The device codec's rows of the block quantisers (hp_codec_fmt.h): onebit,
- * tbq, terngrad and q (q2, q4, q8), on the kernels of cuda/hp_kern_quant.cu.
+ * tbq, terngrad and q (q2, q4, q8), on the kernels of cuda/kern/hp_kern_quant.cu.
  * onebit and tbq encode in pieces of whole blocks, each piece's two regions
  * (scales or thresholds, then bits or codes) copied to the host as soon as
  * its kernel ran; terngrad and q encode the message at once.  The host checks what a

@@ -1,6 +1,6 @@
 /*
  * The device codec's row of the sparse format (hp_codec_fmt.h): graddrop
- * and dgc, on the kernels of cuda/hp_kern_sparse.cu.  The message is
+ * and dgc, on the kernels of cuda/kern/hp_kern_sparse.cu.  The message is
  * encoded at once (a block's pairs are placed by a scan of every block's
  * count) and its length is the pair count the kernels report; the host
  * checks the length only, the kernels the indices.  In device memory

@@ -7,10 +7,10 @@
  * graddrop, dgc).  Every kernel is a shell around the per-thread functions
  * of hp_kern.h: it picks a thread's elements and does what needs the
  * hardware (ballots, shuffles, shared memory, atomics on flags and
- * histograms).  cuda/hp_kern_emu*.c run the same grids serially;
- * tests/gpu/check_kern.c holds the emulation to the CPU compressors' bytes,
- * tests/gpu/run_simt.sh holds these kernels to them on the CPU (the SIMT
- * emulator, doc/simt.md), and scripts/gpu-check (tests/gpu/gpu_kern.c) on a
+ * histograms).  tests/gpu/emu/hp_kern_emu*.c run the same grids serially;
+ * tests/gpu/kern/check_kern.c holds the emulation to the CPU compressors' bytes,
+ * tests/gpu/simt/run_simt.sh holds these kernels to them on the CPU (the SIMT
+ * emulator, doc/simt.md), and scripts/gpu-check (tests/gpu/kern/gpu_kern.c) on a
  * GPU.
  *
  * Built with --fmad=false: a product feeding a sum must round on its own,
@@ -278,7 +278,7 @@ extern "C" int hp_kl_psgd_recon(void *stream, float *buf, float *res, size_t n, 
 
 /* ------------------------------------------------------------- preload */
 
-/* The kernels of this file (hp_kl_preload, cuda/hp_kern_load.cu) */
+/* The kernels of this file (hp_kl_preload, cuda/kern/hp_kern_load.cu) */
 extern "C" int hp_kl_preload_base(void)
 {
     int n = 0;

@@ -3,8 +3,8 @@
  * C (gcc, for the CPU tests and the emulated module) and as CUDA device code
  * (nvcc, for libhipress_cuda.so).  A kernel in hp_kern*.cu is a thin shell
  * around these: it picks the elements of a thread, lane or CTA and does the
- * warp collectives (ballot, shuffles); cuda/hp_kern_emu*.c run the same
- * functions over the same grid serially, and tests/gpu/check_kern.c compares the
+ * warp collectives (ballot, shuffles); tests/gpu/emu/hp_kern_emu*.c run the same
+ * functions over the same grid serially, and tests/gpu/kern/check_kern.c compares the
  * bytes it produces with the CPU compressors' (src/comp/hp_comp_*.c).
  *
  * How the GPU gets the CPU's bits (src/ops/hp_ops.h has the rules):

@@ -1,11 +1,11 @@
 /*
- * What the CUDA kernel files of the codec share (cuda/hp_kern*.cu): the
+ * What the CUDA kernel files of the codec share (cuda/kern/hp_kern*.cu): the
  * grid of the element-wise kernels, the launch check, and the warp
  * collectives the block kernels reduce with.  Private to those files; the
  * per-thread functions are hp_kern.h's, the launchers hp_klaunch.h's.
  *
  * The same files compile for the CPU against the SIMT emulator
- * (cuda/simt/hp_simt.h, doc/simt.md): launches, shared arrays and the
+ * (tests/gpu/simt/hp_simt.h, doc/simt.md): launches, shared arrays and the
  * kernel list are written with the macros below, which are plain CUDA
  * under nvcc.
  */
@@ -13,7 +13,7 @@
 #define HP_KERN_CU_CUH
 
 #if !defined(__CUDACC__)
-#include "simt/hp_simt.h"
+#include "hp_simt.h"
 #endif
 #include "hp_klaunch.h"
 #include "hp_kern.h"
@@ -51,7 +51,7 @@ static inline uint32_t hp_k_ld_relaxed(const uint32_t *p)
 #endif
 
 /* The kernels of each file, loaded (HP_PRELOAD) by hp_kl_preload
- * (cuda/hp_kern_load.cu); each returns how many, or -1. */
+ * (cuda/kern/hp_kern_load.cu); each returns how many, or -1. */
 extern "C" int hp_kl_preload_base(void);
 extern "C" int hp_kl_preload_quant(void);
 extern "C" int hp_kl_preload_half(void);

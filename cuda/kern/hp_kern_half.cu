@@ -1,8 +1,8 @@
 /*
  * The CUDA kernels of the 16-bit formats and their launchers
  * (hp_klaunch.h): fp16 (a power-of-two scale per block) and bf16.  Shells
- * around hp_kern.h's per-thread functions, as in cuda/hp_kern.cu;
- * cuda/hp_kern_emu_half.c runs the same grid on the host.  Built with
+ * around hp_kern.h's per-thread functions, as in cuda/kern/hp_kern.cu;
+ * tests/gpu/emu/hp_kern_emu_half.c runs the same grid on the host.  Built with
  * --fmad=false.
  */
 #include "hp_kern_cu.cuh"

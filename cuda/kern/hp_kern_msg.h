@@ -5,7 +5,7 @@
  * the header checks of hp_msg_check, and the checks of a payload that the
  * host codec makes before a decode (hp_codec_fmt_t.check), one item at a
  * time, so a kernel can spread them over threads.  The host rows call the
- * same item functions (cuda/hp_codec_quant.c, hp_codec_half.c), so a message
+ * same item functions (cuda/codec/hp_codec_quant.c, hp_codec_half.c), so a message
  * the device accepts is one the host codec accepts, and the reverse.
  *
  * A device decode has no return code: the check gives a status word on
@@ -18,7 +18,7 @@
 #include "hp_kern.h"
 
 /* hp_comp.h's wire constants, spelt here for the module (no hp_comp.h
- * there); tests/gpu/check_kern checks they agree. */
+ * there); tests/gpu/kern/check_kern checks they agree. */
 #define HP_K_MSG_HEADER 12u
 #define HP_K_MSG_MAGIC 0xC5u
 #define HP_K_MSG_VERSION 1u

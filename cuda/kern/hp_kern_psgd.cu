@@ -2,7 +2,7 @@
  * powersgd's stream-ordered steps on the GPU (hp_klaunch.h): the start Q,
  * the orthonormalisation, and the residual's and warm start's writes
  * predicated on a device flag.  The per-thread functions are
- * cuda/hp_kern_psgd.h's; cuda/hp_kern_emu_psgd.c runs the same on the host.
+ * cuda/kern/hp_kern_psgd.h's; tests/gpu/emu/hp_kern_emu_psgd.c runs the same on the host.
  */
 #include "hp_kern_cu.cuh"
 #include "hp_kern_psgd.h"

@@ -1,8 +1,8 @@
 /*
  * powersgd's small steps on the device (the stream-ordered call,
  * src/algo/hp_algo_psgd_async.c): the start Q and the orthonormalisation,
- * per-thread functions shared by the CUDA kernels (cuda/hp_kern_psgd.cu)
- * and their emulation (cuda/hp_kern_emu_psgd.c).  Each is the host
+ * per-thread functions shared by the CUDA kernels (cuda/kern/hp_kern_psgd.cu)
+ * and their emulation (tests/gpu/emu/hp_kern_emu_psgd.c).  Each is the host
  * function of src/comp/hp_comp_powersgd.c step for step, in its order and
  * precision (double where it uses double; --fmad=false on the device, no
  * contraction on the host), so the device gives the host's bits.

@@ -1,8 +1,8 @@
 /*
  * The CUDA kernels of the block quantisers and their launchers
  * (hp_klaunch.h): onebit, tbq, terngrad, q2/q4/q8.  Shells around
- * hp_kern.h's per-thread functions, as in cuda/hp_kern.cu;
- * cuda/hp_kern_emu_quant.c runs the same grid on the host.  Built with
+ * hp_kern.h's per-thread functions, as in cuda/kern/hp_kern.cu;
+ * tests/gpu/emu/hp_kern_emu_quant.c runs the same grid on the host.  Built with
  * --fmad=false.
  */
 #include "hp_kern_cu.cuh"

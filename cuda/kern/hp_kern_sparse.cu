@@ -3,7 +3,7 @@
  * graddrop and dgc's exact top-k per block (a radix select), the pairs
  * placed in index order by scans, the residual and momentum updates, and
  * the decoder with its index checks.  Shells around hp_kern.h's per-thread
- * functions, as in cuda/hp_kern.cu; cuda/hp_kern_emu_sparse.c runs the same
+ * functions, as in cuda/kern/hp_kern.cu; tests/gpu/emu/hp_kern_emu_sparse.c runs the same
  * grid on the host.  Built with --fmad=false.
  */
 #include "hp_kern_cu.cuh"

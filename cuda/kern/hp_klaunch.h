@@ -9,12 +9,12 @@
  * Three builds of these symbols, one per link unit (each split by family of
  * formats: hp_kern.cu the shared kernels, _quant onebit, tbq, terngrad and q,
  * _half fp16 and bf16, _sparse graddrop and dgc):
- *   cuda/hp_kern*.cu     the CUDA kernels (libhipress_cuda.so), and the same
+ *   cuda/kern/hp_kern*.cu     the CUDA kernels (libhipress_cuda.so), and the same
  *                        files compiled for the CPU on the strict SIMT
- *                        emulator (cuda/simt, doc/simt.md: tests/gpu);
- *   cuda/hp_kern_emu*.c  the same grid run serially on the host, over the
+ *                        emulator (tests/gpu/simt, doc/simt.md: tests/gpu);
+ *   tests/gpu/emu/hp_kern_emu*.c  the same grid run serially on the host, over the
  *                        same per-thread functions (hp_kern.h): the CPU tests
- *                        (tests/gpu/check_kern.c) and, built with
+ *                        (tests/gpu/kern/check_kern.c) and, built with
  *                        HP_KL_TRANSLATE, the emulated module of the MPI
  *                        tests (device pointers of the stand-in driver
  *                        translated to its host shadow).
@@ -36,7 +36,7 @@ extern "C" {
 
 /* Whether kernels of this build run in the current context: a tiny kernel
  * writes HP_KL_PROBE_WORD into *word (device memory), which the caller
- * reads back (cuda/hp_cuda_module.c cuda_codec_probe, on the module's own
+ * reads back (cuda/module/hp_cuda_module.c cuda_codec_probe, on the module's own
  * stream).  0 when the launch was accepted. */
 #define HP_KL_PROBE_WORD 0x48505253u
 int hp_kl_probe(void *stream, uint32_t *word);
@@ -185,10 +185,10 @@ int hp_kl_bf16_enc(void *stream, const float *x, size_t n, uint8_t *out, uint32_
 int hp_kl_bf16_dec(void *stream, const uint8_t *in, size_t n, float *dst, int accumulate, uint32_t *bad);
 
 /* dst[i] = src[i] converted (hp_k_convert), i < n; how: HP_KL_CVT_*
- * (cuda/hp_kern.h).  The 16-bit side is 2-byte aligned. */
+ * (cuda/kern/hp_kern.h).  The 16-bit side is 2-byte aligned. */
 int hp_kl_convert(void *stream, void *dst, const void *src, size_t n, int how);
 
-/* Whole messages in device memory (cuda/hp_kern_msg.h: the header, the
+/* Whole messages in device memory (cuda/kern/hp_kern_msg.h: the header, the
  * checks).  The header of the message at m whose encode's kernels ran
  * before: kind, n, `payload` bytes, or the NaN message (no payload) when
  * flags[0] has HP_K_F_NONFINITE -- hp_msg_put_header's bytes. */
@@ -226,7 +226,7 @@ int hp_kl_psgd_mtp(void *stream, const float *M, size_t n, size_t m, size_t c, s
 int hp_kl_psgd_recon(void *stream, float *buf, float *res, size_t n, size_t c, size_t r, const float *p,
                      const float *qs, const float *ql);
 
-/* powersgd's stream-ordered steps (cuda/hp_kern_psgd.h; the flags are
+/* powersgd's stream-ordered steps (cuda/kern/hp_kern_psgd.h; the flags are
  * device memory, `bytes` bytes of which any set counts as set, as
  * hp_kl_nan_if reads them):
  * start_q: Q^T (r x c) from the warm start (NULL: none) or the RNG under

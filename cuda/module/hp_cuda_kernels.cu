@@ -2,8 +2,8 @@
  * The module's self-test (hipress_info --gpu, hpcu_selftest): a kernel that
  * proves this build's code runs on a device.  The kernel and its launcher
  * are written in the kernels' dialect (hp_kern_cu.cuh), so they also run on
- * the CPU, on the SIMT emulator (cuda/simt/kern_selftest.cc, driven by
- * tests/gpu/simt_ops.c); the rest (a device, its memory, the copy back)
+ * the CPU, on the SIMT emulator (tests/gpu/simt/kern_selftest.cc, driven by
+ * tests/gpu/simt/simt_ops.c); the rest (a device, its memory, the copy back)
  * is the CUDA runtime's, under nvcc only.
  */
 #include "hp_kern_cu.cuh"

@@ -1,5 +1,5 @@
 /*
- * The module's self-test kernel (cuda/hp_cuda_kernels.cu), as the module's host code
+ * The module's self-test kernel (cuda/module/hp_cuda_kernels.cu), as the module's host code
  * calls it.  C linkage; no CUDA type in the interface.
  */
 #ifndef HP_CUDA_KERNELS_H

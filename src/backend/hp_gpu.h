@@ -215,7 +215,7 @@ typedef struct hp_gpu_ops_v2 {
     /* Whether x[0..n) holds NaN or Inf (waits). */
     int (*nonfinite)(void *cx, const float *x, size_t n, int *nonfinite_p);
     /* powersgd's passes over M (the call's buffer, an m x c matrix of n
-     * floats), in the CPU's summation orders (cuda/hp_kern.h): P = M Q from
+     * floats), in the CPU's summation orders (cuda/kern/hp_kern.h): P = M Q from
      * Q^T (tiles of T columns); Q^T = M^T P; buf = P Qs^T after
      * res = M - P Ql^T (res NULL: none).  Pointers are device memory. */
     int (*psgd_mq)(void *cx, const float *M, size_t n, size_t m, size_t c, size_t r, size_t T, const float *qt,
@@ -224,7 +224,7 @@ typedef struct hp_gpu_ops_v2 {
     int (*psgd_recon)(void *cx, float *buf, float *res, size_t n, size_t c, size_t r, const float *p,
                       const float *qs, const float *ql);
     /* hipress-bench --kernels --gpu: time every format's encode and decode
-     * and a device-to-device copy on `device` (cuda/hp_cuda_module.c
+     * and a device-to-device copy on `device` (cuda/module/hp_cuda_module.c
      * cuda_bench); fmts are templates (their fmt for n = bytes / 4, a
      * non-NULL residual or state asks for one); rows are printed through
      * `row`. */

@@ -8,7 +8,7 @@
  * codec's sticky flag), the message operations of the algorithms answered
  * from what the host knows (capacities), and the slots in memory the caller
  * gives.  Chosen once per call by the NCCL front end's stream-ordered calls
- * (src/front/hp_front_nccl.c); the algorithms see only the table.
+ * (src/front/nccl/hp_front_nccl.c); the algorithms see only the table.
  */
 #include "hp_backend.h"
 #include "hp_elem.h"

@@ -45,7 +45,7 @@ const hipress_compressor_v1_t hp_comp_bf16 = {
     .decode = bf16_decode,
 };
 
-/* The device format (cuda/hp_codec_half.c): element-wise. */
+/* The device format (cuda/codec/hp_codec_half.c): element-wise. */
 static hp_status_t bf16_gpu_fmt(const hipress_comp_params_t *p, size_t n, size_t k, hp_gpu_fmt_t *f)
 {
     (void)k;

@@ -123,7 +123,7 @@ const hipress_compressor_v1_t hp_comp_fp16 = {
     .decode = fp16_decode,
 };
 
-/* The device format (cuda/hp_codec_half.c): blocks of B. */
+/* The device format (cuda/codec/hp_codec_half.c): blocks of B. */
 static hp_status_t fp16_gpu_fmt(const hipress_comp_params_t *p, size_t n, size_t k, hp_gpu_fmt_t *f)
 {
     const uint32_t b = block_of(p);

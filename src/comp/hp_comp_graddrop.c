@@ -36,7 +36,7 @@ const hipress_compressor_v1_t hp_comp_graddrop = {
     .decode = graddrop_decode,
 };
 
-/* The device format of the sparse messages (cuda/hp_codec_sparse.c), dgc's
+/* The device format of the sparse messages (cuda/codec/hp_codec_sparse.c), dgc's
  * too: blocks of G, the k of each from the settings.  A k of the encode's
  * own (an aggregate re-encoded at the density of its contributors) has no
  * device form: the kernels keep the k of the settings. */

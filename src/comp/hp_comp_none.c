@@ -56,7 +56,7 @@ const hipress_compressor_v1_t hp_comp_none = {
     .decode = none_decode,
 };
 
-/* The device format (cuda/hp_codec_frame.c): the values as they are. */
+/* The device format (cuda/codec/hp_codec_frame.c): the values as they are. */
 static hp_status_t none_gpu_fmt(const hipress_comp_params_t *p, size_t n, size_t k, hp_gpu_fmt_t *f)
 {
     (void)k;

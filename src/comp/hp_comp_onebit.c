@@ -247,7 +247,7 @@ static size_t onebit_grain(const hipress_comp_params_t *p)
     return block_ok(b) ? b : 1;
 }
 
-/* The device format (cuda/hp_codec_quant.c): blocks of B. */
+/* The device format (cuda/codec/hp_codec_quant.c): blocks of B. */
 static hp_status_t onebit_gpu_fmt(const hipress_comp_params_t *p, size_t n, size_t k, hp_gpu_fmt_t *f)
 {
     const uint32_t b = block_of(p);

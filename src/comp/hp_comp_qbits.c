@@ -42,8 +42,8 @@
  * prefetched (the quantisation overlaps the memory reads of the next
  * block's min/max pass).
  *
- * Device kernels (cuda/hp_codec_quant.c, format HP_GPU_FMT_Q): the same
- * bytes and residual bits (cuda/hp_kern.h hp_k_q_v, hp_k_q_code); a device
+ * Device kernels (cuda/codec/hp_codec_quant.c, format HP_GPU_FMT_Q): the same
+ * bytes and residual bits (cuda/kern/hp_kern.h hp_k_q_v, hp_k_q_code); a device
  * buffer, and an owner's sum re-encoded by a q sum codec, encode there.
  */
 #include "hp_comp.h"
@@ -243,7 +243,7 @@ static int q_decode(const void *payload, size_t len, size_t n, float *out, int a
     return HIPRESS_COMP_OK;
 }
 
-/* The device format (cuda/hp_codec_quant.c, format q of hp_gpu_fmt.def):
+/* The device format (cuda/codec/hp_codec_quant.c, format q of hp_gpu_fmt.def):
  * blocks of B, b bits a code, the rounding; the payload this file's size. */
 static hp_status_t q_gpu_fmt(const hipress_comp_params_t *p, size_t n, unsigned b, hp_gpu_fmt_t *f)
 {

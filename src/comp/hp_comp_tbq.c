@@ -248,7 +248,7 @@ const hipress_compressor_v1_t hp_comp_tbq = {
     .decode = tbq_decode,
 };
 
-/* The device format (cuda/hp_codec_quant.c): blocks of B, with the
+/* The device format (cuda/codec/hp_codec_quant.c): blocks of B, with the
  * threshold and the scale tbq_encode takes. */
 static hp_status_t tbq_gpu_fmt(const hipress_comp_params_t *p, size_t n, size_t k, hp_gpu_fmt_t *f)
 {

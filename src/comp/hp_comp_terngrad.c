@@ -183,7 +183,7 @@ const hipress_compressor_v1_t hp_comp_terngrad = {
     .decode = tg_decode,
 };
 
-/* The device format (cuda/hp_codec_quant.c): blocks of B, b bits a code. */
+/* The device format (cuda/codec/hp_codec_quant.c): blocks of B, b bits a code. */
 static hp_status_t tg_gpu_fmt(const hipress_comp_params_t *p, size_t n, size_t k, hp_gpu_fmt_t *f)
 {
     const uint32_t b = bits_of(p), B = block_of(p);

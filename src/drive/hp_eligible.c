@@ -1,7 +1,7 @@
 /*
  * Which calls hipress compresses: pure functions of a call's descriptor
- * (src/front/hp_eligible.h), unit-tested in tests/unit/check_core.c and
- * tests/gpu/check_gpu.c.
+ * (src/drive/hp_eligible.h), unit-tested in tests/unit/check_core.c and
+ * tests/gpu/host/check_gpu.c.
  */
 #include "hp_eligible.h"
 

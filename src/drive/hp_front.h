@@ -1,5 +1,5 @@
 /*
- * The one call driver (src/front/hp_drive.c) and what a front end gives it.
+ * The one call driver (src/drive/hp_drive.c) and what a front end gives it.
  * A call through MPI_Allreduce or ncclAllReduce runs the same steps on the
  * same state (hp_comm.h):
  *
@@ -10,8 +10,8 @@
  * transports, the user's own reduction for a plain plan, when the input may
  * be read, a 16-bit call's float32 copy and ncclAvg's division, the
  * stream-ordered end, the exact sum of HIPRESS_VERIFY, and its native error
- * codes.  The MPI front end is src/front/hp_front_mpi.c, the NCCL one
- * src/front/hp_front_nccl.c.
+ * codes.  The MPI front end is src/front/mpi/hp_front_mpi.c, the NCCL one
+ * src/front/nccl/hp_front_nccl.c.
  */
 #ifndef HP_FRONT_H
 #define HP_FRONT_H

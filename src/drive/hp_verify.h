@@ -1,6 +1,6 @@
 /*
  * HIPRESS_VERIFY's report, shared by the MPI and the NCCL front ends
- * (src/front/hp_verify.c): a compressed call's result against the exact
+ * (src/drive/hp_verify.c): a compressed call's result against the exact
  * allreduce each front end computed on a copy of the input, and whether
  * every rank holds the same bits.  Everything here is host memory and the
  * transport's agreement, so the NCCL-only library uses it without MPI.

@@ -169,7 +169,7 @@ HP_HD uint64_t hp_rng_key(const uint64_t key[4])
 
 /* The fixed order in which onebit's and tbq's 32 float lane totals, and
  * the exact form's 8 double lanes, are added: the CPU path (src/ops/hp_ops.c)
- * and the kernels (cuda/hp_kern.h) both use these, so their sums agree. */
+ * and the kernels (cuda/kern/hp_kern.h) both use these, so their sums agree. */
 HP_HD double hp_sum_lanes32(const float l[32])
 {
     double s = 0.0;

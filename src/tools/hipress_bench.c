@@ -22,12 +22,12 @@
 static int rank, nranks;
 
 /* hipress-bench --kernels: single-process compressor throughput
- * (tools/hp_bench_kernels.c). */
+ * (src/tools/hp_bench_kernels.c). */
 int hp_bench_kernels(int csv, size_t bytes, const char *only);
-/* hipress-bench --kernels --gpu: the device codec (tools/hp_bench_gpu.c). */
+/* hipress-bench --kernels --gpu: the device codec (src/tools/hp_bench_gpu.c). */
 int hp_bench_kernels_gpu(int csv, size_t bytes, int device);
 /* hipress-bench --quality FILE: accumulated error over recorded gradients
- * against the textbook form (tools/hp_bench_quality.c). */
+ * against the textbook form (src/tools/hp_bench_quality.c). */
 int hp_bench_quality(const char *path, char *comps, char *algos, int T, int csv);
 
 static void die(const char *msg)

@@ -2,7 +2,7 @@
  * hipress-bench --kernels --gpu [--bytes N] [--device D] [--csv]: the device
  * codec's throughput on `bytes` (default 256 MiB) of gradient-like floats in
  * device memory, against a device-to-device copy of the same bytes timed in
- * the same repetitions (cuda/hp_cuda_module.c cuda_bench): encode leaves the
+ * the same repetitions (cuda/module/hp_cuda_module.c cuda_bench): encode leaves the
  * message in device memory (no copy to the host), decode overwrites.  Rates
  * are raw float bytes per second (1 GB = 1e9 bytes), medians of 7.
  *

@@ -3,19 +3,22 @@
 # #include "x.h" lines, without a build.  Run by `make check` (tests/lint/docs.mk)
 # with HP_SRCDIR set, or from the source tree as tests/lint/check_layers.sh.
 #
-# Every .c/.h/.def (and .cu) file under src/<layer>/, include/,
-# wrap/, cuda/ and tools/ is a node; its layer is its folder.  An
-# include resolves as the compiler would: the includer's own folder first,
-# then the include path (src/*/, include/, cuda/, wrap/).  Checks:
+# Every .c/.h/.def (and .cu) file under src/, include/, mpi_wrappers/ and
+# cuda/ is a node; its layer is the folder of the LAYERS table below that
+# holds it.  An include resolves as the compiler would: the includer's own
+# folder first, then the include path (the layers' folders of src/,
+# include/, cuda/'s folders).  Checks:
 #  (a) no arrow up: a file includes only its own layer and the layers the
-#      LAYERS table below lets it include (src/ is core < ops < comp <
-#      transport < backend < algo < plan < front; wrap/ above front;
-#      cuda/, the device module, sees core, ops, comp and backend only);
+#      LAYERS table lets it include (src/ is core < ops < comp < transport
+#      < backend < algo < plan < drive < the front ends, src/front/mpi and
+#      src/front/nccl, neither of which sees the other; mpi_wrappers/ above
+#      them; cuda/, the device module, sees core, ops, comp and backend
+#      only; src/tools/, the programs, everything);
 #  (b) no include cycle among files, none among modules (a .c with the .h
 #      of the same name: x.c including y.h while y.h includes x.h is a
 #      circle between x and y), none among layers;
 #  (c) no hand-written C, C++ or CUDA file (.c .h .cc .cpp .cxx .hpp .cu
-#      .cuh .def .inc) under src/, include/, wrap/, cuda/, tools/, tests/
+#      .cuh .def .inc) under src/, include/, mpi_wrappers/, cuda/, tests/
 #      or scripts/ over 700 lines.  Generated data files are exempt only
 #      by name in SIZE_GENERATED below, and each must say `generated` in
 #      its first 5 lines; a file on SIZE_PENDING (its split under way on
@@ -24,11 +27,12 @@
 #      way (for a local run in the middle of a split);
 #  (d) every .c/.h under src/ opens with a comment (a /* in its first 3
 #      lines) saying its job;
-#  (e) the MPI layer stays apart (doc/architecture.md, "Two libraries"): no
-#      file of the NCCL-only library -- a file under src/ not named in
-#      Makefile.am's libhpcore_la_SOURCES, or one of wrap/nccl.mk's
-#      libhipress_nccl_la_SOURCES and HP_NCCL_FRONT_SOURCES -- includes <mpi.h> or <hwloc.h> or
-#      reaches a header of libhpcore_la_SOURCES through its includes;
+#  (e) the MPI layer stays apart (doc/dev/architecture.md, "Two
+#      libraries"): no file of the NCCL-only library -- one of
+#      libhpbase_la_SOURCES, libhipress_nccl_la_SOURCES or
+#      HP_NCCL_FRONT_SOURCES in Makefile.am and the library's fragments --
+#      includes <mpi.h> or <hwloc.h> or reaches a header of
+#      libhpcore_la_SOURCES through its includes;
 #  and no two files of the include path share a name (which one an include
 #  finds would hang on the -I order).  What the built objects use of each
 #  other's names (calls and data, not includes) is tests/lint/check_names.sh.
@@ -59,30 +63,31 @@ for arg in "$@"; do
     esac
 done
 
-# The layers, bottom to top, each with the other layers it may include.
-# include/ is the public API and plugin ABI, below everything.
+# The layers, bottom to top: each its name, its folder, a colon, the other
+# layers it may include.  include/ is the public API and plugin ABI, below
+# everything.
 LAYERS='
-include:
-core: include
-ops: include core
-comp: include core ops
-transport: include core ops comp
-backend: include core ops comp transport
-algo: include core ops comp transport backend
-plan: include core ops comp transport backend algo
-front: include core ops comp transport backend algo plan
-wrap: include core ops comp transport backend algo plan front
-cuda: include core ops comp backend
-tools: include core ops comp transport backend algo plan front wrap cuda
+include include:
+core src/core: include
+ops src/ops: include core
+comp src/comp: include core ops
+transport src/transport: include core ops comp
+backend src/backend: include core ops comp transport
+algo src/algo: include core ops comp transport backend
+plan src/plan: include core ops comp transport backend algo
+drive src/drive: include core ops comp transport backend algo plan
+front_mpi src/front/mpi: include core ops comp transport backend algo plan drive
+front_nccl src/front/nccl: include core ops comp transport backend algo plan drive
+mpi_wrappers mpi_wrappers: include core ops comp transport backend algo plan drive front_mpi front_nccl
+cuda cuda: include core ops comp backend
+tools src/tools: include core ops comp transport backend algo plan drive front_mpi front_nccl mpi_wrappers cuda
 '
-# The folders of src/ (each one a layer of the table).
-SRC_LAYERS='core ops comp transport backend algo plan front'
 
 # (c) The most lines of a hand-written C, C++ or CUDA file, and the
 # extensions and folders that rule covers.
 MAX_LINES=700
 SIZE_EXTS='c h cc cpp cxx hpp cu cuh def inc'
-SIZE_DIRS='src include wrap cuda tools tests scripts'
+SIZE_DIRS='src include mpi_wrappers cuda tests scripts'
 # Generated data files exempt from MAX_LINES, one path a line; each must say
 # `generated` in its first 5 lines.  None today.
 SIZE_GENERATED=''
@@ -93,15 +98,7 @@ SIZE_PENDING='
 '
 
 if [ "$mode" = table ]; then
-    echo "$LAYERS" | while IFS= read -r row; do
-        [ -n "$row" ] || continue
-        l=${row%%:*}
-        case " $SRC_LAYERS " in
-            *" $l "*) d=src/$l ;;
-            *) d=$l ;;
-        esac
-        echo "$l $d:${row#*:}"
-    done
+    echo "$LAYERS" | grep .
     exit 0
 fi
 
@@ -113,7 +110,7 @@ if [ ! -d "$src/src" ]; then
 fi
 cd "$src" || exit 1
 
-files=$(find src include wrap cuda tools -type f \
+files=$(find src include mpi_wrappers cuda -type f \
             \( -name '*.c' -o -name '*.h' -o -name '*.def' -o -name '*.cu' \) \
             2>/dev/null | LC_ALL=C sort)
 if [ -z "$files" ]; then
@@ -153,14 +150,20 @@ mk_list() {
              for (i = 1; i <= n; i++) if (w[i] != "" && substr(w[i], 1, 1) != "$") print w[i]
              if (!cont) on = 0 }' "$@" 2>/dev/null
 }
-HP_MPI_FILES=$(mk_list libhpcore_la_SOURCES Makefile.am)
-HP_NCCL_LIB_FILES=$(mk_list libhipress_nccl_la_SOURCES wrap/nccl.mk; mk_list HP_NCCL_FRONT_SOURCES wrap/nccl.mk)
+# the library's makefiles: Makefile.am and the fragments of its folders
+mk_files=$(find src mpi_wrappers cuda -name '*.mk' 2>/dev/null | LC_ALL=C sort)
+# shellcheck disable=SC2086 # the file names carry no blanks
+HP_MPI_FILES=$(mk_list libhpcore_la_SOURCES Makefile.am $mk_files)
+# shellcheck disable=SC2086
+HP_NCCL_LIB_FILES=$(for v in libhpbase_la_SOURCES libhipress_nccl_la_SOURCES HP_NCCL_FRONT_SOURCES; do
+    mk_list $v Makefile.am $mk_files
+done)
 export HP_LAYER_FILES HP_LAYER_TABLE HP_MPI_FILES HP_NCCL_LIB_FILES
 
 graph_awk=$(cat "$here/graph.awk") || exit 1
 
 # shellcheck disable=SC2086 # the file names carry no blanks (find above)
-LC_ALL=C awk -v mode="$mode" -v src_layers="$SRC_LAYERS" -v max_lines="$MAX_LINES" \
+LC_ALL=C awk -v mode="$mode" -v max_lines="$MAX_LINES" \
     -v size_warn="${HP_LAYERS_SIZE_ONLY_WARN:-0}" "$graph_awk"'
 function violation(file, what) {
     nviol++
@@ -173,15 +176,16 @@ function pending(file, what) {
     print "check_layers: " file ": " what
 }
 
-# The layer of a path: its folder ("?" under src/ outside a layer folder).
-function layer_of(path,   p) {
-    if (substr(path, 1, 4) == "src/") {
-        p = substr(path, 5)
-        if (index(p, "/") == 0) return "?"
-        p = substr(p, 1, index(p, "/") - 1)
-        return (p in is_src_layer) ? p : "?"
+# The layer of a path: the layer whose folder holds it, the deepest such
+# ("?" outside every layer folder).
+function layer_of(path,   a, best, dir) {
+    best = "?"
+    for (a = 1; a <= LN; a++) {
+        dir = lfolder[lname[a]]
+        if (substr(path, 1, length(dir) + 1) == dir "/" && (best == "?" || length(dir) > length(lfolder[best])))
+            best = lname[a]
     }
-    return substr(path, 1, index(path, "/") - 1)
+    return best
 }
 
 function dir_of(path,   i) {
@@ -199,23 +203,23 @@ function stem_of(path,   i) {
     return (i > 0 && substr(path, i, 1) == ".") ? substr(path, 1, i - 1) : path
 }
 
-# On the include path (what another folder can reach by name).
+# On the include path (what another folder can reach by name): every
+# layer folder except that of the programs.
 function on_path(path,   l) {
     l = layer_of(path)
-    return (l in is_src_layer) || l == "include" || l == "cuda" || l == "wrap"
+    return l != "?" && l != "tools"
 }
 
 BEGIN {
     nviol = 0
-    ns = split(src_layers, tmp, " ")
-    for (i = 1; i <= ns; i++) is_src_layer[tmp[i]] = 1
-    # The layer table: LN layers in order, rank[], may[l, m].
+    # The layer table: LN layers in order, lfolder[], rank[], may[l, m].
     nl = split(ENVIRON["HP_LAYER_TABLE"], rows, "\n")
     LN = 0
     for (i = 1; i <= nl; i++) {
         if (rows[i] !~ /:/) continue
-        l = substr(rows[i], 1, index(rows[i], ":") - 1)
-        LN++; lname[LN] = l; rank[l] = LN
+        split(substr(rows[i], 1, index(rows[i], ":") - 1), tmp, " ")
+        l = tmp[1]
+        LN++; lname[LN] = l; rank[l] = LN; lfolder[l] = tmp[2]
         allowed_text[l] = substr(rows[i], index(rows[i], ":") + 1)
         k = split(allowed_text[l], tmp, " ")
         for (j = 1; j <= k; j++) may[l, tmp[j]] = 1
@@ -385,7 +389,7 @@ END {
     for (k = 1; k <= nn; k++) if (tmp[k] in id) is_nccl_lib[id[tmp[k]]] = 1
     if (nm > 0) {
         for (i = 1; i <= N; i++) {
-            if (!((substr(fname[i], 1, 4) == "src/" && !(i in is_mpi)) || (i in is_nccl_lib))) continue
+            if (!(i in is_nccl_lib)) continue
             if (i in sys_mpi)
                 violation(fname[i], "includes " sys_mpi[i] " (a file of libhipress_nccl.so: the MPI layer is libhpcore_la_SOURCES)")
             for (t = 1; t <= N; t++)
@@ -404,14 +408,14 @@ END {
         p = cycle_path(a, ldeg, ladj, lcomp, lname)
         members = ""
         for (b = 1; b <= LN; b++) if (lcomp[b] == a) members = members " " lname[b]
-        violation((lname[a] in is_src_layer ? "src/" : "") lname[a], "layer cycle among" members ", e.g. " p)
+        violation(lfolder[lname[a]], "layer cycle among" members ", e.g. " p)
     }
 
     # (d) and files outside a layer folder
     for (i = 1; i <= N; i++) {
         if (substr(fname[i], 1, 4) != "src/") continue
         if (flayer[i] == "?")
-            violation(fname[i], "not in a layer folder (src/ holds:" " " src_layers ")")
+            violation(fname[i], "not in a layer folder (the LAYERS table names every folder of src/)")
         if (fname[i] ~ /\.[ch]$/ && ocstate[i] == 0)
             violation(fname[i], "no opening comment (a /* in its first 3 lines) saying its job")
     }

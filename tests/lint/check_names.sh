@@ -7,7 +7,7 @@
 #     HP_BUILDDIR=_build tests/lint/check_names.sh
 #
 # Every object file under a layer's folder of the build tree (src/<layer>/,
-# wrap/, cuda/, tools/, their .libs/) is read as the source file it was
+# mpi_wrappers/, cuda/, src/tools/, their .libs/) is read as the source file it was
 # compiled from: the same folder of the source tree, the object's name less
 # automake's per-target prefix (`libhipress_la-hp_x.o` is hp_x.c, or .cu,
 # .cc, .cpp, .cxx).  An object older than its source (a target no longer

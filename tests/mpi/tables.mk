@@ -1,7 +1,7 @@
 # tests/mpi/tables.mk: the test library; appends to the variables of Makefile.am.
 #
 # tests/mpi/.libs/libhipress_test.so, never installed: libhipress.so's own
-# sources (wrap/, and every source of libhpcore.la and libhpbase.la, with whatever
+# sources (mpi_wrappers/, and every source of libhpcore.la and libhpbase.la, with whatever
 # cuda/cuda.mk and the compressor fragments add) compiled again with
 # -DHP_TEST_TABLES, so that the rows of the tables that exist for tests only
 # are there (`#ifdef HP_TEST_TABLES` in a .def table: the delay transport

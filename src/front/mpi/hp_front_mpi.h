@@ -1,7 +1,7 @@
 /*
  * The MPI front end: the state of an MPI communicator (an attribute that
  * holds an hp_comm_t), MPI_Init's and MPI_Finalize's parts, and the call
- * the MPI_Allreduce wrapper hands to the driver (src/front/hp_drive.c).
+ * the MPI_Allreduce wrapper hands to the driver (src/drive/hp_drive.c).
  * Only this header of the front layer includes <mpi.h> (with the MPI
  * transport's and backend's); the NCCL-only library has none of it.
  */
@@ -12,7 +12,7 @@
 #include "hp_comm.h"
 #include "hp_front.h"
 
-/* The MPI front end's table (src/front/hp_front_mpi.c). */
+/* The MPI front end's table (src/front/mpi/hp_front_mpi.c). */
 extern const hp_front_t hp_front_mpi;
 
 /* The state of comm, created (without its private communicator) when

@@ -3,7 +3,7 @@
  * agreement and the attribute that holds each communicator's hp_comm_t,
  * the private communicator and the hierarchy's (owned by their
  * transports), MPI_Finalize.  The front end's table and calls are
- * src/front/hp_front_mpi.c's, above this file.
+ * src/front/mpi/hp_front_mpi.c's, above this file.
  */
 #include "hp_front_mpi.h"
 #include "hp_global.h"

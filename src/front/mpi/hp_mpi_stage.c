@@ -14,7 +14,7 @@
  * the few instructions of hp_gpu_watch_fired().
  */
 #define _GNU_SOURCE
-#include "hp_wrap_gpu.h"
+#include "hp_mpi_stage.h"
 #include <dlfcn.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,9 +1,9 @@
 /*
- * Device buffers in the MPI wrappers (wrap/hp_mpi_gpu.c).  Used only
+ * Device buffers in the MPI wrappers (src/front/mpi/hp_mpi_stage.c).  Used only
  * once hp_gpu_watch_fired() said device memory may exist in the process.
  */
-#ifndef HP_WRAP_GPU_H
-#define HP_WRAP_GPU_H
+#ifndef HP_MPI_STAGE_H
+#define HP_MPI_STAGE_H
 
 #include "hp_front_mpi.h"
 #include "hp_gpu.h"

@@ -16,7 +16,7 @@
  * make the same NCCL calls, so ranks that took different forms still
  * match.  A failed call (a message a decoder rejects, a rank's local
  * failure) is NaN on every rank and returns ncclSuccess; an error of NCCL
- * itself is returned as NCCL's.  The interposition is wrap/hp_nccl_wrap.c.
+ * itself is returned as NCCL's.  The interposition is mpi_wrappers/hp_nccl_wrap.c.
  */
 #define _GNU_SOURCE
 #include "hp_front_nccl.h"

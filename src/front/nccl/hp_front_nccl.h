@@ -1,6 +1,6 @@
 /*
- * The NCCL front end (src/front/hp_front_nccl.c): its table for the driver
- * and the call the ncclAllReduce wrapper (wrap/hp_nccl_wrap.c) hands it.
+ * The NCCL front end (src/front/nccl/hp_front_nccl.c): its table for the driver
+ * and the call the ncclAllReduce wrapper (mpi_wrappers/hp_nccl_wrap.c) hands it.
  * No MPI: the NCCL-only library has it too.
  */
 #ifndef HP_FRONT_NCCL_H

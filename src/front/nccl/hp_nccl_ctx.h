@@ -1,9 +1,9 @@
 /*
- * One ncclAllReduce's view of NCCL (src/front/hp_nccl_ctx.c): the caller's
+ * One ncclAllReduce's view of NCCL (src/front/nccl/hp_nccl_ctx.c): the caller's
  * communicator and stream, NCCL's real calls, the bound of the call's
  * waits, NCCL's first error, and the NCCL transport built on them (both
  * forms: host-synchronous and stream-ordered).  The NCCL front end's call
- * context (hp_dcall_t.fctx, src/front/hp_front_nccl.c).
+ * context (hp_dcall_t.fctx, src/front/nccl/hp_front_nccl.c).
  */
 #ifndef HP_NCCL_CTX_H
 #define HP_NCCL_CTX_H

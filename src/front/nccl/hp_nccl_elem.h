@@ -1,5 +1,5 @@
 /*
- * The NCCL front end's element adapter (src/front/hp_nccl_elem.c): a
+ * The NCCL front end's element adapter (src/front/nccl/hp_nccl_elem.c): a
  * float16 or bfloat16 call is reduced as float32 (the algorithms' type) in
  * a copy of the communicator's, widened from the input and narrowed back
  * into the user's buffer, rounded to nearest even; ncclAvg's division and

@@ -1,6 +1,6 @@
 /*
  * The tracking of the user's NCCL groups: pure functions
- * (src/front/hp_nccl_group.h), unit-tested in tests/gpu/check_gpu.c.
+ * (src/front/nccl/hp_nccl_group.h), unit-tested in tests/gpu/host/check_gpu.c.
  */
 #include "hp_nccl_group.h"
 

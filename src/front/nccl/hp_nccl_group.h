@@ -2,8 +2,8 @@
  * The per-thread tracking of the user's ncclGroupStart/ncclGroupEnd, which
  * decides whether an ncclAllReduce is part of the user's group (the
  * eligibility rule itself is hp_eligible.h's): pure functions, no NCCL
- * header, unit-tested in tests/gpu/check_gpu.c.  The wrappers that use them
- * are in wrap/hp_nccl_wrap.c.
+ * header, unit-tested in tests/gpu/host/check_gpu.c.  The wrappers that use them
+ * are in mpi_wrappers/hp_nccl_wrap.c.
  *
  * Groups.  Inside ncclGroupStart/End NCCL fuses the calls and launches them
  * at ncclGroupEnd; hipress must not pull one call out of a group the user

@@ -1,5 +1,5 @@
 /*
- * The real NCCL functions behind hipress' wrappers (wrap/hp_nccl_real.c):
+ * The real NCCL functions behind hipress' wrappers (src/front/nccl/hp_nccl_real.c):
  * the next object that defines them (dlsym(RTLD_NEXT)), or, when the NCCL
  * library was loaded into a local scope (a Python extension's dependency),
  * any loaded object that defines them, else its profiling name (pnccl*);

@@ -1,5 +1,5 @@
 /*
- * The GPU path on a real GPU (tests/gpu/run_gpu_device.sh; skipped without
+ * The GPU path on a real GPU (tests/gpu/device/run_gpu_device.sh; skipped without
  * one): MPI collectives on cudaMalloc'd memory under the preloaded
  * libhipress.so, with Debian's Open MPI, which is not CUDA-aware.
  *

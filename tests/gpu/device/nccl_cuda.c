@@ -1,6 +1,6 @@
 /*
  * ncclAllReduce through the preloaded libhipress.so with the real NCCL on
- * a real GPU, in one process without MPI (tests/gpu/run_gpu_device.sh; skipped
+ * a real GPU, in one process without MPI (tests/gpu/device/run_gpu_device.sh; skipped
  * without a GPU).  A communicator over device 0 alone (ncclCommInitAll),
  * so every all-reduce leaves its buffer as it was; that must hold, and
  * hipress must classify the calls:

@@ -3,7 +3,7 @@
 # with a GPU it must run and give the right results; without one (CI), the
 # CUDA runtime must report the missing driver or device cleanly.
 set -u
-prog="${HP_BUILDDIR:-.}/tests/gpu/cuda_selftest"
+prog="${HP_BUILDDIR:-.}/tests/gpu/device/cuda_selftest"
 [ -x "$prog" ] || { echo "FAIL: $prog is missing"; exit 1; }
 out=$("$prog" 0 2>&1)
 rc=$?

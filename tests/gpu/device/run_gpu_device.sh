@@ -17,7 +17,7 @@ if [ ! -e /dev/nvidia0 ] && [ ! -e /dev/dxg ]; then
     exit 77
 fi
 HP_MPI_TIMEOUT=${HP_MPI_TIMEOUT:-300}
-. "${HP_SRCDIR:-$(dirname "$0")/../..}/tests/hp_test_lib.sh"
+. "${HP_SRCDIR:-$(dirname "$0")/../../..}/tests/hp_test_lib.sh"
 out=$(mktemp) err=$(mktemp)
 trap 'rm -f "$out" "$err"' EXIT
 
@@ -28,8 +28,8 @@ else
     cat "$out"
 fi
 for np in 1 2; do
-    # HIPRESS_GPU=stage: this checks the staging (tests/gpu/run_gpu_codec.sh the codec)
-    hp_mpirun $np -x LD_PRELOAD="$HP_PRELOAD" -x HIPRESS_STATS=1 -x HIPRESS_GPU=stage "$HP_BUILDDIR/tests/gpu/mpi_cuda" >"$out" 2>"$err"
+    # HIPRESS_GPU=stage: this checks the staging (tests/gpu/kern/run_gpu_codec.sh the codec)
+    hp_mpirun $np -x LD_PRELOAD="$HP_PRELOAD" -x HIPRESS_STATS=1 -x HIPRESS_GPU=stage "$HP_BUILDDIR/tests/gpu/device/mpi_cuda" >"$out" 2>"$err"
     rc=$?
     echo "# mpi_cuda np $np: exit $rc; $(grep -h 'device buffers\|staged' "$err" | tr -s ' ' | tr '\n' ';')"
     if [ $rc -ne 0 ] || ! grep -q '^mpi_cuda: ok' "$out"; then
@@ -39,11 +39,11 @@ for np in 1 2; do
     n=$(sed -n 's/^mpi_cuda: ok, \([0-9]*\) calls.*/\1/p' "$out")
     grep -Eq "^  staged through host memory +$n\$" "$err" || { hp_fail "mpi_cuda np $np: not $n staged calls"; cat "$err"; }
 done
-if [ -x "$HP_BUILDDIR/tests/gpu/nccl_cuda" ]; then
-    env LD_PRELOAD="$HP_PRELOAD" "$HP_BUILDDIR/tests/gpu/nccl_cuda" >"$out" 2>"$err" || { hp_fail "nccl_cuda"; cat "$out" "$err"; }
+if [ -x "$HP_BUILDDIR/tests/gpu/device/nccl_cuda" ]; then
+    env LD_PRELOAD="$HP_PRELOAD" "$HP_BUILDDIR/tests/gpu/device/nccl_cuda" >"$out" 2>"$err" || { hp_fail "nccl_cuda"; cat "$out" "$err"; }
     # HIPRESS_NCCL=compress with one rank: the agreement runs on the real
     # NCCL and the GPU, finds one rank, and every call passes through as before
-    env LD_PRELOAD="$HP_PRELOAD" HIPRESS_NCCL=compress HIPRESS_COMPRESSOR=onebit "$HP_BUILDDIR/tests/gpu/nccl_cuda" \
+    env LD_PRELOAD="$HP_PRELOAD" HIPRESS_NCCL=compress HIPRESS_COMPRESSOR=onebit "$HP_BUILDDIR/tests/gpu/device/nccl_cuda" \
         >"$out" 2>"$err" || { hp_fail "nccl_cuda, HIPRESS_NCCL=compress"; cat "$out" "$err"; }
 fi
 exit $status

@@ -1,5 +1,5 @@
 /*
- * The kernels of cuda/hp_kern*.cu run serially on the host: the same grid
+ * The kernels of cuda/kern/hp_kern*.cu run serially on the host: the same grid
  * (CTAs, warps, lanes, chunks), the same per-thread functions (hp_kern.h),
  * in an order a GPU could have run them in.  Here those of hp_kern.cu (the
  * element-wise kernels, powersgd's passes); each family of formats has its
@@ -8,10 +8,10 @@
  * ballot, the 32 lane totals gathered by shuffles, a block-wide scan) is
  * done here with plain loops over the lanes.
  *
- * Built into tests/gpu/check_kern (which compares the bytes with the CPU
+ * Built into tests/gpu/kern/check_kern (which compares the bytes with the CPU
  * compressors) and, with HP_KL_TRANSLATE, into the emulated CUDA module of
  * the MPI tests, where device pointers are regions of the stand-in driver
- * (tests/gpu/mock_cuda.c) and are translated to their host shadow first.
+ * (tests/gpu/standins/mock_cuda.c) and are translated to their host shadow first.
  */
 #include "hp_kern_emu.h"
 #include <stddef.h>

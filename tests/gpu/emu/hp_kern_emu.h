@@ -1,5 +1,5 @@
 /*
- * What the host emulation of the kernels shares (cuda/hp_kern_emu*.c): the
+ * What the host emulation of the kernels shares (tests/gpu/emu/hp_kern_emu*.c): the
  * translation of a device pointer to memory the host can touch.  Private
  * to those files.
  */
@@ -39,7 +39,7 @@ static inline void *xlate(const void *p)
  * caller's may go).  In the emulated module (HP_KL_TRANSLATE) it is queued
  * on `stream` through the driver's cuLaunchHostFunc, so it runs in stream
  * order -- when the stand-in driver runs that stream's work
- * (tests/gpu/mock_cuda.c: at once, or under MOCK_CUDA_DEFERRED=1 only when a
+ * (tests/gpu/standins/mock_cuda.c: at once, or under MOCK_CUDA_DEFERRED=1 only when a
  * wait needs it), as a kernel runs on a GPU; elsewhere (check_kern) at
  * once.  A body that fails when it runs (no host memory) ends the process:
  * a deferred launch has nobody to tell.

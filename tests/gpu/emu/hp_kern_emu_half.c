@@ -1,6 +1,6 @@
 /*
- * The kernels of cuda/hp_kern_half.cu (fp16, bf16) run serially on the
- * host, over the same grid and per-thread functions, as cuda/hp_kern_emu.c
+ * The kernels of cuda/kern/hp_kern_half.cu (fp16, bf16) run serially on the
+ * host, over the same grid and per-thread functions, as tests/gpu/emu/hp_kern_emu.c
  * says.
  */
 #include "hp_kern_emu.h"

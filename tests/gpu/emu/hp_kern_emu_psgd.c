@@ -1,7 +1,7 @@
 /*
- * The kernels of cuda/hp_kern_psgd.cu (powersgd's stream-ordered steps)
+ * The kernels of cuda/kern/hp_kern_psgd.cu (powersgd's stream-ordered steps)
  * run serially on the host, over the same per-thread functions
- * (cuda/hp_kern_psgd.h), as cuda/hp_kern_emu.c says.
+ * (cuda/kern/hp_kern_psgd.h), as tests/gpu/emu/hp_kern_emu.c says.
  */
 #include "hp_kern_emu.h"
 #include "hp_kern_psgd.h"

@@ -1,7 +1,7 @@
 /*
- * The kernels of cuda/hp_kern_quant.cu (onebit, tbq, terngrad, q) run
+ * The kernels of cuda/kern/hp_kern_quant.cu (onebit, tbq, terngrad, q) run
  * serially on the host, over the same grid and per-thread functions, as
- * cuda/hp_kern_emu.c says.
+ * tests/gpu/emu/hp_kern_emu.c says.
  */
 #include "hp_kern_emu.h"
 

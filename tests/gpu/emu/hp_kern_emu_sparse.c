@@ -1,6 +1,6 @@
 /*
- * The kernels of cuda/hp_kern_sparse.cu (graddrop, dgc) run serially on the
- * host, over the same grid and per-thread functions, as cuda/hp_kern_emu.c
+ * The kernels of cuda/kern/hp_kern_sparse.cu (graddrop, dgc) run serially on the
+ * host, over the same grid and per-thread functions, as tests/gpu/emu/hp_kern_emu.c
  * says.
  */
 #include "hp_kern_emu.h"
@@ -197,7 +197,7 @@ HP_EMU_KERNEL(sparse_mask, (const uint8_t *, pairs), (const uint32_t *, count), 
 
 /* ------------------------------------------ messages in device memory */
 
-/* As cuda/hp_kern_sparse.cu: the header by one thread, a thread per pair
+/* As cuda/kern/hp_kern_sparse.cu: the header by one thread, a thread per pair
  * for its checks, a thread per element for the zero fill or the dense
  * fallback's values, a thread per pair for the scatter -- each kernel
  * reading the status the first wrote. */

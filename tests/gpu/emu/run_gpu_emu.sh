@@ -3,7 +3,7 @@
 # driver (tests/gpu/mock/.libs/libcuda.so.1: device memory that crashes on any
 # host access) and the emulated CUDA module
 # (tests/gpu/mock/.libs/libhipress_cuda_emu.so: the module's host code with its
-# kernels run on the host, cuda/hp_kern_emu.c).
+# kernels run on the host, tests/gpu/emu/hp_kern_emu.c).
 #   1. mpi_gpu_codec at 2, 3 and 4 ranks: every compressor and algorithm on
 #      device buffers gives the host path's bits, results and residuals,
 #      NaN inputs, sums that overflow float32 (message exceptions) and a
@@ -25,14 +25,14 @@
 #      wait), with a reason naming what was waited for; no hang.
 set -u
 HP_MPI_TIMEOUT=${HP_MPI_TIMEOUT:-300}
-. "${HP_SRCDIR:-$(dirname "$0")/../..}/tests/hp_test_lib.sh"
+. "${HP_SRCDIR:-$(dirname "$0")/../../..}/tests/hp_test_lib.sh"
 
 mock="$HP_BUILDDIR/tests/gpu/mock/.libs"
 emu="$mock/libhipress_cuda_emu.so"
 # a plugin (tests/mpi/plugin_example.c) has no device kernels: the device path
 # encodes its ranges on host copies, which must give the host path's bits too
 plugin="$HP_BUILDDIR/tests/mpi/.libs/plugin_example.so"
-for f in "$HP_BUILDDIR/tests/gpu/mpi_gpu_codec" "$HP_BUILDDIR/tests/gpu/mpi_gpu" "$mock/libcuda.so.1" "$emu" "$plugin"; do
+for f in "$HP_BUILDDIR/tests/gpu/kern/mpi_gpu_codec" "$HP_BUILDDIR/tests/gpu/host/mpi_gpu" "$mock/libcuda.so.1" "$emu" "$plugin"; do
     [ -e "$f" ] || { echo "FAIL: $f is missing"; exit 1; }
 done
 out=$(mktemp) err=$(mktemp)
@@ -48,7 +48,7 @@ for run in "2 0" "2 1" "3 0" "3 2" "4 0" "4 2"; do
     np=$1 def=$2
     hp_mpirun $np -x LD_PRELOAD="$HP_PRELOAD" -x HIPRESS_STATS=1 -x HIPRESS_CUDA_MODULE="$emu" \
         -x HIPRESS_PLUGIN="$plugin" -x HP_TEST_PLUGIN_COMP=example_int8 -x MOCK_CUDA_DEFERRED=$def \
-        "$HP_BUILDDIR/tests/gpu/mpi_gpu_codec" "$mock/libcuda.so.1" >"$out" 2>"$err"
+        "$HP_BUILDDIR/tests/gpu/kern/mpi_gpu_codec" "$mock/libcuda.so.1" >"$out" 2>"$err"
     rc=$?
     n=$(sed -n 's/^mpi_gpu_codec: ok, \([0-9]*\) device calls.*/\1/p' "$out")
     echo "# mpi_gpu_codec np $np, MOCK_CUDA_DEFERRED=$def: exit $rc, ${n:-?} device calls," \
@@ -72,7 +72,7 @@ for run in "auto 0 2" "auto 1 4" "stage 0 2"; do
     set -- $run
     gpu=$1 def=$2 np=$3
     hp_mpirun $np -x LD_PRELOAD="$HP_PRELOAD" -x HIPRESS_STATS=1 -x HIPRESS_CUDA_MODULE="$emu" -x HIPRESS_GPU=$gpu \
-        -x HIPRESS_ALLOW_PLAIN=0 -x MOCK_CUDA_DEFERRED=$def "$HP_BUILDDIR/tests/gpu/mpi_gpu" device "$mock" >"$out" 2>"$err"
+        -x HIPRESS_ALLOW_PLAIN=0 -x MOCK_CUDA_DEFERRED=$def "$HP_BUILDDIR/tests/gpu/host/mpi_gpu" device "$mock" >"$out" 2>"$err"
     rc=$?
     c=$(row 'compressed on the GPU')
     echo "# mpi_gpu np $np HIPRESS_GPU=$gpu MOCK_CUDA_DEFERRED=$def: exit $rc, ${c:-?} compressed on the GPU," \
@@ -93,7 +93,7 @@ done
 # codec's probe and set-up: inside the first compressed call); HIPRESS_TIMEOUT=3
 # bounds each device wait to 1.5 s, below the peers' watchdog (3 s)
 hp_mpirun 3 -x LD_PRELOAD="$HP_PRELOAD" -x HIPRESS_CUDA_MODULE="$emu" -x HIPRESS_TIMEOUT=3 \
-    -x MOCK_CUDA_HANG=4 -x MOCK_CUDA_HANG_RANK=1 "$HP_BUILDDIR/tests/gpu/mpi_gpu_codec" "$mock/libcuda.so.1" hang 20 \
+    -x MOCK_CUDA_HANG=4 -x MOCK_CUDA_HANG_RANK=1 "$HP_BUILDDIR/tests/gpu/kern/mpi_gpu_codec" "$mock/libcuda.so.1" hang 20 \
     >"$out" 2>"$err"
 rc=$?
 echo "# a rank's device work never completes: exit $rc: $(cat "$out")"
@@ -109,10 +109,10 @@ grep -q 'blocks for ever (MOCK_CUDA_HANG)' "$err" && { hp_fail "a stuck device: 
 # gpu_kern in deferred mode only (its results are the same bits either way,
 # and a run takes a minute and a half here): 2, and 1 for its device-message
 # runs, where a missing stream_join or stream_release shows only under 1
-if [ -x "$HP_BUILDDIR/tests/gpu/gpu_kern" ]; then
+if [ -x "$HP_BUILDDIR/tests/gpu/kern/gpu_kern" ]; then
     for def in 2 1; do
         LD_LIBRARY_PATH="$mock${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" HIPRESS_CUDA_MODULE="$emu" \
-            MOCK_CUDA_DEFERRED=$def "$HP_BUILDDIR/tests/gpu/gpu_kern" --quick >"$out" 2>"$err"
+            MOCK_CUDA_DEFERRED=$def "$HP_BUILDDIR/tests/gpu/kern/gpu_kern" --quick >"$out" 2>"$err"
         rc=$?
         echo "# gpu_kern --quick on the emulated module, MOCK_CUDA_DEFERRED=$def: exit $rc: $(tail -n 1 "$out")"
         [ $rc -eq 0 ] || { hp_fail "gpu_kern on the emulated module"; cat "$out"; head -40 "$err"; }

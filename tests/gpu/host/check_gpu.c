@@ -4,7 +4,7 @@
  * random call sequences), the staging decisions and byte spans, the rule
  * that keeps device buffers off the CPU compressed path, the load watch, the
  * driver's pointer query through the stand-in libcuda.so.1
- * (tests/gpu/mock_cuda.c), and, in builds with CUDA, the CUDA module's functions
+ * (tests/gpu/standins/mock_cuda.c), and, in builds with CUDA, the CUDA module's functions
  * against that stand-in.
  *
  * The stand-ins are found under $HP_BUILDDIR/tests/gpu/mock/.libs (make check

@@ -1,6 +1,6 @@
 /*
  * MPI collectives on host and on (stand-in) device buffers, under the
- * preloaded libhipress.so (tests/gpu/run_gpu.sh).
+ * preloaded libhipress.so (tests/gpu/host/run_gpu.sh).
  *
  *   mpi_gpu host [MOCKDIR]  host buffers only; also proves that no libcuda
  *                           and no CUDA module is loaded into the process,

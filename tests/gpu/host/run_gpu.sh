@@ -1,5 +1,5 @@
 #!/bin/sh
-# Device buffers in MPI collectives, without a GPU: tests/gpu/mpi_gpu under the
+# Device buffers in MPI collectives, without a GPU: tests/gpu/host/mpi_gpu under the
 # preload, with the stand-in driver tests/gpu/mock/.libs/libcuda.so.1 loaded
 # after MPI_Init (as a framework loads CUDA).  Its "device memory" crashes
 # on any host access, so a device buffer that reached the CPU path or a
@@ -15,9 +15,9 @@
 #   4. HIPRESS_GPU=off: nothing is looked at.
 set -u
 HP_MPI_TIMEOUT=${HP_MPI_TIMEOUT:-300}
-. "${HP_SRCDIR:-$(dirname "$0")/../..}/tests/hp_test_lib.sh"
+. "${HP_SRCDIR:-$(dirname "$0")/../../..}/tests/hp_test_lib.sh"
 
-prog="$HP_BUILDDIR/tests/gpu/mpi_gpu"
+prog="$HP_BUILDDIR/tests/gpu/host/mpi_gpu"
 mock="$HP_BUILDDIR/tests/gpu/mock/.libs"
 [ -x "$prog" ] || { echo "FAIL: $prog is missing"; exit 1; }
 [ -f "$mock/libcuda.so.1" ] || { echo "FAIL: $mock/libcuda.so.1 is missing"; exit 1; }

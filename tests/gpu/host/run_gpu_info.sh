@@ -4,7 +4,7 @@
 # hipress_info creates no CUDA context; --gpu runs a kernel and says
 # whether the GPU path works (exit 0) or why not (exit 1).
 set -u
-. "${HP_SRCDIR:-$(dirname "$0")/../..}/tests/hp_test_lib.sh"
+. "${HP_SRCDIR:-$(dirname "$0")/../../..}/tests/hp_test_lib.sh"
 
 info="$HP_BUILDDIR/hipress_info"
 mock="$HP_BUILDDIR/tests/gpu/mock/.libs"

@@ -1,5 +1,5 @@
-# tests/gpu/ipc/ipc.mk: the NCCL stand-in on CUDA IPC and the device kit's
-# programs; included by tests/gpu/gpu.mk, appends to Makefile.am's variables.
+# tests/gpu/ipc/ipc.mk: the NCCL stand-in on CUDA IPC; included by
+# tests/gpu/gpu.mk, appends to Makefile.am's variables.
 #
 #   ipc/libnccl.so.2  the IPC stand-in NCCL (soname libnccl.so.2, never
 #                     installed): N processes on one GPU form communicators
@@ -11,16 +11,13 @@
 #   ipc_one           its CUDA engine on the stand-in driver, one-rank
 #                     communicators (that driver has no CUDA IPC yet)
 #   run_ipc.sh        check_ipc; the library's exports against nccl.h and
-#                     against what hipress calls; the kit's programs over
-#                     the stand-in driver (and, where that driver has CUDA
-#                     IPC, the IPC stand-in over it)
+#                     against what hipress calls; the kit's programs
+#                     (tests/gpu/kit) over the stand-in driver (and, where
+#                     that driver has CUDA IPC, the IPC stand-in over it)
 #   ipc_mock          the stand-in driver's CUDA IPC and stream memory
 #                     operations between processes (what the IPC stand-in
 #                     rests on there), and its deadlock report on a flag
 #                     wait nothing can satisfy
-#   kit_preflight     the kit's first step: the driver, the devices, CUDA IPC
-#   kit_nccl          the kit's multi-process compressed ncclAllReduce
-#   kit_mpi           the same calls through MPI_Allreduce (the reference)
 if HP_NCCL
 HP_IPC_PROTO = tests/gpu/ipc/ipc_proto.h tests/gpu/ipc/ipc_comm.h tests/gpu/ipc/ipc_elem.h tests/gpu/ipc/ipc_nccl.c \
 	tests/gpu/ipc/ipc_proto.c tests/gpu/ipc/ipc_watch.c tests/gpu/ipc/ipc_sched.c
@@ -35,21 +32,6 @@ check_PROGRAMS += tests/gpu/ipc/ipc_mock
 tests_gpu_ipc_ipc_mock_SOURCES = tests/gpu/ipc/ipc_mock.c
 tests_gpu_ipc_ipc_mock_LDADD = -ldl
 tests_gpu_ipc_ipc_mock_LDFLAGS = $(AM_LDFLAGS) -no-install -Wl,--as-needed
-
-# the kit's programs: the driver through dlopen, NCCL as libnccl.so.2 (the
-# stand-in over shared memory here, the IPC one on the GPU)
-check_PROGRAMS += tests/gpu/ipc/kit_preflight tests/gpu/ipc/kit_nccl tests/gpu/ipc/kit_mpi
-tests_gpu_ipc_kit_preflight_SOURCES = tests/gpu/ipc/kit_preflight.c
-tests_gpu_ipc_kit_preflight_CPPFLAGS = $(AM_CPPFLAGS) $(NCCL_CPPFLAGS)
-tests_gpu_ipc_kit_preflight_LDADD = -ldl
-tests_gpu_ipc_kit_preflight_LDFLAGS = $(AM_LDFLAGS) -no-install -Wl,--as-needed
-tests_gpu_ipc_kit_nccl_SOURCES = tests/gpu/ipc/kit_nccl.c tests/gpu/ipc/kit_cases.h
-tests_gpu_ipc_kit_nccl_CPPFLAGS = $(AM_CPPFLAGS) $(NCCL_CPPFLAGS)
-tests_gpu_ipc_kit_nccl_LDADD = tests/gpu/mock_nompi/libnccl.la -ldl -lm
-tests_gpu_ipc_kit_nccl_LDFLAGS = $(AM_LDFLAGS) -no-install -Wl,--as-needed
-tests_gpu_ipc_kit_mpi_SOURCES = tests/gpu/ipc/kit_mpi.c tests/gpu/ipc/kit_cases.h
-tests_gpu_ipc_kit_mpi_CPPFLAGS = $(AM_CPPFLAGS) $(NCCL_CPPFLAGS)
-tests_gpu_ipc_kit_mpi_LDADD = -ldl -lm
 
 if HP_CUDA
 check_LTLIBRARIES += tests/gpu/ipc/libnccl.la
@@ -76,5 +58,4 @@ tests_gpu_ipc_ipc_one_LDADD = tests/gpu/ipc/libnccl.la -ldl -lpthread
 tests_gpu_ipc_ipc_one_LDFLAGS = $(AM_LDFLAGS) -no-install -Wl,--as-needed
 endif
 endif
-EXTRA_DIST += tests/gpu/ipc/run_ipc.sh tests/gpu/ipc/ipc_kern.cu tests/gpu/ipc/ipc_host.c tests/gpu/ipc/ipc_cuda.c \
-	tests/gpu/ipc/ipc.mk
+EXTRA_DIST += tests/gpu/ipc/run_ipc.sh tests/gpu/ipc/ipc_kern.cu tests/gpu/ipc/ipc_host.c tests/gpu/ipc/ipc_cuda.c

@@ -11,7 +11,7 @@
  *               the fatbin linked in (cuModuleLoadData once per context)
  *   ordering    cuEventRecord / cuStreamWaitEvent between a group's streams
  *
- * Under the stand-in driver (tests/gpu/mock_cuda.c, which exports
+ * Under the stand-in driver (tests/gpu/standins/mock_cuda.c, which exports
  * mock_cuda_shadow) a reduction runs on the host instead, as a
  * cuLaunchHostFunc over the shadows of its buffers, the way the emulated
  * CUDA module runs its kernels; the same element code (ipc_elem.h) makes

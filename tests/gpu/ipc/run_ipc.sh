@@ -65,7 +65,7 @@ elif [ -e "$lib" ]; then
     nm -D --defined-only "$lib" | awk '$2 ~ /^[TW]$/ { print $3 }' | sort -u >"$work/exports"
     sed -n 's/^ncclResult_t  *\(nccl[A-Za-z]*\)(.*/\1/p; s/^const char\* *\(nccl[A-Za-z]*\)(.*/\1/p' "$hdr" |
         sort -u >"$work/declared"
-    grep -rhoE 'nccl[A-Z][A-Za-z]*\(' "$HP_SRCDIR/src" "$HP_SRCDIR/wrap" | tr -d '(' | sort -u |
+    grep -rhoE 'nccl[A-Z][A-Za-z]*\(' "$HP_SRCDIR/src" "$HP_SRCDIR/mpi_wrappers" | tr -d '(' | sort -u |
         comm -12 - "$work/declared" >"$work/hipress"
     [ -s "$work/declared" ] || fail "no function declared in $hdr"
     missing=$(comm -23 "$work/declared" "$work/exports" | tr '\n' ' ')
@@ -87,7 +87,7 @@ fi
 
 # 3.
 mock=$B/tests/gpu/mock/.libs
-pre=$B/tests/gpu/ipc/kit_preflight
+pre=$B/tests/gpu/kit/kit_preflight
 if ! ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1 '; then
     "$pre" --need 13000 >"$work/pre.out" 2>&1
     rc=$?
@@ -107,7 +107,7 @@ rc=$?
 # the output in $work/mock.out, the status in rc
 ipc_mock() {
     if [ $# -gt 1 ]; then
-        "$B/tests/gpu/nompi_launch" "$2" 30 "$B/tests/gpu/ipc/ipc_mock" "$mock/libcuda.so.1" "$1" >"$work/mock.out" 2>&1
+        "$B/tests/gpu/nccl/nompi_launch" "$2" 30 "$B/tests/gpu/ipc/ipc_mock" "$mock/libcuda.so.1" "$1" >"$work/mock.out" 2>&1
     else
         timeout 30 "$B/tests/gpu/ipc/ipc_mock" "$mock/libcuda.so.1" "$1" >"$work/mock.out" 2>&1
     fi
@@ -139,7 +139,7 @@ if [ ! -e "$emu" ] || [ ! -e "$nompi/libnccl.so.2" ]; then
     echo "# no emulated module or stand-in NCCL: the kit's comparison not run"
     exit $status
 fi
-hp_mpirun 2 -x LD_PRELOAD="$(preload "$B/.libs/libhipress.so")" -x ASAN_OPTIONS "$B/tests/gpu/ipc/kit_mpi" --out "$work/ref2" >"$work/mpi.out" 2>&1 ||
+hp_mpirun 2 -x LD_PRELOAD="$(preload "$B/.libs/libhipress.so")" -x ASAN_OPTIONS "$B/tests/gpu/kit/kit_mpi" --out "$work/ref2" >"$work/mpi.out" 2>&1 ||
     { fail "kit_mpi --out"; cat "$work/mpi.out"; }
 grep '^kit_mpi: ok' "$work/mpi.out"
 # kit_nccl NP NCCLDIR LABEL [ENV...]: over the NCCL in NCCLDIR
@@ -148,7 +148,7 @@ kit_nccl() {
     shift 3
     env LD_LIBRARY_PATH="$dir:$mock" LD_PRELOAD="$(preload "$B/.libs/libhipress_nccl.so")" HIPRESS_NCCL=compress \
         HIPRESS_CUDA_MODULE="$emu" HIPRESS_STATS=1 "$@" \
-        "$B/tests/gpu/nompi_launch" "$np" 300 "$B/tests/gpu/ipc/kit_nccl" --ref "$work/ref$np" \
+        "$B/tests/gpu/nccl/nompi_launch" "$np" 300 "$B/tests/gpu/kit/kit_nccl" --ref "$work/ref$np" \
         >"$work/nccl.out" 2>"$work/nccl.err"
     rc=$?
     if [ $rc -ne 0 ] || ! grep -q "^kit_nccl: ok, 30 ncclAllReduce calls at $np ranks" "$work/nccl.out" ||
@@ -164,7 +164,7 @@ kit_nccl 2 "$nompi" "the stand-in NCCL on shared memory" MOCK_NCCL_SHM=1
 # 5. HOOK
 ipc=$B/tests/gpu/ipc/.libs
 if [ -e "$lib" ]; then
-    hp_mpirun 3 -x LD_PRELOAD="$(preload "$B/.libs/libhipress.so")" -x ASAN_OPTIONS "$B/tests/gpu/ipc/kit_mpi" --out "$work/ref3" >"$work/mpi.out" 2>&1 ||
+    hp_mpirun 3 -x LD_PRELOAD="$(preload "$B/.libs/libhipress.so")" -x ASAN_OPTIONS "$B/tests/gpu/kit/kit_mpi" --out "$work/ref3" >"$work/mpi.out" 2>&1 ||
         { fail "kit_mpi --out at 3 ranks"; cat "$work/mpi.out"; }
     for np in 2 3; do
         kit_nccl $np "$ipc" "the IPC stand-in on the stand-in driver" HP_IPC_TIMEOUT=60

@@ -1,7 +1,7 @@
 /*
  * The GPU codec on the CPU: the CUDA kernels' per-thread functions
- * (cuda/hp_kern.h) run over the kernels' grid by cuda/hp_kern_emu.c, driven
- * by the codec the module runs (cuda/hp_codec_frame.c) with host memory standing
+ * (cuda/kern/hp_kern.h) run over the kernels' grid by tests/gpu/emu/hp_kern_emu.c, driven
+ * by the codec the module runs (cuda/codec/hp_codec_frame.c) with host memory standing
  * in for the device.  Every encode must give the CPU compressor's bytes,
  * residual and state, bit for bit, and every decode its output, on many
  * sizes (tails, partial blocks, one and many pieces), parameters and inputs

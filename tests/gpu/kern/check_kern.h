@@ -1,5 +1,5 @@
 /*
- * What the files of tests/gpu/check_kern share: the kinds of data, the
+ * What the files of tests/gpu/kern/check_kern share: the kinds of data, the
  * format case and the comparisons every test runs on the codec with host
  * memory for the device (check_kern.c), and the functions that put each
  * file's tests into the suite's one case, "encode", in their order.

@@ -1,5 +1,5 @@
 /*
- * tests/gpu/check_kern's formats: every format's encode and decode through
+ * tests/gpu/kern/check_kern's formats: every format's encode and decode through
  * the codec against the CPU compressor (check_kern.c's compare_encode),
  * swept over sizes, blocks, pieces, parameters and kinds of data; the q
  * formats' hook, and fp16's block rule against the CPU decoder.

@@ -1,5 +1,5 @@
 /*
- * tests/gpu/check_kern's device messages: malformed messages rejected
+ * tests/gpu/kern/check_kern's device messages: malformed messages rejected
  * exactly when the CPU decoder rejects them (check_kern.c's
  * compare_reject, every format), every field of a message's header in
  * device memory, the dense fallback, exceptions and error messages, and the

@@ -1,8 +1,8 @@
 /*
  * The CUDA kernels of libhipress_cuda.so on a real GPU, bit for bit against
- * the CPU compressors (tests/gpu/check_kern.c holds their emulation to the same
+ * the CPU compressors (tests/gpu/kern/check_kern.c holds their emulation to the same
  * bytes on any machine).  Run by scripts/gpu-check and
- * tests/gpu/run_gpu_device.sh; exits 77 (skipped) where no GPU is usable.
+ * tests/gpu/device/run_gpu_device.sh; exits 77 (skipped) where no GPU is usable.
  *
  *   gpu_kern [--quick] [--small] [--only LIST]
  *                        the module from HIPRESS_CUDA_MODULE, else the
@@ -75,7 +75,7 @@ int same_bits(const float *a, const float *b, size_t n, size_t *at)
     return 1;
 }
 
-/* The stand-in driver's counters (tests/gpu/mock_cuda.c), when it is the
+/* The stand-in driver's counters (tests/gpu/standins/mock_cuda.c), when it is the
  * driver; NULL on a real one. */
 unsigned long long (*mock_count)(const char *what);
 void *cs;   /* the caller's stream of the device-message runs */

@@ -1,5 +1,5 @@
 /*
- * What the files of tests/gpu/gpu_kern share: the program's state (the
+ * What the files of tests/gpu/kern/gpu_kern share: the program's state (the
  * device codec's table and context, the counts, the options), the kinds of
  * data, the format case and the functions each file gives the others.
  * gpu_kern.c holds the state, the device-memory helpers and main;

@@ -1,5 +1,5 @@
 /*
- * tests/gpu/gpu_kern's formats: each case (one) encodes on the CPU and on
+ * tests/gpu/kern/gpu_kern's formats: each case (one) encodes on the CPU and on
  * the device and holds the payload, the residual and the state to the
  * CPU's bytes, the decodes of the CPU's message to its bits, the same as
  * whole messages in device memory in one stream-ordered run (devmsg), and

@@ -1,5 +1,5 @@
 /*
- * tests/gpu/gpu_kern's buffer operations and powersgd's steps on the
+ * tests/gpu/kern/gpu_kern's buffer operations and powersgd's steps on the
  * device against the CPU, bit for bit: fold, momentum and add, ncclAvg's
  * divide, powersgd's stream-ordered steps and the NaN/Inf flag, and the
  * 16-bit conversions of a compressed ncclAllReduce (`--only ops`).

@@ -4,7 +4,7 @@
     gpu_kern_resources.py MODULE BLOCKS [--cuobjdump PATH] [--selftest]
 
 MODULE is libhipress_cuda.so; BLOCKS the lines "kernel threads" of
-tests/gpu/simt_kern (the most threads per block each kernel was launched
+tests/gpu/simt/simt_kern (the most threads per block each kernel was launched
 with by the module's own launchers, run on the SIMT emulator: the launch
 configurations come from the code that launches, so they cannot go stale).
 The registers, static shared memory, stack frame and launch bounds of each

@@ -1,6 +1,6 @@
 /*
- * Test data shared by tests/gpu/check_kern.c (the kernels' per-thread math
- * on the host) and tests/gpu/gpu_kern_fmt.c (the kernels on a GPU): one
+ * Test data shared by tests/gpu/kern/check_kern.c (the kernels' per-thread math
+ * on the host) and tests/gpu/kern/gpu_kern_fmt.c (the kernels on a GPU): one
  * counter-based stream and the fp16/bf16 edge values, so both hold the
  * kernels to the CPU on the same inputs.  Include once per program (in the
  * one file that draws from the stream: its state is static).

@@ -1,9 +1,9 @@
 /*
  * Compressed MPI_Allreduce on (stand-in) device buffers against the same
  * calls on host buffers, under the preloaded libhipress.so with the
- * emulated CUDA module (tests/gpu/run_gpu_emu.sh; no GPU needed), and, built
- * with HP_REAL_CUDA as tests/gpu/mpi_cuda_codec, on cudaMalloc'd memory of a
- * real GPU (tests/gpu/run_gpu_codec.sh; ranks share device rank % devices).
+ * emulated CUDA module (tests/gpu/emu/run_gpu_emu.sh; no GPU needed), and, built
+ * with HP_REAL_CUDA as tests/gpu/kern/mpi_cuda_codec, on cudaMalloc'd memory of a
+ * real GPU (tests/gpu/kern/run_gpu_codec.sh; ranks share device rank % devices).
  *
  *   mpi_gpu_codec MOCKDIR/libcuda.so.1
  *   mpi_cuda_codec
@@ -54,7 +54,7 @@ static int ndev_real = 1;
 #endif
 
 static int (*comm_residual)(MPI_Comm, const void *, size_t, float *);
-/* the stand-in driver's counters (tests/gpu/mock_cuda.c), NULL on a GPU */
+/* the stand-in driver's counters (tests/gpu/standins/mock_cuda.c), NULL on a GPU */
 static unsigned long long (*mock_count)(const char *);
 
 #ifdef HP_REAL_CUDA

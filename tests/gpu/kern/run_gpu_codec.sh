@@ -14,7 +14,7 @@ if [ ! -e /dev/nvidia0 ] && [ ! -e /dev/dxg ]; then
     exit 77
 fi
 HP_MPI_TIMEOUT=${HP_MPI_TIMEOUT:-600}
-. "${HP_SRCDIR:-$(dirname "$0")/../..}/tests/hp_test_lib.sh"
+. "${HP_SRCDIR:-$(dirname "$0")/../../..}/tests/hp_test_lib.sh"
 module="$HP_BUILDDIR/.libs/libhipress_cuda.so"
 out=$(mktemp) err=$(mktemp)
 trap 'rm -f "$out" "$err"' EXIT
@@ -25,7 +25,7 @@ row() {
 
 quick=
 [ "${GPU_CHECK_QUICK:-0}" = 1 ] && quick=--quick
-HIPRESS_CUDA_MODULE="$module" "$HP_BUILDDIR/tests/gpu/gpu_kern" $quick >"$out" 2>"$err"
+HIPRESS_CUDA_MODULE="$module" "$HP_BUILDDIR/tests/gpu/kern/gpu_kern" $quick >"$out" 2>"$err"
 rc=$?
 sed 's/^/# /' "$out"
 case $rc in
@@ -36,7 +36,7 @@ esac
 
 for np in 2 4; do
     hp_mpirun $np -x LD_PRELOAD="$HP_PRELOAD" -x HIPRESS_STATS=1 -x HIPRESS_CUDA_MODULE="$module" \
-        "$HP_BUILDDIR/tests/gpu/mpi_cuda_codec" >"$out" 2>"$err"
+        "$HP_BUILDDIR/tests/gpu/kern/mpi_cuda_codec" >"$out" 2>"$err"
     rc=$?
     n=$(sed -n 's/^mpi_cuda_codec: ok, \([0-9]*\) device calls.*/\1/p' "$out")
     echo "# mpi_cuda_codec np $np: exit $rc, ${n:-?} device calls, $(row 'compressed on the GPU') compressed on the GPU"
@@ -50,7 +50,7 @@ for np in 2 4; do
 done
 
 hp_mpirun 2 -x LD_PRELOAD="$HP_PRELOAD" -x HIPRESS_STATS=1 -x HIPRESS_CUDA_MODULE="$module" \
-    "$HP_BUILDDIR/tests/gpu/mpi_cuda" >"$out" 2>"$err"
+    "$HP_BUILDDIR/tests/gpu/device/mpi_cuda" >"$out" 2>"$err"
 rc=$?
 echo "# mpi_cuda with the codec: exit $rc, $(row 'compressed on the GPU') compressed on the GPU, $(row 'staged through host memory') staged"
 if [ $rc -ne 0 ] || ! grep -q '^mpi_cuda: ok' "$out"; then

@@ -1,6 +1,6 @@
 /*
  * The device kit's multi-process compressed ncclAllReduce: one process of a
- * job of N on the one GPU (tests/gpu/nompi_launch gives RANK, WORLD_SIZE and
+ * job of N on the one GPU (tests/gpu/nccl/nompi_launch gives RANK, WORLD_SIZE and
  * HP_RDZV, a folder the processes share), every rank on device 0, under the
  * preloaded libhipress_nccl.so with HIPRESS_NCCL=compress, over the NCCL
  * that libnccl.so.2 is: the IPC stand-in on a GPU (tests/gpu/ipc/), the

@@ -22,7 +22,7 @@
 # or mount namespaces, without patchelf, or where Debian's Open MPI packages
 # cannot be had (no apt cache, no network).
 set -u
-: "${HP_SRCDIR:=$(cd "$(dirname "$0")/../.." && pwd)}"
+: "${HP_SRCDIR:=$(cd "$(dirname "$0")/../../.." && pwd)}"
 : "${HP_BUILDDIR:=$(pwd)}"
 kitsh=$HP_SRCDIR/scripts/gpu-kit
 if [ ! -e "$HP_BUILDDIR/.libs/libhipress_cuda.so" ]; then

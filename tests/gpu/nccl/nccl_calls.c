@@ -1,7 +1,7 @@
 /*
  * NCCL calls through the preloaded libhipress.so, without MPI (a torchrun
- * job's shape), with the stand-in NCCL (tests/gpu/mock_nccl.c) as the real
- * library (tests/gpu/run_nccl.sh).
+ * job's shape), with the stand-in NCCL (tests/gpu/standins/mock_nccl.c) as the real
+ * library (tests/gpu/nccl/run_nccl.sh).
  *
  *   nccl_calls all MOCKDIR   every case below; "nccl_calls: ok" or exit 1
  *   nccl_calls one           one eligible-sized float32 sum; prints

@@ -1,11 +1,11 @@
 /*
  * The experimental compressed ncclAllReduce (HIPRESS_NCCL=compress) without
  * a GPU: an MPI program under the preloaded libhipress.so, with the
- * stand-in NCCL in replay mode (tests/gpu/mock_nccl.c, MOCK_NCCL_MPI=1: its
+ * stand-in NCCL in replay mode (tests/gpu/standins/mock_nccl.c, MOCK_NCCL_MPI=1: its
  * communicators span MPI_COMM_WORLD, their operations move the data through
  * shared memory in the stand-in driver's stream order), the stand-in
  * driver's device memory and the emulated CUDA module
- * (tests/gpu/run_nccl_compress.sh, 2 to 4 ranks).
+ * (tests/gpu/nccl/run_nccl_compress.sh, 2 to 4 ranks).
  *
  *   nccl_compress compress MOCKDIR/libcuda.so.1   HIPRESS_NCCL=compress
  *   nccl_compress pass MOCKDIR/libcuda.so.1       the default: nothing compressed

@@ -1,5 +1,5 @@
 /*
- * What the parts of tests/gpu/nccl_compress share: the stand-in driver's and
+ * What the parts of tests/gpu/nccl/nccl_compress share: the stand-in driver's and
  * hipress' functions found at run time, the ranks, the data, the checks and
  * the cases each part runs (nccl_compress.c: the basic cases and main;
  * nccl_compress_bits.c: the MPI path's bits, host-synchronous and

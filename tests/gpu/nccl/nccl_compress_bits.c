@@ -1,5 +1,5 @@
 /*
- * tests/gpu/nccl_compress's cases of the MPI path's bits: the same calls
+ * tests/gpu/nccl/nccl_compress's cases of the MPI path's bits: the same calls
  * through MPI_Allreduce on host buffers and through the compressed
  * ncclAllReduce on stand-in device buffers (float32 on blocking and
  * non-blocking communicators, float16 and bfloat16 host-synchronously),

@@ -1,5 +1,5 @@
 /*
- * tests/gpu/nccl_compress's cases of staging buffers (their form), of
+ * tests/gpu/nccl/nccl_compress's cases of staging buffers (their form), of
  * HIPRESS_VERIFY, of an operation in progress beyond HIPRESS_TIMEOUT, of
  * HIPRESS_ALGO=auto and of a non-blocking communicator's split.
  */

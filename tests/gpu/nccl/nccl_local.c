@@ -1,7 +1,7 @@
 /*
  * hipress' ncclAllReduce when no NCCL is in the global scope
- * (tests/gpu/run_nccl.sh).  Run under the preload, with MOCKDIR the build's
- * tests/gpu/.libs:
+ * (tests/gpu/nccl/run_nccl.sh).  Run under the preload, with MOCKDIR the build's
+ * tests/gpu/nccl/.libs:
  *   1. no NCCL loaded at all: the call fails with ncclSystemError and
  *      hipress says why on stderr (once);
  *   2. libnccl_user.so, which needs the stand-in libnccl.so.2, is loaded

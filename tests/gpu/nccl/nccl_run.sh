@@ -1,11 +1,11 @@
-# tests/gpu/nccl_run.sh: what the scripts of the compressed ncclAllReduce's
+# tests/gpu/nccl/nccl_run.sh: what the scripts of the compressed ncclAllReduce's
 # scenarios share (sourced after tests/hp_test_lib.sh).
 #
-# nccl_setup PROG: the program tests/gpu/PROG, the stand-ins ($mock) and
+# nccl_setup PROG: the program tests/gpu/nccl/PROG, the stand-ins ($mock) and
 # the emulated CUDA module ($emu) checked (exit 77 where the module is not
 # built: a build without CUDA), $out and $err made (removed at exit).
 nccl_setup() {
-    prog="$HP_BUILDDIR/tests/gpu/$1"
+    prog="$HP_BUILDDIR/tests/gpu/nccl/$1"
     mock="$HP_BUILDDIR/tests/gpu/mock/.libs"
     emu="$mock/libhipress_cuda_emu.so"
     if [ ! -e "$emu" ]; then

@@ -1,10 +1,10 @@
 /*
- * What the programs of the NCCL scenarios share (tests/gpu/nccl_scen.c):
+ * What the programs of the NCCL scenarios share (tests/gpu/nccl/nccl_scen.c):
  * the stand-in driver's and hipress' functions found at run time, device
  * buffers written and read through the stand-in's shadows, gradient-like
  * data, communicators with the scenarios' fixed settings, and the checks
  * (the same bits on every rank, no error on a communicator).  Programs:
- * tests/gpu/nccl_scenarios.c, tests/gpu/nccl_rules.c.
+ * tests/gpu/nccl/nccl_scenarios.c, tests/gpu/nccl/nccl_rules.c.
  */
 #ifndef HP_TESTS_NCCL_SCEN_H
 #define HP_TESTS_NCCL_SCEN_H

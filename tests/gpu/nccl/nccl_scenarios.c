@@ -1,6 +1,6 @@
 /*
  * Scenarios of the compressed ncclAllReduce that hang or break on a GPU
- * when hipress synchronises what it must not (tests/gpu/run_nccl_scenarios.sh):
+ * when hipress synchronises what it must not (tests/gpu/nccl/run_nccl_scenarios.sh):
  * an MPI program under the preload, HIPRESS_NCCL=compress, the stand-in
  * NCCL's communicators spanning MPI_COMM_WORLD (MOCK_NCCL_MPI=1), the
  * stand-in driver (its device-wide synchronisations, captures and wait-for

@@ -1,6 +1,6 @@
 /*
  * A library that calls ncclAllReduce, linked to the stand-in NCCL
- * (tests/gpu/libnccl_user.so).  tests/gpu/nccl_local loads it into a local scope, as
+ * (tests/gpu/nccl/libnccl_user.so).  tests/gpu/nccl/nccl_local loads it into a local scope, as
  * Python loads an extension module and its NCCL, to check that hipress finds
  * the real NCCL there.
  */

@@ -1,12 +1,12 @@
 /*
  * Multi-rank compressed ncclAllReduce under the NCCL-only library
  * (libhipress_nccl.so) with no MPI anywhere: one process of a torchrun-like
- * job (tests/gpu/nompi_launch.c gives RANK, LOCAL_RANK, WORLD_SIZE and HP_RDZV,
+ * job (tests/gpu/nccl/nompi_launch.c gives RANK, LOCAL_RANK, WORLD_SIZE and HP_RDZV,
  * a directory the processes share), linked to the stand-in NCCL built
  * without MPI, whose MOCK_NCCL_SHM=1 transport moves the data between the
- * processes through shared memory (tests/gpu/mock_nccl_shm.c), on the stand-in
+ * processes through shared memory (tests/gpu/standins/mock_nccl_shm.c), on the stand-in
  * driver's device memory with the emulated CUDA module
- * (tests/gpu/run_nompi.sh, 2 to 4 processes).
+ * (tests/gpu/nccl/run_nompi.sh, 2 to 4 processes).
  *
  *   nompi_compress MOCKDIR/libcuda.so.1
  *
@@ -178,7 +178,7 @@ static ncclComm_t new_comm(int nb)
     return c;
 }
 
-/* No MPI in the process (tests/gpu/run_nompi.sh hides it; this says so). */
+/* No MPI in the process (tests/gpu/nccl/run_nompi.sh hides it; this says so). */
 static void no_libmpi(void)
 {
     char line[4096];

@@ -1,11 +1,11 @@
 /*
- * A torchrun-like launcher for the tests without MPI (tests/gpu/run_nompi.sh):
+ * A torchrun-like launcher for the tests without MPI (tests/gpu/nccl/run_nompi.sh):
  *
  *   nompi_launch NP TIMEOUT_S PROG ARGS...
  *
  * starts NP processes of PROG ARGS with RANK, LOCAL_RANK (0..NP-1),
  * WORLD_SIZE and LOCAL_WORLD_SIZE (NP) and HP_RDZV, a fresh directory (the
- * rendezvous the processes share, as torchrun's store: tests/gpu/nompi_compress
+ * rendezvous the processes share, as torchrun's store: tests/gpu/nccl/nompi_compress
  * passes its ncclUniqueId through it), and waits for them all.  A process
  * that fails is named on stderr; the others are left to end by themselves
  * (their own bounded waits: a dead peer must not hang them).  After

@@ -1,6 +1,6 @@
 #!/bin/sh
 # NCCL interception without MPI and without a GPU (a torchrun job's shape):
-# tests/gpu/nccl_calls and tests/gpu/nccl_local under the preload, with the
+# tests/gpu/nccl/nccl_calls and tests/gpu/nccl/nccl_local under the preload, with the
 # stand-in NCCL (tests/gpu/mock/.libs/libnccl.so.2) as the real library.
 #   1. every case of nccl_calls (pass-through, groups, capture, release);
 #   2. settings load at the first NCCL call, with MPI_Init's validation;
@@ -9,10 +9,10 @@
 #   3. the real NCCL found in a local scope, and a clear error when there
 #      is none.
 set -u
-. "${HP_SRCDIR:-$(dirname "$0")/../..}/tests/hp_test_lib.sh"
+. "${HP_SRCDIR:-$(dirname "$0")/../../..}/tests/hp_test_lib.sh"
 
-calls="$HP_BUILDDIR/tests/gpu/nccl_calls"
-local_="$HP_BUILDDIR/tests/gpu/nccl_local"
+calls="$HP_BUILDDIR/tests/gpu/nccl/nccl_calls"
+local_="$HP_BUILDDIR/tests/gpu/nccl/nccl_local"
 mock="$HP_BUILDDIR/tests/gpu/mock/.libs"
 for f in "$calls" "$local_"; do
     [ -x "$f" ] || { echo "FAIL: $f is missing"; exit 1; }
@@ -80,7 +80,7 @@ if run "unknown name" 1 HIPRESS_COMPRESOR=fp16 "$calls" one; then
 fi
 
 # 3.
-if run "local scope" 0 "$local_" "$HP_BUILDDIR/tests/gpu/.libs"; then
+if run "local scope" 0 "$local_" "$HP_BUILDDIR/tests/gpu/nccl/.libs"; then
     grep -q '^nccl_local: ok' "$out" || hp_fail "local scope: no ok line"
     n=$(grep -c '^hipress: error: ncclAllReduce was called, but no NCCL library in this process defines it' "$err")
     [ "$n" -eq 1 ] || { hp_fail "no NCCL: $n error lines, want 1"; cat "$err"; }

@@ -1,6 +1,6 @@
 #!/bin/sh
 # The experimental compressed ncclAllReduce (HIPRESS_NCCL=compress) without
-# a GPU: tests/gpu/nccl_compress under the preload, with the stand-in NCCL's
+# a GPU: tests/gpu/nccl/nccl_compress under the preload, with the stand-in NCCL's
 # communicators spanning MPI_COMM_WORLD (MOCK_NCCL_MPI=1: their operations
 # are entries of the stand-in driver's streams, moving data through shared
 # memory), the stand-in driver's device memory and the emulated CUDA
@@ -35,9 +35,9 @@
 # Skipped (77) where the emulated module is not built (a build without CUDA).
 set -u
 HP_MPI_TIMEOUT=${HP_MPI_TIMEOUT:-300}
-. "${HP_SRCDIR:-$(dirname "$0")/../..}/tests/hp_test_lib.sh"
+. "${HP_SRCDIR:-$(dirname "$0")/../../..}/tests/hp_test_lib.sh"
 
-. "${HP_SRCDIR:-$(dirname "$0")/../..}/tests/gpu/nccl_run.sh"
+. "${HP_SRCDIR:-$(dirname "$0")/../../..}/tests/gpu/nccl/nccl_run.sh"
 nccl_setup nccl_compress
 trap 'rm -f "$out" "$err" "$out.got" "$out.want"' EXIT
 

@@ -1,6 +1,6 @@
 #!/bin/sh
 # The compressed ncclAllReduce under the stand-ins' strict rules
-# (tests/gpu/nccl_rules.c; doc/standins.md, "The rules the stand-ins
+# (tests/gpu/nccl/nccl_rules.c; doc/standins.md, "The rules the stand-ins
 # keep"): a rule broken stops a process with 87 and a line naming both
 # sides; every case must pass with the same bits on every rank:
 #   destroy, finalize  a communicator ended right after a stream-ordered
@@ -21,8 +21,8 @@
 # at 2 ranks, with the immediate and the deferred schedules, and at 3.
 set -u
 HP_MPI_TIMEOUT=${HP_MPI_TIMEOUT:-120}
-. "${HP_SRCDIR:-$(dirname "$0")/../..}/tests/hp_test_lib.sh"
-. "${HP_SRCDIR:-$(dirname "$0")/../..}/tests/gpu/nccl_run.sh"
+. "${HP_SRCDIR:-$(dirname "$0")/../../..}/tests/hp_test_lib.sh"
+. "${HP_SRCDIR:-$(dirname "$0")/../../..}/tests/gpu/nccl/nccl_run.sh"
 nccl_setup nccl_rules
 
 for c in destroy finalize twostream localfail capfail probe groupa2a; do

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Scenarios that hang or break on a GPU when hipress synchronises what it
-# must not (tests/gpu/nccl_scenarios.c): the compressed ncclAllReduce under
+# must not (tests/gpu/nccl/nccl_scenarios.c): the compressed ncclAllReduce under
 # the stand-ins' model (doc/standins.md: NCCL operations wait for their
 # peers, allocation synchronises the device, captures refuse it, wait
 # cycles are reported as deadlocks, exit 86).  Every run must pass, with
@@ -32,15 +32,15 @@
 # By hand only (`run_nccl_scenarios.sh all`), a known limit:
 #   twocomm_cold   the same interleaving from the very first call: a
 #                  communicator's first compressed call agrees its settings
-#                  on the host (src/front/hp_drive.c), which needs every
+#                  on the host (src/drive/hp_drive.c), which needs every
 #                  rank's first call on it; ranks that start two
 #                  communicators in opposite orders wait for each other
 #                  (deadlock, 86).  doc/gpu.md says so.
 set -u
 HP_MPI_TIMEOUT=${HP_MPI_TIMEOUT:-120}
-. "${HP_SRCDIR:-$(dirname "$0")/../..}/tests/hp_test_lib.sh"
+. "${HP_SRCDIR:-$(dirname "$0")/../../..}/tests/hp_test_lib.sh"
 
-. "${HP_SRCDIR:-$(dirname "$0")/../..}/tests/gpu/nccl_run.sh"
+. "${HP_SRCDIR:-$(dirname "$0")/../../..}/tests/gpu/nccl/nccl_run.sh"
 nccl_setup nccl_scenarios
 
 # scenario CASE NP DEFERRED [MPIRUN ARGS...]: nccl_run, the program's "# "

@@ -1,6 +1,6 @@
 #!/bin/sh
 # The NCCL-only library (libhipress_nccl.so) where there is no Open MPI: a
-# torchrun job's shape.  tests/gpu/nompi_calls is tests/gpu/nccl_calls.c linked to
+# torchrun job's shape.  tests/gpu/nccl/nompi_calls is tests/gpu/nccl/nccl_calls.c linked to
 # the stand-in NCCL built without MPI (tests/gpu/mock_nompi/libnccl.so.2), so
 # nothing in the process needs libmpi.
 #   1. libhipress_nccl.so has no NEEDED libmpi, libopen-*, libhwloc, names no
@@ -19,8 +19,8 @@
 #          bit for bit, by default and with HIPRESS_NCCL=compress (the
 #          emulated CUDA module: settings agreed over NCCL, then passed
 #          through, one rank), with HIPRESS_STATS's table at exit;
-#        - multi-rank compressed ncclAllReduce: tests/gpu/nompi_compress at 2, 3
-#          and 4 processes of a torchrun-like launcher (tests/gpu/nompi_launch),
+#        - multi-rank compressed ncclAllReduce: tests/gpu/nccl/nompi_compress at 2, 3
+#          and 4 processes of a torchrun-like launcher (tests/gpu/nccl/nompi_launch),
 #          the stand-in NCCL moving the data between them through shared
 #          memory (MOCK_NCCL_SHM=1): every case ok (the same bits on every
 #          rank, fp16 on the fp16 grid exact, fp16 within its bound, error
@@ -38,10 +38,10 @@
 #   3. outside it, hipress_library() names each library, and hipress_info
 #      lists both and names the preloaded one.
 set -u
-. "${HP_SRCDIR:-$(dirname "$0")/../..}/tests/hp_test_lib.sh"
+. "${HP_SRCDIR:-$(dirname "$0")/../../..}/tests/hp_test_lib.sh"
 
 lib="$HP_BUILDDIR/.libs/libhipress_nccl.so"
-prog="$HP_BUILDDIR/tests/gpu/nompi_calls"
+prog="$HP_BUILDDIR/tests/gpu/nccl/nompi_calls"
 mock="$HP_BUILDDIR/tests/gpu/mock/.libs"
 emu="$mock/libhipress_cuda_emu.so"
 for f in "$lib" "$prog" "$mock/libcuda.so.1"; do
@@ -166,13 +166,13 @@ launch() {
     shift 2
     inside env LD_PRELOAD="$preload" MOCK_NCCL_SHM=1 MOCK_CUDA_DEVICES=$np HIPRESS_NCCL=compress \
         HIPRESS_CUDA_MODULE="$emu" HIPRESS_MIN_BYTES=16K HIPRESS_STATS=1 HIPRESS_DEBUG=WARN "$@" \
-        "$HP_BUILDDIR/tests/gpu/nompi_launch" $np 600 "$HP_BUILDDIR/tests/gpu/nompi_compress" "$mock/libcuda.so.1" \
+        "$HP_BUILDDIR/tests/gpu/nccl/nompi_launch" $np 600 "$HP_BUILDDIR/tests/gpu/nccl/nompi_compress" "$mock/libcuda.so.1" \
         >"$out" 2>"$err"
     rc=$?
     n=$(sed -n 's/^nompi_compress: ok, \([0-9]*\) compressed calls, \([0-9]*\) of them.*/\1 \2/p' "$out")
     echo "# $label: exit $rc, ${n:-no ok line} (compressed calls, with no host synchronisation)"
 }
-if [ -e "$emu" ] && [ -e "$HP_BUILDDIR/tests/gpu/nompi_compress" ]; then
+if [ -e "$emu" ] && [ -e "$HP_BUILDDIR/tests/gpu/nccl/nompi_compress" ]; then
     for np in 2 3 4; do
         for mode in off auto; do
             [ $mode = auto ] && [ $np -ne 3 ] && continue

@@ -1,6 +1,6 @@
 /*
- * CUDA on the CPU, strictly: the dialect the kernels of cuda/hp_kern*.cu
- * are written in, for a C++17 host compiler (cuda/hp_kern_cu.cuh includes
+ * CUDA on the CPU, strictly: the dialect the kernels of cuda/kern/hp_kern*.cu
+ * are written in, for a C++17 host compiler (cuda/kern/hp_kern_cu.cuh includes
  * this instead of <cuda_runtime.h> when nvcc is not compiling).  Each CTA's
  * threads run as fibers of the runtime (hp_simt.cc); a launch runs its grid
  * to the end before it returns (or, in the emulated CUDA module, when the

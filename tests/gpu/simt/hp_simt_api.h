@@ -25,7 +25,7 @@ uint64_t hp_simt_get_seed(void);
  * this process; with buf, their names, one per line, as far as len allows.
  * HP_SIMT_BLOCKS: those launched, each name followed by a space and the
  * most threads per block it was launched with (the launchers' own
- * arithmetic: what tests/gpu/gpu_kern_resources.sh holds the built
+ * arithmetic: what tests/gpu/kern/gpu_kern_resources.sh holds the built
  * module's registers and shared memory to). */
 enum { HP_SIMT_LAUNCHED = 0, HP_SIMT_PRELOADED = 1, HP_SIMT_BLOCKS = 2 };
 size_t hp_simt_kernels(int which, char *buf, size_t len);
@@ -35,7 +35,7 @@ unsigned long long hp_simt_launches(void);
 unsigned long long hp_simt_ctas(void);
 
 /* Shared-memory accesses the race detector checked in CTAs that ended (0
- * when the kernels were compiled without its hooks: tests/gpu/simt.mk). */
+ * when the kernels were compiled without its hooks: tests/gpu/simt/simt.mk). */
 unsigned long long hp_simt_race_checked(void);
 
 #ifdef __cplusplus

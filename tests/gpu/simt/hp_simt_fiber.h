@@ -3,7 +3,7 @@
  * context each, switched by hand (no signal mask, no system call), with the
  * sanitizers told of every switch -- ThreadSanitizer sees each fiber as a
  * thread and a switch as no synchronisation, AddressSanitizer the stack in
- * use.  Private to cuda/simt.
+ * use.  Private to tests/gpu/simt.
  */
 #ifndef HP_SIMT_FIBER_H
 #define HP_SIMT_FIBER_H

@@ -58,7 +58,7 @@ uint64_t seed_now(void)
 
 #ifdef HP_KL_TRANSLATE
 /* The emulated CUDA module: device pointers are the stand-in driver's
- * (tests/gpu/mock_cuda.c), translated to their host shadow when the grid runs,
+ * (tests/gpu/standins/mock_cuda.c), translated to their host shadow when the grid runs,
  * and grids run in stream order through its cuLaunchHostFunc. */
 static void *sym(const char *name)
 {

@@ -3,7 +3,7 @@
  * ThreadSanitizer sees a large CTA's warp as one thread (hp_simt_rt.h
  * TSAN_UNITS), so races between lanes of one warp are not its to see; this
  * is: the kernels are compiled with clang's -fsanitize-coverage=
- * trace-loads,trace-stores (tests/gpu/simt.mk), which calls the hooks at
+ * trace-loads,trace-stores (tests/gpu/simt/simt.mk), which calls the hooks at
  * the end of this file before every load and store, and an access that
  * falls in a shared array of the running lane's CTA is checked and
  * recorded here, in every build (plain, ThreadSanitizer, AddressSanitizer,

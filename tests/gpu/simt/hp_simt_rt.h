@@ -1,7 +1,7 @@
 /*
  * The SIMT runtime's own structures, shared by its scheduler (hp_simt.cc)
  * and its launch and bookkeeping (hp_simt_launch.cc).  Private to
- * cuda/simt.
+ * tests/gpu/simt.
  */
 #ifndef HP_SIMT_RT_H
 #define HP_SIMT_RT_H

@@ -1,2 +1,2 @@
-/* cuda/hp_kern_quant.cu compiled for the CPU, on the SIMT emulator (hp_simt.h) */
+/* cuda/kern/hp_kern_quant.cu compiled for the CPU, on the SIMT emulator (hp_simt.h) */
 #include "hp_kern_quant.cu"

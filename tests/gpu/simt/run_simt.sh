@@ -1,18 +1,18 @@
 #!/bin/sh
-# The CUDA kernels of cuda/hp_kern*.cu on the CPU, on the strict SIMT
-# emulator (cuda/simt, doc/simt.md), bit for bit against the CPU path:
+# The CUDA kernels of cuda/kern/hp_kern*.cu on the CPU, on the strict SIMT
+# emulator (tests/gpu/simt, doc/simt.md), bit for bit against the CPU path:
 #   1. simt_kern: every case at the edge sizes 1, 31, 32, 33, 4095, 4097 and
 #      the formats' usual parameters at 2^20+1 under seed 1, then the quick
 #      set (every kernel, grid shape and path) under seeds 2 to 4;
 #   2. simt_kern_tsan: the quick set under ThreadSanitizer, seeds 1 to 3;
 #   3. simt_kern_asan: the quick set under AddressSanitizer and UBSan,
 #      seeds 1 and 2; onebit at 2^20+1 under both, seed 1;
-#   4. the kernels launched are every __global__ function of cuda/*.cu
+#   4. the kernels launched are every __global__ function of cuda/*/*.cu
 #      (the codec's and the module's self-test kernel), counted here from
 #      the sources, and hp_kl_preload asks for every one of
-#      cuda/hp_kern*.cu (the self-test runs outside any call); every run's
+#      cuda/kern/hp_kern*.cu (the self-test runs outside any call); every run's
 #      race detector checked shared-memory accesses (it is compiled in);
-#   5. tests/gpu/gpu_kern's buffer operations and powersgd's steps through the
+#   5. tests/gpu/kern/gpu_kern's buffer operations and powersgd's steps through the
 #      emulated CUDA module built on these kernels (HP_KL_TRANSLATE), the
 #      stand-in driver's streams deferred;
 #   6. simt_mutants.sh: mutants of the kernels (each barrier of the sparse
@@ -24,9 +24,9 @@
 # ASan+UBSan already: it runs the quick set, seeds 1 and 2, and 2 and 3 are
 # not built.
 set -u
-: "${HP_SRCDIR:=$(cd "$(dirname "$0")/../.." && pwd)}"
+: "${HP_SRCDIR:=$(cd "$(dirname "$0")/../../.." && pwd)}"
 : "${HP_BUILDDIR:=$(pwd)}"
-bin="$HP_BUILDDIR/tests/gpu"
+bin="$HP_BUILDDIR/tests/gpu/simt"
 seeds=${HP_SIMT_SEEDS:-4}
 status=0
 tmp=$(mktemp -d)
@@ -88,7 +88,7 @@ for run in plain plain2 tsan asan tsan_large asan_large; do
     fi
 done
 
-# every __global__ function of cuda/*.cu, launched; those of the kernel
+# every __global__ function of cuda/*/*.cu, launched; those of the kernel
 # files preloaded
 names() {
     grep -h '^__global__' "$@" |
@@ -97,30 +97,30 @@ names() {
 count() {
     grep -c '__global__' "$@" /dev/null | awk -F: '{ n += $2 } END { print n }'
 }
-names "$HP_SRCDIR"/cuda/*.cu >"$tmp/src"
+names "$HP_SRCDIR"/cuda/kern/*.cu "$HP_SRCDIR"/cuda/module/*.cu >"$tmp/src"
 nsrc=$(wc -l <"$tmp/src")
-nkern=$(names "$HP_SRCDIR"/cuda/hp_kern*.cu | wc -l)
-[ "$nsrc" -eq "$(count "$HP_SRCDIR"/cuda/*.cu)" ] && [ "$nkern" -eq "$(count "$HP_SRCDIR"/cuda/hp_kern*.cu)" ] ||
-    fail "a __global__ function of cuda/*.cu this script cannot name"
+nkern=$(names "$HP_SRCDIR"/cuda/kern/hp_kern*.cu | wc -l)
+[ "$nsrc" -eq "$(count "$HP_SRCDIR"/cuda/kern/*.cu "$HP_SRCDIR"/cuda/module/*.cu)" ] && [ "$nkern" -eq "$(count "$HP_SRCDIR"/cuda/kern/hp_kern*.cu)" ] ||
+    fail "a __global__ function of cuda/*/*.cu this script cannot name"
 sed -n '/^# launched:$/,/^# most threads per block:$/p' "$tmp/plain" | sed '1d;$d' | sort >"$tmp/launched"
 line=$(grep '^simt_kern: [0-9]* kernels launched' "$tmp/plain")
-echo "# $nsrc __global__ functions in cuda/*.cu, $nkern of them in cuda/hp_kern*.cu; $line"
+echo "# $nsrc __global__ functions in cuda/*/*.cu, $nkern of them in cuda/kern/hp_kern*.cu; $line"
 echo "# $(grep '^simt_kern: [0-9]* shared-memory accesses' "$tmp/plain")"
 n=$(echo "$line" | sed -n 's/^simt_kern: \([0-9]*\) kernels launched, \([0-9]*\) kernels preloaded.*/\1 \2/p')
 set -- $n
 if [ "${1:-x}" != "$nsrc" ] || [ "${2:-x}" != "$nkern" ]; then
-    fail "$nsrc kernels in cuda/*.cu, ${1:-?} launched; $nkern in cuda/hp_kern*.cu, ${2:-?} preloaded"
+    fail "$nsrc kernels in cuda/*/*.cu, ${1:-?} launched; $nkern in cuda/kern/hp_kern*.cu, ${2:-?} preloaded"
 fi
 comm -3 "$tmp/src" "$tmp/launched" | sed 's/^\t/  launched, not in the sources: /; t; s/^/  in the sources, not launched: /'
-[ -z "$(comm -3 "$tmp/src" "$tmp/launched")" ] || fail "the kernels launched are not those of cuda/*.cu"
+[ -z "$(comm -3 "$tmp/src" "$tmp/launched")" ] || fail "the kernels launched are not those of cuda/*/*.cu"
 
-# the module's own calls (tests/gpu/gpu_kern's buffer operations and powersgd's
+# the module's own calls (tests/gpu/kern/gpu_kern's buffer operations and powersgd's
 # steps) on the emulated module built on these kernels, streams deferred
 mod="$HP_BUILDDIR/tests/gpu/mock/.libs"
-if [ -x "$HP_BUILDDIR/tests/gpu/gpu_kern" ] && [ -f "$mod/libhipress_cuda_simt.so" ]; then
+if [ -x "$HP_BUILDDIR/tests/gpu/kern/gpu_kern" ] && [ -f "$mod/libhipress_cuda_simt.so" ]; then
     for def in 1 2; do
         LD_LIBRARY_PATH="$mod${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" HIPRESS_CUDA_MODULE="$mod/libhipress_cuda_simt.so" \
-            MOCK_CUDA_DEFERRED=$def "$HP_BUILDDIR/tests/gpu/gpu_kern" --quick --small --only ops >"$tmp/gk" 2>&1
+            MOCK_CUDA_DEFERRED=$def "$HP_BUILDDIR/tests/gpu/kern/gpu_kern" --quick --small --only ops >"$tmp/gk" 2>&1
         rc=$?
         echo "# gpu_kern --only ops on the SIMT module, MOCK_CUDA_DEFERRED=$def: exit $rc: $(tail -n 1 "$tmp/gk")"
         [ $rc -eq 0 ] || { fail "gpu_kern on the SIMT module"; head -n 40 "$tmp/gk"; }
@@ -129,7 +129,7 @@ fi
 
 if [ -x "$bin/simt_kern_tsan" ]; then
     t0=$(date +%s)
-    sh "$HP_SRCDIR/tests/gpu/simt_mutants.sh" || status=1
+    sh "$HP_SRCDIR/tests/gpu/simt/simt_mutants.sh" || status=1
     echo "# mutants: $(($(date +%s) - t0)) s"
 fi
 exit $status

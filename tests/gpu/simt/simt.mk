@@ -1,39 +1,39 @@
-# tests/gpu/simt.mk: the CUDA kernels on the CPU, on the strict SIMT
-# emulator (cuda/simt, doc/simt.md); appends to the variables of
-# Makefile.am.  In every build: no GPU and no CUDA needed.
+# tests/gpu/simt/simt.mk: the CUDA kernels on the CPU, on the strict SIMT
+# emulator (hp_simt*, doc/dev/simt.md); appends to the variables of
+# Makefile.am.  In every build: no GPU and no CUDA needed.  The emulator is
+# test code: it runs the real kernels, and nothing a user gets is built on
+# it.
 #
-#   tests/gpu/simt_kern       cuda/hp_kern*.cu compiled as C++ (cuda/simt/
-#                             kern*.cc) and run by their own launchers, bit
-#                             for bit against the CPU path
-#   tests/gpu/simt_kern_tsan  the same under ThreadSanitizer (the kernels,
-#                             the codec and the test; the emulator's runtime
-#                             is built without it, in libhpsimt_tsan.la, and
-#                             tells it the kernels' synchronisation)
-#   tests/gpu/simt_kern_asan  the same under AddressSanitizer and UBSan (the
-#                             runtime in libhpsimt_asan.la, telling it of
-#                             every stack switch)
+#   simt_kern       cuda/kern/hp_kern*.cu compiled as C++ (kern*.cc here)
+#                   and run by their own launchers, bit for bit against the
+#                   CPU path
+#   simt_kern_tsan  the same under ThreadSanitizer (the kernels,
+#                   the codec and the test; the emulator's runtime is
+#                   built without it, in libhpsimt_tsan.la, and tells it the
+#                   kernels' synchronisation)
+#   simt_kern_asan  the same under AddressSanitizer and UBSan (the runtime
+#                   in libhpsimt_asan.la, telling it of every stack switch)
 #   tests/gpu/mock/libhipress_cuda_simt.la  the emulated CUDA module on them
-#   tests/gpu/run_simt.sh     runs them under several scheduling seeds, holds
-#                             the count of kernels launched to the sources'
-#                             __global__ functions, and checks that mutants
-#                             of the kernels are caught (simt_mutants.sh)
+#   run_simt.sh     runs them under several scheduling seeds, holds the
+#                   count of kernels launched to the sources' __global__
+#                   functions, and checks that mutants of the kernels are
+#                   caught (simt_mutants.sh)
 # The kernels' objects, in each of these, are compiled by HP_SIMT_CXX (clang,
 # configure's HP_CHECK_SIMT_CXX) with hooks on every load and store, through
 # which the emulator's shared-memory race detector sees each lane's accesses
-# (cuda/simt/hp_simt_race.cc); the rest is compiled by CXX as usual and
+# (hp_simt_race.cc); the rest is compiled by CXX as usual and
 # linked as usual (clang's sanitizer instrumentation runs on gcc's runtimes).
 # In a sanitizer build (--enable-sanitizers) everything is ASan+UBSan
 # already: simt_kern is that build, and there is no ThreadSanitizer one.
 
-HP_SIMT_KERN_SOURCES = cuda/simt/kern.cc cuda/simt/kern_quant.cc cuda/simt/kern_half.cc cuda/simt/kern_sparse.cc \
-	cuda/simt/kern_psgd.cc cuda/simt/kern_load.cc cuda/simt/kern_selftest.cc
-HP_SIMT_RT_SOURCES = cuda/simt/hp_simt.h cuda/simt/hp_simt_api.h cuda/simt/hp_simt_rt.h cuda/simt/hp_simt.cc \
-	cuda/simt/hp_simt_launch.cc cuda/simt/hp_simt_fiber.h \
-	cuda/simt/hp_simt_fiber.cc cuda/simt/hp_simt_race.cc cuda/simt/hp_simt_report.cc
-HP_SIMT_TEST_SOURCES = tests/gpu/simt_kern.c tests/gpu/simt_ops.c tests/gpu/simt_kern.h tests/gpu/kern_data.h \
-	tests/gpu/kern_host_dev.c tests/gpu/kern_host_dev.h \
-	$(HP_CODEC_SOURCES)
-HP_SIMT_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/cuda -I$(top_srcdir)/tests/gpu
+HP_SIMT_KERN_SOURCES = tests/gpu/simt/kern.cc tests/gpu/simt/kern_quant.cc tests/gpu/simt/kern_half.cc \
+	tests/gpu/simt/kern_sparse.cc tests/gpu/simt/kern_psgd.cc tests/gpu/simt/kern_load.cc tests/gpu/simt/kern_selftest.cc
+HP_SIMT_RT_SOURCES = tests/gpu/simt/hp_simt.h tests/gpu/simt/hp_simt_api.h tests/gpu/simt/hp_simt_rt.h \
+	tests/gpu/simt/hp_simt.cc tests/gpu/simt/hp_simt_launch.cc tests/gpu/simt/hp_simt_fiber.h \
+	tests/gpu/simt/hp_simt_fiber.cc tests/gpu/simt/hp_simt_race.cc tests/gpu/simt/hp_simt_report.cc
+HP_SIMT_TEST_SOURCES = tests/gpu/simt/simt_kern.c tests/gpu/simt/simt_ops.c tests/gpu/simt/simt_kern.h \
+	$(HP_KERN_CHECK_SOURCES) $(HP_CODEC_SOURCES)
+HP_SIMT_CPPFLAGS = $(AM_CPPFLAGS) $(HP_CUDA_INCLUDES) -I$(top_srcdir)/tests/gpu/simt $(HP_KERN_CHECK_CPPFLAGS)
 # -ffp-contract=off: the kernels' sums round as on the CPU and the device
 # (nvcc --fmad=false); #pragma unroll is nvcc's
 HP_SIMT_CXXFLAGS = -std=c++17 -Wall -Wextra -Werror -Wno-unknown-pragmas -ffp-contract=off -pthread
@@ -41,60 +41,57 @@ HP_SIMT_TSAN_FLAGS = -fsanitize=thread
 HP_SIMT_ASAN_FLAGS = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
 # the compiler of the kernels' objects (automake names them
-# cuda/simt/<target>-kern*.o): GNU make's target-specific variables
+# tests/gpu/simt/<target>-kern*.o): GNU make's pattern-specific variables
 if HP_SIMT_RACE
 HP_SIMT_KERN_CXX = $(HP_SIMT_CXX) -fsanitize-coverage=func,trace-loads,trace-stores
 else
 HP_SIMT_KERN_CXX = $(CXX)
 endif
-HP_SIMT_KERN_OBJS = \
-	$(patsubst cuda/simt/%.cc,cuda/simt/tests_gpu_simt_kern-%.$(OBJEXT),$(HP_SIMT_KERN_SOURCES)) \
-	$(patsubst cuda/simt/%.cc,cuda/simt/tests_gpu_simt_kern_tsan-%.$(OBJEXT),$(HP_SIMT_KERN_SOURCES)) \
-	$(patsubst cuda/simt/%.cc,cuda/simt/tests_gpu_simt_kern_asan-%.$(OBJEXT),$(HP_SIMT_KERN_SOURCES)) \
-	$(patsubst cuda/simt/%.cc,cuda/simt/tests_gpu_mock_libhipress_cuda_simt_la-%.lo,$(HP_SIMT_KERN_SOURCES))
+HP_SIMT_KERN_OBJS = $(foreach k,$(notdir $(HP_SIMT_KERN_SOURCES:.cc=)),tests/gpu/simt/%-$(k).$(OBJEXT) tests/gpu/simt/%-$(k).lo)
 $(HP_SIMT_KERN_OBJS): CXX = $(HP_SIMT_KERN_CXX)
 
-check_PROGRAMS += tests/gpu/simt_kern
-tests_gpu_simt_kern_SOURCES = $(HP_SIMT_TEST_SOURCES) $(HP_SIMT_KERN_SOURCES) $(HP_SIMT_RT_SOURCES)
-tests_gpu_simt_kern_CPPFLAGS = $(HP_SIMT_CPPFLAGS)
-tests_gpu_simt_kern_CXXFLAGS = $(HP_SIMT_CXXFLAGS) $(HP_SAN_CFLAGS)
-tests_gpu_simt_kern_LDADD = libhpbase.la -lm
+check_PROGRAMS += tests/gpu/simt/simt_kern
+tests_gpu_simt_simt_kern_SOURCES = $(HP_SIMT_TEST_SOURCES) $(HP_SIMT_KERN_SOURCES) $(HP_SIMT_RT_SOURCES)
+tests_gpu_simt_simt_kern_CPPFLAGS = $(HP_SIMT_CPPFLAGS)
+tests_gpu_simt_simt_kern_CXXFLAGS = $(HP_SIMT_CXXFLAGS) $(HP_SAN_CFLAGS)
+tests_gpu_simt_simt_kern_LDADD = libhpbase.la -lm
 
 if !HP_SANITIZERS
 # the runtime, not instrumented, telling the sanitizer what it does
-check_LTLIBRARIES += tests/gpu/libhpsimt_tsan.la tests/gpu/libhpsimt_asan.la
-tests_gpu_libhpsimt_tsan_la_SOURCES = $(HP_SIMT_RT_SOURCES)
-tests_gpu_libhpsimt_tsan_la_CPPFLAGS = $(HP_SIMT_CPPFLAGS) -DHP_SIMT_TSAN=1
-tests_gpu_libhpsimt_tsan_la_CXXFLAGS = $(HP_SIMT_CXXFLAGS)
-tests_gpu_libhpsimt_asan_la_SOURCES = $(HP_SIMT_RT_SOURCES)
-tests_gpu_libhpsimt_asan_la_CPPFLAGS = $(HP_SIMT_CPPFLAGS) -DHP_SIMT_ASAN=1
-tests_gpu_libhpsimt_asan_la_CXXFLAGS = $(HP_SIMT_CXXFLAGS)
+check_LTLIBRARIES += tests/gpu/simt/libhpsimt_tsan.la tests/gpu/simt/libhpsimt_asan.la
+tests_gpu_simt_libhpsimt_tsan_la_SOURCES = $(HP_SIMT_RT_SOURCES)
+tests_gpu_simt_libhpsimt_tsan_la_CPPFLAGS = $(HP_SIMT_CPPFLAGS) -DHP_SIMT_TSAN=1
+tests_gpu_simt_libhpsimt_tsan_la_CXXFLAGS = $(HP_SIMT_CXXFLAGS)
+tests_gpu_simt_libhpsimt_asan_la_SOURCES = $(HP_SIMT_RT_SOURCES)
+tests_gpu_simt_libhpsimt_asan_la_CPPFLAGS = $(HP_SIMT_CPPFLAGS) -DHP_SIMT_ASAN=1
+tests_gpu_simt_libhpsimt_asan_la_CXXFLAGS = $(HP_SIMT_CXXFLAGS)
 
-check_PROGRAMS += tests/gpu/simt_kern_tsan tests/gpu/simt_kern_asan
-tests_gpu_simt_kern_tsan_SOURCES = $(HP_SIMT_TEST_SOURCES) $(HP_SIMT_KERN_SOURCES)
-tests_gpu_simt_kern_tsan_CPPFLAGS = $(HP_SIMT_CPPFLAGS)
-tests_gpu_simt_kern_tsan_CFLAGS = $(AM_CFLAGS) $(HP_SIMT_TSAN_FLAGS)
-tests_gpu_simt_kern_tsan_CXXFLAGS = $(HP_SIMT_CXXFLAGS) $(HP_SIMT_TSAN_FLAGS)
-tests_gpu_simt_kern_tsan_LDFLAGS = $(AM_LDFLAGS) $(HP_SIMT_TSAN_FLAGS)
-tests_gpu_simt_kern_tsan_LDADD = tests/gpu/libhpsimt_tsan.la libhpbase.la -lm
-tests_gpu_simt_kern_asan_SOURCES = $(HP_SIMT_TEST_SOURCES) $(HP_SIMT_KERN_SOURCES)
-tests_gpu_simt_kern_asan_CPPFLAGS = $(HP_SIMT_CPPFLAGS)
-tests_gpu_simt_kern_asan_CFLAGS = $(AM_CFLAGS) $(HP_SIMT_ASAN_FLAGS)
-tests_gpu_simt_kern_asan_CXXFLAGS = $(HP_SIMT_CXXFLAGS) $(HP_SIMT_ASAN_FLAGS)
-tests_gpu_simt_kern_asan_LDFLAGS = $(AM_LDFLAGS) $(HP_SIMT_ASAN_FLAGS)
-tests_gpu_simt_kern_asan_LDADD = tests/gpu/libhpsimt_asan.la libhpbase.la -lm
+check_PROGRAMS += tests/gpu/simt/simt_kern_tsan tests/gpu/simt/simt_kern_asan
+tests_gpu_simt_simt_kern_tsan_SOURCES = $(HP_SIMT_TEST_SOURCES) $(HP_SIMT_KERN_SOURCES)
+tests_gpu_simt_simt_kern_tsan_CPPFLAGS = $(HP_SIMT_CPPFLAGS)
+tests_gpu_simt_simt_kern_tsan_CFLAGS = $(AM_CFLAGS) $(HP_SIMT_TSAN_FLAGS)
+tests_gpu_simt_simt_kern_tsan_CXXFLAGS = $(HP_SIMT_CXXFLAGS) $(HP_SIMT_TSAN_FLAGS)
+tests_gpu_simt_simt_kern_tsan_LDFLAGS = $(AM_LDFLAGS) $(HP_SIMT_TSAN_FLAGS)
+tests_gpu_simt_simt_kern_tsan_LDADD = tests/gpu/simt/libhpsimt_tsan.la libhpbase.la -lm
+tests_gpu_simt_simt_kern_asan_SOURCES = $(HP_SIMT_TEST_SOURCES) $(HP_SIMT_KERN_SOURCES)
+tests_gpu_simt_simt_kern_asan_CPPFLAGS = $(HP_SIMT_CPPFLAGS)
+tests_gpu_simt_simt_kern_asan_CFLAGS = $(AM_CFLAGS) $(HP_SIMT_ASAN_FLAGS)
+tests_gpu_simt_simt_kern_asan_CXXFLAGS = $(HP_SIMT_CXXFLAGS) $(HP_SIMT_ASAN_FLAGS)
+tests_gpu_simt_simt_kern_asan_LDFLAGS = $(AM_LDFLAGS) $(HP_SIMT_ASAN_FLAGS)
+tests_gpu_simt_simt_kern_asan_LDADD = tests/gpu/simt/libhpsimt_asan.la libhpbase.la -lm
 endif
 
 if HP_CUDA
 # The emulated CUDA module (as tests/gpu/mock/libhipress_cuda_emu.la) on the
-# SIMT kernels in place of the serial emulation: tests/gpu/gpu_kern's buffer
+# SIMT kernels in place of the serial emulation: tests/gpu/kern/gpu_kern's buffer
 # operations and powersgd's steps through the module's own calls, under the
 # stand-in driver's deferred streams (run_simt.sh; its formats would take
 # minutes this way)
 check_LTLIBRARIES += tests/gpu/mock/libhipress_cuda_simt.la
 tests_gpu_mock_libhipress_cuda_simt_la_SOURCES = $(HP_MODULE_SOURCES) $(HP_CODEC_SOURCES) $(HP_SIMT_KERN_SOURCES) \
 	$(HP_SIMT_RT_SOURCES)
-tests_gpu_mock_libhipress_cuda_simt_la_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS) -I$(top_srcdir)/cuda -DHP_KL_TRANSLATE
+tests_gpu_mock_libhipress_cuda_simt_la_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS) $(HP_CUDA_INCLUDES) \
+	-I$(top_srcdir)/tests/gpu/simt -DHP_KL_TRANSLATE
 tests_gpu_mock_libhipress_cuda_simt_la_CFLAGS = $(AM_CFLAGS) -Werror
 tests_gpu_mock_libhipress_cuda_simt_la_CXXFLAGS = $(HP_SIMT_CXXFLAGS) -fvisibility=hidden $(HP_SAN_CFLAGS)
 tests_gpu_mock_libhipress_cuda_simt_la_LDFLAGS = -module -avoid-version -shared -Wl,--as-needed \
@@ -110,5 +107,5 @@ AM_TESTS_ENVIRONMENT += \
 	HP_SIMT_MUTANT_FLAGS='$(DEFS) $(DEFAULT_INCLUDES) $(HP_SIMT_CPPFLAGS) $(CPPFLAGS) $(HP_SIMT_CXXFLAGS) \
 	$(HP_SIMT_TSAN_FLAGS) $(CXXFLAGS)'; \
 	export HP_SIMT_MUTANT_FLAGS;
-TESTS += tests/gpu/run_simt.sh
-EXTRA_DIST += tests/gpu/run_simt.sh tests/gpu/simt_mutants.sh
+TESTS += tests/gpu/simt/run_simt.sh
+EXTRA_DIST += tests/gpu/simt/run_simt.sh tests/gpu/simt/simt_mutants.sh

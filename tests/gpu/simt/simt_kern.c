@@ -1,16 +1,16 @@
 /*
- * The CUDA kernels of cuda/hp_kern*.cu, compiled for the CPU and run on the
- * strict SIMT emulator (cuda/simt, doc/simt.md), bit for bit against the
+ * The CUDA kernels of cuda/kern/hp_kern*.cu, compiled for the CPU and run on the
+ * strict SIMT emulator (tests/gpu/simt, doc/simt.md), bit for bit against the
  * CPU: every format through the device codec the module runs
- * (cuda/hp_codec*.c) as tests/gpu/check_kern.c drives it -- the payload, the
+ * (cuda/codec/hp_codec*.c) as tests/gpu/kern/check_kern.c drives it -- the payload, the
  * residual and the state of an encode, the message in device memory, the
  * decodes of the CPU's message in both modes, a corrupted message accepted
  * exactly when the CPU accepts it -- and the buffer operations and
- * powersgd's steps as tests/gpu/gpu_kern_ops.c drives them, and the
- * module's self-test kernel (cuda/hp_cuda_kernels.cu), on the sizes
+ * powersgd's steps as tests/gpu/kern/gpu_kern_ops.c drives them, and the
+ * module's self-test kernel (cuda/module/hp_cuda_kernels.cu), on the sizes
  * and block sizes where the grids change shape, under several scheduling
  * seeds.
- * tests/gpu/run_simt.sh runs it plain and under ThreadSanitizer and
+ * tests/gpu/simt/run_simt.sh runs it plain and under ThreadSanitizer and
  * AddressSanitizer.
  *
  *   simt_kern [--quick] [--sizes LIST] [--large LIST] [--seeds LIST] [--only LIST]
@@ -35,7 +35,7 @@
 #include "hp_codec.h"
 #include "hp_kern.h"
 #include "hp_klaunch.h"
-#include "simt/hp_simt_api.h"
+#include "hp_simt_api.h"
 #include "kern_data.h"
 #include "simt_kern.h"
 #include "kern_host_dev.h"

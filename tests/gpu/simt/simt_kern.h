@@ -1,5 +1,5 @@
 /*
- * What the two files of tests/gpu/simt_kern share: the counters, the data
+ * What the two files of tests/gpu/simt/simt_kern share: the counters, the data
  * and the device codec on host memory (simt_kern.c), and the buffer
  * operations and powersgd's steps (simt_ops.c).
  */
@@ -43,7 +43,7 @@ hp_codec_t *simt_codec(void);
 void simt_ops(size_t n, uint64_t seed);
 void simt_psgd(size_t m, size_t c, size_t r, uint64_t seed);
 void simt_masked(const char *name, int fmt, size_t n, uint64_t seed);
-/* the module's self-test kernel (cuda/hp_cuda_kernels.cu) over n elements */
+/* the module's self-test kernel (cuda/module/hp_cuda_kernels.cu) over n elements */
 void simt_selftest(size_t n);
 
 #endif

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Mutants of the kernels, each of which tests/gpu/simt_kern_tsan must catch
+# Mutants of the kernels, each of which tests/gpu/simt/simt_kern_tsan must catch
 # (run by run_simt.sh): a copy of one kernel file with one defect is
 # compiled as that program's build compiles it (ThreadSanitizer) and linked
 # with the program's other objects; a short run of the group it belongs to
@@ -17,13 +17,13 @@
 # payload where NVIDIA makes 0x7fffffff, so the CPU path's canonical NaN
 # differs): k_add, the decoders' accumulating store, powersgd's M Q.
 set -u
-: "${HP_SRCDIR:=$(cd "$(dirname "$0")/../.." && pwd)}"
+: "${HP_SRCDIR:=$(cd "$(dirname "$0")/../../.." && pwd)}"
 : "${HP_BUILDDIR:=$(pwd)}"
 : "${HP_SIMT_KERN_CXX:=c++}"
 : "${HP_SIMT_LINK_CXX:=c++}"
-: "${HP_SIMT_MUTANT_FLAGS:?set by make check (tests/gpu/simt.mk)}"
-cuda="$HP_SRCDIR/cuda"
-rt="$HP_BUILDDIR/tests/gpu/.libs/libhpsimt_tsan.a"
+: "${HP_SIMT_MUTANT_FLAGS:?set by make check (tests/gpu/simt/simt.mk)}"
+cuda="$HP_SRCDIR/cuda/kern"
+rt="$HP_BUILDDIR/tests/gpu/simt/.libs/libhpsimt_tsan.a"
 base="$HP_BUILDDIR/.libs/libhpbase.a"
 status=0
 tmp=$(mktemp -d)
@@ -62,7 +62,7 @@ mutant() {
         return
     fi
     if [ "$unit" != "$file" ]; then
-        # every header of cuda/ beside the unit's copy, so that each one
+        # every header of cuda/kern beside the unit's copy, so that each one
         # that includes the mutated header reads the copy
         cp "$cuda/$unit" "$tmp/"
         for h in "$cuda"/*.h "$cuda"/*.cuh; do

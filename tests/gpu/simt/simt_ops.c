@@ -1,9 +1,9 @@
 /*
- * tests/gpu/simt_kern's buffer operations (fold, momentum, add, fill,
+ * tests/gpu/simt/simt_kern's buffer operations (fold, momentum, add, fill,
  * divide, nan_if, convert, the sparse mask, the probe), powersgd's passes
  * and steps, and dgc's momentum with a masked encode, on the kernels
  * running on the SIMT emulator, against the CPU's expressions and
- * functions, as tests/gpu/gpu_kern_ops.c holds the device to them.
+ * functions, as tests/gpu/kern/gpu_kern_ops.c holds the device to them.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -216,7 +216,7 @@ void simt_ops(size_t n, uint64_t seed)
 }
 
 /* powersgd's passes and steps against the host's functions
- * (tests/gpu/gpu_kern_ops.c psgd_ops): P = M Q, Q^T = M^T P, the
+ * (tests/gpu/kern/gpu_kern_ops.c psgd_ops): P = M Q, Q^T = M^T P, the
  * reconstruction with its residual (plain, and written only when the flag
  * is clear), the start Q (cold and warm, warm rows zero, NaN, Inf), the
  * orthonormalisation (dependent, zero, tiny and huge columns; nothing when

@@ -1,6 +1,6 @@
 /*
- * The stand-in driver's own interface (tests/gpu/mock_cuda*.c): what the
- * stand-in NCCL (tests/gpu/mock_nccl*.c) puts on its streams, and the
+ * The stand-in driver's own interface (tests/gpu/standins/mock_cuda*.c): what the
+ * stand-in NCCL (tests/gpu/standins/mock_nccl*.c) puts on its streams, and the
  * functions the tests reach with dlsym.  doc/standins.md describes the
  * model.
  */

@@ -1,5 +1,5 @@
 /*
- * What the stand-in driver's files share (tests/gpu/mock_cuda.c: devices,
+ * What the stand-in driver's files share (tests/gpu/standins/mock_cuda.c: devices,
  * contexts, allocations; mock_cuda_mem.c: device memory, its shadows and
  * CUDA IPC; mock_cuda_stream.c: the functions on streams, events, captures
  * and the stream memory operations; mock_cuda_exec.c: the queues, the

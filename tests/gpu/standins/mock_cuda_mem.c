@@ -561,7 +561,7 @@ API int mock_cuda_read(void *dst, const void *dev, size_t n)
 }
 
 /* The host shadow of a device address (p itself for host memory): the
- * emulated CUDA module (cuda/hp_kern_emu.c) runs its kernels on it, the
+ * emulated CUDA module (tests/gpu/emu/hp_kern_emu.c) runs its kernels on it, the
  * stand-in NCCL moves its bytes.  Freed stream-ordered memory stops the
  * process, naming the entry that touches it and the free. */
 API void *mock_cuda_shadow(const void *p)

@@ -6,7 +6,7 @@
  * ncclInvalidUsage).  Tests read the record through mock_nccl_*.
  *
  * Operations are entries of the caller's stream in the stand-in driver's
- * model (tests/gpu/mock_nccl_ent.c): each completes only when the peers'
+ * model (tests/gpu/standins/mock_nccl_ent.c): each completes only when the peers'
  * matching entries have been reached by their streams, so a send without
  * its receive never completes (and the driver's wait-for graph reports the
  * deadlock), and a count or type mismatch is reported naming both sides.
@@ -17,8 +17,8 @@
  * Communicators:
  *   - ncclCommInitRank / ncclCommInitRankConfig with an id of
  *     ncclGetUniqueId under MOCK_NCCL_SHM=1 (the processes of a
- *     torchrun-like launcher, tests/gpu/nompi_launch.c): the id's
- *     shared-memory segment (tests/gpu/mock_nccl_shm.c);
+ *     torchrun-like launcher, tests/gpu/nccl/nompi_launch.c): the id's
+ *     shared-memory segment (tests/gpu/standins/mock_nccl_shm.c);
  *   - under MOCK_NCCL_MPI=1 in an MPI program (after MPI_Init):
  *     mock_nccl_comm_new(), ncclCommInitRank(Config) and ncclCommSplit are
  *     collective over MPI_COMM_WORLD (a segment named through MPI, the only
@@ -51,7 +51,7 @@
  * be polled out first.
  *
  * Built with -DMOCK_NCCL_NO_MPI (tests/gpu/mock_nompi/libnccl.so.2) it names
- * no MPI symbol (tests/gpu/run_nompi.sh).
+ * no MPI symbol (tests/gpu/nccl/run_nompi.sh).
  */
 #include <dlfcn.h>
 #ifdef MOCK_NCCL_NO_MPI

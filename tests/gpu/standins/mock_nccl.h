@@ -1,5 +1,5 @@
 /*
- * The stand-in NCCL's record of calls (tests/gpu/mock_nccl.c) and the API the
+ * The stand-in NCCL's record of calls (tests/gpu/standins/mock_nccl.c) and the API the
  * test programs use to read it.
  */
 #ifndef HP_TESTS_MOCK_NCCL_H

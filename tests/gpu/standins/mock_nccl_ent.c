@@ -1,6 +1,6 @@
 /*
  * The stand-in NCCL's operations as entries of the stand-in driver's
- * streams (tests/gpu/mock_cuda.h's external entries).  An operation is a
+ * streams (tests/gpu/standins/mock_cuda.h's external entries).  An operation is a
  * set of transfers, each one direction of one pair of ranks: a group's
  * sends and receives on one communicator, or a collective (every pair,
  * both ways, for ncclAllReduce and ncclAllGather; the root to each other

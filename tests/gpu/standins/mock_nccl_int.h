@@ -1,5 +1,5 @@
 /*
- * What the stand-in NCCL's files share (tests/gpu/mock_nccl.c: the NCCL
+ * What the stand-in NCCL's files share (tests/gpu/standins/mock_nccl.c: the NCCL
  * functions, communicators and groups; mock_nccl_ent.c: operations as
  * entries of the stand-in driver's streams).  Private to them.
  */

@@ -17,7 +17,7 @@
  * (mock_nccl_seq.c compares them).  A record is written by its rank alone
  * and read by the others, its number last (0 while it changes).
  *
- * Mutations for the tests (tests/gpu/run_nompi.sh), on what rank P sent with
+ * Mutations for the tests (tests/gpu/nccl/run_nompi.sh), on what rank P sent with
  * ncclSend (the collectives, hipress' agreements among them, are left
  * whole): MOCK_NCCL_SHM_DROP=P zeroes it (every other rank receives zeros),
  * MOCK_NCCL_SHM_FLIP=P flips one bit in the middle of every message of more

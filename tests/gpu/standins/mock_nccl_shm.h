@@ -1,5 +1,5 @@
 /*
- * The stand-in NCCL's transport (tests/gpu/mock_nccl_shm.c): the ranks of a
+ * The stand-in NCCL's transport (tests/gpu/standins/mock_nccl_shm.c): the ranks of a
  * communicator share one POSIX shared-memory segment with, per ordered pair
  * of ranks (src, dst), a byte channel and the record of which transfers
  * each side has reached (with their descriptions, so a mismatch names both

@@ -1,8 +1,8 @@
 /*
- * The MPI names of the stand-in NCCL's replay mode (tests/gpu/mock_nccl.c:
+ * The MPI names of the stand-in NCCL's replay mode (tests/gpu/standins/mock_nccl.c:
  * its communicators' rendezvous through MPI) for its build without MPI
  * (tests/gpu/mock_nompi/libnccl.so.2, -DMOCK_NCCL_NO_MPI): a process with
- * no MPI at all (tests/gpu/run_nompi.sh).  PMPI_Initialized answers "not
+ * no MPI at all (tests/gpu/nccl/run_nompi.sh).  PMPI_Initialized answers "not
  * initialised", so replay is always off and the other calls are never
  * reached; they fail if they were.  No symbol of libmpi is named.
  */

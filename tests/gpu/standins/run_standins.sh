@@ -1,14 +1,14 @@
 #!/bin/sh
-# The stand-ins' model (doc/standins.md), without hipress: tests/gpu/standins
-# under tests/gpu/nompi_launch, the stand-in NCCL moving data through shared
+# The stand-ins' model (doc/standins.md), without hipress: tests/gpu/standins/standins
+# under tests/gpu/nccl/nompi_launch, the stand-in NCCL moving data through shared
 # memory.  What must complete completes with the right bytes; what hangs on
 # a GPU is reported as a deadlock (exit 86, the cycle of waits on stderr)
 # well before any timeout; a count mismatch names both sides.
 set -u
-. "${HP_SRCDIR:-$(dirname "$0")/../..}/tests/hp_test_lib.sh"
+. "${HP_SRCDIR:-$(dirname "$0")/../../..}/tests/hp_test_lib.sh"
 
-prog="$HP_BUILDDIR/tests/gpu/standins"
-launch="$HP_BUILDDIR/tests/gpu/nompi_launch"
+prog="$HP_BUILDDIR/tests/gpu/standins/standins"
+launch="$HP_BUILDDIR/tests/gpu/nccl/nompi_launch"
 mock="$HP_BUILDDIR/tests/gpu/mock/.libs"
 for f in "$prog" "$launch" "$mock/libcuda.so.1"; do
     [ -e "$f" ] || { echo "FAIL: $f is missing"; exit 1; }

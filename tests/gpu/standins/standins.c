@@ -1,6 +1,6 @@
 /*
- * The stand-ins themselves (tests/gpu/run_standins.sh): one process of a
- * job launched by tests/gpu/nompi_launch, with the stand-in NCCL moving
+ * The stand-ins themselves (tests/gpu/standins/run_standins.sh): one process of a
+ * job launched by tests/gpu/nccl/nompi_launch, with the stand-in NCCL moving
  * data through shared memory (MOCK_NCCL_SHM=1) and the stand-in driver
  * given by path.  No hipress here: what the model must show.
  *
