@@ -59,9 +59,11 @@ int hp_comm_optimizer_form(const hp_config_t *cfg, int kind)
 void hp_comm_notice_settings(void)
 {
     static const char *dense[] = {"q2", "q4", "q8"};
+    static _Atomic int said;
     int kind = hp_comp_find(hp_cfg_s(&hp_g.cfg, HP_S_COMPRESSOR));
     const char *name, *form;
-    if (kind < 0 || !hp_comm_optimizer_form(&hp_g.cfg, kind) || !hp_cfg_i(&hp_g.cfg, HP_S_ENABLE))
+    if (kind < 0 || !hp_comm_optimizer_form(&hp_g.cfg, kind) || !hp_cfg_i(&hp_g.cfg, HP_S_ENABLE) ||
+        atomic_exchange(&said, 1))
         return;
     name = hp_comp_get(kind)->name;
     form = dense[hp_cfg_i(&hp_g.cfg, HP_S_STAGING_CODEC)];

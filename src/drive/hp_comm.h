@@ -44,7 +44,7 @@ int hp_comm_optimizer_form(const hp_config_t *cfg, int kind);
 
 /* Rank 0's word on the job's settings once they are in (MPI_Init, or a
  * job's first NCCL call): a compressor that runs another form than its own
- * because of HIPRESS_OPTIMIZER. */
+ * because of HIPRESS_OPTIMIZER.  Said once per process. */
 void hp_comm_notice_settings(void);
 
 /* hp_comm_t.state */

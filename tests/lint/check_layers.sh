@@ -33,6 +33,12 @@
 #      HP_NCCL_FRONT_SOURCES in Makefile.am and the library's fragments --
 #      includes <mpi.h> or <hwloc.h> or reaches a header of
 #      libhpcore_la_SOURCES through its includes;
+#  (f) the entry layer only interposes: a file of mpi_wrappers/ includes
+#      the front ends' entry headers, the table of the real NCCL functions
+#      and the core's status and log header (ENTRY_INCLUDES below), and
+#      system headers (<mpi.h>, <nccl.h>, libc's); never another header of
+#      hipress, by either spelling (a backend's, a compressor's, the
+#      device module's, the process state's or the group tracking's);
 #  and no two files of the include path share a name (which one an include
 #  finds would hang on the -I order).  What the built objects use of each
 #  other's names (calls and data, not includes) is tests/lint/check_names.sh.
@@ -65,7 +71,7 @@ done
 
 # The layers, bottom to top: each its name, its folder, a colon, the other
 # layers it may include.  include/ is the public API and plugin ABI, below
-# everything.
+# everything.  (What mpi_wrappers/ may include is narrower still: (f).)
 LAYERS='
 include include:
 core src/core: include
@@ -82,6 +88,9 @@ mpi_wrappers mpi_wrappers: include core ops comp transport backend algo plan dri
 cuda cuda: include core ops comp backend
 tools src/tools: include core ops comp transport backend algo plan drive front_mpi front_nccl mpi_wrappers cuda
 '
+# (f) The entry layer and the headers of hipress it may include.
+ENTRY_LAYER=mpi_wrappers
+ENTRY_INCLUDES='hp_mpi_entry.h hp_nccl_entry.h hp_nccl_real.h hp_core.h'
 
 # (c) The most lines of a hand-written C, C++ or CUDA file, and the
 # extensions and folders that rule covers.
@@ -158,12 +167,13 @@ HP_MPI_FILES=$(mk_list libhpcore_la_SOURCES Makefile.am $mk_files)
 HP_NCCL_LIB_FILES=$(for v in libhpbase_la_SOURCES libhipress_nccl_la_SOURCES HP_NCCL_FRONT_SOURCES; do
     mk_list $v Makefile.am $mk_files
 done)
-export HP_LAYER_FILES HP_LAYER_TABLE HP_MPI_FILES HP_NCCL_LIB_FILES
+HP_ENTRY_INCLUDES=$ENTRY_INCLUDES
+export HP_LAYER_FILES HP_LAYER_TABLE HP_MPI_FILES HP_NCCL_LIB_FILES HP_ENTRY_INCLUDES
 
 graph_awk=$(cat "$here/graph.awk") || exit 1
 
 # shellcheck disable=SC2086 # the file names carry no blanks (find above)
-LC_ALL=C awk -v mode="$mode" -v max_lines="$MAX_LINES" \
+LC_ALL=C awk -v mode="$mode" -v entry_layer="$ENTRY_LAYER" -v max_lines="$MAX_LINES" \
     -v size_warn="${HP_LAYERS_SIZE_ONLY_WARN:-0}" "$graph_awk"'
 function violation(file, what) {
     nviol++
@@ -247,6 +257,10 @@ BEGIN {
         if (index(line, "*/") > 0) ocstate[f] = 2
     }
     if ($0 ~ /^[ \t]*#[ \t]*include[ \t]*<(mpi|hwloc)\.h>/) sys_mpi[f] = ($0 ~ /hwloc/) ? "<hwloc.h>" : "<mpi.h>"
+    if ($0 ~ /^[ \t]*#[ \t]*include[ \t]*</ && flayer[f] == entry_layer) {
+        s = substr($0, index($0, "<") + 1)
+        if (index(s, ">") > 1) { nainc[f]++; ainc[f, nainc[f]] = substr(s, 1, index(s, ">") - 1) }
+    }
     if ($0 ~ /^[ \t]*#[ \t]*include[ \t]*"/) {
         s = substr($0, index($0, "\"") + 1)
         if (index(s, "\"") > 1) {
@@ -409,6 +423,19 @@ END {
         members = ""
         for (b = 1; b <= LN; b++) if (lcomp[b] == a) members = members " " lname[b]
         violation(lfolder[lname[a]], "layer cycle among" members ", e.g. " p)
+    }
+
+    # (f) the entry layer includes the entry headers only
+    ne = split(ENVIRON["HP_ENTRY_INCLUDES"], tmp, " ")
+    for (k = 1; k <= ne; k++) entry_ok[tmp[k]] = 1
+    for (i = 1; i <= N; i++) {
+        if (flayer[i] != entry_layer) continue
+        for (k = 1; k <= ninc[i]; k++)
+            if (!(base_of(inc[i, k]) in entry_ok))
+                violation(fname[i], "includes \"" inc[i, k] "\": the entry layer includes of hipress only " ENVIRON["HP_ENTRY_INCLUDES"])
+        for (k = 1; k <= nainc[i]; k++)
+            if (base_of(ainc[i, k]) in byname && !(base_of(ainc[i, k]) in entry_ok))
+                violation(fname[i], "includes <" ainc[i, k] ">, a header of hipress: the entry layer includes of hipress only " ENVIRON["HP_ENTRY_INCLUDES"])
     }
 
     # (d) and files outside a layer folder

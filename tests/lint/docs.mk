@@ -1,12 +1,14 @@
-# tests/lint/docs.mk: documentation checks (docs work stream); appends to the
+# tests/lint/docs.mk: the checks of the documentation and of the layering; appends to the
 # variables of Makefile.am.  tests/lint/check_docs.sh reads HP_BUILDDIR and
 # HP_SRCDIR from AM_TESTS_ENVIRONMENT (tests/tests.mk).
 TESTS += tests/lint/check_docs.sh
 EXTRA_DIST += tests/lint/check_docs.sh
-# tests/lint/check_layers.sh: the layering drawn from the includes, and the
-# size of every hand-written C, C++ and CUDA file (doc/architecture.md).
-TESTS += tests/lint/check_layers.sh
-EXTRA_DIST += tests/lint/check_layers.sh tests/lint/graph.awk
+# tests/lint/check_layers.sh: the layering drawn from the includes (what the
+# entry layer may include among it), and the size of every hand-written C,
+# C++ and CUDA file (doc/dev/architecture.md); its self-test plants
+# violations in a copy of the tree.
+TESTS += tests/lint/check_layers.sh tests/lint/check_layers_selftest.sh
+EXTRA_DIST += tests/lint/check_layers.sh tests/lint/check_layers_selftest.sh tests/lint/graph.awk
 # tests/lint/check_names.sh: the layering drawn from the names the built objects
 # use of each other (nm, after the build); its self-test plants violations in a
 # small tree of its own.

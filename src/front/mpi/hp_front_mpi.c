@@ -135,6 +135,52 @@ int hp_mpi_allreduce(const void *sendbuf, void *recvbuf, size_t count, MPI_Comm 
     return 1;
 }
 
+int hp_mpi_allreduce_try(const hp_mpi_call_t *k, int *rc_p, hp_status_t *st_p)
+{
+    hp_call_desc_t d;
+    hp_comm_t *c = k->c;
+    hp_elig_t r;
+
+    memset(&d, 0, sizeof(d));
+    d.enabled = k->enabled;
+    d.op_is_sum = 1;
+    d.dtype_is_float = 1;
+    d.count = k->count;
+    d.elem_size = sizeof(float);
+    d.sendbuf = k->sendbuf;
+    d.recvbuf = k->recvbuf == MPI_IN_PLACE ? NULL : k->recvbuf;   /* erroneous: PMPI reports it */
+    d.in_place = k->sendbuf == MPI_IN_PLACE;
+    d.device = k->device;
+    d.comm_size = k->size;
+    d.null_handle = k->comm == MPI_COMM_NULL;
+    if (k->size == 0 && !d.null_handle &&
+        (PMPI_Comm_test_inter(k->comm, &d.is_inter) != MPI_SUCCESS ||
+         PMPI_Comm_size(k->comm, &d.comm_size) != MPI_SUCCESS))
+        d.null_handle = 1;
+    /* the one lookup of the call's state */
+    if (c == NULL && d.enabled && !d.null_handle && !d.is_inter)
+        c = hp_mpi_comm(k->comm, 0);
+    if (c != NULL)
+        d.opted_out = c->opted_out;
+    d.min_bytes = (size_t)hp_cfg_i(c != NULL ? &c->cfg : &hp_g.cfg, HP_S_MIN_BYTES);
+    r = hp_eligible(&d);
+    /* every rank of a correct program shares the other criteria: those
+     * ranks meet in the driver's agreement, so that no rank compresses
+     * while another passes through */
+    if (r == HP_ELIG_YES || hp_eligible_shared(&d) == HP_ELIG_YES) {
+        int why = HP_ELIG_YES;
+        if (c == NULL && (c = hp_mpi_comm(k->comm, 1)) == NULL)
+            why = HP_ELIG_DISABLED;
+        else if (hp_mpi_allreduce(k->sendbuf, k->recvbuf, (size_t)k->count, k->comm, c, r == HP_ELIG_YES, k->gpu,
+                                  k->key, rc_p, st_p, &why))
+            return 1;
+        if (r == HP_ELIG_YES)
+            r = (hp_elig_t)why;
+    }
+    atomic_fetch_add_explicit(&hp_g.stats.reason[HP_FRONT_MPI][r], 1, memory_order_relaxed);
+    return 0;
+}
+
 /* ------------------------------------------------------------ public */
 
 hp_comm_t *hp_mpi_comm(MPI_Comm comm, int create)

@@ -128,9 +128,8 @@ static void bucket_str(long long key, char *buf, size_t len)
 HP_EXPORT int hipress_hook_allreduce(hipress_hook_t *hook, float *buf, size_t count, int bucket, int last,
                                      unsigned long long layout, int average)
 {
-    int st = HIPRESS_OK, rc = MPI_SUCCESS, why = HP_ELIG_YES, done = 0;
-    hp_elig_t r;
-    hp_call_desc_t d;
+    int st = HIPRESS_OK, rc = MPI_SUCCESS, done;
+    hp_status_t hs = HP_OK;
 
     if (hook == NULL || bucket < 0 || (buf == NULL && count > 0) || count > (size_t)INT32_MAX)
         return HIPRESS_ERR_INVALID;
@@ -142,30 +141,16 @@ HP_EXPORT int hipress_hook_allreduce(hipress_hook_t *hook, float *buf, size_t co
         return st;
     atomic_fetch_add_explicit(&hp_g.stats.calls[HP_FRONT_MPI], 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&hp_g.stats.hook_calls, 1, memory_order_relaxed);
-    memset(&d, 0, sizeof(d));
-    d.enabled = hp_g.enabled && hook->c != NULL;
-    d.op_is_sum = d.dtype_is_float = 1;
-    d.count = (long long)count;
-    d.elem_size = sizeof(float);
-    d.sendbuf = d.recvbuf = buf;
-    d.in_place = 1;
-    d.comm_size = hook->size;
-    d.opted_out = hook->c != NULL && hook->c->opted_out;
-    d.min_bytes = (size_t)hp_cfg_i(hook->c != NULL ? &hook->c->cfg : &hp_g.cfg, HP_S_MIN_BYTES);
-    r = hp_eligible(&d);
-    if (r == HP_ELIG_YES || hp_eligible_shared(&d) == HP_ELIG_YES) {
-        hp_status_t hs = HP_OK;
+    {
         hp_mpi_key_t key = {.key = (long long)bucket * 2 + (last != 0), .what = "buckets", .str = bucket_str};
-        done = hp_mpi_allreduce(MPI_IN_PLACE, buf, count, hook->comm, hook->c, r == HP_ELIG_YES, 0, &key, &rc, &hs,
-                                &why);
-        st = HP_ST_CLASS(hs);
-        if (!done && r == HP_ELIG_YES)
-            r = (hp_elig_t)why;
+        hp_mpi_call_t k = {.sendbuf = MPI_IN_PLACE, .recvbuf = buf, .count = (long long)count, .comm = hook->comm,
+                           .c = hook->c, .size = hook->size, .enabled = hp_g.enabled && hook->c != NULL,
+                           .key = &key};
+        done = hp_mpi_allreduce_try(&k, &rc, &hs);
     }
-    if (!done) {
-        atomic_fetch_add_explicit(&hp_g.stats.reason[HP_FRONT_MPI][r], 1, memory_order_relaxed);
+    st = HP_ST_CLASS(hs);
+    if (!done)
         rc = PMPI_Allreduce(MPI_IN_PLACE, buf, (int)count, MPI_FLOAT, MPI_SUM, hook->comm);
-    }
     if (rc != MPI_SUCCESS) {
         /* every rank failed this call alike; the client's later calls would
          * no longer match across ranks */

@@ -10,16 +10,15 @@
  * PMPI unchanged, with one warning.
  *
  * MPI_Bcast and MPI_Allgatherv (Horovod's GPU-MPI mode calls them on device
- * memory) are wrapped for this alone: host buffers go straight to PMPI after
- * the few instructions of hp_gpu_watch_fired().
+ * memory) are wrapped for this alone: their wrappers give host buffers
+ * straight to PMPI after the few instructions of hp_gpu_watch_fired(), and
+ * the rest, through the front end's entry, to the functions here.
  */
 #define _GNU_SOURCE
 #include "hp_mpi_stage.h"
 #include <dlfcn.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define HP_WRAP HP_EXPORT
 
 int hp_mpi_cuda_aware(void)
 {
@@ -229,8 +228,7 @@ int hp_mpi_allreduce_pass(const void *sendbuf, void *recvbuf, int count, MPI_Dat
 
 /* --------------------------------------------------------------- bcast */
 
-static __attribute__((noinline)) int bcast_watch(void *buf, int count, MPI_Datatype datatype, int root,
-                                                 MPI_Comm comm)
+int hp_mpi_bcast_pass(void *buf, int count, MPI_Datatype datatype, int root, MPI_Comm comm)
 {
     hp_gpu_ptr_t k;
     const hp_gpu_ops_t *ops;
@@ -262,18 +260,10 @@ static __attribute__((noinline)) int bcast_watch(void *buf, int count, MPI_Datat
     return rc == MPI_SUCCESS && bad ? stage_error(comm) : rc;
 }
 
-HP_WRAP int MPI_Bcast(void *buf, int count, MPI_Datatype datatype, int root, MPI_Comm comm)
-{
-    if (HP_LIKELY(!hp_gpu_watch_fired()) || !hp_g.enabled)
-        return PMPI_Bcast(buf, count, datatype, root, comm);
-    return bcast_watch(buf, count, datatype, root, comm);
-}
-
 /* ---------------------------------------------------------- allgatherv */
 
-static __attribute__((noinline)) int allgatherv_watch(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
-                                                      void *recvbuf, const int recvcounts[], const int displs[],
-                                                      MPI_Datatype recvtype, MPI_Comm comm)
+int hp_mpi_allgatherv_pass(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                           const int recvcounts[], const int displs[], MPI_Datatype recvtype, MPI_Comm comm)
 {
     hp_gpu_ptr_t k[2];
     const hp_gpu_ops_t *ops;
@@ -320,12 +310,4 @@ static __attribute__((noinline)) int allgatherv_watch(const void *sendbuf, int s
         free(ss.mem);
     return rc == MPI_SUCCESS && bad ? stage_error(comm) : rc;
 #undef PASS
-}
-
-HP_WRAP int MPI_Allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
-                           const int recvcounts[], const int displs[], MPI_Datatype recvtype, MPI_Comm comm)
-{
-    if (HP_LIKELY(!hp_gpu_watch_fired()) || !hp_g.enabled)
-        return PMPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
-    return allgatherv_watch(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
 }

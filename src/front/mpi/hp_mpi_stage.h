@@ -1,6 +1,8 @@
 /*
- * Device buffers in the MPI wrappers (src/front/mpi/hp_mpi_stage.c).  Used only
- * once hp_gpu_watch_fired() said device memory may exist in the process.
+ * Device buffers in MPI collectives (src/front/mpi/hp_mpi_stage.c): their
+ * kind, and an exact staging through host memory for an MPI that cannot
+ * take them.  Used only once hp_gpu_watch_fired() said device memory may
+ * exist in the process.
  */
 #ifndef HP_MPI_STAGE_H
 #define HP_MPI_STAGE_H
@@ -17,6 +19,12 @@ int hp_mpi_buffers_kind(const void *sendbuf, const void *recvbuf, hp_gpu_ptr_t k
  * otherwise.  `kinds` as from hp_mpi_buffers_kind, or NULL to look. */
 int hp_mpi_allreduce_pass(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype,
                           MPI_Op op, MPI_Comm comm, const hp_gpu_ptr_t *kinds);
+
+/* MPI_Bcast and MPI_Allgatherv with device buffers, as
+ * hp_mpi_allreduce_pass: PMPI unchanged, or staged exactly. */
+int hp_mpi_bcast_pass(void *buf, int count, MPI_Datatype datatype, int root, MPI_Comm comm);
+int hp_mpi_allgatherv_pass(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+                           const int recvcounts[], const int displs[], MPI_Datatype recvtype, MPI_Comm comm);
 
 /* Whether the MPI takes device buffers (HIPRESS_GPU_MPI_AWARE, else
  * MPIX_Query_cuda_support() where the MPI has it, else no).  Cached. */

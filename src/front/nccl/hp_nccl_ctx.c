@@ -45,46 +45,42 @@ hp_status_t hp_nccl_stream_wait(hp_nccl_ctx_t *t, const char *what)
     return rc == HP_GPU_OK ? HP_OK : HP_ERR_DEVICE;
 }
 
-hp_status_t hp_nccl_settle(hp_nccl_ctx_t *t, ncclResult_t rc, const char *what)
+ncclResult_t hp_nccl_poll(ncclResult_t (*async_error)(ncclComm_t, ncclResult_t *), ncclComm_t comm, double timeout,
+                          _Atomic int *closed, const char *what, const char *then)
 {
-    double t0;
+    double t0 = hp_now();
     unsigned spins = 0;
 
-    if (rc == ncclInProgress) {
-        if (t->x->async_error == NULL) {
-            HP_WARN("nccl: %s answered ncclInProgress, and this NCCL has no ncclCommGetAsyncError to wait for it",
-                    what);
-            rc = ncclInvalidUsage;
+    for (;;) {
+        ncclResult_t st = ncclInProgress;
+        if (async_error(comm, &st) != ncclSuccess)
+            return ncclInvalidUsage;
+        if (st != ncclInProgress)
+            return st;
+        if (closed != NULL && atomic_load_explicit(closed, memory_order_acquire))
+            return ncclInvalidUsage;   /* (its end, on another thread, waits for this poll) */
+        if (timeout > 0 && hp_now() - t0 > timeout) {
+            HP_WARN("nccl: %s was still in progress after %.0f s (ncclCommGetAsyncError answers ncclInProgress; "
+                    "HIPRESS_TIMEOUT=%g s)%s", what, hp_now() - t0, timeout, then);
+            return ncclSystemError;
         }
-        t0 = hp_now();
-        while (rc == ncclInProgress) {
-            ncclResult_t st = ncclInProgress;
-            if (t->x->async_error(t->comm, &st) != ncclSuccess) {
-                rc = ncclInvalidUsage;
-                break;
-            }
-            rc = st;
-            if (rc != ncclInProgress)
-                break;
-            if (atomic_load_explicit(&t->c->closed, memory_order_acquire)) {
-                /* (its end, on another thread, waits for this poll) */
-                rc = ncclInvalidUsage;
-                break;
-            }
-            if (t->timeout > 0 && hp_now() - t0 > t->timeout) {
-                HP_WARN("nccl: %s was still in progress after %.0f s (ncclCommGetAsyncError answers "
-                        "ncclInProgress; HIPRESS_TIMEOUT=%g s): the compressed ncclAllReduce fails and enqueues "
-                        "nothing more on this communicator", what, hp_now() - t0, t->timeout);
-                rc = ncclSystemError;
-                break;
-            }
-            if (++spins > 64) {
-                struct timespec ts = {0, 20000};
-                nanosleep(&ts, NULL);
-            } else {
-                sched_yield();
-            }
+        if (++spins > 64) {
+            struct timespec ts = {0, 20000};
+            nanosleep(&ts, NULL);
+        } else {
+            sched_yield();
         }
+    }
+}
+
+hp_status_t hp_nccl_settle(hp_nccl_ctx_t *t, ncclResult_t rc, const char *what)
+{
+    if (rc == ncclInProgress && t->x->async_error == NULL) {
+        HP_WARN("nccl: %s answered ncclInProgress, and this NCCL has no ncclCommGetAsyncError to wait for it", what);
+        rc = ncclInvalidUsage;
+    } else if (rc == ncclInProgress) {
+        rc = hp_nccl_poll(t->x->async_error, t->comm, t->timeout, &t->c->closed, what,
+                          ": the compressed ncclAllReduce fails and enqueues nothing more on this communicator");
     }
     if (rc != ncclSuccess && t->err == ncclSuccess)
         t->err = rc;

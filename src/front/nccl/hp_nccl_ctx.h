@@ -82,6 +82,16 @@ hp_status_t hp_nccl_ctx_local(hp_nccl_ctx_t *t, hp_status_t st);
  * process naming it).  HP_OK or HP_ERR_DEVICE. */
 hp_status_t hp_nccl_stream_wait(hp_nccl_ctx_t *t, const char *what);
 
+/* The one poll of NCCL's answer ncclInProgress (a non-blocking
+ * communicator's enqueue or group): async_error (ncclCommGetAsyncError) on
+ * comm until it answers otherwise, at most `timeout` seconds (0: no bound),
+ * and no longer once *closed is set (the communicator's end on another
+ * thread; NULL: none).  NCCL's final answer; ncclInvalidUsage when the poll
+ * fails or is closed; ncclSystemError after the bound, with a warning
+ * naming `what` and saying `then` (what follows). */
+ncclResult_t hp_nccl_poll(ncclResult_t (*async_error)(ncclComm_t, ncclResult_t *), ncclComm_t comm, double timeout,
+                          _Atomic int *closed, const char *what, const char *then);
+
 /* The result rc of one enqueue on the communicator: ncclInProgress (a
  * non-blocking communicator) is polled out with ncclCommGetAsyncError, at
  * most t->timeout seconds (then a warning naming `what`, ncclSystemError);

@@ -15,7 +15,8 @@ libhpbase_la_SOURCES += src/front/nccl/hp_nccl_group.h src/front/nccl/hp_nccl_gr
 # NCCL_CPPFLAGS is empty in a build without NCCL
 libhipress_la_CPPFLAGS = $(AM_CPPFLAGS) $(NCCL_CPPFLAGS)
 if HP_NCCL
-HP_NCCL_FRONT_SOURCES = src/front/nccl/hp_nccl_real.h src/front/nccl/hp_nccl_real.c \
+HP_NCCL_FRONT_SOURCES = src/front/nccl/hp_nccl_entry.h src/front/nccl/hp_nccl_entry.c \
+	src/front/nccl/hp_nccl_real.h src/front/nccl/hp_nccl_real.c \
 	src/front/nccl/hp_front_nccl.h src/front/nccl/hp_front_nccl.c src/front/nccl/hp_nccl_elem.h \
 	src/front/nccl/hp_nccl_elem.c src/front/nccl/hp_nccl_ctx.h src/front/nccl/hp_nccl_ctx.c
 libhipress_la_SOURCES += $(HP_NCCL_FRONT_SOURCES)

@@ -6,6 +6,8 @@
 #   2. settings load at the first NCCL call, with MPI_Init's validation;
 #      HIPRESS_STATS prints at exit from RANK 0 only; HIPRESS_DEBUG lines
 #      carry RANK; HIPRESS_ENABLE=0, HIPRESS_GPU=off, HIPRESS_MIN_BYTES;
+#      rank 0 alone says once, as at MPI_Init, that a compressor for SGD
+#      only runs another form while HIPRESS_OPTIMIZER is not set;
 #   3. the real NCCL found in a local scope, and a clear error when there
 #      is none.
 set -u
@@ -69,6 +71,15 @@ if run "HIPRESS_DEBUG=INFO RANK=3" 0 HIPRESS_DEBUG=INFO RANK=3 "$calls" one; the
     grep -Eq '^hipress [^ :]+:[0-9]+:3 info hipress .* settings loaded without MPI' "$err" ||
         { hp_fail "HIPRESS_DEBUG=INFO: no 'settings loaded without MPI' line from rank 3"; cat "$err"; }
 fi
+notices() {
+    grep -c "HIPRESS_OPTIMIZER is not set" "$err"
+}
+run "onebit, RANK=0" 0 HIPRESS_COMPRESSOR=onebit HIPRESS_OPTIMIZER=auto RANK=0 "$calls" one &&
+    { [ "$(notices)" -eq 1 ] || { hp_fail "onebit, RANK=0: $(notices) notices of the optimizer's form, want 1"; cat "$err"; }; }
+run "onebit, RANK=1" 0 HIPRESS_COMPRESSOR=onebit HIPRESS_OPTIMIZER=auto RANK=1 "$calls" one &&
+    { [ "$(notices)" -eq 0 ] || hp_fail "onebit, RANK=1: $(notices) notices of the optimizer's form, want 0"; }
+run "onebit, sgd" 0 HIPRESS_COMPRESSOR=onebit HIPRESS_OPTIMIZER=sgd "$calls" one &&
+    { [ "$(notices)" -eq 0 ] || hp_fail "onebit, sgd: $(notices) notices of the optimizer's form, want 0"; }
 if run "bad value" 1 HIPRESS_COMPRESSOR=bogus "$calls" one; then
     [ "$(grep -c . "$err")" -eq 1 ] && grep -q "^hipress: error: HIPRESS_COMPRESSOR='bogus': " "$err" ||
         { hp_fail "bad value: want one 'hipress: error: HIPRESS_COMPRESSOR=...' line"; cat "$err"; }
