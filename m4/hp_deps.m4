@@ -11,7 +11,7 @@ AC_DEFUN([HP_CHECK_HWLOC], [
         [HWLOC_LIBS=-lhwloc; AC_DEFINE([HP_HAVE_HWLOC], [1], [hwloc available])],
         [AC_MSG_ERROR([hwloc not found: apt-get install libhwloc-dev (or --with-hwloc=PATH)])])
   dnl not in LIBS: only what links libhpcore.la (the MPI layer's topology)
-  dnl needs it; libhipress_nccl.so must not (doc/architecture.md)
+  dnl needs it; libhipress_nccl.so must not (doc/dev/architecture.md)
   AC_SUBST([HWLOC_LIBS])
 ])
 

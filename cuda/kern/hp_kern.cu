@@ -10,7 +10,7 @@
  * histograms).  tests/gpu/emu/hp_kern_emu*.c run the same grids serially;
  * tests/gpu/kern/check_kern.c holds the emulation to the CPU compressors' bytes,
  * tests/gpu/simt/run_simt.sh holds these kernels to them on the CPU (the SIMT
- * emulator, doc/simt.md), and scripts/gpu-check (tests/gpu/kern/gpu_kern.c) on a
+ * emulator, doc/dev/simt.md), and scripts/kit/gpu-check (tests/gpu/kern/gpu_kern.c) on a
  * GPU.
  *
  * Built with --fmad=false: a product feeding a sum must round on its own,

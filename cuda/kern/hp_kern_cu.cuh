@@ -5,7 +5,7 @@
  * per-thread functions are hp_kern.h's, the launchers hp_klaunch.h's.
  *
  * The same files compile for the CPU against the SIMT emulator
- * (tests/gpu/simt/hp_simt.h, doc/simt.md): launches, shared arrays and the
+ * (tests/gpu/simt/hp_simt.h, doc/dev/simt.md): launches, shared arrays and the
  * kernel list are written with the macros below, which are plain CUDA
  * under nvcc.
  */

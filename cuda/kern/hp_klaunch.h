@@ -11,7 +11,7 @@
  * _half fp16 and bf16, _sparse graddrop and dgc):
  *   cuda/kern/hp_kern*.cu     the CUDA kernels (libhipress_cuda.so), and the same
  *                        files compiled for the CPU on the strict SIMT
- *                        emulator (tests/gpu/simt, doc/simt.md: tests/gpu);
+ *                        emulator (tests/gpu/simt, doc/dev/simt.md: tests/gpu);
  *   tests/gpu/emu/hp_kern_emu*.c  the same grid run serially on the host, over the
  *                        same per-thread functions (hp_kern.h): the CPU tests
  *                        (tests/gpu/kern/check_kern.c) and, built with

@@ -30,7 +30,7 @@
 #                    Open MPI on the library path
 #   7-kernels.log    hipress-bench --kernels --gpu: each kernel's throughput
 #                    against the device-to-device copy
-# and 0-summary.txt, one page (scripts/gpu-kit-summary.sh).  Without a GPU
+# and 0-summary.txt, one page (scripts/kit/summary.sh).  Without a GPU
 # (no driver library, no /dev/nvidia*; or HP_KIT_NO_GPU=1) each device step
 # says "skipped: needs a GPU" and its stand-in form runs (the stand-in CUDA
 # driver, the emulated module, the stand-in NCCL on shared memory): what
@@ -476,7 +476,7 @@ fi
 
 # --------------------------------------------------------------- kernels
 klog=$out/7-kernels.log
-# the targets (doc/kit.md): ratio to the device-to-device copy
+# the targets (doc/dev/kit.md): ratio to the device-to-device copy
 ratios() {
     awk -F, '/^#/ || /^## / { next } $2 == "encode" || $2 == "decode" {
         t = ""

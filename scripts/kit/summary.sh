@@ -10,7 +10,7 @@
 # (0-summary.txt) is replaced by the page: the heading, the verdict (PASS,
 # FAIL, STOP for an unusable GPU, NO GPU), a line
 # per step, what was not proven (each step skipped, with why, and each
-# target not run), the targets of doc/kit.md and where each step's log is.  GPU: 1
+# target not run), the targets of doc/dev/kit.md and where each step's log is.  GPU: 1
 # when the run had a GPU.  The run writes SUMMARY line by line as it goes,
 # so a run cut short still leaves its lines.
 set -u
@@ -41,7 +41,7 @@ skipped=
     fi
     sed -n "s/^H$tab//p" "$rec" | sed -n '2,$p'
     echo
-    echo "steps (status, step, seconds, what it showed; doc/kit.md says what each proves)"
+    echo "steps (status, step, seconds, what it showed; doc/dev/kit.md says what each proves)"
     awk -F"$tab" '$1 == "PASS" || $1 == "FAIL" || $1 == "SKIP" { printf "%-4s  %-16s %5s  %s\n", $1, $2, $3, $4 }' "$rec"
     echo
     echo "not proven by this run (steps skipped, targets not run)"

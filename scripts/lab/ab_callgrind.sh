@@ -32,7 +32,7 @@ set -eu
 [ $# -ge 2 ] || { sed -n '2,30p' "$0" >&2; exit 2; }
 old=$(cd "$1" && pwd)
 new=$(cd "$2" && pwd)
-out=${3:-scripts/lab/logs/refactor-ab}
+out=${3:-doc/measured/refactor-ab}
 COMPS=${COMPS:-"onebit tbq fp16"}
 ALGOS=${ALGOS:-"ring ps allgather"}
 NPS=${NPS:-"2 4"}

@@ -20,7 +20,7 @@ set -eu
 [ $# -ge 2 ] || { sed -n '2,20p' "$0" >&2; exit 2; }
 old=$(cd "$1" && pwd)
 new=$(cd "$2" && pwd)
-out=${3:-scripts/lab/logs/refactor-ab}
+out=${3:-doc/measured/refactor-ab}
 rounds=${4:-5}
 here=$(cd "$(dirname "$0")" && pwd)
 py=/usr/bin/python3

@@ -19,7 +19,7 @@ set -eu
 [ $# -ge 2 ] || { sed -n '2,17p' "$0" >&2; exit 2; }
 old=$(cd "$1" && pwd)
 new=$(cd "$2" && pwd)
-out=${3:-scripts/lab/logs/driver-ab/wall}
+out=${3:-doc/measured/driver-ab/wall}
 ROUNDS=${ROUNDS:-7}
 COMPS=${COMPS:-"onebit fp16 tbq"}
 ALGOS=${ALGOS:-"ring ps allgather"}

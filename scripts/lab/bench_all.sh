@@ -1,14 +1,14 @@
 #!/bin/sh
 # The measurements behind doc/benchmarks.md and doc/cluster.md, in one run
 # (about an hour on two cores).  Writes CSV, text and PNG files to OUTDIR
-# (default scripts/lab/logs).
+# (default doc/measured).
 #   scripts/lab/bench_all.sh [OUTDIR]
 # Two networks: the emulated cluster (scripts/cluster.sh: a link per host, the
 # README's headline) and, second and labelled so, one rate-limited loopback
 # shared by every rank (scripts/netem.sh).
 set -eu
 top=$(cd "$(dirname "$0")/../.." && pwd)
-out=${1:-$top/scripts/lab/logs}
+out=${1:-$top/doc/measured}
 b=${HP_BUILD:-$top/_build}
 mkdir -p "$out"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1

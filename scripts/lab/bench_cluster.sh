@@ -1,6 +1,6 @@
 #!/bin/bash
 # hipress-bench on the emulated cluster (scripts/cluster.sh), repeated, with
-# medians: the figures of doc/benchmarks.md (scripts/lab/logs/cluster-runs.md).
+# medians: the figures of doc/benchmarks.md (doc/measured/cluster-runs.md).
 #
 #   scripts/lab/bench_cluster.sh [options] -o OUTDIR
 #

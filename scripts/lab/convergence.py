@@ -2,9 +2,9 @@
 """Convergence study: data-parallel training under the hipress preload.
 
     mpirun -np 4 --oversubscribe -x LD_PRELOAD=$PWD/_build/.libs/libhipress.so \\
-        /usr/bin/python3 scripts/convergence.py --preset trial --seeds 3 --out study/np4
+        /usr/bin/python3 scripts/lab/convergence.py --preset trial --seeds 3 --out study/np4
 
-    /usr/bin/python3 scripts/convergence.py --summarize study/np4.csv   # no MPI
+    /usr/bin/python3 scripts/lab/convergence.py --summarize study/np4.csv   # no MPI
     /usr/bin/python3 scripts/lab/plot_convergence.py -o loss.png study/np4.csv
 
 What it trains: a 64-1024-1024-10 MLP (ReLU, softmax
@@ -310,7 +310,7 @@ def preset(name):
         # candidate, so the run does not depend on the exploration's timing
         # (with the sum codec, auto chooses between allgather and ps by
         # measured time, and 110 chaotic steps then land on different
-        # trajectories: scripts/lab/logs/sum-codecs.md; the sum check of
+        # trajectories: doc/measured/sum-codecs.md; the sum check of
         # tests/study/run_train.sh covers ps with its sum codec)
         return ["plain", "onebit:algo=auto,sum_codec=same", "onebit:algo=ps"]
     if name == "sum":           # ps with the owner's sum codec

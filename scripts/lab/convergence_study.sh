@@ -1,6 +1,6 @@
 #!/bin/sh
 # The whole convergence study of doc/accuracy.md (its log:
-# scripts/lab/logs/convergence.md), as root, from the source tree with a
+# doc/measured/convergence.md), as root, from the source tree with a
 # built _build/:
 #
 #   scripts/lab/convergence_study.sh [OUTDIR] [SEEDS4] [SEEDS8]
@@ -16,7 +16,7 @@
 #
 #   scripts/lab/convergence_study.sh sum [OUTDIR] [SEEDS] [SEEDS16] [SEEDSX]
 #
-# The sum-codec study (scripts/lab/logs/sum-codecs.md): the global batch
+# The sum-codec study (doc/measured/sum-codecs.md): the global batch
 # (128) and the steps (110) fixed across N, hidden widths 512; --preset sum
 # at 4 and 8 ranks and --preset sumcore (plus q2 for onebit and tbq) at 16,
 # at SEEDS (default 5) and SEEDS16 (default 5) seeds; at 8 ranks MNIST-1D
@@ -49,7 +49,7 @@ if [ "${1:-}" = sum ]; then
         shift 2
         # shellcheck disable=SC2086
         $nice mpirun --oversubscribe -np "$n" -x LD_PRELOAD="$lib" "$py" \
-            "$top/scripts/convergence.py" $d --out "$out/$o" "$@" ${CONVERGENCE_ARGS:-}
+            "$top/scripts/lab/convergence.py" $d --out "$out/$o" "$@" ${CONVERGENCE_ARGS:-}
     }
     run 4 np4 --epochs 10 --preset sum --seeds "$seeds"
     run 8 np8 --epochs 10 --preset sum --seeds "$seeds"
@@ -74,10 +74,10 @@ if [ "${1:-}" = sum ]; then
 fi
 mkdir -p "$out"
 # shellcheck disable=SC2086
-mpirun --oversubscribe -np 4 -x LD_PRELOAD="$lib" "$py" "$top/scripts/convergence.py" \
+mpirun --oversubscribe -np 4 -x LD_PRELOAD="$lib" "$py" "$top/scripts/lab/convergence.py" \
     --preset full --seeds "$s4" --resume --out "$out/np4" ${CONVERGENCE_ARGS:-}
 # shellcheck disable=SC2086
-mpirun --oversubscribe -np 8 -x LD_PRELOAD="$lib" "$py" "$top/scripts/convergence.py" \
+mpirun --oversubscribe -np 8 -x LD_PRELOAD="$lib" "$py" "$top/scripts/lab/convergence.py" \
     --preset np8 --seeds "$s8" --resume --out "$out/np8" ${CONVERGENCE_ARGS:-}
 for n in 4 8; do
     "$py" "$top/scripts/lab/plot_convergence.py" -o "$out/loss-np$n.png" "$out/np$n.csv"

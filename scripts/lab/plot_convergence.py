@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Plot loss curves of a convergence study (scripts/convergence.py).
+"""Plot loss curves of a convergence study (scripts/lab/convergence.py).
 
     scripts/lab/plot_convergence.py -o loss_np4.png study/np4.csv [more.csv ...]
     scripts/lab/plot_convergence.py --metric test_acc -o acc_np4.png study/np4.csv

@@ -4,7 +4,7 @@ reference, per number of ranks.
 
     scripts/lab/plot_sum_codecs.py -o sum-codecs.png np4_summary.csv np8_summary.csv np16_summary.csv
 
-Reads the *_summary.csv files scripts/convergence.py writes (any number of
+Reads the *_summary.csv files scripts/lab/convergence.py writes (any number of
 them, any np).  One panel per compressor (onebit, tbq, terngrad): for each of
 its configurations other than the reference, the paired difference of final
 test accuracy against the reference (points, mean over seeds) with its 95%

@@ -1,10 +1,10 @@
 #!/usr/bin/python3
 """Cost model of one compressed MPI_Allreduce call at scale (doc/scale.md).
 
-  scripts/scale_model.py --selftest             byte formulas against hand values
-  scripts/scale_model.py --validate RAW.csv [--rate 1] [--cores 2] [--filter col=val]
+  scripts/lab/scale_model.py --selftest             byte formulas against hand values
+  scripts/lab/scale_model.py --validate RAW.csv [--rate 1] [--cores 2] [--filter col=val]
                                                 model against a bench's raw.csv
-  scripts/scale_model.py --predict [--md FILE] [--png FILE] [--csv FILE]
+  scripts/lab/scale_model.py --predict [--md FILE] [--png FILE] [--csv FILE]
                                                 predictions N = 8..1024, 10..400 Gbit/s
 
 The bytes every rank sends are the library's own volume functions
@@ -122,7 +122,7 @@ def plain_wire(S, N):
 
 # ---------------------------------------------------------------- rates
 # Codec rates in GB/s of float32 input, one core: `hipress-bench --kernels
-# --csv` on the development VM in a quiet moment (scripts/lab/logs/kernels.csv,
+# --csv` on the development VM in a quiet moment (doc/measured/kernels.csv,
 # 2026-11-29); q2, q4 and q8 are newer than that file: their ratios to
 # memcpy measured in this session (under load) times that file's memcpy
 # rate, 11.6 GB/s (doc/scale.md#rates).  Rerun with --kernels CSV to
@@ -455,7 +455,7 @@ def plot(sets, path, S):
         ax.set_xlabel("ranks N")
     h, lab = axes[0][0].get_legend_handles_labels()
     fig.legend(h, lab, loc="lower center", ncol=(len(shown) + 1) // 2, fontsize=9)
-    fig.suptitle(f"One {S >> 20} MiB float32 allreduce, modelled (scripts/scale_model.py): "
+    fig.suptitle(f"One {S >> 20} MiB float32 allreduce, modelled (scripts/lab/scale_model.py): "
                  "line style = algorithm, colour = worker codec; below the black line compression loses")
     fig.tight_layout(rect=(0, 0.04, 1, 1))
     fig.savefig(path, dpi=80)

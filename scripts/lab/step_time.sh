@@ -4,7 +4,7 @@
 #
 #   scripts/lab/step_time.sh [BUILDDIR] [SEEDS]        (as root; BUILDDIR default _build)
 #
-# The training of scripts/convergence.py (digits MLP, 1.13M float32
+# The training of scripts/lab/convergence.py (digits MLP, 1.13M float32
 # parameters, one flat MPI_Allreduce per step, 110 steps, 4 ranks) runs on
 # scripts/netem.sh's emulated network (MPI over TCP on a private loopback):
 #   floor       plain MPI, the loopback not limited;
@@ -25,7 +25,7 @@ lib=$build/.libs/libhipress.so
 out=$(mktemp -d "${TMPDIR:-/tmp}/hp-step-time.XXXXXX")
 trap 'rm -rf "$out"' EXIT
 py=/usr/bin/python3
-train="$py $top/scripts/convergence.py --seeds $seeds --no-force-compress"
+train="$py $top/scripts/lab/convergence.py --seeds $seeds --no-force-compress"
 
 # plain MPI without a limit: the compute floor
 "$top/scripts/netem.sh" off -- mpirun --oversubscribe -np 4 -x LD_PRELOAD="$lib" \

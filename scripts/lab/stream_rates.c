@@ -1,6 +1,6 @@
 /*
  * stream_rates: what this machine's memory moves at 64 MiB, to state the
- * traffic model of the q encode (scripts/lab/logs/q-encode-ab.md, "What
+ * traffic model of the q encode (doc/measured/q-encode-ab.md, "What
  * bounds the q encode with a residual") against measured rates rather than assumed ones:
  *
  *   cc -O3 -march=native -o /tmp/stream_rates scripts/lab/stream_rates.c

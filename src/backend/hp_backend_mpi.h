@@ -3,7 +3,7 @@
  * directly on host memory, through a host copy (hp_mem_stage_in) on device
  * memory.  The MPI part of the backend layer, apart from hp_backend.h so
  * that the backends themselves need no <mpi.h> (the NCCL-only library,
- * libhipress_nccl.so, has no MPI: doc/architecture.md, "Two libraries").
+ * libhipress_nccl.so, has no MPI: doc/dev/architecture.md, "Two libraries").
  */
 #ifndef HP_BACKEND_MPI_H
 #define HP_BACKEND_MPI_H

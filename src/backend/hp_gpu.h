@@ -257,7 +257,7 @@ typedef struct hp_gpu_ops_v2 {
     int (*convert)(void *cx, void *dst, const void *src, size_t n, int how);
 
     /* Appended: whole messages in device memory, stream-ordered
-     * (doc/gpu-internals.md, "Messages in device memory").  Nothing here waits on the
+     * (doc/dev/gpu-internals.md, "Messages in device memory").  Nothing here waits on the
      * host once the codec context's workspace has grown.
      * encode_msg: the message hp_msg_encode writes (header of kind `kind`,
      * payload) at dmsg, device memory of cap bytes (at least the header and

@@ -3,7 +3,7 @@
  * effect, the statistics and their table.  Shared by the MPI front end
  * (hp_state.h, which adds the per-communicator state) and the NCCL front
  * end, which is built without MPI into libhipress_nccl.so as well
- * (doc/architecture.md, "Two libraries").
+ * (doc/dev/architecture.md, "Two libraries").
  */
 #ifndef HP_GLOBAL_H
 #define HP_GLOBAL_H

@@ -2,9 +2,9 @@
  * HIPRESS_VERIFY's report of one compressed call (hp_verify.h), the part
  * the front ends share: the error, the cross-rank identity through the
  * transport's agreement, the statistics and the INFO line.  How the exact
- * sum is made is each front end's (src/front/hp_call.c: PMPI_Allreduce of
- * a copy; src/front/hp_nccl_verify.c: the real ncclAllReduce of a device
- * copy).
+ * sum is made is each front end's (hp_front_t.exact: src/front/mpi's
+ * PMPI_Allreduce of a copy; src/front/nccl's real ncclAllReduce of a
+ * device copy).
  */
 #include "hp_verify.h"
 #include "hp_global.h"

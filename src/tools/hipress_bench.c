@@ -132,7 +132,7 @@ static void print_breakdown(MPI_Comm comm, MPI_Comm xcomm, const hipress_stats_t
                (mx[0] + xfer + mx[1]) * 1e6, total * 1e6, 100.0 * total / (mx[0] + xfer + mx[1]));
     {
         /* the two small collectives of every compressed call, as the
-         * library runs them (src/front/hp_call.c): the eligibility agreement
+         * library runs them (src/drive/hp_drive.c): the eligibility agreement
          * (6 int64, max) before it and the failure agreement (1 int64, max)
          * after it, timed alone on a communicator of the same ranks */
         double *ta = malloc(sizeof(double) * (size_t)iters), agree;

@@ -5,7 +5,7 @@
  *
  *   mpirun -np 4 hipress-bench --quality grads.bin [-c onebit,tbq] [-a ring,ps] [-T 100] [--csv]
  *
- * FILE holds recorded gradients of a real training (scripts/convergence.py
+ * FILE holds recorded gradients of a real training (scripts/lab/convergence.py
  * --record): "HPGRAD1\0", uint32 ranks, uint32 steps, uint64 n, then float32
  * [steps][ranks][n].  Rank r replays row r of each step: T calls (default
  * 100, at most the steps recorded) of MPI_Allreduce in place on one buffer of
@@ -62,7 +62,7 @@ static void q_open(const char *path, qgrads_t *g)
     uint64_t n;
     g->f = fopen(path, "rb");
     if (g->f == NULL)
-        q_die("cannot open the gradient file (make one with scripts/convergence.py --record FILE)");
+        q_die("cannot open the gradient file (make one with scripts/lab/convergence.py --record FILE)");
     if (fread(h, 1, sizeof(h), g->f) != sizeof(h) || memcmp(h, "HPGRAD1", 8) != 0)
         q_die("not a gradient file (no HPGRAD1 header)");
     memcpy(&r, h + 8, 4);

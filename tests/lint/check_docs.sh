@@ -6,12 +6,15 @@
 #  2. every compressor that `hipress_info --compressors` lists is documented
 #     in doc/compressors.md, as `name` in code style, in a heading or in a
 #     table cell (the file must exist);
-#  3. every HIPRESS_* variable named in README.md and doc/*.md is a setting
-#     (a name ending in * must be the prefix of one);
-#  4. every relative link in README.md and doc/ points to a file that
-#     exists;
+#  3. every HIPRESS_* variable named in README.md, doc/*.md (the users'
+#     pages) and doc/dev/*.md (the contributors') is a setting (a name
+#     ending in * must be the prefix of one); the logs of doc/measured/
+#     keep the names their runs had;
+#  4. every relative link in README.md and in every page under doc/
+#     (doc/dev/ and doc/measured/ included) points to a file that exists;
 #  5. a file of the sources, tests, build or docs that cites a contract
-#     ("contract 1") points to their definition, doc/dev/contracts.md.
+#     ("contract 1") points to their definition, doc/dev/contracts.md;
+#  6. no page under doc/ is over 400 lines (a longer one is two pages).
 set -u
 
 src=${HP_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -51,10 +54,13 @@ else
     done
 fi
 
+# the pages users and contributors read; every page (the logs' too)
 docs="$src/README.md"
-for f in "$src"/doc/*.md "$src"/doc/*/*.md; do
+for f in "$src"/doc/*.md "$src"/doc/dev/*.md; do
     [ -f "$f" ] && docs="$docs $f"
 done
+pages="$src/README.md $(find "$src/doc" -name '*.md' | LC_ALL=C sort | tr '\n' ' ')"
+MAX_PAGE_LINES=400
 
 # 3. HIPRESS_* names in the docs are real settings
 known=$(env -u HIPRESS_PLUGIN "$info" --settings | grep -E '^HIPRESS_' | sed 's/=.*//')
@@ -81,7 +87,7 @@ for f in $docs; do
 done
 
 # 4. relative links resolve (anchors and external links are not checked)
-for f in $docs; do
+for f in $pages; do
     rel=${f#"$src"/}
     dir=$(dirname "$f")
     bad=
@@ -97,7 +103,7 @@ done
 
 # 5. contracts cited where they are defined
 bad=
-for f in $(cd "$src" && grep -rlE '[Cc]ontracts? [1-5]\b' README.md doc src cuda include wrap mpi_wrappers tests \
+for f in $(cd "$src" && grep -rlE '[Cc]ontracts? [1-5]\b' README.md doc src cuda include mpi_wrappers tests \
                Makefile.am configure.ac 2>/dev/null); do
     case "$f" in doc/dev/contracts.md) continue ;; esac
     grep -q 'contracts\.md' "$src/$f" || bad="$bad $f"
@@ -106,6 +112,18 @@ if [ -z "$bad" ]; then
     ok "every citation of a contract points to doc/dev/contracts.md"
 else
     not_ok "these files cite a contract without pointing to doc/dev/contracts.md:$bad"
+fi
+
+# 6. the length of every page
+bad=
+for f in $pages; do
+    n=$(wc -l <"$f")
+    [ "$n" -le $MAX_PAGE_LINES ] || bad="$bad ${f#"$src"/} ($n lines)"
+done
+if [ -z "$bad" ]; then
+    ok "no page under doc/ is over $MAX_PAGE_LINES lines"
+else
+    not_ok "pages over $MAX_PAGE_LINES lines (split each along its sections):$bad"
 fi
 
 echo "check_docs: $pass passed, $fail failed"

@@ -14,8 +14,8 @@ EXTRA_DIST += tests/lint/check_layers.sh tests/lint/check_layers_selftest.sh tes
 # small tree of its own.
 TESTS += tests/lint/check_names.sh tests/lint/check_names_selftest.sh
 EXTRA_DIST += tests/lint/check_names.sh tests/lint/check_names_selftest.sh
-# scripts/scale_model.py --selftest: the cost model's byte formulas (doc/scale.md).
-TESTS += scripts/scale_model.py
+# scripts/lab/scale_model.py --selftest: the cost model's byte formulas (doc/scale.md).
+TESTS += scripts/lab/scale_model.py
 TEST_EXTENSIONS = .test .py
 # (the flags of PY_LOG_COMPILER go to the interpreter, so a shell passes --selftest)
 PY_LOG_COMPILER = $(SHELL) -c 'exec python3 "$$0" --selftest'

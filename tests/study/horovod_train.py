@@ -7,7 +7,7 @@
 An MLP 64-H-H-H-10 (two same-shaped HxH hidden layers) on scikit-learn's
 digits, each rank training on its own shard with batch 32, SGD with
 momentum, hvd.DistributedOptimizer; fixed seeds, a fixed number of steps.
-It follows the stable-layout recipe 1 of doc/horovod-notes.md: the caller
+It follows the stable-layout recipe 1 of doc/measured/horovod-layouts.md: the caller
 sets HOROVOD_FUSION_THRESHOLD=0 (each gradient is reduced in its own tensor)
 and gradients are zeroed in place (zero_grad(set_to_none=False)), so each
 gradient keeps its address from step to step.  --single-group follows

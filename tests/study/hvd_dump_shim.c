@@ -1,5 +1,5 @@
 /* A dumping shim for checking hipress against a textbook computation on the
- * exact buffers a framework reduces (doc/horovod-notes.md, "groups=1 and
+ * exact buffers a framework reduces (doc/measured/horovod-layouts.md, "groups=1 and
  * onebit").  Not part of the library and not built by make:
  *
  *   mpicc -shared -fPIC -O2 -o libhvddump.so tests/study/hvd_dump_shim.c -ldl

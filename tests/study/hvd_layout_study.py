@@ -1,4 +1,4 @@
-"""What Horovod passes to MPI_Allreduce, step by step (doc/horovod-notes.md).
+"""What Horovod passes to MPI_Allreduce, step by step (doc/measured/horovod-layouts.md).
 
 Run under mpirun with the tracing shim tests/study/hvd_trace_shim.c preloaded:
 

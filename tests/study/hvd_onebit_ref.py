@@ -1,4 +1,4 @@
-"""Textbook onebit on Horovod's groups=1 buffer (doc/horovod-notes.md, "groups=1 and onebit").
+"""Textbook onebit on Horovod's groups=1 buffer (doc/measured/horovod-layouts.md, "groups=1 and onebit").
 
 Two modes, both for the model of tests/study/horovod_train.py (64-H-H-H-10, H = --hidden):
 

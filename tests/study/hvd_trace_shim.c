@@ -1,5 +1,5 @@
 /* A tracing shim for studying what a framework passes to MPI (used for
- * doc/horovod-notes.md).  Not part of the library and not built by make:
+ * doc/measured/horovod-layouts.md).  Not part of the library and not built by make:
  *
  *   mpicc -shared -fPIC -O2 -o libhvdtrace.so tests/study/hvd_trace_shim.c -lpthread
  *   mpirun -np 4 -x LD_PRELOAD=$PWD/libhvdtrace.so -x HVD_TRACE_DIR=/tmp/t python ...

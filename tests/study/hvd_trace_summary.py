@@ -1,4 +1,4 @@
-"""Summarise the traces of tests/study/hvd_trace_shim.c (doc/horovod-notes.md).
+"""Summarise the traces of tests/study/hvd_trace_shim.c (doc/measured/horovod-layouts.md).
 
     python3 tests/study/hvd_trace_summary.py DIR [--skip N]
 

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Horovod under the preload: a 4-rank hvd.DistributedOptimizer training
 # (tests/study/horovod_train.py: PyTorch, HOROVOD_CPU_OPERATIONS=MPI) with the
-# stable-layout recipe of doc/horovod-notes.md (HOROVOD_FUSION_THRESHOLD=0,
+# stable-layout recipe of doc/measured/horovod-layouts.md (HOROVOD_FUSION_THRESHOLD=0,
 # gradients zeroed in place), run once plain and once with libhipress.so and
 # onebit.  Checks: every rank ends with bit-identical parameters (the program
 # compares hashes); hipress compressed the gradients (HIPRESS_STATS=1 table,
@@ -113,7 +113,7 @@ coord=$(($(row 'passed through: datatype') + $(row 'passed through: op')))
 # the first step and reused; no staging buffer (an address reduced with two
 # counts) and nothing dropped.  A layout that changes makes new buffers as
 # it goes (zero_grad(set_to_none=True) made about one a call in
-# doc/horovod-notes.md), and a fusion buffer is a staging buffer.
+# doc/measured/horovod-layouts.md), and a fusion buffer is a staging buffer.
 keys=$(sed -n 's/^  error feedback *\([0-9][0-9]*\) buffers;.*/\1/p' "$err")
 staging=$(sed -n 's/^  error feedback .*; \([0-9][0-9]*\) staging buffers.*/\1/p' "$err")
 dropped=$(sed -n 's/^  residuals dropped *\([0-9][0-9]*\) buffers.*/\1/p' "$err")

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Training under the preload: scripts/convergence.py
+# Training under the preload: scripts/lab/convergence.py
 # trains the digits MLP (1.13M float32 parameters, one flat MPI_Allreduce of
 # the whole gradient per step) on 4 ranks for 110 steps at 2 seeds, plain and
 # with onebit under `auto` (with sum_codec=same: allgather its only candidate
@@ -31,7 +31,7 @@ trap 'rm -rf "$dir"' EXIT
 
 parts=${HP_TRAIN_PARTS:-quick sum}     # which checks run (both by default)
 case " $parts " in *" quick "*)
-hp_mpirun 4 -x LD_PRELOAD="$HP_PRELOAD" "$HP_PYTHON" "$HP_SRCDIR/scripts/convergence.py" \
+hp_mpirun 4 -x LD_PRELOAD="$HP_PRELOAD" "$HP_PYTHON" "$HP_SRCDIR/scripts/lab/convergence.py" \
     --preset quick --seeds 2 --set partition_bytes=1M --force-compress --check \
     --check-drop "${HP_TRAIN_DROP:-0.10}" --out "$dir/train" >"$dir/out" 2>"$dir/err"
 rc=$?
@@ -55,7 +55,7 @@ grep -q '^convergence check: ok' "$dir/out" || hp_fail "no 'convergence check: o
 codec=${HP_TRAIN_SUM_CODEC:-auto}
 case " $parts " in *" sum "*) ;; *) exit $status ;; esac
 for n in 4 8; do
-    hp_mpirun $n -x LD_PRELOAD="$HP_PRELOAD" "$HP_PYTHON" "$HP_SRCDIR/scripts/convergence.py" \
+    hp_mpirun $n -x LD_PRELOAD="$HP_PRELOAD" "$HP_PYTHON" "$HP_SRCDIR/scripts/lab/convergence.py" \
         --config onebit:ref --config "onebit:algo=ps,sum_codec=$codec" \
         --global-batch 128 --epochs 10 --hidden 512 --seeds "${HP_TRAIN_SUM_SEEDS:-2}" \
         --set partition_bytes=1M --check \

@@ -1,6 +1,6 @@
 # tests/study/train.mk: training under the preload (the convergence study
 # work stream); appends to the variables of Makefile.am.
-#   run_train.sh  scripts/convergence.py --preset quick --check: a short
+#   run_train.sh  scripts/lab/convergence.py --preset quick --check: a short
 #                 data-parallel training at 4 ranks, plain against onebit
 #                 under auto and ps; accuracy bound, compressed calls counted;
 #                 then at 4 and 8 ranks onebit under ps with its

@@ -1,6 +1,6 @@
 /*
  * libFuzzer harness for every registered decoder (and, in one mode, every
- * encoder feeding its own decoder).  See doc/fuzzing.md.
+ * encoder feeding its own decoder).  See doc/dev/fuzzing.md.
  *
  * Input layout:
  *   byte 0        mode bits

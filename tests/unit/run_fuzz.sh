@@ -1,5 +1,5 @@
 #!/bin/sh
-# Decoder fuzzing as a deterministic test (doc/fuzzing.md):
+# Decoder fuzzing as a deterministic test (doc/dev/fuzzing.md):
 #  1. replay the committed seed corpus with tests/unit/fuzz_replay (built by make
 #     check with the normal compiler);
 #  2. build the libFuzzer harness tests/unit/fuzz_decode with clang (ASan + UBSan)

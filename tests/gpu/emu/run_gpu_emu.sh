@@ -13,7 +13,7 @@
 #      large float sums are compressed on the GPU (`none`), the rest staged;
 #   3. HIPRESS_GPU=stage: nothing is compressed on the GPU;
 #   4. gpu_kern --quick and hipress-bench --kernels --gpu through the
-#      emulated module (the harnesses scripts/gpu-check runs on a GPU);
+#      emulated module (the harnesses scripts/kit/gpu-check runs on a GPU);
 #   5. 1, 2 and 4 (gpu_kern only so) with the stand-in driver's streams deferred
 #      (MOCK_CUDA_DEFERRED: queued work runs only when a wait needs it; 2
 #      also runs the other streams first), so a missing event or a host read

@@ -1,6 +1,6 @@
 /*
  * The IPC stand-in's CUDA engine (ipc_cuda.c) over the stand-in driver
- * (tests/gpu/run_ipc.sh).  One-rank communicators: the driver loaded
+ * (tests/gpu/ipc/run_ipc.sh).  One-rank communicators: the driver loaded
  * through dlopen, the caller's context, blocks zeroed on a stream of the
  * stand-in's own, reductions as host functions over the shadows (in stream
  * order: MOCK_CUDA_DEFERRED=1 runs nothing before a wait), groups over two

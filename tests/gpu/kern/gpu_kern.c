@@ -1,7 +1,7 @@
 /*
  * The CUDA kernels of libhipress_cuda.so on a real GPU, bit for bit against
  * the CPU compressors (tests/gpu/kern/check_kern.c holds their emulation to the same
- * bytes on any machine).  Run by scripts/gpu-check and
+ * bytes on any machine).  Run by scripts/kit/gpu-check and
  * tests/gpu/device/run_gpu_device.sh; exits 77 (skipped) where no GPU is usable.
  *
  *   gpu_kern [--quick] [--small] [--only LIST]

@@ -1,6 +1,6 @@
 /*
  * Compressed against exact MPI_Allreduce, on host and on device buffers, in
- * the same run (scripts/gpu-check; under the preloaded libhipress.so, ranks
+ * the same run (scripts/kit/gpu-check; under the preloaded libhipress.so, ranks
  * sharing device rank % devices).
  *
  *   mpi_cuda_bench [-c COMPRESSOR] [-b MIN] [-e MAX] [-n ITERS] [-w WARMUP]

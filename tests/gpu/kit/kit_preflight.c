@@ -1,5 +1,5 @@
 /*
- * The device kit's first step (scripts/gpu-kit-run.sh): is there a GPU,
+ * The device kit's first step (scripts/kit/run.sh): is there a GPU,
  * and can the kit use it?  Asks the driver itself (libcuda.so.1, through
  * dlopen), never nvidia-smi.
  *

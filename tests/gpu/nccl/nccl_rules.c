@@ -1,6 +1,6 @@
 /*
  * Scenarios of the compressed ncclAllReduce under the stand-ins' strict
- * rules (tests/gpu/nccl/run_nccl_rules.sh; doc/standins.md lists each rule with
+ * rules (tests/gpu/nccl/run_nccl_rules.sh; doc/dev/standins.md lists each rule with
  * where the real API documents it): what a real driver or NCCL accepts
  * without an error while the GPU computes garbage, or one rank waits for
  * ever, and what the stand-ins stop instead (exit 87, a line naming both

@@ -4,7 +4,7 @@
  * an MPI program under the preload, HIPRESS_NCCL=compress, the stand-in
  * NCCL's communicators spanning MPI_COMM_WORLD (MOCK_NCCL_MPI=1), the
  * stand-in driver (its device-wide synchronisations, captures and wait-for
- * graph: doc/standins.md) and the emulated CUDA module.  Every rank must
+ * graph: doc/dev/standins.md) and the emulated CUDA module.  Every rank must
  * end with the same bits, and no deadlock may be reported (the stand-in
  * ends a deadlocked process with 86).
  *

@@ -1,6 +1,6 @@
 #!/bin/sh
 # The compressed ncclAllReduce under the stand-ins' strict rules
-# (tests/gpu/nccl/nccl_rules.c; doc/standins.md, "The rules the stand-ins
+# (tests/gpu/nccl/nccl_rules.c; doc/dev/standins.md, "The rules the stand-ins
 # keep"): a rule broken stops a process with 87 and a line naming both
 # sides; every case must pass with the same bits on every rank:
 #   destroy, finalize  a communicator ended right after a stream-ordered

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Scenarios that hang or break on a GPU when hipress synchronises what it
 # must not (tests/gpu/nccl/nccl_scenarios.c): the compressed ncclAllReduce under
-# the stand-ins' model (doc/standins.md: NCCL operations wait for their
+# the stand-ins' model (doc/dev/standins.md: NCCL operations wait for their
 # peers, allocation synchronises the device, captures refuse it, wait
 # cycles are reported as deadlocks, exit 86).  Every run must pass, with
 # the same bits on every rank and no deadlock reported:

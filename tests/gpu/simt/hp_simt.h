@@ -10,7 +10,7 @@
  * intrinsics whose mask names a lane that does not arrive at the same site
  * (or not the caller, or past the block's end), reads of a lane outside the
  * mask, wait cycles, out-of-range shared-array indices (debug builds).
- * doc/simt.md has the rest.
+ * doc/dev/simt.md has the rest.
  */
 #ifndef HP_SIMT_H
 #define HP_SIMT_H

@@ -2,7 +2,7 @@
  * The SIMT emulator's controls, callable from C (the tests): the
  * scheduling seed and what ran.  The emulator itself is hp_simt.h (the
  * CUDA dialect the kernels are compiled against on the CPU) and
- * hp_simt.cc (its runtime); doc/simt.md says what it checks.
+ * hp_simt.cc (its runtime); doc/dev/simt.md says what it checks.
  */
 #ifndef HP_SIMT_API_H
 #define HP_SIMT_API_H

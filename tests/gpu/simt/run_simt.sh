@@ -1,6 +1,6 @@
 #!/bin/sh
 # The CUDA kernels of cuda/kern/hp_kern*.cu on the CPU, on the strict SIMT
-# emulator (tests/gpu/simt, doc/simt.md), bit for bit against the CPU path:
+# emulator (tests/gpu/simt, doc/dev/simt.md), bit for bit against the CPU path:
 #   1. simt_kern: every case at the edge sizes 1, 31, 32, 33, 4095, 4097 and
 #      the formats' usual parameters at 2^20+1 under seed 1, then the quick
 #      set (every kernel, grid shape and path) under seeds 2 to 4;

@@ -1,6 +1,6 @@
 /*
  * The CUDA kernels of cuda/kern/hp_kern*.cu, compiled for the CPU and run on the
- * strict SIMT emulator (tests/gpu/simt, doc/simt.md), bit for bit against the
+ * strict SIMT emulator (tests/gpu/simt, doc/dev/simt.md), bit for bit against the
  * CPU: every format through the device codec the module runs
  * (cuda/codec/hp_codec*.c) as tests/gpu/kern/check_kern.c drives it -- the payload, the
  * residual and the state of an encode, the message in device memory, the

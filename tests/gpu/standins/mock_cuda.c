@@ -3,7 +3,7 @@
  * (soname libcuda.so.1), so the GPU path's host side runs on machines
  * without a GPU.  It implements the driver functions hipress uses, with the
  * driver's values, and what the tests need to show a hang
- * (doc/standins.md).  This file is the driver's devices, contexts,
+ * (doc/dev/standins.md).  This file is the driver's devices, contexts,
  * allocations and synchronous copies; device memory itself (its host
  * shadows, CUDA IPC) is mock_cuda_mem.c, the functions on streams, events,
  * captures and the stream memory operations mock_cuda_stream.c, the

@@ -1,7 +1,7 @@
 /*
  * The stand-in driver's own interface (tests/gpu/standins/mock_cuda*.c): what the
  * stand-in NCCL (tests/gpu/standins/mock_nccl*.c) puts on its streams, and the
- * functions the tests reach with dlsym.  doc/standins.md describes the
+ * functions the tests reach with dlsym.  doc/dev/standins.md describes the
  * model.
  */
 #ifndef HP_TESTS_MOCK_CUDA_H

@@ -5,7 +5,7 @@
  * its allocation (mock_cuda_mem.c keeps the order).  What breaks one stops the process
  * (MOCK_RULE_EXIT) with a line naming both sides: the entry that uses the
  * memory (its stream, its number there, what it is) and what freed it.
- * doc/standins.md lists each rule with where the real API documents it.
+ * doc/dev/standins.md lists each rule with where the real API documents it.
  */
 #include "mock_cuda_int.h"
 #include <dlfcn.h>

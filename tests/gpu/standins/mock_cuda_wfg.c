@@ -1,6 +1,6 @@
 /*
  * The stand-in driver's wait-for graph across processes, and its deadlock
- * report (doc/standins.md).
+ * report (doc/dev/standins.md).
  *
  * Every process that runs the device executor keeps a shared-memory segment
  * (/hpmock-wfg-PID) through which its peers ask it for a snapshot of what

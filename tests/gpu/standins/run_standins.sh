@@ -1,5 +1,5 @@
 #!/bin/sh
-# The stand-ins' model (doc/standins.md), without hipress: tests/gpu/standins/standins
+# The stand-ins' model (doc/dev/standins.md), without hipress: tests/gpu/standins/standins
 # under tests/gpu/nccl/nompi_launch, the stand-in NCCL moving data through shared
 # memory.  What must complete completes with the right bytes; what hangs on
 # a GPU is reported as a deadlock (exit 86, the cycle of waits on stderr)
