@@ -1,7 +1,7 @@
 #!/bin/sh
 # Self-test of tests/lint/check_names.sh: a small tree of layer folders,
 # compiled, must give exactly the violations planted in it -- an arrow up
-# (core calling front), one into cuda/ (src/ using a device name), data used
+# (core calling the driver), one into cuda/ (src/ using a device name), data used
 # upward, two files calling each other (one of them through libtool's
 # per-target object name), a circle of three, a stale object that must be
 # left out -- and the same tree without them must pass; the pending list
@@ -72,7 +72,7 @@ put src/ops/a.c 'int hp_low(void);
 int hp_a(void) { return hp_low(); }'
 put src/ops/b.c 'int hp_a(void);
 int hp_b(void) { return hp_a(); }'
-put src/front/high.c 'int hp_b(void);
+put src/drive/high.c 'int hp_b(void);
 int hp_high(void) { return hp_b(); }'
 put src/backend/dev.c 'int hp_low(void);
 int hp_dev(void) { return hp_low(); }'
@@ -99,16 +99,16 @@ int hp_a(void) { return hp_low() + hp_b(); }'
 put src/backend/dev.c 'int hp_low(void);
 int hp_launch(void);
 int hp_dev(void) { return hp_low() + hp_launch(); }'
-put src/core/data.c 'extern int hp_front_flag;
-int hp_data(void) { return hp_front_flag; }'
-put src/front/flag.c 'int hp_front_flag = 1;'
+put src/core/data.c 'extern int hp_drive_flag;
+int hp_data(void) { return hp_drive_flag; }'
+put src/drive/flag.c 'int hp_drive_flag = 1;'
 put src/algo/z.c 'int hp_x(void);
 int hp_z(void) { return hp_x(); }'
 build
 echo "== the planted violations"
 run && fail "the planted violations passed"
-expect "check_names: src/core/low.c: uses hp_high of src/front/high.c: core may use only include (and core)"
-expect "check_names: src/core/data.c: uses hp_front_flag of src/front/flag.c: core may use only"
+expect "check_names: src/core/low.c: uses hp_high of src/drive/high.c: core may use only include (and core)"
+expect "check_names: src/core/data.c: uses hp_drive_flag of src/drive/flag.c: core may use only"
 expect "check_names: src/backend/dev.c: uses hp_launch of cuda/launch.c: backend may use only"
 expect "check_names: src/ops/a.c <-> src/ops/b.c: each uses names of the other: src/ops/a.c uses hp_b; src/ops/b.c uses hp_a"
 expect "check_names: src/algo/x.c: circle of names among src/algo/x.c src/algo/y.c src/algo/z.c"
