@@ -140,11 +140,15 @@ if [ "$in_cluster" != 0 ]; then
             rc=$?
             wall=$(($(date +%s) - t0))
             line=$(grep '^train_bench: ok' "$log" | tail -1)
-            num() { sed -n "s|.* $1 \([0-9.][0-9.]*\).*|\1|p" <<<"$line"; }
+            num() { sed -n "s|.*, $1 \([0-9.][0-9.]*\).*|\1|p" <<<"$line"; }
             sent=$(sed -n 's/^  bytes  *\([0-9.]*\) MiB raw, \([0-9.]*\) MiB sent.*/\1,\2/p' "$log" | head -1)
             [ -n "$sent" ] || sent=,
-            why=$(grep -m1 '^FAIL' "$log" | tr ',"' ';'"'")
-            echo "$rep,$m,\"$spec\",$rate,$hosts,$rph,$(num ranks),$(num batch),$(num steps),$(num s/step),$(num images/s),$(num 'warmup [0-9]* steps'),$(num cpu/step),$(num calls),$(num compressed),$sent,$load,$wall,$([ -n "$line" ] && echo ok || echo "\"fail $rc ${why#FAIL: }\"")" >>"$out/raw.csv"
+            # why a run failed: a library's own check (gloo's enforce, the
+            # root cause where one rank aborts), else the worker's FAIL line
+            why=$(grep -oE '[A-Za-z_./]+\.(cc|cpp|c):[0-9]+\] .*' "$log" | grep -vm1 'Read error\|Connection reset\|closed')
+            [ -n "$why" ] || why=$(grep -m1 '^FAIL' "$log")
+            why=$(printf '%s' "$why" | tr ',"' ';'"'" | cut -c1-160)
+            echo "$rep,$m,\"$spec\",$rate,$hosts,$rph,$(num ranks),$(num batch),$(num steps),$(num s/step),$(num images/s),$(num 'warmup [0-9]* steps'),$(num cpu/step),$(num "hipress calls"),$(sed -n "s|.* calls [0-9]* compressed \([0-9]*\).*|\1|p" <<<"$line"),$sent,$load,$wall,$([ -n "$line" ] && echo ok || echo "\"fail $rc ${why#FAIL: }\"")" >>"$out/raw.csv"
             { echo "=== repeat $rep $rate $m $spec (exit $rc, $wall s)"; cat "$log"; } >>"$out/runs.log"
             echo "train_bench: repeat $rep $rate $m $spec: ${line:-FAILED (exit $rc), see runs.log}" >&2
             [ -n "$line" ] || tail -15 "$log" | sed 's/^/    /' >&2

@@ -296,6 +296,7 @@ static hp_status_t q_gpu_fmt(const hipress_comp_params_t *p, size_t n, unsigned 
         .grain = q_grain,                                                                         \
         .gpu_fmt = q##B_##_gpu_fmt,                                                               \
         .owner_free = (B_) >= 4, /* as an owner's sum codec (doc/accuracy.md, 'Sum codecs') */   \
+        .sgd_only = (B_) < 4,    /* q2: +10% validation loss under AdamW (doc/accuracy.md, 'Adam') */ \
     };
 
 Q_DEFINE(2)

@@ -234,6 +234,10 @@ int main(int argc, char **argv)
     if (hipress_comm_set(comm, "HIPRESS_ALGO", algo) != HIPRESS_OK)
         die("unknown algorithm (hipress_info lists them)");
     hipress_comm_set(comm, "HIPRESS_MIN_BYTES", "0");
+    /* -c names the compressor to time: its own form, as a job that says it
+     * trains with SGD gets it, unless the environment says otherwise */
+    if (getenv("HIPRESS_OPTIMIZER") == NULL)
+        hipress_comm_set(comm, "HIPRESS_OPTIMIZER", "sgd");
     /* one buffer serves every size, one size after the other (as in
      * nccl-tests): each (address, count) is its own error-feedback buffer,
      * not a staging buffer */

@@ -261,6 +261,8 @@ int hp_bench_quality(const char *path, char *comps, char *algos, int T, int csv)
                 q_die("bad compressor or algorithm (hipress_info lists them)");
             hipress_comm_set(c, "HIPRESS_MIN_BYTES", "0");
             hipress_comm_set(c, "HIPRESS_ALLOW_PLAIN", "0");
+            if (getenv("HIPRESS_OPTIMIZER") == NULL)   /* each compressor's own form */
+                hipress_comm_set(c, "HIPRESS_OPTIMIZER", "sgd");
             memset(acc, 0, g.n * sizeof(double));
             for (int t = 0; t < T; t++) {
                 uint64_t h = 14695981039346656037ULL, hh[2];

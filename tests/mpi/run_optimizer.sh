@@ -1,6 +1,6 @@
 #!/bin/sh
 # HIPRESS_OPTIMIZER: with it unset (auto) or adam, a compressor that holds
-# under SGD only (onebit, terngrad, ...) runs the staging codec (q4,
+# under SGD only (onebit, terngrad, q2, ...) runs the staging codec (q4,
 # stochastic, no residual) on every buffer, so it puts exactly the bytes of
 # q4 with stochastic rounding on the wire and keeps no residual; with sgd it
 # runs itself.  Rank 0 says so once at start-up under auto, and nothing
@@ -51,7 +51,7 @@ run "onebit, sgd" -x HIPRESS_COMPRESSOR=onebit -x HIPRESS_OPTIMIZER=sgd
 [ "$ef" -eq 1 ] || hp_fail "onebit under sgd kept no residual"
 [ "$warns" -eq 0 ] || hp_fail "onebit under sgd: a notice"
 for opt in auto adam; do
-    for c in onebit terngrad tbq; do
+    for c in onebit terngrad tbq q2; do
         run "$c, $opt" -x HIPRESS_COMPRESSOR=$c -x HIPRESS_OPTIMIZER=$opt
         [ "$wire" = "$q4" ] || hp_fail "$c under $opt sent $wire bytes, not q4's $q4"
         [ "$ef" -eq 0 ] || hp_fail "$c under $opt kept a residual"
