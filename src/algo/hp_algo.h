@@ -330,7 +330,7 @@ hp_status_t hp_psgd_run_stream(hp_call_t *call);
 hp_status_t hp_psgd_run_failed(hp_call_t *call, hp_status_t st);
 
 /* Sum v[0..len) over ranks with the `none` ring: every rank ends with the
- * same bits (contract 1), which PMPI_Allreduce does not promise.  v is host
+ * same bits (contract 1, doc/dev/contracts.md), which PMPI_Allreduce does not promise.  v is host
  * memory when host is set, else the call's own memory.  corrupt: the
  * corruption test knob for this sum; a rank that has already failed (err
  * not HP_OK) sends error messages in its place and never touches v.  The

@@ -197,7 +197,7 @@ HP_HD float hp_rng_unit(uint64_t k, uint64_t counter)
 
 /* The q codecs' stochastic-rounding generator, cheaper than hp_rng_unit:
  * 32-bit multiplies only, which AVX2 has (vpmulld) and GPUs run at full
- * rate.  Contract 3 as hp_rng_unit: a pure function of the folded key k
+ * rate.  As hp_rng_unit (contract 3, doc/dev/contracts.md): a pure function of the folded key k
  * and the absolute element counter.  k and the counter's high 32 bits (its
  * page, 0 below 2^32 elements) are mixed once into a 64-bit page key kp
  * (hp_rng_q_key: one 64-bit mix per call and page); per element, with c
