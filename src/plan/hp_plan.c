@@ -6,6 +6,7 @@
 
 #define HP_PLAN_MIN_PART_BYTES (32 * 1024)
 #define HP_PLAN_MAX_PARTS 256
+#define HP_PLAN_FINE_PART_BYTES (1024 * 1024)
 
 /* Lossy stages of row `a` on N ranks, and in *sum how many are an owner's
  * encode in the sum codec (a collective compressor, a = NULL: 1 and 0). */
@@ -126,6 +127,22 @@ hp_plan_t hp_plan_choose(const hp_plan_inputs_t *in, const hp_codecs_t *c, size_
     if (rank < nbest)
         return best[rank];
     return (hp_plan_t){.compress = 0, .algo = HP_ALGO_AUTO + 1, .parts = 1, .t_model = INFINITY};
+}
+
+hp_plan_t hp_plan_finer(const hp_plan_inputs_t *in, const hp_codecs_t *c, size_t n, int N, const hp_plan_t *p)
+{
+    size_t unit = hp_plan_unit(p->algo, n, N), g = hp_comp_grain2(c->kind, c->sum_kind, c->p);
+    size_t grains = HP_MAX((unit + g - 1) / g, 1);
+    size_t K = HP_MIN(HP_MIN((4 * unit + HP_PLAN_FINE_PART_BYTES - 1) / HP_PLAN_FINE_PART_BYTES,
+                             (size_t)HP_PLAN_MAX_PARTS), grains);
+    hp_plan_t f = *p;
+    if (!p->compress || K < 2 * p->parts) {
+        f.compress = 0;
+        return f;
+    }
+    f.parts = K;
+    f.t_model = hp_plan_cost(in, c, n, N, p->algo, K);
+    return f;
 }
 
 size_t hp_plan_unit(int algo, size_t n, int N)

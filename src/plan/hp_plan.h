@@ -95,6 +95,14 @@ double hp_plan_cost(const hp_plan_inputs_t *in, const hp_codecs_t *c, size_t n, 
 hp_plan_t hp_plan_choose(const hp_plan_inputs_t *in, const hp_codecs_t *c, size_t n, int N, int algo_fixed,
                          size_t part_bytes, int budget, int rank);
 
+/* p with partitions of about 1 MiB, or compress = 0 where that is not at
+ * least twice p's partitions.  The model's K weighs each partition by the
+ * measured per-message latency, but a stream's partitions follow each other
+ * without waiting for one another, and where the ranks' cores are shared
+ * with the training (a DDP comm hook) finer partitions measured up to 10%
+ * faster than the model's K: the exploration times both. */
+hp_plan_t hp_plan_finer(const hp_plan_inputs_t *in, const hp_codecs_t *c, size_t n, int N, const hp_plan_t *p);
+
 /* The compressed candidate an exploration fixes, given the medians of its
  * candidates' agreed times and `best`, the index of the lowest compressed
  * median (-1: none, returned as it is): among the compressed candidates
@@ -111,8 +119,9 @@ const char *hp_plan_str(const hp_plan_t *plan, char *buf, size_t len);
 /* Plan of one size class (bytes in [2^c, 2^(c+1))) of one memory kind on
  * one communicator: explored on its first calls (plain, unless the model
  * puts it HP_PLAN_PLAIN_SKIP times behind, then every algorithm the model
- * puts within HP_PLAN_PRUNE of its best, each timed over three calls in a
- * row (the median counts), times agreed across ranks), then fixed. */
+ * puts within HP_PLAN_PRUNE of its best, with the model's K and with
+ * hp_plan_finer's, each timed over three calls in a row (the median
+ * counts), times agreed across ranks), then fixed. */
 #define HP_PLAN_CLASSES 48
 #define HP_PLAN_CANDIDATES 8
 #define HP_PLAN_PRUNE 3.0

@@ -125,7 +125,7 @@ static hp_status_t candidates(hp_planner_t *pl, const hp_plan_comm_t *pc, hp_pla
     int budget = comm_budget(pc), modes = plan_modes(pc), nall = 0;
     const int mk = hp_plan_key(pc);
     double best = INFINITY;
-    hp_plan_t all[2 * HP_ALGO_COUNT];
+    hp_plan_t all[4 * HP_ALGO_COUNT];   /* per mode, each algorithm and its finer partitions */
     hp_codecs_t cc = comm_codecs(pc);
     hp_status_t st;
 
@@ -152,6 +152,14 @@ static hp_status_t candidates(hp_planner_t *pl, const hp_plan_comm_t *pc, hp_pla
             p.t_model += intra_time(pl, pc, h, count);
             best = HP_MIN(best, p.t_model);
             all[nall++] = p;
+            if (part_bytes == 0) {
+                hp_plan_t f = hp_plan_finer(&pl->inputs[mk][h], &cc, hp_plan_algo_count(pc, h, count),
+                                            hp_plan_algo_size(pc, h), &p);
+                if (f.compress) {
+                    f.t_model += intra_time(pl, pc, h, count);
+                    all[nall++] = f;
+                }
+            }
         }
     }
     for (int i = 0; i < nall; i++)

@@ -276,6 +276,27 @@ START_TEST(plan_stages_budget)
         hp_plan_t pl = hp_plan_choose(&in, &same, 3 * 4096, 2, HP_ALGO_TREE, 1024, 0, 0);
         ck_assert_uint_eq(pl.parts, 3);
     }
+    /* the finer candidate the exploration also times: partitions of about
+     * 1 MiB where that is at least twice the model's K (a slow per-message
+     * latency keeps the model's K small), at most HP_PLAN_MAX_PARTS */
+    {
+        hp_plan_inputs_t slow = {3e7, 7e-4, 8e9, 3e10};
+        size_t n = (size_t)7 << 20;   /* 28 MiB */
+        hp_plan_t pl = hp_plan_choose(&slow, &same, n, 4, HP_ALGO_ALLGATHER, 0, 0, 0), f;
+        ck_assert(pl.compress && pl.parts <= 4);
+        f = hp_plan_finer(&slow, &same, n, 4, &pl);
+        ck_assert(f.compress && f.algo == HP_ALGO_ALLGATHER);
+        ck_assert_uint_eq(f.parts, 28);
+        ck_assert(f.t_model == hp_plan_cost(&slow, &same, n, 4, HP_ALGO_ALLGATHER, 28));
+        ck_assert(f.wire == pl.wire);
+        pl = hp_plan_choose(&slow, &same, (size_t)1 << 18, 4, HP_ALGO_ALLGATHER, 0, 0, 0);   /* 1 MiB */
+        ck_assert(!hp_plan_finer(&slow, &same, (size_t)1 << 18, 4, &pl).compress);
+        pl = hp_plan_choose(&slow, &same, (size_t)1 << 30, 4, HP_ALGO_ALLGATHER, 0, 0, 0);   /* 4 GiB */
+        f = hp_plan_finer(&slow, &same, (size_t)1 << 30, 4, &pl);
+        ck_assert(f.compress && f.parts == 256);
+        pl.compress = 0;
+        ck_assert(!hp_plan_finer(&slow, &same, n, 4, &pl).compress);
+    }
 }
 END_TEST
 
