@@ -14,6 +14,8 @@ buckets:
   hipress    hipress.torch.allreduce_hook (src/python; HIPRESS_* from the environment)
   floor      a hook that returns the bucket at once: the exchange skipped (the compute floor)
 
+DDP_BUCKET_MB in the environment sets DDP's bucket_cap_mb (default 25).
+
 The first --warmup steps are timed apart (between two barriers: the plan's
 measurements happen there), then --steps timed steps.  Rank 0 prints one
 line:
@@ -109,7 +111,8 @@ def main():
             i = (step * batch) % (len(order) - batch)
             idx = order[i:i + batch]
             return dx[idx], dy[idx]
-    ddp = DDP(model)
+    # DDP_BUCKET_MB: DDP's bucket_cap_mb (its default, 25, when unset)
+    ddp = DDP(model, bucket_cap_mb=float(os.environ.get("DDP_BUCKET_MB", "25")))
     if args.hook == "fp16":
         from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
         ddp.register_comm_hook(None, default_hooks.fp16_compress_hook)

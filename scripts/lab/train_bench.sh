@@ -136,7 +136,23 @@ if [ "$in_cluster" != 0 ]; then
             log=$(mktemp)
             t0=$(date +%s)
             mpirun $HP_CLUSTER_MPIRUN_ARGS "${xs[@]}" "$py" "$worker" --model "$m" --steps "$steps" \
-                --warmup "$warmup" "${ws[@]}" >"$log" 2>&1
+                --warmup "$warmup" "${ws[@]}" >"$log" 2>&1 &
+            mp=$! hung=
+            # a job that printed its figure but does not exit within 60 s
+            # (Open MPI's MPI_Finalize, now and then, on this emulated
+            # cluster) is stopped; its figure stands, and runs.log says so
+            while kill -0 "$mp" 2>/dev/null; do
+                if grep -q '^train_bench: ok' "$log"; then
+                    for _ in $(seq 60); do kill -0 "$mp" 2>/dev/null || break; sleep 1; done
+                    if kill -0 "$mp" 2>/dev/null; then
+                        hung=" (its exit hung: stopped 60 s after its figure)"
+                        kill -TERM "$mp"; sleep 5; kill -KILL "$mp" 2>/dev/null
+                    fi
+                    break
+                fi
+                sleep 1
+            done
+            wait "$mp"
             rc=$?
             wall=$(($(date +%s) - t0))
             line=$(grep '^train_bench: ok' "$log" | tail -1)
@@ -149,7 +165,7 @@ if [ "$in_cluster" != 0 ]; then
             [ -n "$why" ] || why=$(grep -m1 '^FAIL' "$log")
             why=$(printf '%s' "$why" | tr ',"' ';'"'" | cut -c1-160)
             echo "$rep,$m,\"$spec\",$rate,$hosts,$rph,$(num ranks),$(num batch),$(num steps),$(num s/step),$(num images/s),$(num 'warmup [0-9]* steps'),$(num cpu/step),$(num "hipress calls"),$(sed -n "s|.* calls [0-9]* compressed \([0-9]*\).*|\1|p" <<<"$line"),$sent,$load,$wall,$([ -n "$line" ] && echo ok || echo "\"fail $rc ${why#FAIL: }\"")" >>"$out/raw.csv"
-            { echo "=== repeat $rep $rate $m $spec (exit $rc, $wall s)"; cat "$log"; } >>"$out/runs.log"
+            { echo "=== repeat $rep $rate $m $spec (exit $rc, $wall s)$hung"; cat "$log"; } >>"$out/runs.log"
             echo "train_bench: repeat $rep $rate $m $spec: ${line:-FAILED (exit $rc), see runs.log}" >&2
             [ -n "$line" ] || tail -15 "$log" | sed 's/^/    /' >&2
             rm -f "$log"

@@ -78,6 +78,16 @@ def main():
 
     import matplotlib
     matplotlib.use("Agg")
+
+    def short(config):
+        """a plot label: settings without their prefix, byte counts in MiB"""
+        name, _, sets = config.partition(":")
+        out = []
+        for kv in filter(None, sets.split(",")):
+            k, _, v = kv.partition("=")
+            k = k.replace("HIPRESS_", "").replace("HOROVOD_", "").lower()
+            out.append("%s=%s" % (k, "%gM" % (int(v) / 1048576) if v.isdigit() and int(v) >= 1048576 else v))
+        return name + ("\n" + ",".join(out) if out else "")
     import matplotlib.pyplot as plt
     panels = list(dict.fromkeys((s["rate"], s["model"]) for s in summary))
     nmax = max(len([s for s in summary if (s["rate"], s["model"]) == p]) for p in panels)
@@ -96,9 +106,9 @@ def main():
             label = " failed" if s["ok"] == 0 else (" %.2fx" % s["vs_anchor"] if s["vs_anchor"] == s["vs_anchor"] else "")
             ax.text(0 if s["ok"] == 0 else s["images_per_s"], y, label, va="center", fontsize=8)
         ax.set_yticks(list(ys))
-        ax.set_yticklabels([s["config"] for s in ss], fontsize=8)
+        ax.set_yticklabels([short(s["config"]) for s in ss], fontsize=8)
         ax.invert_yaxis()
-        ax.set_xlabel("images per second (median; dots: repeats; ratio to DDP's fp16 hook)")
+        ax.set_xlabel("images/s (median; dots: repeats;\nratio to DDP's fp16 hook)", fontsize=8)
         ax.set_title(f"{model}, {hosts} hosts x {rph} ranks, {rate} links", fontsize=9)
         top = [s["images_per_s"] for s in ss if s["images_per_s"] == s["images_per_s"]]
         ax.set_xlim(0, 1.2 * max(top) if top else 1)
