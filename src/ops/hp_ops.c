@@ -170,6 +170,12 @@ static void g_add(const float *a, const float *b, float *out, size_t n)
         out[i] = hp_canon(a[i] + b[i]);
 }
 
+static void g_div(float *x, size_t n, float d)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] = x[i] / d;
+}
+
 static int g_nonfinite(const float *x, size_t n)
 {
     uint32_t bad = 0;
@@ -439,6 +445,7 @@ const hp_ops_t hp_ops_generic = {
     .name = "generic",
     .isa = HP_ISA_GENERIC,
     .add = g_add,
+    .div = g_div,
     .nonfinite = g_nonfinite,
     .absmax = g_absmax,
     .minmax = g_minmax,

@@ -15,6 +15,18 @@
 
 #if defined(__x86_64__)
 
+AVX2 static void v_div(float *x, size_t n, float d)
+{
+    const __m256 dv = _mm256_set1_ps(d);
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        _mm256_storeu_ps(x + i, _mm256_div_ps(_mm256_loadu_ps(x + i), dv));
+        _mm256_storeu_ps(x + i + 8, _mm256_div_ps(_mm256_loadu_ps(x + i + 8), dv));
+    }
+    for (; i < n; i++)
+        x[i] = x[i] / d;
+}
+
 AVX2 static void v_add(const float *a, const float *b, float *out, size_t n)
 {
     size_t i = 0;
@@ -469,6 +481,7 @@ const hp_ops_t hp_ops_avx2 = {
     .name = "avx2",
     .isa = HP_ISA_AVX2,
     .add = v_add,
+    .div = v_div,
     .nonfinite = v_nonfinite,
     .absmax = v_absmax,
     .minmax = v_minmax,

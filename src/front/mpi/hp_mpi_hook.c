@@ -21,6 +21,7 @@
  */
 #include "hp_front_mpi.h"
 #include "hp_global.h"
+#include "hp_ops.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -158,8 +159,7 @@ HP_EXPORT int hipress_hook_allreduce(hipress_hook_t *hook, float *buf, size_t co
         return st != HIPRESS_OK ? st : HIPRESS_ERR_MPI;
     }
     if (average)
-        for (size_t i = 0; i < count; i++)
-            buf[i] /= (float)hook->size;
+        hp_ops_get(HP_ISA_AUTO)->div(buf, count, (float)hook->size);
     return HIPRESS_OK;
 }
 
