@@ -28,6 +28,7 @@ allgathered); "FAIL: ..." and exit 1 otherwise.  An exception in a hook
 """
 import argparse
 import ctypes
+import gc
 import hashlib
 import os
 import resource
@@ -187,6 +188,14 @@ def main():
         else:
             print("FAIL: parameters differ across ranks: %d distinct hashes" % len(set(int(h) for h in hashes)),
                   flush=True)
+    # DDP's reducer holds the process group: let it go while the group
+    # lives, so that the group's destructor (which joins gloo's threads) runs
+    # in destroy_process_group without the GIL.  Left to the end of main,
+    # torch 1.13 destroys the group from the reducer's destructor with the
+    # GIL held, and a gloo thread releasing a tensor waits for the GIL: the
+    # rank never exits (about one run in ten).
+    del step, ddp
+    gc.collect()
     dist.destroy_process_group()
     return 0 if ok else 1
 

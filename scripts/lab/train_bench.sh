@@ -138,9 +138,10 @@ if [ "$in_cluster" != 0 ]; then
             mpirun $HP_CLUSTER_MPIRUN_ARGS "${xs[@]}" "$py" "$worker" --model "$m" --steps "$steps" \
                 --warmup "$warmup" "${ws[@]}" >"$log" 2>&1 &
             mp=$! hung=
-            # a job that printed its figure but does not exit within 60 s
-            # (Open MPI's MPI_Finalize, now and then, on this emulated
-            # cluster) is stopped; its figure stands, and runs.log says so
+            # a job that printed its figure but does not exit within 60 s is
+            # stopped; its figure stands, and runs.log says so (ddp_bench.py
+            # frees DDP before its process group, which ended torch 1.13's
+            # deadlock at exit that did this about one run in ten)
             while kill -0 "$mp" 2>/dev/null; do
                 if grep -q '^train_bench: ok' "$log"; then
                     for _ in $(seq 60); do kill -0 "$mp" 2>/dev/null || break; sleep 1; done

@@ -36,6 +36,7 @@ parameters:
 ("FAIL: ..." and exit 1 on different parameters or a non-finite loss).
 """
 import argparse
+import gc
 import glob
 import hashlib
 import math
@@ -250,6 +251,12 @@ def main():
             print("FAIL: parameters differ across ranks: %d distinct hashes" % len(set(hashes)), flush=True)
     if args.dist == "hvd":
         hvd.shutdown()
+    else:
+        # the DDP model goes first, then the group (scripts/lab/ddp_bench.py
+        # says why: torch 1.13 can deadlock at exit otherwise)
+        del net
+        gc.collect()
+        dist.destroy_process_group()
     return 0 if ok else 1
 
 
