@@ -104,7 +104,8 @@ def main():
                   if r["status"] == "ok" and r["images_per_s"]]
             ax.plot(xs, [y] * len(xs), "k.", ms=4)
             label = " failed" if s["ok"] == 0 else (" %.2fx" % s["vs_anchor"] if s["vs_anchor"] == s["vs_anchor"] else "")
-            ax.text(0 if s["ok"] == 0 else s["images_per_s"], y, label, va="center", fontsize=8)
+            # (right of the bar and of every repeat's dot)
+            ax.text(0 if s["ok"] == 0 else max([s["images_per_s"]] + xs), y, label, va="center", fontsize=8)
         ax.set_yticks(list(ys))
         ax.set_yticklabels([short(s["config"]) for s in ss], fontsize=8)
         ax.invert_yaxis()
