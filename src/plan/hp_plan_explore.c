@@ -288,7 +288,7 @@ void hp_plan_report(const hp_plan_comm_t *pc, hp_plan_slot_t *ps, double t, size
         if (hp_log_level >= HP_LOG_INFO) {
             /* every candidate's calls, for HIPRESS_DEBUG=2: why this plan */
             hp_plan_str(&ps->cand[k], a, sizeof(a));
-            HP_INFO("plan for %zu bytes: candidate %s took %.0f, %.0f, %.0f us (median %.0f)",
+            HP_INFO("plan candidate for %zu bytes: %s took %.0f, %.0f, %.0f us (median %.0f)",
                     count * sizeof(float), a, ps->t[k][0] * 1e6, ps->t[k][1] * 1e6, ps->t[k][2] * 1e6,
                     med[k] * 1e6);
         }
