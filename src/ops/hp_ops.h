@@ -216,9 +216,9 @@ typedef struct hp_ops {
     void (*quant_stoch_rng_pack)(const float *x, uint64_t key, uint64_t counter0, size_t n, float lo,
                                  float inv_gap, float gap, float levels, unsigned bits, uint8_t *packed,
                                  float *rout);
-    /* x[i] = x[i] / d, a float division (a mean's: the ranks' sum divided
-     * by their number, the bits of the scalar division; the device's
-     * divide kernel gives the same). */
+    /* x[i] = x[i] / d, a float division, a NaN kept as it is, payload and
+     * signalling bit included: a mean's division (the ranks' sum by their
+     * number), the bits of the device's divide kernel (k_divide). */
     void (*div)(float *x, size_t n, float d);
 } hp_ops_t;
 

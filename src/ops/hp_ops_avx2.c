@@ -19,12 +19,13 @@ AVX2 static void v_div(float *x, size_t n, float d)
 {
     const __m256 dv = _mm256_set1_ps(d);
     size_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        _mm256_storeu_ps(x + i, _mm256_div_ps(_mm256_loadu_ps(x + i), dv));
-        _mm256_storeu_ps(x + i + 8, _mm256_div_ps(_mm256_loadu_ps(x + i + 8), dv));
+    for (; i < n / 8 * 8; i += 8) {
+        __m256 v = _mm256_loadu_ps(x + i);
+        /* a NaN kept as it is (the division would quiet a signalling one) */
+        _mm256_storeu_ps(x + i, _mm256_blendv_ps(_mm256_div_ps(v, dv), v, _mm256_cmp_ps(v, v, _CMP_UNORD_Q)));
     }
     for (; i < n; i++)
-        x[i] = x[i] / d;
+        x[i] = x[i] != x[i] ? x[i] : x[i] / d;
 }
 
 AVX2 static void v_add(const float *a, const float *b, float *out, size_t n)

@@ -24,6 +24,7 @@
 #include "hp_nccl_elem.h"
 #include "hp_global.h"
 #include "hp_comp.h"
+#include "hp_ops.h"
 #include "hp_watchdog.h"
 #include <stdlib.h>
 #include <string.h>
@@ -338,8 +339,7 @@ static hp_status_t nccl_exact(hp_comm_t *c, hp_dcall_t *d, float *out)
     if (st == HP_OK && g->base.memcpy_d2h(out, dev, d->count * sizeof(float), &d->mem.where) != HP_GPU_OK)
         st = HP_ERR_DEVICE;
     if (st == HP_OK && d->avg)
-        for (size_t i = 0; i < d->count; i++)
-            out[i] = out[i] / (float)c->size;
+        hp_ops_get(HP_ISA_AUTO)->div(out, d->count, (float)c->size);
 out:
     if (dev != NULL)
         g->dev_free(&d->mem.where, dev);

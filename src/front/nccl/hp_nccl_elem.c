@@ -6,6 +6,7 @@
  */
 #include "hp_nccl_elem.h"
 #include "hp_front.h"
+#include "hp_ops.h"
 #include <math.h>
 #include <stdlib.h>
 
@@ -83,10 +84,8 @@ hp_status_t hp_nccl_divide(hp_mem_t *m, float *recv, size_t count, int N)
         return HP_ERR_NOMEM;
     if (g->base.memcpy_d2h(h, recv, count * sizeof(float), &m->where) != HP_GPU_OK)
         st = HP_ERR_DEVICE;
-    /* a NaN kept as it is, as the device's k_divide keeps it (a division
-     * would quiet a signalling one) */
-    for (size_t i = 0; st == HP_OK && i < count; i++)
-        h[i] = h[i] != h[i] ? h[i] : h[i] / (float)N;
+    if (st == HP_OK)
+        hp_ops_get(HP_ISA_AUTO)->div(h, count, (float)N);   /* the bits of the device's k_divide */
     if (st == HP_OK && g->base.memcpy_h2d(recv, h, count * sizeof(float), &m->where) != HP_GPU_OK)
         st = HP_ERR_DEVICE;
     free(h);
